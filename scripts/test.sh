@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every test dsv4 has on this machine; this is what CI runs (.ci/run).
+#   1. installs missing dependencies (scripts/install-deps.sh)
+#   2. dev build (Debug + ASan + UBSan) and every CTest suite (unit, golden, e2e; GPU suites skip without a GPU)
+#   3. libFuzzer targets, each for a bounded time
+#   4. compile check of the CUDA backend when nvcc is present (no GPU needed)
+set -euo pipefail
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+jobs=${DSV4_JOBS:-$(nproc)}
+fuzz_seconds=${DSV4_FUZZ_SECONDS:-30}
+
+scripts/install-deps.sh
+
+echo "== dev build (ASan + UBSan)"
+cmake --preset dev >/dev/null
+cmake --build --preset dev -j "$jobs"
+
+echo "== tests"
+ctest --preset dev -j "$jobs" --timeout 900
+
+if [[ ${DSV4_SKIP_FUZZ:-0} != 1 ]]; then
+  echo "== fuzz targets (${fuzz_seconds}s each)"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$jobs"
+  for fuzzer in build/fuzz/tests/fuzz/fuzz_*; do
+    [[ -x $fuzzer ]] || continue
+    name=$(basename "$fuzzer")
+    corpus="tests/fuzz/corpus/${name#fuzz_}"
+    mkdir -p "build/fuzz/corpus/$name"
+    echo "-- $name"
+    "$fuzzer" -max_total_time="$fuzz_seconds" -print_final_stats=0 "build/fuzz/corpus/$name" \
+      $( [[ -d $corpus ]] && echo "$corpus" ) 2>&1 | tail -n 3
+  done
+fi
+
+if [[ ${DSV4_SKIP_CUDA:-0} != 1 ]] && { command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; }; then
+  echo "== CUDA backend compile check (sm_90a)"
+  cmake --preset cuda >/dev/null
+  cmake --build --preset cuda -j "$jobs"
+fi
+echo "== all tests passed"
