@@ -2,6 +2,9 @@
 # Builds src/<module> as the static library dsv4_<NAME>; include paths are rooted at src/ and include/.
 function(dsv4_add_module name)
   cmake_parse_arguments(M "" "" "SOURCES;DEPS;PUBLIC_DEPS" ${ARGN})
+  if(NOT M_SOURCES)
+    return()  # a module with no sources yet
+  endif()
   add_library(dsv4_${name} STATIC ${M_SOURCES})
   target_include_directories(dsv4_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_link_libraries(dsv4_${name} PUBLIC ${M_PUBLIC_DEPS} PRIVATE dsv4_warnings ${M_DEPS})

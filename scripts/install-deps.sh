@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libcpp-httplib-dev nlohmann-json3-dev libonig-dev libcli11-dev libfmt-dev libxxhash-dev
+  libcpp-httplib-dev nlohmann-json3-dev libonig-dev libcli11-dev libfmt-dev libxxhash-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev libomp-dev clang-format clang-tidy
   caddy curl ca-certificates
