@@ -1,0 +1,38 @@
+#include "backend/backend.h"
+
+namespace dsv4 {
+
+std::string_view numerics_name(Numerics n) {
+    switch (n) {
+        case Numerics::kExact: return "exact";
+        case Numerics::kReference: return "reference";
+        case Numerics::kFast: return "fast";
+    }
+    return "?";
+}
+
+Numerics parse_numerics(std::string_view name) {
+    if (name == "exact") return Numerics::kExact;
+    if (name == "reference") return Numerics::kReference;
+    if (name == "fast") return Numerics::kFast;
+    fail("unknown numerics '{}' (exact, reference or fast)", name);
+}
+
+void StepBatch::add_sequence(int32_t slot, int64_t start_pos, std::span<const int32_t> token_ids,
+                             std::vector<int32_t> block_table) {
+    SequenceSlice s;
+    s.slot = slot;
+    s.token_begin = static_cast<int32_t>(tokens.size());
+    s.n_tokens = static_cast<int32_t>(token_ids.size());
+    s.start_pos = start_pos;
+    s.block_table = std::move(block_table);
+    const auto index = static_cast<int32_t>(seqs.size());
+    for (size_t i = 0; i < token_ids.size(); ++i) {
+        tokens.push_back(token_ids[i]);
+        positions.push_back(static_cast<int32_t>(start_pos + static_cast<int64_t>(i)));
+        seq_index.push_back(index);
+    }
+    seqs.push_back(std::move(s));
+}
+
+}  // namespace dsv4

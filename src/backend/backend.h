@@ -1,0 +1,152 @@
+// Backend: the op interface the DeepSeek-V4 forward pass (src/model/deepseek_v4.cpp) is written against, once, for
+// every device. The CPU backend (backend/cpu) is the numerical reference; the CUDA backend (backend/cuda) is the
+// production path. Boundary: no request, scheduler or JSON types cross this interface; a step is described by a
+// StepBatch (tokens, positions, and per sequence its state slot and block table).
+//
+// Sequence state lives in the backend (it is device memory on GPUs). Per sequence *slot* a backend keeps fixed-size
+// state: for every layer a ring of the last `window + rewind_capacity` K=V rows, and for every compressor the
+// per-token pre-pooling data (kv and gate+ape) of the last `(overlap ? 2 : 1) * ratio + rewind_capacity` positions.
+// Compressed rows and indexer keys are paged: entry w of a layer with ratio r lives in logical block
+// (w * r) / block_tokens of the sequence's block table. A sequence can be truncated to any position at most
+// rewind_capacity tokens back (speculative decoding); deeper rewinds are re-prefilled by the caller.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/tensor.h"
+#include "backend/weights.h"
+#include "loader/tensor_view.h"
+#include "model/model_config.h"
+
+namespace dsv4 {
+
+enum class Numerics : uint8_t {
+    kExact,      // float32 arithmetic on dequantized weights; the golden reference
+    kReference,  // DeepSeek's inference roundings (bf16 activations, FP8 activation quant, FP8/FP4 cache sims)
+    kFast,       // the production GPU path
+};
+
+std::string_view numerics_name(Numerics n);
+Numerics parse_numerics(std::string_view name);
+
+// Which roundings a linear applies in reference numerics (no effect in exact numerics).
+enum class LinearKind : uint8_t {
+    kQuantized,  // FP8/FP4 weight: per-128 FP8 activation quantization, bf16 output
+    kBf16Out,    // plain GEMM of bf16 activations, bf16 output (wo_a)
+    kF32Out,     // plain GEMM, float32 output (compressor projections, router, indexer weights, lm head)
+};
+
+// One sequence's part of a step.
+struct SequenceSlice {
+    int32_t slot = 0;          // fixed-state slot (ring, compressor pending data)
+    int32_t token_begin = 0;   // index of its first token in the step
+    int32_t n_tokens = 0;
+    int64_t start_pos = 0;     // absolute position of its first token (= tokens already in its state)
+    std::vector<int32_t> block_table;  // physical block ids covering positions [0, start_pos + n_tokens)
+};
+
+// Everything a backend needs to run one forward step over several sequences.
+struct StepBatch {
+    std::vector<int32_t> tokens;     // [N]
+    std::vector<int32_t> positions;  // [N] absolute positions
+    std::vector<int32_t> seq_index;  // [N] index into seqs
+    std::vector<SequenceSlice> seqs;
+    std::vector<int32_t> logit_rows;  // step rows whose logits are wanted, in output order
+
+    int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
+    // Appends a sequence's tokens (positions start_pos, start_pos+1, ...).
+    void add_sequence(int32_t slot, int64_t start_pos, std::span<const int32_t> token_ids,
+                      std::vector<int32_t> block_table);
+};
+
+// Sizes of the state a backend allocates (derived from the model config and the engine's memory plan).
+struct StateConfig {
+    int max_slots = 1;             // sequences that can run at once
+    int num_blocks = 0;            // paged blocks for compressed rows / indexer keys
+    int block_tokens = 256;        // token positions covered by one block
+    int rewind_capacity = 16;      // deepest truncation without recomputation
+};
+
+// Which compressor of a layer an op addresses.
+enum class CompressorRole : uint8_t { kMain, kIndexer };
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    virtual std::string name() const = 0;
+    virtual Numerics numerics() const = 0;
+
+    // --- Weights (uploaded once; the checkpoint's host views stay valid while the model lives) ---
+    virtual WeightRef upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
+                                    int64_t rows, int64_t cols, int block_rows, int block_cols) = 0;
+    virtual VecRef upload_vector(const TensorView& values) = 0;  // BF16/F32 -> float32
+    virtual TableRef upload_table(const TensorView& values, int64_t max_value) = 0;  // I64/I32 -> int32, checked
+
+    // --- State ---
+    virtual void create_state(const ModelConfig& config, const StateConfig& state) = 0;
+    virtual const StateConfig& state_config() const = 0;
+    virtual void reset_slot(int32_t slot) = 0;  // a new sequence starts in this slot
+
+    // --- Step ---
+    // Per-step scratch memory; everything allocated is released by begin_step().
+    virtual Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+    virtual void begin_step(const StepBatch& batch) = 0;
+    // Copies a tensor to host float32 (logits, tests).
+    virtual void to_host(const Tensor& t, float* out) = 0;
+    virtual void synchronize() = 0;
+
+    // --- Ops. Shapes: N step tokens, D hidden, hc streams, H heads. Positions/tokens come from the step. ---
+    virtual void embed(const WeightRef& table, Tensor x /*[N, hc, D]*/) = 0;
+    virtual void hc_pre(const Tensor& x /*[N,hc,D]*/, const MhcWeights& w, int sinkhorn_iters, float hc_eps,
+                        float norm_eps, Tensor u /*[N,D]*/, Tensor post /*[N,hc]*/, Tensor comb /*[N,hc,hc]*/) = 0;
+    virtual void hc_post(Tensor x /*[N,hc,D] in/out*/, const Tensor& y /*[N,D]*/, const Tensor& post,
+                         const Tensor& comb) = 0;
+    virtual void hc_head(const Tensor& x /*[N,hc,D]*/, const HcHeadWeights& w, float hc_eps, float norm_eps,
+                         Tensor y /*[N,D]*/) = 0;
+    // y = x * rsqrt(mean(x^2) + eps) (* weight), over the last dim of a [rows, k] view.
+    virtual void rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) = 0;
+    virtual void linear(const Tensor& x /*[M,K]*/, const WeightRef& w, LinearKind kind, Tensor y /*[M,rows]*/) = 0;
+    // Grouped projection: x [N, G, K] with W [G * R, K] -> y [N, G * R] (group g uses rows g*R .. g*R+R-1).
+    virtual void grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) = 0;
+    // Interleaved RoPE on the trailing rope_dim dims of every head: x [N, heads, head_dim], in place.
+    virtual void rope(Tensor x, const RopeParams& rope, bool inverse) = 0;
+    // Reference numerics: FP8-sim of the non-rope dims in blocks of 64 (K=V rows); no-op in exact numerics.
+    virtual void kv_cache_sim(Tensor kv /*[N, head_dim]*/, int nope_dims) = 0;
+    // Reference numerics: Hadamard rotation + FP4-sim of indexer queries; no-op in exact numerics.
+    virtual void indexer_query_sim(Tensor q /*[N, heads, index_head_dim]*/) = 0;
+
+    // Compressor: consumes the step's projections a = W_kv x, g = W_gate x ([N, width]); emits the entries of
+    // every window completed in this step into the paged store (pool, norm, RoPE at the window start, and the
+    // reference roundings), and keeps the per-token data needed by later steps.
+    virtual void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g,
+                          const CompressorWeights& w, const RopeParams& rope, float norm_eps) = 0;
+    // Lightning indexer: for each step token, the top-min(k, eligible) entries by sum_h w_h relu(q_h . K_e) over the
+    // entries e < floor((pos + 1) / ratio); unused picks are -1. q [N, Hi, d], weights [N, Hi] (already scaled).
+    virtual void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk /*[N,k]*/) = 0;
+    // Sparse attention with sinks over the window rows (this step's kv + the ring) and compressed rows (all
+    // complete HCA entries, or the CSA top-k picks). q [N, H, d], kv [N, d]; out [N, H, d].
+    virtual void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                           const Tensor* topk, float scale, Tensor out) = 0;
+    // Writes this step's K=V rows into each sequence's ring (after attention has read the old rows).
+    virtual void store_window(int layer, const Tensor& kv /*[N, d]*/) = 0;
+
+    // MoE routing: weights [N, k] and expert ids [N, k] (int32).
+    virtual void route(const Tensor& h /*[N,D]*/, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
+                       Tensor weights /*[N,k] f32*/, Tensor ids /*[N,k] i32*/) = 0;
+    // Routed experts plus the shared expert: y [N, D].
+    virtual void moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                     Tensor y) = 0;
+    // x *= factor, element-wise.
+    virtual void scale(Tensor x, float factor) = 0;
+    // Gathers rows of x [N, D] into y [M, D].
+    virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads = 0);
+
+}  // namespace dsv4

@@ -1,0 +1,99 @@
+// CpuBackend: the numerical reference implementation of every op (design.md: "the CPU backend in exact numerics is
+// the single source of numerical truth"), with OpenMP threads and the SIMD row kernels of core/block_dequant.h.
+// Weights are read in place from the memory-mapped checkpoint (zero copy); only small vectors are converted to
+// float32. State (rings, compressor pending data, paged compressed rows) is float32 host memory.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <tuple>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace dsv4 {
+
+// Per-layer state of all slots and blocks.
+struct CpuLayerState {
+    AttentionType type = AttentionType::kSliding;
+    int ratio = 0;
+    int entries_per_block = 0;
+    std::vector<float> ring;            // [slots][ring_rows][head_dim]
+    std::vector<float> main_pending;    // [slots][pending_rows(main)][2 * width(main)]  (kv | gate + ape)
+    std::vector<float> index_pending;   // [slots][pending_rows(indexer)][2 * width(indexer)]
+    std::vector<float> entries;         // [blocks][entries_per_block][head_dim]
+    std::vector<float> index_keys;      // [blocks][entries_per_block][index_head_dim]
+};
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend(Numerics numerics, int threads);
+
+    std::string name() const override { return "cpu"; }
+    Numerics numerics() const override { return numerics_; }
+
+    WeightRef upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                            int64_t cols, int block_rows, int block_cols) override;
+    VecRef upload_vector(const TensorView& values) override;
+    TableRef upload_table(const TensorView& values, int64_t max_value) override;
+
+    void create_state(const ModelConfig& config, const StateConfig& state) override;
+    const StateConfig& state_config() const override { return state_; }
+    void reset_slot(int32_t slot) override;
+
+    Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+    void begin_step(const StepBatch& batch) override;
+    void to_host(const Tensor& t, float* out) override;
+    void synchronize() override {}
+
+    void embed(const WeightRef& table, Tensor x) override;
+    void hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u,
+                Tensor post, Tensor comb) override;
+    void hc_post(Tensor x, const Tensor& y, const Tensor& post, const Tensor& comb) override;
+    void hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, float norm_eps, Tensor y) override;
+    void rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) override;
+    void linear(const Tensor& x, const WeightRef& w, LinearKind kind, Tensor y) override;
+    void grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) override;
+    void rope(Tensor x, const RopeParams& rope, bool inverse) override;
+    void kv_cache_sim(Tensor kv, int nope_dims) override;
+    void indexer_query_sim(Tensor q) override;
+    void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
+                  const RopeParams& rope, float norm_eps) override;
+    void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
+    void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                   const Tensor* topk, float scale, Tensor out) override;
+    void store_window(int layer, const Tensor& kv) override;
+    void route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing, Tensor weights,
+               Tensor ids) override;
+    void moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+             Tensor y) override;
+    void scale(Tensor x, float factor) override;
+    void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
+
+    // Implementation helpers shared by the cpu_*.cpp files.
+    bool reference() const { return numerics_ == Numerics::kReference; }
+    const StepBatch& step() const { return step_; }
+    const ModelConfig& model() const { return model_; }
+    CpuLayerState& layer_state(int layer) { return layers_[layer]; }
+    int ring_rows() const { return ring_rows_; }
+    int pending_rows(const CompressorWeights& w) const;
+    // Row of the paged store holding entry `entry` of sequence `seq` (null when the block table does not cover it).
+    float* entry_row(int layer, CompressorRole role, const SequenceSlice& seq, int64_t entry);
+    const std::vector<float>& inv_freq(const RopeParams& rope);
+
+private:
+    Numerics numerics_;
+    int threads_;
+    ModelConfig model_;
+    StateConfig state_;
+    int ring_rows_ = 0;
+    std::vector<CpuLayerState> layers_;
+    StepBatch step_;
+    std::deque<std::vector<float>> arena_;   // step scratch (stable addresses)
+    std::deque<std::vector<float>> vectors_;  // uploaded small vectors
+    std::deque<std::vector<int32_t>> tables_;
+    std::map<std::tuple<double, int, bool>, std::vector<float>> inv_freq_cache_;
+};
+
+}  // namespace dsv4

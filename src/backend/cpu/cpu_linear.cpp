@@ -1,0 +1,88 @@
+// Linear layers on the CPU: y[m, r] = sum_k x[m, k] * W[r, k], with W decoded on the fly from its checkpoint form.
+// Each weight row is decoded once per call and dotted with every activation row (dot_*_row_multi), so a prefill
+// chunk reads the weights once. Rows are split across threads; every output element is computed by one thread in a
+// fixed order, so results do not depend on the thread count or on the other rows of the batch.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_numerics.h"
+#include "core/block_dequant.h"
+
+namespace dsv4 {
+namespace {
+
+// Dots weight row r with n_vec activation rows of x (stride k), writing out[v].
+void row_dot(const WeightRef& w, int64_t r, const float* x, int64_t k, int n_vec, float* out) {
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    switch (w.format) {
+        case WeightFormat::kF32:
+            dot_f32_multi(reinterpret_cast<const float*>(base) + r * k, x, k, k, n_vec, out);
+            return;
+        case WeightFormat::kBF16:
+            dot_bf16_row_multi(reinterpret_cast<const uint16_t*>(base + r * k * 2), x, k, k, n_vec, out);
+            return;
+        case WeightFormat::kFp8Block:
+            dot_fp8_row_multi(base + r * k, w.scales + (r / w.block_rows) * w.scale_cols, w.block_cols, x, k, k,
+                              n_vec, out);
+            return;
+        case WeightFormat::kFp4Row:
+            dot_fp4_row_multi(base + r * (k / 2), w.scales + r * w.scale_cols, w.block_cols, x, k, k, n_vec, out);
+            return;
+    }
+}
+
+// y[:, 0:count] = x W[row0 : row0 + count]^T for x [m, k] (contiguous); y has row stride y_stride.
+void matmul(const WeightRef& w, int64_t row0, int64_t count, const float* x, int64_t m, float* y, int64_t y_stride) {
+    const int64_t k = w.cols;
+    constexpr int64_t kVecBlock = 64;  // activation rows per pass: keeps the x block in L2
+    for (int64_t m0 = 0; m0 < m; m0 += kVecBlock) {
+        const int n_vec = static_cast<int>(std::min(kVecBlock, m - m0));
+#pragma omp parallel
+        {
+            std::vector<float> out(n_vec);
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < count; ++r) {
+                row_dot(w, row0 + r, x + m0 * k, k, n_vec, out.data());
+                for (int v = 0; v < n_vec; ++v) y[(m0 + v) * y_stride + r] = out[v];
+            }
+        }
+    }
+}
+
+}  // namespace
+
+void CpuBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, Tensor y) {
+    const int64_t m = x.numel() / w.cols;
+    DSV4_CHECK(x.numel() == m * w.cols && y.numel() == m * w.rows, "linear: x has {} elements, y {}, weight [{}, {}]",
+               x.numel(), y.numel(), w.rows, w.cols);
+    const float* in = x.f32();
+    std::vector<float> quantized;
+    if (reference() && kind == LinearKind::kQuantized) {
+        quantized.assign(in, in + x.numel());
+#pragma omp parallel for
+        for (int64_t r = 0; r < m; ++r) cpu::act_quant_sim(quantized.data() + r * w.cols, w.cols);
+        in = quantized.data();
+    }
+    matmul(w, 0, w.rows, in, m, y.f32(), w.rows);
+    if (reference() && kind != LinearKind::kF32Out) cpu::round_bf16(y.f32(), y.numel());
+}
+
+void CpuBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) {
+    const int64_t n = x.size(0);
+    const int64_t k = w.cols;
+    const int64_t r_per_group = w.rows / groups;
+    DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");
+    // Group g: the [n, k] slice of x (stride groups * k) times weight rows g*R .. g*R+R-1.
+    std::vector<float> xg(n * k);
+    for (int g = 0; g < groups; ++g) {
+        for (int64_t t = 0; t < n; ++t) std::memcpy(&xg[t * k], x.f32() + (t * groups + g) * k, k * sizeof(float));
+        matmul(w, g * r_per_group, r_per_group, xg.data(), n, y.f32() + g * r_per_group, w.rows);
+    }
+    if (reference()) cpu::round_bf16(y.f32(), y.numel());
+}
+
+}  // namespace dsv4

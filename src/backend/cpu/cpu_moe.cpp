@@ -1,0 +1,150 @@
+// Mixture of experts on the CPU (model-spec 2.11): router (sqrtsoftplus scores, bias for selection only, hash
+// routing from tid2eid), routed experts grouped by expert so each expert's weights are decoded once per step,
+// SwiGLU with the clamp, the shared expert, and the weighted sum in a fixed order (batch invariant).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_numerics.h"
+
+namespace dsv4 {
+namespace {
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // PyTorch's threshold
+
+void score(const std::string& func, float* logits, int64_t n) {
+    if (func == "sqrtsoftplus") {
+        for (int64_t i = 0; i < n; ++i) logits[i] = std::sqrt(softplus(logits[i]));
+    } else if (func == "sigmoid") {
+        for (int64_t i = 0; i < n; ++i) logits[i] = 1.0f / (1.0f + std::exp(-logits[i]));
+    } else {  // softmax
+        const float mx = *std::max_element(logits, logits + n);
+        float sum = 0.0f;
+        for (int64_t i = 0; i < n; ++i) sum += (logits[i] = std::exp(logits[i] - mx));
+        for (int64_t i = 0; i < n; ++i) logits[i] /= sum;
+    }
+}
+
+// act = silu(min(g, limit)) * clamp(u, -limit, limit) (limit 0 = no clamp), times an optional per-row weight.
+void swiglu(const float* g, const float* u, int64_t n, float limit, float weight, bool round, float* out) {
+    for (int64_t i = 0; i < n; ++i) {
+        float gv = g[i], uv = u[i];
+        if (limit > 0.0f) {
+            gv = std::min(gv, limit);
+            uv = std::clamp(uv, -limit, limit);
+        }
+        const float v = gv / (1.0f + std::exp(-gv)) * uv * weight;
+        out[i] = round ? cpu::bf(v) : v;
+    }
+}
+
+}  // namespace
+
+void CpuBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
+                       Tensor weights, Tensor ids) {
+    const int64_t n = h.size(0), experts = c.n_routed_experts, k = c.n_experts_per_tok;
+    Tensor logits = alloc(DType::kF32, {n, experts});
+    linear(h, w.gate, LinearKind::kF32Out, logits);
+    for (int64_t t = 0; t < n; ++t) {
+        float* s = logits.f32() + t * experts;
+        score(c.scoring_func, s, experts);
+        int32_t* sel = ids.i32() + t * k;
+        if (routing == RoutingType::kHash) {
+            const int32_t token = step_.tokens[t];
+            std::copy_n(w.tid2eid.data + static_cast<int64_t>(token) * k, k, sel);
+        } else {
+            std::vector<int32_t> order(experts);
+            std::iota(order.begin(), order.end(), 0);
+            auto biased = [&](int32_t e) { return s[e] + (w.bias.valid() ? w.bias.data[e] : 0.0f); };
+            std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+                return biased(a) > biased(b) || (biased(a) == biased(b) && a < b);
+            });
+            std::copy_n(order.begin(), k, sel);
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j < k; ++j) sum += s[sel[j]];
+        for (int64_t j = 0; j < k; ++j) {
+            float v = s[sel[j]];
+            if (c.norm_topk_prob) v /= sum + 1e-20f;
+            weights.f32()[t * k + j] = v * static_cast<float>(c.routed_scaling_factor);
+        }
+    }
+}
+
+void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                     Tensor y) {
+    const int64_t n = h.size(0), d = h.size(1), k = ids.size(1);
+    const bool ref = reference();
+    // Routed: per expert, the (token, slot) pairs that chose it.
+    std::vector<std::vector<int64_t>> users(w.experts.size());
+    for (int64_t i = 0; i < n * k; ++i) {
+        const int32_t e = ids.i32()[i];
+        DSV4_CHECK(e >= 0 && e < static_cast<int32_t>(w.experts.size()), "moe: expert id {} is outside [0, {})", e,
+                   w.experts.size());
+        users[e].push_back(i);
+    }
+    std::vector<float> routed(n * k * d, 0.0f);
+    for (size_t e = 0; e < users.size(); ++e) {
+        const auto& list = users[e];
+        if (list.empty()) continue;
+        const auto m = static_cast<int64_t>(list.size());
+        const ExpertWeights& ex = w.experts[e];
+        const int64_t inter = ex.w1.rows;
+        Tensor xe = alloc(DType::kF32, {m, d}), ge = alloc(DType::kF32, {m, inter}), ue = alloc(DType::kF32, {m, inter});
+        Tensor act = alloc(DType::kF32, {m, inter}), ye = alloc(DType::kF32, {m, d});
+        for (int64_t i = 0; i < m; ++i) std::memcpy(xe.f32() + i * d, h.f32() + (list[i] / k) * d, d * sizeof(float));
+        linear(xe, ex.w1, LinearKind::kQuantized, ge);
+        linear(xe, ex.w3, LinearKind::kQuantized, ue);
+        // Reference multiplies the routing weight in before W2 (DeepSeek); exact applies it after (HF).
+        for (int64_t i = 0; i < m; ++i) {
+            const float wt = ref ? weights.f32()[list[i]] : 1.0f;
+            swiglu(ge.f32() + i * inter, ue.f32() + i * inter, inter, limit, wt, ref, act.f32() + i * inter);
+        }
+        linear(act, ex.w2, LinearKind::kQuantized, ye);
+        for (int64_t i = 0; i < m; ++i) {
+            const float wt = ref ? 1.0f : weights.f32()[list[i]];
+            float* dst = routed.data() + list[i] * d;
+            for (int64_t c = 0; c < d; ++c) dst[c] = ye.f32()[i * d + c] * wt;
+        }
+    }
+    Tensor shared = alloc(DType::kF32, {n, d});
+    std::fill_n(shared.f32(), n * d, 0.0f);
+    if (w.shared) {
+        const int64_t inter = w.shared->w1.rows;
+        Tensor gs = alloc(DType::kF32, {n, inter}), us = alloc(DType::kF32, {n, inter}), as = alloc(DType::kF32, {n, inter});
+        linear(h, w.shared->w1, LinearKind::kQuantized, gs);
+        linear(h, w.shared->w3, LinearKind::kQuantized, us);
+        for (int64_t t = 0; t < n; ++t) {
+            swiglu(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, ref, as.f32() + t * inter);
+        }
+        linear(as, w.shared->w2, LinearKind::kQuantized, shared);
+    }
+    for (int64_t t = 0; t < n; ++t) {
+        for (int64_t c = 0; c < d; ++c) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < k; ++j) acc += routed[(t * k + j) * d + c];
+            acc += shared.f32()[t * d + c];
+            y.f32()[t * d + c] = ref ? cpu::bf(acc) : acc;
+        }
+    }
+}
+
+void CpuBackend::kv_cache_sim(Tensor kv, int nope_dims) {
+    if (!reference()) return;
+    const int64_t dim = kv.size(-1), rows = kv.numel() / dim;
+    for (int64_t r = 0; r < rows; ++r) cpu::fp8_sim(kv.f32() + r * dim, nope_dims, 64);
+}
+
+void CpuBackend::indexer_query_sim(Tensor q) {
+    if (!reference()) return;
+    const int64_t dim = q.size(-1), rows = q.numel() / dim;
+    for (int64_t r = 0; r < rows; ++r) {
+        cpu::hadamard(q.f32() + r * dim, dim);
+        cpu::fp4_sim(q.f32() + r * dim, dim, 32);
+    }
+}
+
+}  // namespace dsv4

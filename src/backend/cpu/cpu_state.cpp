@@ -1,0 +1,205 @@
+// Sequence state on the CPU: sliding-window rings, compressor pending data, and the paged compressed rows / indexer
+// keys; plus the compressor op that turns per-token projections into compressed entries (model-spec 2.7, 2.8, 2.10).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_numerics.h"
+#include "core/parallel.h"
+#include "model/rope.h"
+
+namespace dsv4 {
+namespace {
+
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+int compressor_width(const CompressorWeights& w) { return w.overlap ? 2 * w.head_dim : w.head_dim; }
+
+// Where one position's (kv, gate + ape) record comes from: this step's projections or the pending ring.
+struct RecordSource {
+    const float* step_kv;      // [N, width]
+    const float* step_gate;    // [N, width], ape already added
+    const float* pending;      // this slot's ring: [rows][2 * width]
+    int64_t pending_rows;
+    int width;
+    const SequenceSlice* seq;
+
+    const float* kv(int64_t pos) const {
+        if (pos >= seq->start_pos) return step_kv + (seq->token_begin + pos - seq->start_pos) * width;
+        return pending + (pos % pending_rows) * 2 * width;
+    }
+    const float* gate(int64_t pos) const {
+        if (pos >= seq->start_pos) return step_gate + (seq->token_begin + pos - seq->start_pos) * width;
+        return pending + (pos % pending_rows) * 2 * width + width;
+    }
+};
+
+// Softmax-gated pooling of one window, independently per channel (model-spec 2.7). CSA entry w pools the Ca halves
+// of window w-1 and the Cb halves of window w (2 * ratio slots); HCA pools the ratio tokens of window w.
+void pool_window(const RecordSource& src, const CompressorWeights& w, int64_t window, float* out) {
+    const int r = w.ratio, hd = w.head_dim;
+    std::vector<const float*> kv_rows, gate_rows;
+    std::vector<int> offsets;  // channel offset inside the record: 0 (Ca / HCA) or hd (Cb)
+    auto add = [&](int64_t pos, int offset) {
+        kv_rows.push_back(src.kv(pos));
+        gate_rows.push_back(src.gate(pos));
+        offsets.push_back(offset);
+    };
+    if (w.overlap) {
+        if (window > 0) {
+            for (int t = 0; t < r; ++t) add(r * (window - 1) + t, 0);
+        }
+        for (int t = 0; t < r; ++t) add(r * window + t, hd);
+    } else {
+        for (int t = 0; t < r; ++t) add(r * window + t, 0);
+    }
+    const size_t slots = kv_rows.size();
+    std::vector<float> e(slots);
+    for (int c = 0; c < hd; ++c) {
+        float mx = -std::numeric_limits<float>::infinity();
+        for (size_t i = 0; i < slots; ++i) mx = std::max(mx, gate_rows[i][offsets[i] + c]);
+        float sum = 0.0f;
+        for (size_t i = 0; i < slots; ++i) sum += (e[i] = std::exp(gate_rows[i][offsets[i] + c] - mx));
+        float acc = 0.0f;
+        for (size_t i = 0; i < slots; ++i) acc += e[i] / sum * kv_rows[i][offsets[i] + c];
+        out[c] = acc;
+    }
+}
+
+}  // namespace
+
+int CpuBackend::pending_rows(const CompressorWeights& w) const {
+    return (w.overlap ? 2 : 1) * w.ratio + state_.rewind_capacity;
+}
+
+void CpuBackend::create_state(const ModelConfig& config, const StateConfig& state) {
+    DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0,
+               "state: slots, blocks and block size must be positive");
+    model_ = config;
+    state_ = state;
+    ring_rows_ = config.sliding_window + state.rewind_capacity;
+    layers_.assign(config.num_layers, {});
+    for (int l = 0; l < config.num_layers; ++l) {
+        const LayerConfig& lc = config.layers[l];
+        CpuLayerState& ls = layers_[l];
+        ls.type = lc.attention;
+        ls.ratio = lc.compress_ratio;
+        ls.ring.assign(static_cast<size_t>(state.max_slots) * ring_rows_ * config.head_dim, kPoison);
+        if (lc.compress_ratio == 0) continue;
+        DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0, "state: block size {} is not a multiple of the "
+                   "compression ratio {} of layer {}", state.block_tokens, lc.compress_ratio, l);
+        ls.entries_per_block = state.block_tokens / lc.compress_ratio;
+        const bool overlap = lc.attention == AttentionType::kCsa;
+        const int main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
+        const int main_width = (overlap ? 2 : 1) * config.head_dim;
+        ls.main_pending.assign(static_cast<size_t>(state.max_slots) * main_rows * 2 * main_width, kPoison);
+        ls.entries.assign(static_cast<size_t>(state.num_blocks) * ls.entries_per_block * config.head_dim, kPoison);
+        if (overlap) {
+            const int index_rows = 2 * lc.compress_ratio + state.rewind_capacity;
+            ls.index_pending.assign(static_cast<size_t>(state.max_slots) * index_rows * 4 * config.index_head_dim,
+                                    kPoison);
+            ls.index_keys.assign(static_cast<size_t>(state.num_blocks) * ls.entries_per_block * config.index_head_dim,
+                                 kPoison);
+        }
+    }
+}
+
+void CpuBackend::reset_slot(int32_t slot) {
+    DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "reset_slot: slot {} is outside [0, {})", slot,
+               state_.max_slots);
+    // Poison the slot so that a read of a position this sequence never wrote shows up as NaN in the tests.
+    for (auto& ls : layers_) {
+        auto poison = [&](std::vector<float>& v) {
+            if (v.empty()) return;
+            const size_t per_slot = v.size() / state_.max_slots;
+            std::fill_n(v.begin() + static_cast<ptrdiff_t>(per_slot * slot), per_slot, kPoison);
+        };
+        poison(ls.ring);
+        poison(ls.main_pending);
+        poison(ls.index_pending);
+    }
+}
+
+float* CpuBackend::entry_row(int layer, CompressorRole role, const SequenceSlice& seq, int64_t entry) {
+    CpuLayerState& ls = layers_[layer];
+    const int64_t block = entry / ls.entries_per_block;
+    if (entry < 0 || block >= static_cast<int64_t>(seq.block_table.size())) return nullptr;
+    const int64_t physical = seq.block_table[block];
+    const int64_t row = physical * ls.entries_per_block + entry % ls.entries_per_block;
+    if (role == CompressorRole::kMain) return ls.entries.data() + row * model_.head_dim;
+    return ls.index_keys.data() + row * model_.index_head_dim;
+}
+
+void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g,
+                          const CompressorWeights& w, const RopeParams& rope, float norm_eps) {
+    CpuLayerState& ls = layers_[layer];
+    const int width = compressor_width(w);
+    const int r = w.ratio, hd = w.head_dim;
+    const int64_t n = a.size(0);
+    // gate + ape for this step's tokens (ape is indexed by the position inside the window).
+    std::vector<float> gate(g.f32(), g.f32() + n * width);
+    for (int64_t t = 0; t < n; ++t) {
+        const float* ape = w.ape.data + (step_.positions[t] % r) * width;
+        for (int c = 0; c < width; ++c) gate[t * width + c] += ape[c];
+    }
+    std::vector<float>& pending = role == CompressorRole::kMain ? ls.main_pending : ls.index_pending;
+    const int64_t rows = pending_rows(w);
+    const int64_t slot_floats = rows * 2 * width;
+    const auto& freqs = inv_freq(rope);
+    const int nope = hd - rope.rope_dim;
+
+    parallel_for(static_cast<int64_t>(step_.seqs.size()), [&](int64_t si) {
+        const SequenceSlice& seq = step_.seqs[si];
+        RecordSource src{a.f32(), gate.data(), pending.data() + seq.slot * slot_floats, rows, width, &seq};
+        const int64_t end = seq.start_pos + seq.n_tokens;
+        std::vector<float> entry(hd), cs(rope.rope_dim / 2), sn(rope.rope_dim / 2);
+        for (int64_t win = seq.start_pos / r; win < end / r; ++win) {
+            pool_window(src, w, win, entry.data());
+            if (reference()) cpu::round_bf16(entry.data(), hd);
+            Tensor view(entry.data(), DType::kF32, {1, hd});
+            rms_norm(view, &w.norm, norm_eps, view);
+            rope_cos_sin(freqs, win * r, cs.data(), sn.data());
+            float* tail = entry.data() + nope;
+            for (int i = 0; i < rope.rope_dim / 2; ++i) {
+                const float x0 = tail[2 * i], x1 = tail[2 * i + 1];
+                tail[2 * i] = x0 * cs[i] - x1 * sn[i];
+                tail[2 * i + 1] = x1 * cs[i] + x0 * sn[i];
+            }
+            if (reference()) {
+                cpu::round_bf16(entry.data(), hd);
+                if (role == CompressorRole::kMain) {
+                    cpu::fp8_sim(entry.data(), nope, 64);
+                } else {
+                    cpu::hadamard(entry.data(), hd);
+                    cpu::fp4_sim(entry.data(), hd, 32);
+                }
+            }
+            float* dst = entry_row(layer, role, seq, win);
+            DSV4_CHECK(dst != nullptr, "compress: entry {} of layer {} is not covered by the block table", win, layer);
+            std::memcpy(dst, entry.data(), hd * sizeof(float));
+        }
+        // Keep the records later windows (and rewinds) may still need.
+        for (int64_t pos = std::max(seq.start_pos, end - rows); pos < end; ++pos) {
+            float* rec = pending.data() + seq.slot * slot_floats + (pos % rows) * 2 * width;
+            std::memcpy(rec, src.kv(pos), width * sizeof(float));
+            std::memcpy(rec + width, src.gate(pos), width * sizeof(float));
+        }
+    });
+}
+
+void CpuBackend::store_window(int layer, const Tensor& kv) {
+    CpuLayerState& ls = layers_[layer];
+    const int hd = model_.head_dim;
+    for (const SequenceSlice& seq : step_.seqs) {
+        const int64_t end = seq.start_pos + seq.n_tokens;
+        for (int64_t pos = std::max(seq.start_pos, end - ring_rows_); pos < end; ++pos) {
+            float* dst = ls.ring.data() + (static_cast<int64_t>(seq.slot) * ring_rows_ + pos % ring_rows_) * hd;
+            std::memcpy(dst, kv.f32() + (seq.token_begin + pos - seq.start_pos) * hd, hd * sizeof(float));
+        }
+    }
+}
+
+}  // namespace dsv4

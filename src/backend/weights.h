@@ -1,0 +1,109 @@
+// Weight handles as the backends see them: every linear weight stays in its checkpoint form (FP8 + 128x128 UE8M0
+// block scales, FP4 e2m1 + per-32 UE8M0 scales, BF16) and is dequantized on the fly inside the kernels (design.md
+// principle 2). Small tensors (norm weights, biases, mHC parameters, ape, sinks) are converted once to float32.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace dsv4 {
+
+enum class WeightFormat : uint8_t {
+    kF32,
+    kBF16,
+    kFp8Block,  // e4m3 (OCP) codes [rows, cols] + UE8M0 scales [ceil(rows/br), ceil(cols/bc)]
+    kFp4Row,    // packed e2m1 [rows, cols/2] (low nibble = even column) + UE8M0 scales [rows, cols/32]
+};
+
+// A linear weight W [rows = out features, cols = in features] resident on a backend.
+struct WeightRef {
+    WeightFormat format = WeightFormat::kF32;
+    int64_t rows = 0;
+    int64_t cols = 0;
+    const void* data = nullptr;      // backend memory
+    const uint8_t* scales = nullptr;  // backend memory; null for F32/BF16
+    int64_t scale_cols = 0;          // scale row stride
+    int block_rows = 1;              // rows sharing one scale row (128 for FP8, 1 for FP4)
+    int block_cols = 1;              // columns sharing one scale (128 for FP8, 32 for FP4)
+    bool valid() const { return data != nullptr; }
+};
+
+// A small float32 vector or matrix resident on a backend (converted from BF16/F32 at load).
+struct VecRef {
+    const float* data = nullptr;
+    int64_t n = 0;
+    bool valid() const { return data != nullptr; }
+};
+
+// An int32 table resident on a backend (tid2eid, converted from I64 at load with range checks).
+struct TableRef {
+    const int32_t* data = nullptr;
+    int64_t rows = 0;
+    int64_t cols = 0;
+    bool valid() const { return data != nullptr; }
+};
+
+struct MhcWeights {
+    VecRef fn;     // [(2 + hc) * hc, hc * D]
+    VecRef base;   // [(2 + hc) * hc]
+    VecRef scale;  // [3]
+};
+
+struct HcHeadWeights {
+    VecRef fn;     // [hc, hc * D]
+    VecRef base;   // [hc]
+    VecRef scale;  // [1]
+};
+
+struct CompressorWeights {
+    WeightRef wkv;    // [width, D] (width = 2 * head_dim when overlapping)
+    WeightRef wgate;  // [width, D]
+    VecRef ape;       // [ratio, width]
+    VecRef norm;      // [head_dim]
+    int ratio = 0;
+    int head_dim = 0;
+    bool overlap = false;  // CSA: two series (Ca, Cb) pooled over 2 * ratio slots
+};
+
+struct IndexerWeights {
+    CompressorWeights compressor;
+    WeightRef wq_b;          // [index_heads * index_head_dim, q_lora_rank]
+    WeightRef weights_proj;  // [index_heads, D]
+};
+
+struct AttentionWeights {
+    WeightRef wq_a, wq_b, wkv, wo_a, wo_b;
+    VecRef q_norm, kv_norm, sinks;
+    std::optional<CompressorWeights> compressor;
+    std::optional<IndexerWeights> indexer;
+};
+
+struct ExpertWeights {
+    WeightRef w1, w2, w3;  // gate [I, D], down [D, I], up [I, D]
+};
+
+struct MoeWeights {
+    WeightRef gate;    // [E, D]
+    VecRef bias;       // [E] learned routing (selection only)
+    TableRef tid2eid;  // [vocab, k] hash routing
+    std::vector<ExpertWeights> experts;
+    std::optional<ExpertWeights> shared;
+};
+
+struct LayerWeights {
+    VecRef attn_norm, ffn_norm;
+    MhcWeights hc_attn, hc_ffn;
+    AttentionWeights attn;
+    MoeWeights ffn;
+};
+
+struct ModelWeights {
+    WeightRef embed;  // [vocab, D] BF16
+    WeightRef head;   // [vocab, D] BF16
+    VecRef norm;
+    HcHeadWeights hc_head;
+    std::vector<LayerWeights> layers;
+};
+
+}  // namespace dsv4

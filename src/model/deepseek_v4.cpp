@@ -1,0 +1,133 @@
+#include "model/deepseek_v4.h"
+
+#include <cmath>
+
+namespace dsv4 {
+
+DeepseekV4::DeepseekV4(ModelConfig config, ModelWeights weights, Backend& backend)
+    : config_(std::move(config)), weights_(std::move(weights)), backend_(backend) {}
+
+std::vector<float> DeepseekV4::forward(const StepBatch& batch) {
+    Backend& b = backend_;
+    b.begin_step(batch);
+    const int64_t n = batch.n_tokens(), d = config_.hidden_size, hc = config_.hc_mult;
+    Tensor streams = b.alloc(DType::kF32, {n, hc, d});
+    b.embed(weights_.embed, streams);
+    for (int l = 0; l < config_.num_layers; ++l) {
+        attention_site(l, streams);
+        ffn_site(l, streams);
+    }
+    const auto m = static_cast<int64_t>(batch.logit_rows.size());
+    std::vector<float> logits(m * config_.vocab_size);
+    if (m == 0) return logits;
+    Tensor picked = b.alloc(DType::kF32, {m, hc, d});
+    b.gather_rows(streams, batch.logit_rows, picked);
+    Tensor y = b.alloc(DType::kF32, {m, d});
+    b.hc_head(picked, weights_.hc_head, static_cast<float>(config_.hc_eps), static_cast<float>(config_.rms_norm_eps), y);
+    b.rms_norm(y, &weights_.norm, static_cast<float>(config_.rms_norm_eps), y);
+    Tensor out = b.alloc(DType::kF32, {m, config_.vocab_size});
+    b.linear(y, weights_.head, LinearKind::kF32Out, out);
+    b.to_host(out, logits.data());
+    return logits;
+}
+
+void DeepseekV4::attention_site(int layer, Tensor streams) {
+    Backend& b = backend_;
+    const LayerWeights& w = weights_.layers[layer];
+    const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size;
+    const auto eps = static_cast<float>(config_.rms_norm_eps);
+    Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}), comb = b.alloc(DType::kF32, {n, hc, hc});
+    b.hc_pre(streams, w.hc_attn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
+    b.rms_norm(u, &w.attn_norm, eps, u);
+    Tensor y = attention(layer, u);
+    b.hc_post(streams, y, post, comb);
+}
+
+void DeepseekV4::ffn_site(int layer, Tensor streams) {
+    Backend& b = backend_;
+    const LayerWeights& w = weights_.layers[layer];
+    const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size, k = config_.n_experts_per_tok;
+    const auto eps = static_cast<float>(config_.rms_norm_eps);
+    Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}), comb = b.alloc(DType::kF32, {n, hc, hc});
+    b.hc_pre(streams, w.hc_ffn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
+    b.rms_norm(u, &w.ffn_norm, eps, u);
+    Tensor weights = b.alloc(DType::kF32, {n, k}), ids = b.alloc(DType::kI32, {n, k});
+    b.route(u, w.ffn, config_, config_.layers[layer].routing, weights, ids);
+    Tensor y = b.alloc(DType::kF32, {n, d});
+    b.moe(u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
+    b.hc_post(streams, y, post, comb);
+}
+
+Tensor DeepseekV4::attention(int layer, const Tensor& x) {
+    Backend& b = backend_;
+    const LayerConfig& lc = config_.layers[layer];
+    const AttentionWeights& w = weights_.layers[layer].attn;
+    const int64_t n = x.size(0), heads = config_.num_heads, hd = config_.head_dim;
+    const auto eps = static_cast<float>(config_.rms_norm_eps);
+
+    // Query: low-rank path, q_norm, per-head weightless RMSNorm, RoPE on the trailing dims.
+    Tensor q_residual = b.alloc(DType::kF32, {n, config_.q_lora_rank});
+    b.linear(x, w.wq_a, LinearKind::kQuantized, q_residual);
+    b.rms_norm(q_residual, &w.q_norm, eps, q_residual);
+    Tensor q = b.alloc(DType::kF32, {n, heads, hd});
+    b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
+    b.rms_norm(q, nullptr, eps, q);
+    b.rope(q, lc.rope, false);
+
+    // The single shared K=V head.
+    Tensor kv = b.alloc(DType::kF32, {n, hd});
+    b.linear(x, w.wkv, LinearKind::kQuantized, kv);
+    b.rms_norm(kv, &w.kv_norm, eps, kv);
+    b.rope(kv.view({n, 1, hd}), lc.rope, false);
+    b.kv_cache_sim(kv, config_.nope_head_dim());
+
+    Tensor topk;
+    if (w.compressor) {
+        const CompressorWeights& c = *w.compressor;
+        const int64_t width = c.overlap ? 2 * c.head_dim : c.head_dim;
+        Tensor a = b.alloc(DType::kF32, {n, width}), g = b.alloc(DType::kF32, {n, width});
+        b.linear(x, c.wkv, LinearKind::kF32Out, a);
+        b.linear(x, c.wgate, LinearKind::kF32Out, g);
+        b.compress(layer, CompressorRole::kMain, a, g, c, lc.rope, eps);
+    }
+    if (w.indexer) topk = indexer(layer, x, q_residual);
+
+    Tensor o = b.alloc(DType::kF32, {n, heads, hd});
+    b.attention(layer, lc, q, kv, w.sinks, w.indexer ? &topk : nullptr, 1.0f / std::sqrt(static_cast<float>(hd)), o);
+    b.store_window(layer, kv);
+
+    // Undo the keys' rotation carried by V at the query position, then the grouped output projection.
+    b.rope(o, lc.rope, true);
+    const int64_t groups = config_.o_groups;
+    Tensor z = b.alloc(DType::kF32, {n, groups * config_.o_lora_rank});
+    b.grouped_linear(o.view({n, groups, heads / groups * hd}), w.wo_a, static_cast<int>(groups), z);
+    Tensor y = b.alloc(DType::kF32, {n, config_.hidden_size});
+    b.linear(z, w.wo_b, LinearKind::kQuantized, y);
+    return y;
+}
+
+Tensor DeepseekV4::indexer(int layer, const Tensor& x, const Tensor& q_residual) {
+    Backend& b = backend_;
+    const LayerConfig& lc = config_.layers[layer];
+    const IndexerWeights& w = *weights_.layers[layer].attn.indexer;
+    const int64_t n = x.size(0), heads = config_.index_n_heads, dim = config_.index_head_dim;
+    const CompressorWeights& c = w.compressor;
+    Tensor a = b.alloc(DType::kF32, {n, 2 * dim}), g = b.alloc(DType::kF32, {n, 2 * dim});
+    b.linear(x, c.wkv, LinearKind::kF32Out, a);
+    b.linear(x, c.wgate, LinearKind::kF32Out, g);
+    b.compress(layer, CompressorRole::kIndexer, a, g, c, lc.rope, static_cast<float>(config_.rms_norm_eps));
+
+    Tensor q = b.alloc(DType::kF32, {n, heads, dim});
+    b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
+    b.rope(q, lc.rope, false);
+    b.indexer_query_sim(q);
+    Tensor weights = b.alloc(DType::kF32, {n, heads});
+    b.linear(x, w.weights_proj, LinearKind::kF32Out, weights);
+    // relu(q.k) * dim^-1/2 * w * heads^-1/2: both scales folded into the head weights.
+    b.scale(weights, 1.0f / std::sqrt(static_cast<float>(dim) * static_cast<float>(heads)));
+    Tensor topk = b.alloc(DType::kI32, {n, config_.index_topk});
+    b.indexer_topk(layer, q, weights, lc.compress_ratio, topk);
+    return topk;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,37 @@
+// DeepseekV4: the forward pass of DeepSeek-V4 (model-spec section 2), written once against the Backend interface.
+// One call runs one step over every token of a StepBatch (prefill chunks and decode tokens of many sequences
+// together) and returns the logits of the rows the batch asks for.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/weights.h"
+#include "model/model_config.h"
+
+namespace dsv4 {
+
+class DeepseekV4 {
+public:
+    DeepseekV4(ModelConfig config, ModelWeights weights, Backend& backend);
+
+    const ModelConfig& config() const { return config_; }
+    Backend& backend() { return backend_; }
+
+    // Runs the step; returns float32 logits [batch.logit_rows.size(), vocab] on the host.
+    std::vector<float> forward(const StepBatch& batch);
+
+private:
+    void attention_site(int layer, Tensor streams);
+    void ffn_site(int layer, Tensor streams);
+    // x [N, D] (normed sub-layer input) -> attention output [N, D].
+    Tensor attention(int layer, const Tensor& x);
+    Tensor indexer(int layer, const Tensor& x, const Tensor& q_residual);
+
+    ModelConfig config_;
+    ModelWeights weights_;
+    Backend& backend_;
+};
+
+}  // namespace dsv4

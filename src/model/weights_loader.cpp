@@ -1,0 +1,168 @@
+#include "model/weights_loader.h"
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace dsv4 {
+namespace {
+
+std::string shape_string(std::span<const int64_t> shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+class Binder {
+public:
+    Binder(const ModelConfig& c, const Checkpoint& ckpt, Backend& backend) : c_(c), ckpt_(ckpt), backend_(backend) {}
+
+    const TensorView& tensor(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+        const TensorView* t = ckpt_.find(name);
+        DSV4_CHECK(t != nullptr, "checkpoint {}: tensor '{}' is missing", ckpt_.dir().string(), name);
+        DSV4_CHECK(t->dtype == dtype, "checkpoint {}: tensor '{}' has dtype {}, expected {}", ckpt_.dir().string(), name,
+                   dtype_name(t->dtype), dtype_name(dtype));
+        DSV4_CHECK(std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end()),
+                   "checkpoint {}: tensor '{}' has shape {}, expected {}", ckpt_.dir().string(), name,
+                   shape_string(t->shape), shape_string(shape));
+        return *t;
+    }
+
+    VecRef vec(const std::string& name, DType dtype, std::vector<int64_t> shape) {
+        return backend_.upload_vector(tensor(name, dtype, std::move(shape)));
+    }
+
+    // A linear weight [out, in] in the checkpoint's format (FP8 + block scales, or BF16 when unquantized).
+    WeightRef fp8_linear(const std::string& base, int64_t out, int64_t in) {
+        if (!c_.fp8_weights) return bf16_linear(base + ".weight", out, in);
+        const int br = c_.weight_block_rows, bc = c_.weight_block_cols;
+        const TensorView& w = tensor(base + ".weight", DType::kF8E4M3, {out, in});
+        const TensorView& s = tensor(base + ".scale", DType::kF8E8M0, {(out + br - 1) / br, (in + bc - 1) / bc});
+        return backend_.upload_linear(w, &s, WeightFormat::kFp8Block, out, in, br, bc);
+    }
+
+    WeightRef bf16_linear(const std::string& name, int64_t out, int64_t in) {
+        const TensorView& w = tensor(name, DType::kBF16, {out, in});
+        return backend_.upload_linear(w, nullptr, WeightFormat::kBF16, out, in, 1, 1);
+    }
+
+    WeightRef expert_linear(const std::string& base, int64_t out, int64_t in) {
+        switch (c_.expert_dtype) {
+            case ExpertDtype::kFp4: {
+                const int blk = c_.fp4_scale_block;
+                const TensorView& w = tensor(base + ".weight", DType::kI8, {out, in / 2});
+                const TensorView& s = tensor(base + ".scale", DType::kF8E8M0, {out, in / blk});
+                return backend_.upload_linear(w, &s, WeightFormat::kFp4Row, out, in, 1, blk);
+            }
+            case ExpertDtype::kFp8: return fp8_linear(base, out, in);
+            case ExpertDtype::kBf16: return bf16_linear(base + ".weight", out, in);
+        }
+        fail("unreachable expert dtype");
+    }
+
+    MhcWeights mhc(const std::string& prefix) {
+        const int64_t hc = c_.hc_mult, mixes = (2 + hc) * hc;
+        return {vec(prefix + "_fn", DType::kF32, {mixes, hc * c_.hidden_size}), vec(prefix + "_base", DType::kF32, {mixes}),
+                vec(prefix + "_scale", DType::kF32, {3})};
+    }
+
+    CompressorWeights compressor(const std::string& p, int head_dim, int ratio, bool overlap) {
+        CompressorWeights w;
+        const int64_t width = overlap ? 2 * head_dim : head_dim;
+        w.wkv = bf16_linear(p + "wkv.weight", width, c_.hidden_size);
+        w.wgate = bf16_linear(p + "wgate.weight", width, c_.hidden_size);
+        w.ape = vec(p + "ape", DType::kF32, {ratio, width});
+        w.norm = vec(p + "norm.weight", DType::kBF16, {head_dim});
+        w.ratio = ratio;
+        w.head_dim = head_dim;
+        w.overlap = overlap;
+        return w;
+    }
+
+    AttentionWeights attention(const std::string& p, const LayerConfig& lc) {
+        AttentionWeights a;
+        const int64_t d = c_.hidden_size, heads_dim = int64_t{c_.num_heads} * c_.head_dim;
+        a.wq_a = fp8_linear(p + "attn.wq_a", c_.q_lora_rank, d);
+        a.q_norm = vec(p + "attn.q_norm.weight", DType::kBF16, {c_.q_lora_rank});
+        a.wq_b = fp8_linear(p + "attn.wq_b", heads_dim, c_.q_lora_rank);
+        a.wkv = fp8_linear(p + "attn.wkv", c_.head_dim, d);
+        a.kv_norm = vec(p + "attn.kv_norm.weight", DType::kBF16, {c_.head_dim});
+        a.wo_a = fp8_linear(p + "attn.wo_a", int64_t{c_.o_groups} * c_.o_lora_rank, heads_dim / c_.o_groups);
+        a.wo_b = fp8_linear(p + "attn.wo_b", d, int64_t{c_.o_groups} * c_.o_lora_rank);
+        a.sinks = vec(p + "attn.attn_sink", DType::kF32, {c_.num_heads});
+        if (lc.attention == AttentionType::kCsa) {
+            a.compressor = compressor(p + "attn.compressor.", c_.head_dim, lc.compress_ratio, true);
+            IndexerWeights ix;
+            ix.compressor = compressor(p + "attn.indexer.compressor.", c_.index_head_dim, lc.compress_ratio, true);
+            ix.wq_b = fp8_linear(p + "attn.indexer.wq_b", int64_t{c_.index_n_heads} * c_.index_head_dim, c_.q_lora_rank);
+            ix.weights_proj = bf16_linear(p + "attn.indexer.weights_proj.weight", c_.index_n_heads, d);
+            a.indexer = ix;
+        } else if (lc.attention == AttentionType::kHca) {
+            a.compressor = compressor(p + "attn.compressor.", c_.head_dim, lc.compress_ratio, false);
+        }
+        return a;
+    }
+
+    MoeWeights moe(const std::string& p, const LayerConfig& lc) {
+        MoeWeights m;
+        const int64_t d = c_.hidden_size, inter = c_.moe_intermediate_size;
+        m.gate = bf16_linear(p + "ffn.gate.weight", c_.n_routed_experts, d);
+        if (lc.routing == RoutingType::kHash) {
+            m.tid2eid = backend_.upload_table(tensor(p + "ffn.gate.tid2eid", DType::kI64,
+                                                     {c_.vocab_size, c_.n_experts_per_tok}),
+                                              c_.n_routed_experts);
+        } else {
+            m.bias = vec(p + "ffn.gate.bias", DType::kF32, {c_.n_routed_experts});
+        }
+        for (int e = 0; e < c_.n_routed_experts; ++e) {
+            const std::string base = p + "ffn.experts." + std::to_string(e) + ".";
+            m.experts.push_back({expert_linear(base + "w1", inter, d), expert_linear(base + "w2", d, inter),
+                                 expert_linear(base + "w3", inter, d)});
+        }
+        if (c_.n_shared_experts > 0) {
+            const std::string base = p + "ffn.shared_experts.";
+            m.shared = ExpertWeights{fp8_linear(base + "w1", inter, d), fp8_linear(base + "w2", d, inter),
+                                     fp8_linear(base + "w3", inter, d)};
+        }
+        return m;
+    }
+
+    LayerWeights layer(int i) {
+        const std::string p = "layers." + std::to_string(i) + ".";
+        const LayerConfig& lc = c_.layers[i];
+        LayerWeights l;
+        l.attn_norm = vec(p + "attn_norm.weight", DType::kBF16, {c_.hidden_size});
+        l.ffn_norm = vec(p + "ffn_norm.weight", DType::kBF16, {c_.hidden_size});
+        l.hc_attn = mhc(p + "hc_attn");
+        l.hc_ffn = mhc(p + "hc_ffn");
+        l.attn = attention(p, lc);
+        l.ffn = moe(p, lc);
+        return l;
+    }
+
+    ModelWeights model() {
+        ModelWeights m;
+        const int64_t hc = c_.hc_mult;
+        m.embed = bf16_linear("embed.weight", c_.vocab_size, c_.hidden_size);
+        m.head = bf16_linear("head.weight", c_.vocab_size, c_.hidden_size);
+        m.norm = vec("norm.weight", DType::kBF16, {c_.hidden_size});
+        m.hc_head = {vec("hc_head_fn", DType::kF32, {hc, hc * c_.hidden_size}), vec("hc_head_base", DType::kF32, {hc}),
+                     vec("hc_head_scale", DType::kF32, {1})};
+        for (int i = 0; i < c_.num_layers; ++i) m.layers.push_back(layer(i));
+        return m;
+    }
+
+private:
+    const ModelConfig& c_;
+    const Checkpoint& ckpt_;
+    Backend& backend_;
+};
+
+}  // namespace
+
+ModelWeights load_model_weights(const ModelConfig& config, const Checkpoint& checkpoint, Backend& backend) {
+    return Binder(config, checkpoint, backend).model();
+}
+
+}  // namespace dsv4
