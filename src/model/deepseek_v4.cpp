@@ -16,6 +16,7 @@ std::vector<float> DeepseekV4::forward(const StepBatch& batch) {
     for (int l = 0; l < config_.num_layers; ++l) {
         attention_site(l, streams);
         ffn_site(l, streams);
+        if (debug_hook) debug_hook("layer" + std::to_string(l), streams);
     }
     const auto m = static_cast<int64_t>(batch.logit_rows.size());
     std::vector<float> logits(m * config_.vocab_size);
@@ -40,6 +41,7 @@ void DeepseekV4::attention_site(int layer, Tensor streams) {
     b.hc_pre(streams, w.hc_attn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
     b.rms_norm(u, &w.attn_norm, eps, u);
     Tensor y = attention(layer, u);
+    if (debug_hook) debug_hook("attn" + std::to_string(layer), y);
     b.hc_post(streams, y, post, comb);
 }
 
@@ -55,6 +57,7 @@ void DeepseekV4::ffn_site(int layer, Tensor streams) {
     b.route(u, w.ffn, config_, config_.layers[layer].routing, weights, ids);
     Tensor y = b.alloc(DType::kF32, {n, d});
     b.moe(u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
+    if (debug_hook) debug_hook("moe" + std::to_string(layer), y);
     b.hc_post(streams, y, post, comb);
 }
 
@@ -127,6 +130,7 @@ Tensor DeepseekV4::indexer(int layer, const Tensor& x, const Tensor& q_residual)
     b.scale(weights, 1.0f / std::sqrt(static_cast<float>(dim) * static_cast<float>(heads)));
     Tensor topk = b.alloc(DType::kI32, {n, config_.index_topk});
     b.indexer_topk(layer, q, weights, lc.compress_ratio, topk);
+    if (debug_hook) debug_hook("topk" + std::to_string(layer), topk);
     return topk;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -21,6 +23,10 @@ public:
 
     // Runs the step; returns float32 logits [batch.logit_rows.size(), vocab] on the host.
     std::vector<float> forward(const StepBatch& batch);
+
+    // Called with named intermediates ("layer3" streams, "attn3" / "moe3" sub-layer outputs) when set; for
+    // debugging and layer-by-layer comparisons with a reference.
+    std::function<void(const std::string& name, const Tensor& value)> debug_hook;
 
 private:
     void attention_site(int layer, Tensor streams);

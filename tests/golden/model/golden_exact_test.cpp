@@ -38,8 +38,8 @@ const Mode kModes[] = {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExactGolden,
                          ::testing::Combine(::testing::ValuesIn(fixture_names()), ::testing::ValuesIn(kModes)),
-                         [](const auto& info) {
-                             return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+                         [](const auto& param_info) {
+                             return std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param).name;
                          });
 
 // Feed, rewind, feed other tokens: must equal a fresh run over the final token sequence.
