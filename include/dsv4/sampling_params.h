@@ -30,11 +30,11 @@ struct SamplingParams {
                                    // completion i of n uses seed + i. Unset: a fresh random seed per completion.
 
     // Length and stopping.
-    int max_tokens = 16;   // >= 1
-    int min_tokens = 0;    // [0, max_tokens]; EOS and stop_token_ids are masked, stop strings ignored, until then
-    bool ignore_eos = false;              // EOS does not finish the request (still masked under min_tokens)
-    std::vector<int64_t> stop_token_ids;  // finish the request; the token is not detokenized into the output text
-    std::vector<std::string> stop;        // stop strings, matched on detokenized text across token boundaries
+    int max_tokens = 16;      // >= 1
+    int min_tokens = 0;       // [0, max_tokens]; EOS and stop_token_ids are masked, stop strings ignored, until then
+    bool ignore_eos = false;  // EOS does not finish the request (still masked under min_tokens)
+    std::vector<int64_t> stop_token_ids;      // finish the request; the token is not detokenized into the output text
+    std::vector<std::string> stop;            // stop strings, matched on detokenized text across token boundaries
     bool include_stop_str_in_output = false;  // false: the matched stop string is cut from the output text
 
     // Output options.

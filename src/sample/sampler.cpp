@@ -1,6 +1,7 @@
 #include "sample/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -13,6 +14,7 @@ namespace dsv4 {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr size_t kHeapTopK = 1024;  // top_k up to this uses a heap, larger k nth_element
 
 // Candidate tokens in ascending id order with unnormalised weights exp((logit - max) / temperature).
 struct Candidates {
@@ -26,6 +28,7 @@ struct Workspace {
     std::vector<float> logits;
     std::vector<float> float_scratch;
     std::vector<double> double_scratch;
+    std::vector<double> bucket_mass;
     Candidates candidates;
 };
 
@@ -34,13 +37,16 @@ Workspace& workspace() {
     return ws;
 }
 
-void check_logits_row(std::span<const float> logits, int64_t vocab_size) {
-    DSV4_CHECK(static_cast<int64_t>(logits.size()) == vocab_size, "sample: logits row has {} entries, vocabulary has {}",
-               logits.size(), vocab_size);
+// Rejects NaN and +inf (a model bug would otherwise poison the softmax); -inf is a legitimate mask.
+void check_finite_or_masked(std::span<const float> logits) {
+    // Branch-free scan (vectorizes); only a bad row pays for finding the culprit.
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    bool bad = false;
+    for (float x : logits) bad |= !(x < kInf);
+    if (!bad) return;
     for (size_t i = 0; i < logits.size(); ++i) {
-        float x = logits[i];
-        if (std::isnan(x) || x == std::numeric_limits<float>::infinity()) {
-            fail("sample: logit for token {} is {}; the model produced a non-finite value", i, x);
+        if (!(logits[i] < kInf)) {
+            fail("sample: logit for token {} is {}; the model produced a non-finite value", i, logits[i]);
         }
     }
 }
@@ -53,8 +59,21 @@ float max_logit(std::span<const float> logits) {
 }
 
 // The k-th largest logit when top_k removes anything, else -inf. Ties with it survive (vLLM keeps them too).
+// Small k (the common case) keeps a min-heap of the k best in one pass; large k uses nth_element.
 float top_k_floor(std::span<const float> logits, int top_k, std::vector<float>& scratch) {
     if (top_k <= 0 || static_cast<size_t>(top_k) >= logits.size()) return kNegInf;
+    const size_t k = static_cast<size_t>(top_k);
+    if (k <= kHeapTopK) {
+        scratch.assign(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(k));
+        std::make_heap(scratch.begin(), scratch.end(), std::greater<float>());
+        for (size_t i = k; i < logits.size(); ++i) {
+            if (logits[i] <= scratch.front()) continue;
+            std::pop_heap(scratch.begin(), scratch.end(), std::greater<float>());
+            scratch.back() = logits[i];
+            std::push_heap(scratch.begin(), scratch.end(), std::greater<float>());
+        }
+        return scratch.front();
+    }
     scratch.assign(logits.begin(), logits.end());
     auto kth = scratch.begin() + (top_k - 1);
     std::nth_element(scratch.begin(), kth, scratch.end(), std::greater<float>());
@@ -81,35 +100,48 @@ void collect_candidates(std::span<const float> logits, const SamplingParams& par
     }
 }
 
+// top_p buckets weights in (0, 1] by the bits of their double representation, which order positive doubles:
+// 64 buckets per octave (exponent plus the top 6 mantissa bits) over 64 octaves, and one last bucket for the rest.
+constexpr int kSubBucketBits = 6;
+constexpr uint64_t kTopPBuckets = (uint64_t{64} << kSubBucketBits) + 1;
+
+// Bucket of a weight in (0, 1]: 0 for the largest weights, increasing as the weight decreases.
+uint64_t top_p_bucket(double weight) {
+    constexpr uint64_t kOneBits = 0x3ff0000000000000ULL;  // bit pattern of 1.0
+    uint64_t distance = (kOneBits - std::bit_cast<uint64_t>(weight)) >> (52 - kSubBucketBits);
+    return std::min(distance, kTopPBuckets - 1);
+}
+
 // Smallest weight top_p keeps: walking tokens from most to least likely, a token is kept while the mass before it
-// is below top_p * total. Sorts progressively larger leading chunks, so a peaked distribution costs O(V) and the
-// worst case is bounded by a full sort.
-double top_p_cutoff(const std::vector<double>& weights, double total, double top_p, std::vector<double>& sorted) {
-    sorted.assign(weights.begin(), weights.end());
+// is below top_p * total. One pass builds a mass histogram over the buckets; the walk over buckets finds the one
+// holding the boundary, and only that bucket's weights are sorted. O(candidates) with no large sort.
+double top_p_cutoff(const std::vector<double>& weights, double total, double top_p, Workspace& ws) {
     const double target = top_p * total;
-    double mass = 0.0;
-    size_t done = 0;
-    size_t chunk = 64;
-    while (done < sorted.size()) {
-        size_t end = std::min(sorted.size(), done + chunk);
-        auto first = sorted.begin() + static_cast<std::ptrdiff_t>(done);
-        auto last = sorted.begin() + static_cast<std::ptrdiff_t>(end);
-        if (end < sorted.size()) std::nth_element(first, last - 1, sorted.end(), std::greater<double>());
-        std::sort(first, last, std::greater<double>());
-        for (size_t i = done; i < end; ++i) {
-            if (mass >= target) return sorted[i - 1];  // i > 0: the first token always has mass 0 before it
-            mass += sorted[i];
-        }
-        done = end;
-        chunk *= 2;
+    ws.bucket_mass.assign(kTopPBuckets, 0.0);
+    for (double w : weights) ws.bucket_mass[top_p_bucket(w)] += w;
+    double mass_before = 0.0;
+    uint64_t boundary = 0;
+    while (boundary < kTopPBuckets && mass_before + ws.bucket_mass[boundary] < target) {
+        mass_before += ws.bucket_mass[boundary++];
     }
-    return 0.0;  // top_p needs every candidate
+    if (boundary == kTopPBuckets) return 0.0;  // rounding: top_p needs every candidate
+    std::vector<double>& tied = ws.double_scratch;
+    tied.clear();
+    for (double w : weights) {
+        if (top_p_bucket(w) == boundary) tied.push_back(w);
+    }
+    std::sort(tied.begin(), tied.end(), std::greater<double>());
+    for (size_t i = 0; i < tied.size(); ++i) {
+        if (mass_before >= target) return tied[i - 1];  // i > 0: mass_before < target on entry
+        mass_before += tied[i];
+    }
+    return tied.back();
 }
 
 void apply_top_p(double top_p, Workspace& ws) {
     Candidates& c = ws.candidates;
     if (top_p >= 1.0 || c.tokens.size() <= 1) return;
-    double cutoff = top_p_cutoff(c.weights, c.total, top_p, ws.double_scratch);
+    double cutoff = top_p_cutoff(c.weights, c.total, top_p, ws);
     size_t kept = 0;
     c.total = 0.0;
     for (size_t i = 0; i < c.tokens.size(); ++i) {
@@ -154,6 +186,7 @@ int64_t argmax_token(std::span<const float> logits) {
 TokenDistribution sampling_distribution(std::span<const float> processed_logits, const SamplingParams& params) {
     DSV4_CHECK(!is_greedy(params), "sampling_distribution: temperature {} is greedy; use argmax_token",
                params.temperature);
+    check_finite_or_masked(processed_logits);
     Workspace& ws = workspace();
     build_distribution(processed_logits, params, ws);
     TokenDistribution result;
@@ -164,7 +197,9 @@ TokenDistribution sampling_distribution(std::span<const float> processed_logits,
 }
 
 SampleResult sample(std::span<const float> logits, const SamplingParams& params, SamplerState& state) {
-    check_logits_row(logits, state.vocab_size());
+    DSV4_CHECK(static_cast<int64_t>(logits.size()) == state.vocab_size(),
+               "sample: logits row has {} entries, vocabulary has {}", logits.size(), state.vocab_size());
+    check_finite_or_masked(logits);
     Workspace& ws = workspace();
     ws.logits.assign(logits.begin(), logits.end());
     apply_logits_processors(ws.logits, params, state);

@@ -28,7 +28,7 @@ struct TokenHistory {
 };
 
 class SamplerState {
-public:
+  public:
     // prompt_tokens feed the repetition penalty (kept only when it is on); eos_token_ids are the model's end
     // tokens, masked together with params.stop_token_ids while fewer than min_tokens tokens exist. The seed is
     // params.seed + completion_index when a seed is given (vLLM's rule for n > 1), else draw_random_seed().
@@ -50,7 +50,7 @@ public:
     // EOS ids and stop_token_ids, deduplicated: masked to -inf while num_output_tokens() < min_tokens.
     const std::vector<int64_t>& min_tokens_masked_ids() const { return masked_ids_; }
 
-private:
+  private:
     void check_token(int64_t token, const char* what) const;
 
     uint64_t seed_ = 0;

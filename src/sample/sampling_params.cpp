@@ -11,7 +11,8 @@ namespace {
 // Every check is written as "fail unless the value is inside the range", so NaN always fails.
 
 void check_range(std::string_view name, double value, double lo, double hi) {
-    if (!(value >= lo && value <= hi)) fail("sampling parameter '{}' must be in [{}, {}] (got {})", name, lo, hi, value);
+    if (!(value >= lo && value <= hi))
+        fail("sampling parameter '{}' must be in [{}, {}] (got {})", name, lo, hi, value);
 }
 
 void check_token_id(std::string_view name, int64_t token, int64_t vocab_size) {
@@ -41,7 +42,8 @@ void check_penalties(const SamplingParams& params, int64_t vocab_size) {
     check_range("frequency_penalty", params.frequency_penalty, -kMaxAbsPresencePenalty, kMaxAbsPresencePenalty);
     for (const auto& [token, bias] : params.logit_bias) {
         check_token_id("logit_bias", token, vocab_size);
-        if (!std::isfinite(bias)) fail("sampling parameter 'logit_bias' for token {} must be finite (got {})", token, bias);
+        if (!std::isfinite(bias))
+            fail("sampling parameter 'logit_bias' for token {} must be finite (got {})", token, bias);
     }
 }
 

@@ -8,10 +8,10 @@
 
 namespace dsv4 {
 
-inline constexpr int kMaxLogprobs = 20;               // OpenAI top_logprobs and vLLM's default max_logprobs
-inline constexpr int kMaxCompletions = 128;           // n
-inline constexpr int kMaxStopStrings = 64;            // entries in SamplingParams::stop
-inline constexpr int kMaxStopStringBytes = 1024;      // bytes per stop string (bounds the matcher's holdback)
+inline constexpr int kMaxLogprobs = 20;                // OpenAI top_logprobs and vLLM's default max_logprobs
+inline constexpr int kMaxCompletions = 128;            // n
+inline constexpr int kMaxStopStrings = 64;             // entries in SamplingParams::stop
+inline constexpr int kMaxStopStringBytes = 1024;       // bytes per stop string (bounds the matcher's holdback)
 inline constexpr double kMaxAbsPresencePenalty = 2.0;  // OpenAI range for presence and frequency penalties
 inline constexpr double kGreedyTemperature = 1e-5;     // temperatures below this sample greedily (vLLM)
 
@@ -20,6 +20,8 @@ inline constexpr double kGreedyTemperature = 1e-5;     // temperatures below thi
 void validate_sampling_params(const SamplingParams& params, int64_t vocab_size);
 
 // True when the request samples by argmax (temperature below kGreedyTemperature).
-inline bool is_greedy(const SamplingParams& params) { return params.temperature < kGreedyTemperature; }
+inline bool is_greedy(const SamplingParams& params) {
+    return params.temperature < kGreedyTemperature;
+}
 
 }  // namespace dsv4

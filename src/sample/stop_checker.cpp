@@ -95,11 +95,16 @@ std::string StopStringMatcher::flush() {
 
 std::string_view openai_finish_reason(FinishReason reason) {
     switch (reason) {
-        case FinishReason::kNone: return "";
-        case FinishReason::kEos: return "stop";
-        case FinishReason::kStopToken: return "stop";
-        case FinishReason::kStopString: return "stop";
-        case FinishReason::kLength: return "length";
+        case FinishReason::kNone:
+            return "";
+        case FinishReason::kEos:
+            return "stop";
+        case FinishReason::kStopToken:
+            return "stop";
+        case FinishReason::kStopString:
+            return "stop";
+        case FinishReason::kLength:
+            return "length";
     }
     return "";
 }

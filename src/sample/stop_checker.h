@@ -18,7 +18,7 @@ namespace dsv4 {
 // complete at the same byte the longest wins. The result depends only on the concatenated text, never on how it
 // was split into pushes. One KMP automaton per stop string: O(number of stop strings) per byte.
 class StopStringMatcher {
-public:
+  public:
     struct Result {
         std::string emit;      // text that may be sent now
         bool stopped = false;  // a stop string completed: finish the request; later pushes emit nothing
@@ -40,7 +40,7 @@ public:
 
     bool stopped() const { return stopped_; }
 
-private:
+  private:
     struct Automaton {
         std::string pattern;
         std::vector<size_t> failure;  // KMP prefix function of pattern

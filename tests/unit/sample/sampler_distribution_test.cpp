@@ -133,9 +133,9 @@ TEST(SamplerDistribution, RandomCombinationsMatchTheReference) {
         params.min_p = double(rng() % 300) / 1000.0;
         auto logits = random_logits(vocab, rng(), 2.0);
         auto exact = reference_probs(logits, params);
-        SCOPED_TRACE(::testing::Message() << "trial " << trial << " V=" << vocab << " T=" << params.temperature
-                                          << " top_k=" << params.top_k << " top_p=" << params.top_p
-                                          << " min_p=" << params.min_p);
+        SCOPED_TRACE(::testing::Message()
+                     << "trial " << trial << " V=" << vocab << " T=" << params.temperature << " top_k=" << params.top_k
+                     << " top_p=" << params.top_p << " min_p=" << params.min_p);
         expect_matches_distribution(draw_counts(logits, params, 100 + trial), exact, kDraws);
     }
 }

@@ -66,7 +66,7 @@ TEST(Sampler, GreedyFollowsTheProcessedLogits) {
     std::vector<float> logits = {1.0f, 2.0f, 0.0f};
     SamplerState state(params, {}, {}, 3);
     EXPECT_EQ(sample(logits, params, state).token, 0);  // 1.0 + 1.5 beats 2.0
-    params.presence_penalty = 2.0;  // once token 0 is in the output it drops to 2.5 - 2.0 = 0.5
+    params.presence_penalty = 2.0;                      // once token 0 is in the output it drops to 2.5 - 2.0 = 0.5
     SamplerState penalized(params, {}, {}, 3);
     EXPECT_EQ(sample(logits, params, penalized).token, 0);
     EXPECT_EQ(sample(logits, params, penalized).token, 1);
@@ -270,11 +270,62 @@ TEST(Sampler, LargeVocabularyDistributionMatchesTheReference) {
     }
 }
 
-TEST(Sampler, SamplingDistributionRejectsGreedy) {
+void expect_distribution_matches_reference(const std::vector<float>& logits, const SamplingParams& params) {
+    auto exact = testing::reference_probs(logits, params);
+    auto got = testing::dense_probs(sampling_distribution(logits, params), logits.size());
+    size_t kept_exact = 0;
+    size_t kept_got = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+        kept_exact += exact[i] > 0.0;
+        kept_got += got[i] > 0.0;
+        ASSERT_NEAR(got[i], exact[i], 1e-12 + 1e-9 * exact[i]) << "token " << i;
+    }
+    EXPECT_EQ(kept_got, kept_exact);
+}
+
+TEST(Sampler, TopPWithManyTiesMatchesTheReference) {
+    auto logits = random_logits(129280, 31, 2.0);
+    for (float& x : logits) x = std::round(x * 2.0f) / 2.0f;  // about 25 distinct values
+    for (double top_p : {0.3, 0.7, 0.95}) {
+        SamplingParams params;
+        params.top_p = top_p;
+        expect_distribution_matches_reference(logits, params);
+    }
+}
+
+TEST(Sampler, TopKOnCloselySpacedLogitsMatchesTheReference) {
+    auto logits = random_logits(129280, 33, 0.01);     // neighbours ~1e-6 apart: any slack in selection shows
+    for (int top_k : {1, 2, 100, 1024, 1025, 5000}) {  // both the heap (<= 1024) and the nth_element path
+        SamplingParams params;
+        params.top_k = top_k;
+        auto dist = sampling_distribution(logits, params);
+        EXPECT_EQ(dist.tokens.size(), static_cast<size_t>(top_k));
+        expect_distribution_matches_reference(logits, params);
+    }
+}
+
+TEST(Sampler, TopPBoundaryAmongTinyTokens) {
+    // One dominant token and 129279 tokens of weight ~e^-20 (about 29 octaves down the top_p buckets) holding
+    // ~2.6e-4 of the mass: top_p = 0.99999 puts the boundary deep among them.
+    auto logits = random_logits(129280, 32, 0.01);
+    for (float& x : logits) x -= 20.0f;
+    logits.back() = 0.0f;
+    SamplingParams params;
+    params.top_p = 0.99999;
+    auto dist = sampling_distribution(logits, params);
+    EXPECT_GT(dist.tokens.size(), 1000u);
+    EXPECT_LT(dist.tokens.size(), 129280u);
+    expect_distribution_matches_reference(logits, params);
+}
+
+TEST(Sampler, SamplingDistributionRejectsGreedyAndBadRows) {
     SamplingParams params;
     params.temperature = 0.0;
     std::vector<float> logits = {1.0f, 2.0f};
     EXPECT_THROW(sampling_distribution(logits, params), Error);
+    params.temperature = 1.0;
+    std::vector<float> bad = {1.0f, std::numeric_limits<float>::infinity()};
+    EXPECT_THROW(sampling_distribution(bad, params), Error);
 }
 
 }  // namespace

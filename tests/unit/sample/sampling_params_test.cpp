@@ -76,10 +76,16 @@ TEST(SamplingParamsValidation, PenaltiesAndBiasOutOfRange) {
     expect_rejected([](SamplingParams& p) { p.frequency_penalty = -2.01; }, "frequency_penalty");
     expect_rejected([](SamplingParams& p) { p.logit_bias = {{1000, 1.0f}}; }, "logit_bias");
     expect_rejected([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }, "logit_bias");
-    expect_rejected([](SamplingParams& p) { p.logit_bias = {{3, std::numeric_limits<float>::infinity()}}; },
-                    "logit_bias");
-    expect_rejected([](SamplingParams& p) { p.logit_bias = {{3, std::numeric_limits<float>::quiet_NaN()}}; },
-                    "logit_bias");
+    expect_rejected(
+        [](SamplingParams& p) {
+            p.logit_bias = {{3, std::numeric_limits<float>::infinity()}};
+        },
+        "logit_bias");
+    expect_rejected(
+        [](SamplingParams& p) {
+            p.logit_bias = {{3, std::numeric_limits<float>::quiet_NaN()}};
+        },
+        "logit_bias");
 }
 
 TEST(SamplingParamsValidation, LengthAndStopParametersOutOfRange) {

@@ -122,7 +122,9 @@ TEST(StopStringMatcher, NoStopStringsPassesTextThrough) {
     EXPECT_EQ(matcher.flush(), "");
 }
 
-TEST(StopStringMatcher, RejectsEmptyStopString) { EXPECT_THROW(StopStringMatcher({"a", ""}, false), Error); }
+TEST(StopStringMatcher, RejectsEmptyStopString) {
+    EXPECT_THROW(StopStringMatcher({"a", ""}, false), Error);
+}
 
 // Naive reference: the stop is the smallest end position of any occurrence, longest string on ties.
 Outcome reference_outcome(const std::string& text, const std::vector<std::string>& stops, bool include) {
@@ -186,7 +188,8 @@ TEST(StopStringMatcher, RandomTextsAndChunkingsMatchTheReference) {
             } else if (include) {
                 ASSERT_EQ(emitted, seen);
             } else {
-                ASSERT_EQ(emitted.size(), seen.size() - reference_held(seen, stops)) << "held back too much or too little";
+                ASSERT_EQ(emitted.size(), seen.size() - reference_held(seen, stops))
+                    << "held back too much or too little";
             }
         }
         if (!stopped) emitted += matcher.flush();
