@@ -126,21 +126,19 @@ TEST(StopStringMatcher, RejectsEmptyStopString) {
     EXPECT_THROW(StopStringMatcher({"a", ""}, false), Error);
 }
 
-// Naive reference: the stop is the smallest end position of any occurrence, longest string on ties.
-Outcome reference_outcome(const std::string& text, const std::vector<std::string>& stops, bool include) {
-    size_t best_end = std::string::npos;
-    std::string best;
-    for (const std::string& s : stops) {
-        size_t pos = text.find(s);
-        if (pos == std::string::npos) continue;
-        size_t end = pos + s.size();
-        if (end < best_end || (end == best_end && s.size() > best.size())) {
-            best_end = end;
-            best = s;
+// Naive reference: the stop is the smallest end position of an occurrence, longest string on ties. Occurrences
+// ending at or before detect_from bytes (text pushed with detection off) do not count.
+Outcome reference_outcome(const std::string& text, const std::vector<std::string>& stops, bool include,
+                          size_t detect_from = 0) {
+    for (size_t end = std::max<size_t>(detect_from + 1, 1); end <= text.size(); ++end) {
+        std::string best;
+        for (const std::string& s : stops) {
+            bool ends_here = s.size() <= end && text.compare(end - s.size(), s.size(), s) == 0;
+            if (ends_here && s.size() > best.size()) best = s;
         }
+        if (!best.empty()) return {text.substr(0, include ? end : end - best.size()), true, best};
     }
-    if (best.empty()) return {text, false, ""};
-    return {text.substr(0, include ? best_end : best_end - best.size()), true, best};
+    return {text, false, ""};
 }
 
 // Longest suffix of text that is a proper prefix of some stop string: what must be held back, and no more.
@@ -164,21 +162,29 @@ TEST(StopStringMatcher, RandomTextsAndChunkingsMatchTheReference) {
         for (char& c : s) c = static_cast<char>('a' + rng() % 3);
         return s;
     };
-    for (int trial = 0; trial < 3000; ++trial) {
+    for (int trial = 0; trial < 5000; ++trial) {
         std::vector<std::string> stops;
         for (size_t i = 0, count = 1 + rng() % 3; i < count; ++i) stops.push_back(random_string(1, 4));
         bool include = rng() % 2 == 0;
         std::string text = random_string(0, 30);
-        Outcome expected = reference_outcome(text, stops, include);
+        // Like min_tokens: the first pieces are pushed with detection off, the rest with it on.
+        std::vector<size_t> lengths;
+        for (size_t total = 0; total < text.size(); total += lengths.back()) {
+            lengths.push_back(std::min(text.size() - total, static_cast<size_t>(rng() % 5)));  // empty pieces too
+        }
+        size_t inactive_pieces = rng() % 3 == 0 ? rng() % (lengths.size() + 1) : 0;
+        size_t detect_from = 0;
+        for (size_t i = 0; i < inactive_pieces; ++i) detect_from += lengths[i];
+        Outcome expected = reference_outcome(text, stops, include, detect_from);
         StopStringMatcher matcher(stops, include);
         std::string emitted;
         std::string seen;
         bool stopped = false;
         size_t pos = 0;
-        while (pos < text.size() && !stopped) {
-            size_t len = std::min(text.size() - pos, static_cast<size_t>(rng() % 5));  // empty pieces too
+        for (size_t piece = 0; piece < lengths.size() && !stopped; ++piece) {
+            size_t len = lengths[piece];
             seen += text.substr(pos, len);
-            auto result = matcher.push(std::string_view(text).substr(pos, len));
+            auto result = matcher.push(std::string_view(text).substr(pos, len), piece >= inactive_pieces);
             pos += len;
             emitted += result.emit;
             ASSERT_EQ(expected.text.compare(0, emitted.size(), emitted), 0) << "emitted text beyond the stop";
