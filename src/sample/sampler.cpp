@@ -86,18 +86,23 @@ void collect_candidates(std::span<const float> logits, const SamplingParams& par
     float best = max_logit(logits);
     float floor = top_k_floor(logits, params.top_k, ws.float_scratch);
     Candidates& out = ws.candidates;
-    out.tokens.clear();
-    out.weights.clear();
+    out.tokens.resize(logits.size());
+    out.weights.resize(logits.size());
     out.total = 0.0;
+    const double inv_temperature = 1.0 / params.temperature;
+    size_t count = 0;
     for (size_t i = 0; i < logits.size(); ++i) {
         float x = logits[i];
         if (x == kNegInf || x < floor) continue;
-        double weight = std::exp((static_cast<double>(x) - best) / params.temperature);
+        double weight = std::exp((static_cast<double>(x) - best) * inv_temperature);
         if (weight < params.min_p || weight == 0.0) continue;  // underflowed tokens have probability 0
-        out.tokens.push_back(static_cast<int64_t>(i));
-        out.weights.push_back(weight);
+        out.tokens[count] = static_cast<int64_t>(i);
+        out.weights[count] = weight;
         out.total += weight;
+        ++count;
     }
+    out.tokens.resize(count);
+    out.weights.resize(count);
 }
 
 // top_p buckets weights in (0, 1] by the bits of their double representation, which order positive doubles:
