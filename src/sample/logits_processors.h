@@ -1,0 +1,23 @@
+// Logits processors: the request-dependent edits to one row of raw logits that come before temperature and can
+// change the argmax. Order (vLLM v1): min_tokens masking, logit_bias, then the penalties (repetition, frequency,
+// presence). Temperature, min_p, top_k and top_p live in sampler.cpp.
+#pragma once
+
+#include <span>
+
+#include "dsv4/sampling_params.h"
+#include "sample/sampler_state.h"
+
+namespace dsv4 {
+
+// Edits logits (length state.vocab_size()) in place:
+//   1. while state.num_output_tokens() < params.min_tokens: EOS and stop token ids -> -inf
+//   2. logit_bias: logits[id] += bias
+//   3. repetition_penalty r (tokens in prompt or output): logit > 0 -> logit / r, else logit * r
+//   4. frequency_penalty f: logit -= f * output_count
+//   5. presence_penalty p: logit -= p if output_count > 0
+// Arithmetic is in double, rounded once to float per token. Throws dsv4::Error on a length mismatch or when the
+// repetition penalty is on but the state was built without it (so the prompt was not recorded).
+void apply_logits_processors(std::span<float> logits, const SamplingParams& params, const SamplerState& state);
+
+}  // namespace dsv4
