@@ -98,15 +98,20 @@ std::string describe_tensor(DType dtype, std::span<const int64_t> shape) {
     return fmt::format("{} {}", dtype_name(dtype), format_shape(shape));
 }
 
+// The name with every all-digit component (layer, expert, stage index) shown as '#':
+// "layers.#.ffn.experts.#.w1.weight".
 std::string name_pattern(std::string_view name) {
     std::string out;
-    for (size_t i = 0; i < name.size(); ++i) {
-        if (std::isdigit(static_cast<unsigned char>(name[i]))) {
-            while (i + 1 < name.size() && std::isdigit(static_cast<unsigned char>(name[i + 1]))) ++i;
-            out += '#';
-        } else {
-            out += name[i];
-        }
+    size_t start = 0;
+    while (start <= name.size()) {
+        size_t end = std::min(name.find('.', start), name.size());
+        std::string_view part = name.substr(start, end - start);
+        bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+            return std::isdigit(static_cast<unsigned char>(c)) != 0;
+        });
+        out += index ? std::string_view("#") : part;
+        if (end < name.size()) out += '.';
+        start = end + 1;
     }
     return out;
 }
@@ -133,8 +138,12 @@ void describe_group(std::string& out, std::string_view title, const std::vector<
         }
     }
     for (size_t i = 0; i < patterns.size() && i < max_lines; ++i) {
-        out += fmt::format("\n  {} x{}  (first: {}  {})", quote_name(patterns[i].first), patterns[i].second,
-                           quote_name(first[i]->name), first[i]->detail);
+        if (patterns[i].second == 1) {
+            out += fmt::format("\n  {}  {}", quote_name(first[i]->name), first[i]->detail);
+        } else {
+            out += fmt::format("\n  {} x{}  (first: {}  {})", quote_name(patterns[i].first), patterns[i].second,
+                               quote_name(first[i]->name), first[i]->detail);
+        }
     }
     if (patterns.size() > max_lines)
         out += fmt::format("\n  ... and {} more name patterns", patterns.size() - max_lines);

@@ -54,7 +54,7 @@ struct BindingReport {
 
     bool ok() const { return missing.empty() && unexpected.empty() && wrong.empty() && unsupported.empty(); }
     // One line summary, then each non-empty group: individual lines when short, else grouped by name pattern
-    // (digit runs shown as '#', with a count and the first example), at most max_lines lines per group.
+    // (index components shown as '#', with a count and the first example), at most max_lines lines per group.
     std::string describe(size_t max_lines = 20) const;
 };
 
