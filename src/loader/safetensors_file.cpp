@@ -12,18 +12,10 @@
 #include "core/error.h"
 #include "loader/safetensors.h"
 #include "loader/text_util.h"
+#include "loader/unique_fd.h"
 
 namespace dsv4 {
 namespace {
-
-// Closes a file descriptor on scope exit.
-struct FdCloser {
-    int fd;
-    explicit FdCloser(int descriptor) : fd(descriptor) {}
-    FdCloser(const FdCloser&) = delete;
-    FdCloser& operator=(const FdCloser&) = delete;
-    ~FdCloser() { ::close(fd); }
-};
 
 // The page-aligned range covering a view's bytes, for madvise.
 std::pair<uintptr_t, size_t> page_range(const TensorView& view) {
@@ -39,15 +31,14 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     SafetensorsFile file;
     file.path_ = path;
     const std::string name = path.filename().string();
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("{}: cannot open: {}", path.string(), std::strerror(errno));
-    FdCloser closer(fd);
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) fail("{}: cannot open: {}", path.string(), std::strerror(errno));
     struct stat st {};
-    if (::fstat(fd, &st) != 0) fail("{}: cannot stat: {}", path.string(), std::strerror(errno));
+    if (::fstat(fd.get(), &st) != 0) fail("{}: cannot stat: {}", path.string(), std::strerror(errno));
     if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", path.string());
     file.size_ = static_cast<uint64_t>(st.st_size);
     if (file.size_ > 0) {
-        void* base = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        void* base = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
         if (base == MAP_FAILED)
             fail("{}: mmap of {} bytes failed: {}", path.string(), file.size_, std::strerror(errno));
         file.base_ = static_cast<const uint8_t*>(base);  // owned from here on: the destructor unmaps

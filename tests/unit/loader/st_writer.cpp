@@ -1,6 +1,7 @@
 #include "st_writer.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
@@ -52,11 +53,12 @@ std::vector<uint8_t> concat_data(const std::vector<TestTensor>& tensors) {
 std::vector<uint8_t> file_image(const std::string& header_text, const std::vector<uint8_t>& data) {
     std::string header = header_text;
     while (header.size() % 8 != 0) header += ' ';
-    std::vector<uint8_t> image(8);
-    uint64_t n = header.size();
-    for (int i = 0; i < 8; ++i) image[static_cast<size_t>(i)] = static_cast<uint8_t>(n >> (8 * i));
-    image.insert(image.end(), header.begin(), header.end());
-    image.insert(image.end(), data.begin(), data.end());
+    const uint64_t n = header.size();
+    // Sized once and filled with memcpy (GCC 12 -O3 reports a bogus -Warray-bounds for insert() after a resize).
+    std::vector<uint8_t> image(8 + header.size() + data.size());
+    for (size_t i = 0; i < 8; ++i) image[i] = static_cast<uint8_t>(n >> (8 * i));
+    if (!header.empty()) std::memcpy(image.data() + 8, header.data(), header.size());
+    if (!data.empty()) std::memcpy(image.data() + 8 + header.size(), data.data(), data.size());
     return image;
 }
 
