@@ -1,6 +1,7 @@
 #include "model/model_loader.h"
 
 #include "core/error.h"
+#include "model/weight_binding.h"
 #include "model/weights_loader.h"
 
 namespace dsv4 {
@@ -9,8 +10,9 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
     DSV4_CHECK(std::filesystem::is_directory(dir), "model directory {} does not exist", dir.string());
     ModelConfig config = load_model_config(dir / "config.json");
     auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr});
+    BoundWeights bound = bind_weights(config, loaded->checkpoint);  // every problem reported at once
     backend.create_state(config, state);
-    ModelWeights weights = load_model_weights(config, loaded->checkpoint, backend);
+    ModelWeights weights = load_model_weights(config, bound, backend);
     loaded->model = std::make_unique<DeepseekV4>(std::move(config), std::move(weights), backend);
     return loaded;
 }

@@ -8,29 +8,20 @@
 namespace dsv4 {
 namespace {
 
-std::string shape_string(std::span<const int64_t> shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
 class Binder {
 public:
-    Binder(const ModelConfig& c, const Checkpoint& ckpt, Backend& backend) : c_(c), ckpt_(ckpt), backend_(backend) {}
+    Binder(const ModelConfig& c, const BoundWeights& bound, Backend& backend) : c_(c), bound_(bound), backend_(backend) {}
 
-    const TensorView& tensor(const std::string& name, DType dtype, std::vector<int64_t> shape) {
-        const TensorView* t = ckpt_.find(name);
-        DSV4_CHECK(t != nullptr, "checkpoint {}: tensor '{}' is missing", ckpt_.dir().string(), name);
-        DSV4_CHECK(t->dtype == dtype, "checkpoint {}: tensor '{}' has dtype {}, expected {}", ckpt_.dir().string(), name,
-                   dtype_name(t->dtype), dtype_name(dtype));
-        DSV4_CHECK(std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end()),
-                   "checkpoint {}: tensor '{}' has shape {}, expected {}", ckpt_.dir().string(), name,
-                   shape_string(t->shape), shape_string(shape));
-        return *t;
+    // The binder validated every tensor against the config (weight_binding.h); this re-checks the shape it relies on.
+    const TensorView& tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
+        const TensorView& t = bound_.get(name);
+        DSV4_CHECK(t.dtype == dtype && std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()),
+                   "tensor '{}' does not have the dtype and shape the config implies", name);
+        return t;
     }
 
-    VecRef vec(const std::string& name, DType dtype, std::vector<int64_t> shape) {
-        return backend_.upload_vector(tensor(name, dtype, std::move(shape)));
+    VecRef vec(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
+        return backend_.upload_vector(tensor(name, dtype, shape));
     }
 
     // A linear weight [out, in] in the checkpoint's format (FP8 + block scales, or BF16 when unquantized).
@@ -155,14 +146,14 @@ public:
 
 private:
     const ModelConfig& c_;
-    const Checkpoint& ckpt_;
+    const BoundWeights& bound_;
     Backend& backend_;
 };
 
 }  // namespace
 
-ModelWeights load_model_weights(const ModelConfig& config, const Checkpoint& checkpoint, Backend& backend) {
-    return Binder(config, checkpoint, backend).model();
+ModelWeights load_model_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend) {
+    return Binder(config, bound, backend).model();
 }
 
 }  // namespace dsv4
