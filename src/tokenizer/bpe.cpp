@@ -2,7 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <mutex>
+#include <atomic>
+#include <cstring>
 #include <algorithm>
 
 #include "core/error.h"
@@ -14,11 +15,6 @@ namespace {
 uint64_t pair_key(int32_t left, int32_t right) {
     return (uint64_t{static_cast<uint32_t>(left)} << 32) | static_cast<uint32_t>(right);
 }
-
-struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
 
 }  // namespace
 
@@ -64,37 +60,66 @@ const MergeTable::Merge* MergeTable::find(int32_t left, int32_t right) const {
     }
 }
 
-// ---- BpeCache: results for repeated pieces, sharded so concurrent encoders rarely contend ---------------------
+// ---- BpeCache: results for repeated pieces ------------------------------------------------------------------
+// Direct-mapped and thread-local, so lookups take no lock: each thread keeps its own slots, tagged with the owning
+// model's serial number (never reused), so several tokenizers can share a thread safely.
 
 class BpeCache {
 public:
-    static constexpr size_t kMaxPieceBytes = 64;
+    static constexpr size_t kMaxPieceBytes = 48;
+    static constexpr size_t kMaxIds = 12;
 
-    bool lookup(std::string_view piece, std::vector<int32_t>& out) {
-        Shard& shard = shard_of(piece);
-        std::lock_guard lock(shard.mutex);
-        const auto it = shard.entries.find(piece);
-        if (it == shard.entries.end()) return false;
-        out.insert(out.end(), it->second.begin(), it->second.end());
+    BpeCache() : serial_(next_serial().fetch_add(1) + 1) {}
+
+    bool lookup(std::string_view piece, std::vector<int32_t>& out) const {
+        const uint64_t hash = hash_of(piece);
+        const Slot& slot = slots()[hash & (kSlots - 1)];
+        if (slot.owner != serial_ || slot.hash != hash || slot.key_size != piece.size() ||
+            std::memcmp(slot.key, piece.data(), piece.size()) != 0)
+            return false;
+        out.insert(out.end(), slot.ids, slot.ids + slot.id_count);
         return true;
     }
 
-    void store(std::string_view piece, const int32_t* ids, size_t count) {
-        Shard& shard = shard_of(piece);
-        std::lock_guard lock(shard.mutex);
-        if (shard.entries.size() >= kMaxEntriesPerShard) shard.entries.clear();
-        shard.entries.emplace(std::string(piece), std::vector<int32_t>(ids, ids + count));
+    void store(std::string_view piece, const int32_t* ids, size_t count) const {
+        if (piece.size() > kMaxPieceBytes || count > kMaxIds) return;
+        const uint64_t hash = hash_of(piece);
+        Slot& slot = slots()[hash & (kSlots - 1)];
+        slot.owner = serial_;
+        slot.hash = hash;
+        slot.key_size = static_cast<uint8_t>(piece.size());
+        std::memcpy(slot.key, piece.data(), piece.size());
+        slot.id_count = static_cast<uint8_t>(count);
+        std::copy(ids, ids + count, slot.ids);
     }
 
 private:
-    static constexpr size_t kShards = 32;
-    static constexpr size_t kMaxEntriesPerShard = 4096;
-    struct Shard {
-        std::mutex mutex;
-        std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> entries;
+    static constexpr size_t kSlots = 1 << 13;  // about 1 MB per thread
+    struct Slot {
+        uint64_t owner = 0;
+        uint64_t hash = 0;
+        uint8_t key_size = 0;
+        uint8_t id_count = 0;
+        char key[kMaxPieceBytes];
+        int32_t ids[kMaxIds];
     };
-    Shard& shard_of(std::string_view piece) { return shards_[StringHash{}(piece) % kShards]; }
-    std::array<Shard, kShards> shards_;
+
+    static std::atomic<uint64_t>& next_serial() {
+        static std::atomic<uint64_t> serial{0};
+        return serial;
+    }
+    static Slot* slots() {
+        thread_local std::vector<Slot> table(kSlots);
+        return table.data();
+    }
+    // FNV-1a: pieces are short, so a byte loop beats heavier hashes.
+    static uint64_t hash_of(std::string_view piece) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (char c : piece) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+        return h ^ (h >> 29);
+    }
+
+    uint64_t serial_;
 };
 
 // ---- BpeModel ------------------------------------------------------------------------------------------------

@@ -120,8 +120,7 @@ size_t Utf8Sanitizer::complete_pending(std::string_view bytes, std::string& out)
     size_t length = 0;
     const SequenceStatus status = examine_sequence(buffer, available, length);
     if (status == SequenceStatus::kTruncated) {
-        for (size_t i = 0; i < take; ++i) pending_[pending_size_ + i] = bytes[i];
-        pending_size_ += static_cast<int>(take);
+        for (size_t i = 0; i < take && pending_size_ < 3; ++i) pending_[pending_size_++] = bytes[i];
         return take;
     }
     // The pending bytes were a valid prefix, so `length` is at least pending_size_.
@@ -156,8 +155,10 @@ void Utf8Sanitizer::push(std::string_view bytes, std::string& out) {
         }
         out.append(bytes.data() + run_start, pos - run_start);
         if (status == SequenceStatus::kTruncated) {
-            for (size_t i = 0; i < length; ++i) pending_[i] = bytes[pos + i];
-            pending_size_ = static_cast<int>(length);
+            // A truncated sequence is at most 3 bytes; the bound also keeps the copy provably in range.
+            const size_t kept = length < sizeof(pending_) ? length : sizeof(pending_) - 1;
+            for (size_t i = 0; i < kept; ++i) pending_[i] = bytes[pos + i];
+            pending_size_ = static_cast<int>(kept);
             return;
         }
         out.append(kReplacementCharacter);

@@ -49,9 +49,9 @@ std::vector<uint8_t> build_table() {
 
 }  // namespace
 
-uint8_t char_classes(char32_t code_point) {
+const uint8_t* char_class_table() {
     static const std::vector<uint8_t> table = build_table();
-    return code_point < kCodePointLimit ? table[code_point] : 0;
+    return table.data();
 }
 
 }  // namespace dsv4::tokenizer

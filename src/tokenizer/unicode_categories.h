@@ -16,7 +16,13 @@ enum CharClass : uint8_t {
     kClassWord = 1 << 6,         // \w
 };
 
-// The CharClass bits of a code point (0 above U+10FFFF). The table is built once, thread-safely.
-uint8_t char_classes(char32_t code_point);
+// The CharClass bits of every code point below U+110000, built once (thread-safely) on first use.
+const uint8_t* char_class_table();
+
+// The CharClass bits of a code point (0 above U+10FFFF).
+inline uint8_t char_classes(char32_t code_point) {
+    static const uint8_t* const table = char_class_table();
+    return code_point < 0x110000 ? table[code_point] : 0;
+}
 
 }  // namespace dsv4::tokenizer

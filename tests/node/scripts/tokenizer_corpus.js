@@ -1,6 +1,7 @@
 // Deterministic corpus generator for the tokenizer reference check (seeded; same output on every machine).
 //
 //   node tokenizer_corpus.js [--seed N] [--tokenizer tokenizer.json] > corpus.jsonl
+//   node tokenizer_corpus.js --text prose|code --bytes N [--seed N] > text.txt   (raw text, for benchmarks)
 //
 // Writes one JSON string per line: ASCII prose, code, numbers and digit runs, CJK, kana, Hangul, Arabic and other
 // scripts, emoji (ZWJ sequences, skin tones, flags, keycaps), combining marks, whitespace runs (tabs, CR, CRLF,
@@ -280,10 +281,27 @@ function main() {
   const args = process.argv.slice(2);
   let seed = 20260731;
   let tokenizerPath = null;
+  let textKind = null;
+  let bytes = 1 << 20;
   for (let i = 0; i < args.length; ++i) {
     if (args[i] === '--seed') seed = Number(args[++i]);
     else if (args[i] === '--tokenizer') tokenizerPath = args[++i];
+    else if (args[i] === '--text') textKind = args[++i];
+    else if (args[i] === '--bytes') bytes = Number(args[++i]);
     else throw new Error(`unknown argument ${args[i]}`);
+  }
+  if (textKind !== null) {
+    const kinds = { prose, code };
+    if (!kinds[textKind]) throw new Error(`--text must be prose or code, not ${textKind}`);
+    const rng = makeRng(seed);
+    const parts = [];
+    for (let size = 0; size < bytes;) {
+      const part = kinds[textKind](rng) + (textKind === 'prose' ? ' ' : '\n');
+      parts.push(part);
+      size += Buffer.byteLength(part);
+    }
+    process.stdout.write(parts.join(''));
+    return;
   }
   let contents = [];
   if (tokenizerPath) contents = JSON.parse(fs.readFileSync(tokenizerPath, 'utf8')).added_tokens.map((t) => t.content);
