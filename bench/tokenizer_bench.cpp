@@ -42,7 +42,8 @@ std::string repository_sources() {
         std::vector<std::filesystem::path> files;
         for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
             const auto ext = entry.path().extension();
-            if (entry.is_regular_file() && (ext == ".cpp" || ext == ".h" || ext == ".cu")) files.push_back(entry.path());
+            if (entry.is_regular_file() && (ext == ".cpp" || ext == ".h" || ext == ".cu"))
+                files.push_back(entry.path());
         }
         std::sort(files.begin(), files.end());
         for (const auto& f : files) all += read_file(f.string());

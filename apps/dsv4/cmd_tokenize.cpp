@@ -1,11 +1,10 @@
 // `dsv4 tokenize --tokenizer FILE (--text S | --jsonl F)`: token ids as JSON arrays (no BOS is added).
 // With --jsonl every input line is a JSON string and every output line the JSON array of its ids; "-" reads
 // standard input. Errors name the file and, for a bad line, its 1-based line number.
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "command.h"
@@ -22,7 +21,9 @@ struct TokenizeOptions {
     bool no_special = false;
 };
 
-std::string ids_to_json(const std::vector<int32_t>& ids) { return nlohmann::json(ids).dump(); }
+std::string ids_to_json(const std::vector<int32_t>& ids) {
+    return nlohmann::json(ids).dump();
+}
 
 void tokenize_jsonl(const tokenizer::Tokenizer& tok, const TokenizeOptions& options) {
     std::ifstream file;

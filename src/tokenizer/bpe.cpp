@@ -1,10 +1,9 @@
 #include "tokenizer/bpe.h"
 
-#include <nlohmann/json.hpp>
-
+#include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
@@ -65,7 +64,7 @@ const MergeTable::Merge* MergeTable::find(int32_t left, int32_t right) const {
 // model's serial number (never reused), so several tokenizers can share a thread safely.
 
 class BpeCache {
-public:
+  public:
     static constexpr size_t kMaxPieceBytes = 48;
     static constexpr size_t kMaxIds = 12;
 
@@ -93,7 +92,7 @@ public:
         std::copy(ids, ids + count, slot.ids);
     }
 
-private:
+  private:
     static constexpr size_t kSlots = 1 << 13;  // about 1 MB per thread
     struct Slot {
         uint64_t owner = 0;
@@ -196,8 +195,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
         const auto merged_it = result.vocab_.find(left + right);
         if (left_it == result.vocab_.end() || right_it == result.vocab_.end() || merged_it == result.vocab_.end())
             fail("tokenizer: merge #{} ('{}' '{}') uses a token that is not in the vocabulary", rank, left, right);
-        result.merges_.insert(left_it->second, right_it->second,
-                              {static_cast<int32_t>(rank), merged_it->second});
+        result.merges_.insert(left_it->second, right_it->second, {static_cast<int32_t>(rank), merged_it->second});
     }
     return result;
 }

@@ -3,11 +3,10 @@
 // initial symbols are the ids of the 256 single-byte tokens and every merge works on ids.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,7 +17,7 @@ namespace dsv4::tokenizer {
 
 // Open-addressing map from an id pair to (rank, merged id); read-only after construction.
 class MergeTable {
-public:
+  public:
     struct Merge {
         int32_t rank;
         int32_t merged_id;
@@ -29,7 +28,7 @@ public:
     const Merge* find(int32_t left, int32_t right) const;
     size_t size() const { return size_; }
 
-private:
+  private:
     struct Slot {
         uint64_t key;
         Merge merge;
@@ -44,7 +43,7 @@ private:
 class BpeCache;
 
 class BpeModel {
-public:
+  public:
     // Parses the "model" object (type BPE). Throws dsv4::Error for unsupported options (dropout,
     // continuing_subword_prefix, end_of_word_suffix), malformed merges, merge parts missing from the vocabulary,
     // or a vocabulary lacking one of the 256 byte tokens.
@@ -65,14 +64,14 @@ public:
     size_t vocab_entries() const { return vocab_.size(); }
     size_t merge_count() const { return merges_.size(); }
 
-private:
+  private:
     BpeModel();
     void merge_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
     std::unordered_map<std::string, int32_t> vocab_;
-    std::vector<std::string> tokens_;        // by id; empty string for ids without an entry
-    std::vector<bool> has_token_;            // by id
-    std::array<int32_t, 256> byte_ids_{};    // id of the single-byte token for each byte
+    std::vector<std::string> tokens_;      // by id; empty string for ids without an entry
+    std::vector<bool> has_token_;          // by id
+    std::array<int32_t, 256> byte_ids_{};  // id of the single-byte token for each byte
     MergeTable merges_;
     bool ignore_merges_ = false;
     std::unique_ptr<BpeCache> cache_;

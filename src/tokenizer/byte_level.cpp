@@ -34,7 +34,9 @@ const Alphabet& alphabet() {
 
 }  // namespace
 
-char32_t byte_to_char(uint8_t byte) { return alphabet().to_char[byte]; }
+char32_t byte_to_char(uint8_t byte) {
+    return alphabet().to_char[byte];
+}
 
 std::optional<uint8_t> char_to_byte(char32_t code_point) {
     if (code_point >= alphabet().to_byte.size()) return std::nullopt;

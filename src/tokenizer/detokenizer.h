@@ -17,7 +17,7 @@
 namespace dsv4::tokenizer {
 
 class StreamingDetokenizer {
-public:
+  public:
     // `tokenizer` must outlive this object.
     StreamingDetokenizer(const Tokenizer& tokenizer, bool skip_special);
 
@@ -28,7 +28,7 @@ public:
     // True when bytes are held back waiting for the rest of a UTF-8 sequence.
     bool has_pending() const { return sanitizer_.has_pending(); }
 
-private:
+  private:
     const Tokenizer* tokenizer_;
     bool skip_special_;
     Utf8Sanitizer sanitizer_;

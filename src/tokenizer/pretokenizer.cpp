@@ -1,9 +1,8 @@
 #include "tokenizer/pretokenizer.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "tokenizer/pretokenizer_deepseek.h"
@@ -17,7 +16,7 @@ constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 class RegexFinder final : public SegmentFinder {
-public:
+  public:
     explicit RegexFinder(std::string_view pattern) : regex_(pattern) {}
 
     void find_segments(std::string_view piece, std::vector<Segment>& out) const override {
@@ -30,7 +29,7 @@ public:
         if (previous != piece.size()) out.push_back({previous, piece.size(), false});
     }
 
-private:
+  private:
     OnigRegex regex_;
 };
 
@@ -52,9 +51,10 @@ SplitBehavior parse_behavior(const std::string& name) {
     if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
     if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
     if (name == "Contiguous") return SplitBehavior::kContiguous;
-    fail("tokenizer: Split behavior '{}' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, "
-         "Contiguous",
-         name);
+    fail(
+        "tokenizer: Split behavior '{}' is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, "
+        "Contiguous",
+        name);
 }
 
 // Applies a delimiter behaviour to the segments, as HF's NormalizedString::split: returns the spans to keep.
@@ -149,8 +149,8 @@ void PreTokenizer::parse_step(const nlohmann::json& step, bool allow_fast_paths)
         } else {
             fail("tokenizer: Split pattern must be {{\"Regex\": ...}} or {{\"String\": ...}}, got {}", pattern.dump());
         }
-        steps_.push_back({std::move(finder), parse_behavior(step.at("behavior").get<std::string>()),
-                          step.value("invert", false)});
+        steps_.push_back(
+            {std::move(finder), parse_behavior(step.at("behavior").get<std::string>()), step.value("invert", false)});
     } else if (type == "ByteLevel") {
         has_byte_level_ = true;
         add_prefix_space_ = step.value("add_prefix_space", true);

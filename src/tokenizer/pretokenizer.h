@@ -4,10 +4,9 @@
 // which works on byte ids directly, so nothing here rewrites text except the optional prefix space.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <deque>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,14 +24,14 @@ struct Segment {
 
 // Something that finds pattern matches in a piece (Oniguruma, or a hand-written matcher for a known pattern).
 class SegmentFinder {
-public:
+  public:
     virtual ~SegmentFinder() = default;
     // Appends the segments of `piece` that cover it completely, in order (HF's Pattern::find_matches).
     virtual void find_segments(std::string_view piece, std::vector<Segment>& out) const = 0;
 };
 
 class PreTokenizer {
-public:
+  public:
     // Parses the "pre_tokenizer" object. Throws dsv4::Error for anything unsupported: a type other than
     // Sequence/Split/ByteLevel, a missing ByteLevel step, or a step after ByteLevel.
     // `allow_fast_paths`: use the hand-written matchers for the DeepSeek patterns (identical output, tested).
@@ -49,7 +48,7 @@ public:
     // Number of hand-written matchers in use (for tests and diagnostics).
     int fast_path_count() const { return fast_path_count_; }
 
-private:
+  private:
     struct SplitStep {
         std::unique_ptr<SegmentFinder> finder;
         SplitBehavior behavior;

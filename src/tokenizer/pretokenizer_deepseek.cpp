@@ -9,14 +9,13 @@ namespace {
 // The patterns exactly as DeepSeek's tokenizer.json spells them (CR and LF appear as raw characters).
 constexpr std::string_view kDigitsPattern = R"(\p{N}{1,3})";
 constexpr std::string_view kCjkPattern = "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+";
-constexpr std::string_view kMainPattern =
-    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^)"
-    "\r\n"
-    R"(\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[)"
-    "\r\n"
-    R"(]*|\s*[)"
-    "\r\n"
-    R"(]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kMainPattern = R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^)"
+                                          "\r\n"
+                                          R"(\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[)"
+                                          "\r\n"
+                                          R"(]*|\s*[)"
+                                          "\r\n"
+                                          R"(]+|\s+(?!\S)|\s+)";
 
 // A decoded character of the piece being scanned.
 struct Char {
@@ -35,7 +34,9 @@ inline Char char_at(const uint8_t* table, std::string_view text, size_t pos) {
 }
 
 // Byte length of the UTF-8 sequence a (valid) lead byte starts.
-inline size_t sequence_length(uint8_t lead) { return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
+inline size_t sequence_length(uint8_t lead) {
+    return lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
 
 // Shared scan loop: `match_at(text, pos)` returns the byte length of the match that starts at pos (0: none);
 // matches are searched leftmost-first like a regex find_iter, and gaps become non-matching segments.
@@ -67,8 +68,12 @@ size_t run_end(const uint8_t* table, std::string_view text, size_t pos, uint8_t 
     return pos;
 }
 
-bool is_newline(char32_t c) { return c == '\r' || c == '\n'; }
-bool is_ascii_letter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool is_newline(char32_t c) {
+    return c == '\r' || c == '\n';
+}
+bool is_ascii_letter(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
 bool is_ascii_punct(char32_t c) {
     return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
 }
@@ -118,9 +123,9 @@ size_t match_whitespace(const uint8_t* table, std::string_view text, size_t pos)
         if (is_newline(c.code)) last_newline_end = end;
     }
     if (last_newline_end != 0) return last_newline_end - pos;  // \s*[\r\n]+ backtracks to the last newline
-    if (end == text.size()) return end - pos;                 // \s+(?!\S) at the end of the piece
-    if (count >= 2) return last_char_start - pos;             // \s+(?!\S) gives one character back
-    return end - pos;                                         // \s+
+    if (end == text.size()) return end - pos;                  // \s+(?!\S) at the end of the piece
+    if (count >= 2) return last_char_start - pos;              // \s+(?!\S) gives one character back
+    return end - pos;                                          // \s+
 }
 
 // The main DeepSeek alternation, tried in order at `pos` (leftmost-first, like Oniguruma).
@@ -157,12 +162,12 @@ size_t match_main(const uint8_t* table, std::string_view text, size_t pos) {
 
 template <size_t (*kMatchAt)(const uint8_t*, std::string_view, size_t)>
 class FastFinder final : public SegmentFinder {
-public:
+  public:
     void find_segments(std::string_view piece, std::vector<Segment>& out) const override {
         scan(table_, piece, out, kMatchAt);
     }
 
-private:
+  private:
     const uint8_t* table_ = char_class_table();
 };
 

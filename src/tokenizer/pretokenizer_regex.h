@@ -14,7 +14,7 @@ namespace dsv4::tokenizer {
 void ensure_oniguruma_initialized();
 
 class OnigRegex {
-public:
+  public:
     // Throws dsv4::Error naming the pattern and Oniguruma's message when it does not compile.
     explicit OnigRegex(std::string_view pattern);
     ~OnigRegex();
@@ -29,7 +29,7 @@ public:
 
     const std::string& pattern() const { return pattern_; }
 
-private:
+  private:
     std::string pattern_;
     void* regex_ = nullptr;  // regex_t*
 };

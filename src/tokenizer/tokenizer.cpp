@@ -1,8 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"

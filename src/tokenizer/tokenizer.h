@@ -40,7 +40,7 @@ enum class AddedTokenMode {
 };
 
 class Tokenizer {
-public:
+  public:
     // Reads and parses a tokenizer.json. Throws dsv4::Error naming the file and the problem.
     static Tokenizer load(const std::string& path, TokenizerOptions options = {});
     // Parses tokenizer.json text (for tests and embedded tokenizers).
@@ -69,7 +69,7 @@ public:
     const std::vector<AddedToken>& added_tokens() const { return added_tokens_; }
     int fast_path_count() const { return pre_tokenizer_->fast_path_count(); }
 
-private:
+  private:
     Tokenizer() = default;
     void encode_text_span(std::string_view text, std::vector<int32_t>& out) const;
 
@@ -77,8 +77,8 @@ private:
     std::unique_ptr<PreTokenizer> pre_tokenizer_;
     std::vector<AddedToken> added_tokens_;
     std::unique_ptr<AddedTokenMatcher> added_matcher_;
-    std::vector<std::string> token_bytes_;  // by id
-    std::vector<int32_t> added_index_;      // by id: index into added_tokens_, or -1
+    std::vector<std::string> token_bytes_;                // by id
+    std::vector<int32_t> added_index_;                    // by id: index into added_tokens_, or -1
     std::unordered_map<std::string, int32_t> added_ids_;  // by content
 };
 

@@ -1,8 +1,7 @@
 #include "tokenizer/tokenizer_added_tokens.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_set>
 
@@ -27,8 +26,12 @@ char32_t code_point_before(std::string_view text, size_t end) {
     return decode_utf8_at(text, begin, length);
 }
 
-bool is_word(char32_t c) { return (char_classes(c) & kClassWord) != 0; }
-bool is_space(char32_t c) { return (char_classes(c) & kClassSpace) != 0; }
+bool is_word(char32_t c) {
+    return (char_classes(c) & kClassWord) != 0;
+}
+bool is_space(char32_t c) {
+    return (char_classes(c) & kClassSpace) != 0;
+}
 
 // Start of the whitespace run that ends at `end` (HF: \s*$ on text[..end]).
 size_t whitespace_run_start(std::string_view text, size_t end) {
@@ -77,8 +80,7 @@ std::vector<AddedToken> parse_added_tokens(const nlohmann::json& added_tokens) {
         token.rstrip = flag(entry, "rstrip", false);
         token.single_word = flag(entry, "single_word", false);
         if (!ids.insert(token.id).second) fail("tokenizer: added token id {} appears twice", token.id);
-        if (!contents.insert(token.content).second)
-            fail("tokenizer: added token '{}' appears twice", token.content);
+        if (!contents.insert(token.content).second) fail("tokenizer: added token '{}' appears twice", token.content);
         tokens.push_back(std::move(token));
     }
     return tokens;

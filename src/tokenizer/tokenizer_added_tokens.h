@@ -6,9 +6,8 @@
 // left as text (HF's encode_special_tokens).
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,19 +36,19 @@ struct TextSpan {
 std::vector<AddedToken> parse_added_tokens(const nlohmann::json& added_tokens);
 
 class AddedTokenMatcher {
-public:
+  public:
     AddedTokenMatcher() = default;
     explicit AddedTokenMatcher(const std::vector<AddedToken>& tokens);
 
     // Splits `text` (valid UTF-8) into spans covering it in order; text spans are never empty.
     void split(std::string_view text, bool match_special, std::vector<TextSpan>& out) const;
 
-private:
+  private:
     // A byte trie over the token contents of one pass.
     struct Trie {
         struct Node {
             std::vector<std::pair<uint8_t, int32_t>> children;  // sorted by byte
-            int32_t token = -1;                                  // index into tokens_
+            int32_t token = -1;                                 // index into tokens_
         };
         std::vector<Node> nodes{Node{}};
         bool can_start[256] = {};

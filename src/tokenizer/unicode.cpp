@@ -53,7 +53,9 @@ SequenceStatus examine_sequence(const uint8_t* data, size_t available, size_t& l
     return SequenceStatus::kComplete;
 }
 
-const uint8_t* as_bytes(std::string_view text) { return reinterpret_cast<const uint8_t*>(text.data()); }
+const uint8_t* as_bytes(std::string_view text) {
+    return reinterpret_cast<const uint8_t*>(text.data());
+}
 
 }  // namespace
 

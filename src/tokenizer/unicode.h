@@ -29,12 +29,12 @@ void append_utf8(std::string& out, char32_t code_point);
 // Streaming lossy UTF-8: push() appends complete, valid text to `out` (invalid parts as U+FFFD) and keeps an
 // incomplete trailing sequence (at most 3 bytes) for the next push; finish() flushes that tail as one U+FFFD.
 class Utf8Sanitizer {
-public:
+  public:
     void push(std::string_view bytes, std::string& out);
     void finish(std::string& out);
     bool has_pending() const { return pending_size_ > 0; }
 
-private:
+  private:
     // Consumes `bytes` starting after the pending tail; returns how many bytes of `bytes` were used.
     size_t complete_pending(std::string_view bytes, std::string& out);
 

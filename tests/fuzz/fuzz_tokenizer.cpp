@@ -16,15 +16,14 @@ namespace {
 
 using dsv4::tokenizer::Segment;
 
-const char* const kPatterns[] = {
-    R"(\p{N}{1,3})", "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+",
-    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^)"
-    "\r\n"
-    R"(\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[)"
-    "\r\n"
-    R"(]*|\s*[)"
-    "\r\n"
-    R"(]+|\s+(?!\S)|\s+)"};
+const char* const kPatterns[] = {R"(\p{N}{1,3})", "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+",
+                                 R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^)"
+                                 "\r\n"
+                                 R"(\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[)"
+                                 "\r\n"
+                                 R"(]*|\s*[)"
+                                 "\r\n"
+                                 R"(]+|\s+(?!\S)|\s+)"};
 
 void check_sanitizer(std::string_view bytes) {
     const std::string whole = dsv4::tokenizer::utf8_lossy(bytes);
@@ -46,8 +45,8 @@ void check_sanitizer(std::string_view bytes) {
 
 void check_fast_paths(std::string_view text) {
     static const auto finders = [] {
-        std::vector<std::pair<std::unique_ptr<dsv4::tokenizer::SegmentFinder>,
-                              std::unique_ptr<dsv4::tokenizer::SegmentFinder>>>
+        std::vector<
+            std::pair<std::unique_ptr<dsv4::tokenizer::SegmentFinder>, std::unique_ptr<dsv4::tokenizer::SegmentFinder>>>
             pairs;
         for (const char* p : kPatterns)
             pairs.emplace_back(dsv4::tokenizer::make_deepseek_fast_finder(p), dsv4::tokenizer::make_regex_finder(p));

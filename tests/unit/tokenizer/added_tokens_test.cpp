@@ -36,8 +36,8 @@ Spans split(const AddedTokenMatcher& matcher, std::string_view text, bool match_
 }
 
 TEST(AddedTokens, LeftmostLongestWithoutOverlap) {
-    const AddedTokenMatcher matcher({token(1, "<a>", true, false), token(2, "<a><b>", true, false),
-                                     token(3, "b>c", true, false)});
+    const AddedTokenMatcher matcher(
+        {token(1, "<a>", true, false), token(2, "<a><b>", true, false), token(3, "b>c", true, false)});
     EXPECT_EQ(split(matcher, "x<a><b>c<a>"), (Spans{{"x", -1}, {"<a><b>", 2}, {"c", -1}, {"<a>", 1}}));
     EXPECT_EQ(split(matcher, "<a>b>c"), (Spans{{"<a>", 1}, {"b>c", 3}}));
     EXPECT_EQ(split(matcher, ""), Spans{});
@@ -49,8 +49,8 @@ TEST(AddedTokens, StripAndSingleWordOptions) {
     my.lstrip = my.rstrip = true;
     AddedToken ony = token(2, "ony", false, true);
     ony.single_word = true;
-    const AddedTokenMatcher matcher({my, token(1, "name", false, true), ony, token(3, "[CLS]", true, false),
-                                     token(4, "[SEP]", true, false)});
+    const AddedTokenMatcher matcher(
+        {my, token(1, "name", false, true), ony, token(3, "[CLS]", true, false), token(4, "[SEP]", true, false)});
     EXPECT_EQ(split(matcher, "[CLS] my name is anthony [SEP]"),
               (Spans{{"[CLS]", 3}, {" my ", 0}, {"name", 1}, {" is anthony ", -1}, {"[SEP]", 4}}));
 }
@@ -80,12 +80,24 @@ TEST(AddedTokens, SpecialTokensCanBeLeftAsText) {
     const AddedTokenMatcher matcher({mask, token(1, "ask>", false, true), token(2, "<pad>", true, false)});
     const std::string text = "hi <mask> there\t<mask>\t<mask>\u2000 <pad> <mask><pad><pad>";
     // Special tokens skipped: the normalized pass still finds "ask>" inside the skipped "<mask>".
-    EXPECT_EQ(split(matcher, text, false),
-              (Spans{{"hi <m", -1}, {"ask>", 1}, {" there\t<m", -1}, {"ask>", 1}, {"\t<m", -1}, {"ask>", 1},
-                     {"\u2000 <pad> <m", -1}, {"ask>", 1}, {"<pad><pad>", -1}}));
-    EXPECT_EQ(split(matcher, text, true),
-              (Spans{{"hi", -1}, {" <mask> ", 0}, {"there", -1}, {"\t<mask>\t", 0}, {"<mask>\u2000 ", 0},
-                     {"<pad>", 2}, {" <mask>", 0}, {"<pad>", 2}, {"<pad>", 2}}));
+    EXPECT_EQ(split(matcher, text, false), (Spans{{"hi <m", -1},
+                                                  {"ask>", 1},
+                                                  {" there\t<m", -1},
+                                                  {"ask>", 1},
+                                                  {"\t<m", -1},
+                                                  {"ask>", 1},
+                                                  {"\u2000 <pad> <m", -1},
+                                                  {"ask>", 1},
+                                                  {"<pad><pad>", -1}}));
+    EXPECT_EQ(split(matcher, text, true), (Spans{{"hi", -1},
+                                                 {" <mask> ", 0},
+                                                 {"there", -1},
+                                                 {"\t<mask>\t", 0},
+                                                 {"<mask>\u2000 ", 0},
+                                                 {"<pad>", 2},
+                                                 {" <mask>", 0},
+                                                 {"<pad>", 2},
+                                                 {"<pad>", 2}}));
 }
 
 TEST(AddedTokens, ParseRejectsMalformedEntries) {

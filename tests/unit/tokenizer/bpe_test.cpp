@@ -1,5 +1,7 @@
 // The BPE merge loop against a straightforward reference (apply the lowest-rank, leftmost pair until none is
 // left), plus tokenizer.json model validation.
+#include "tokenizer/bpe.h"
+
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -7,7 +9,6 @@
 #include <random>
 
 #include "core/error.h"
-#include "tokenizer/bpe.h"
 #include "tokenizer_test_util.h"
 
 namespace dsv4::tokenizer {
@@ -24,7 +25,8 @@ std::vector<int32_t> reference_bpe(const BpeModel& model, const nlohmann::json& 
         const size_t space = m.find(' ');
         const int32_t left = *model.token_to_id(m.substr(0, space));
         const int32_t right = *model.token_to_id(m.substr(space + 1));
-        merges[{left, right}] = {static_cast<int32_t>(rank), *model.token_to_id(m.substr(0, space) + m.substr(space + 1))};
+        merges[{left, right}] = {static_cast<int32_t>(rank),
+                                 *model.token_to_id(m.substr(0, space) + m.substr(space + 1))};
     }
     std::vector<int32_t> symbols;
     for (char c : bytes) symbols.push_back(*model.token_to_id(byte_level_encode(std::string(1, c))));
@@ -46,9 +48,19 @@ std::vector<int32_t> reference_bpe(const BpeModel& model, const nlohmann::json& 
 
 TEST(Bpe, MatchesReferenceOnRandomWords) {
     // Overlapping merges (a a, aa a, a aa...) make the order matter.
-    const nlohmann::json json = tiny_tokenizer_json({{"a", "a"}, {"b", "c"}, {"aa", "a"}, {"a", "bc"}, {"aa", "aa"},
-                                                     {"c", "a"}, {"abc", "aa"}, {"b", "b"}, {"bb", "b"}, {"ca", "bb"},
-                                                     {"aaaa", "a"}, {"a", "b"}, {"ab", "ab"}});
+    const nlohmann::json json = tiny_tokenizer_json({{"a", "a"},
+                                                     {"b", "c"},
+                                                     {"aa", "a"},
+                                                     {"a", "bc"},
+                                                     {"aa", "aa"},
+                                                     {"c", "a"},
+                                                     {"abc", "aa"},
+                                                     {"b", "b"},
+                                                     {"bb", "b"},
+                                                     {"ca", "bb"},
+                                                     {"aaaa", "a"},
+                                                     {"a", "b"},
+                                                     {"ab", "ab"}});
     const BpeModel model = BpeModel::from_json(json["model"]);
     EXPECT_EQ(model.merge_count(), 13u);
     std::mt19937 rng(11);

