@@ -111,8 +111,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, AddedTokenMode mod
 
 void Tokenizer::encode_text_span(std::string_view text, std::vector<int32_t>& out) const {
     thread_local std::vector<std::string_view> pieces;
+    thread_local std::deque<std::string> storage;  // prefixed copies (add_prefix_space); only valid in this call
     pieces.clear();
-    std::deque<std::string> storage;
+    storage.clear();
     pre_tokenizer_->split(text, pieces, storage);
     for (std::string_view piece : pieces) model_->encode_piece(piece, out);
 }
