@@ -165,7 +165,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& model) {
     result.ignore_merges_ = model.value("ignore_merges", false);
     int32_t limit = 0;
     for (const auto& [token, id_json] : model["vocab"].items()) {
-        if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > INT32_MAX / 2)
+        if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() >= kMaxTokenId)
             fail("tokenizer: vocab entry '{}' has an invalid id {}", token, id_json.dump());
         const auto id = id_json.get<int32_t>();
         result.vocab_.emplace(token, id);

@@ -15,6 +15,9 @@
 
 namespace dsv4::tokenizer {
 
+// Token ids must be below this (16M): tables are indexed by id, so a corrupt id must not size them.
+inline constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+
 // Open-addressing map from an id pair to (rank, merged id); read-only after construction.
 class MergeTable {
   public:

@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "tokenizer/bpe.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/unicode_categories.h"
 
@@ -69,7 +70,7 @@ std::vector<AddedToken> parse_added_tokens(const nlohmann::json& added_tokens) {
             fail("tokenizer: added token without an integer \"id\" and a string \"content\": {}", entry.dump());
         AddedToken token;
         const auto id = entry["id"].get<int64_t>();
-        if (id < 0 || id > INT32_MAX / 2) fail("tokenizer: added token id {} is out of range", id);
+        if (id < 0 || id >= kMaxTokenId) fail("tokenizer: added token id {} is out of range [0, {})", id, kMaxTokenId);
         token.id = static_cast<int32_t>(id);
         token.content = entry["content"].get<std::string>();
         if (token.content.empty()) fail("tokenizer: added token {} has empty content", token.id);

@@ -105,6 +105,7 @@ TEST(AddedTokens, ParseRejectsMalformedEntries) {
     EXPECT_THROW(parse_added_tokens(json::array({{{"id", 1}}})), Error);
     EXPECT_THROW(parse_added_tokens(json::array({{{"id", 1}, {"content", ""}}})), Error);
     EXPECT_THROW(parse_added_tokens(json::array({{{"id", -3}, {"content", "x"}}})), Error);
+    EXPECT_THROW(parse_added_tokens(json::array({{{"id", 2000000000}, {"content", "x"}}})), Error);
     EXPECT_THROW(parse_added_tokens(json::array({{{"id", 1}, {"content", "x"}}, {{"id", 1}, {"content", "y"}}})),
                  Error);
     EXPECT_THROW(parse_added_tokens(json::array({{{"id", 1}, {"content", "x"}, {"special", "yes"}}})), Error);

@@ -117,6 +117,9 @@ TEST(Bpe, AcceptsPairMergesAndRejectsBadModels) {
     bad["vocab"].erase(byte_level_encode(" "));
     rejects(bad, "a missing byte token");
     bad = json["model"];
+    bad["vocab"]["huge"] = 2000000000;
+    rejects(bad, "an id that would size the tables absurdly");
+    bad = json["model"];
     bad["type"] = "WordPiece";
     rejects(bad, "another model type");
 }
