@@ -5,11 +5,15 @@
 // explicitly. Supported tokenizer.json features (anything else is rejected at load with a dsv4::Error):
 //   normalizer     null or an empty Sequence
 //   pre_tokenizer  Sequence of Split (Regex or String pattern, any behavior, invert) ending in ByteLevel
-//                  (add_prefix_space, use_regex); Oniguruma runs the regexes, as in HF
+//                  (add_prefix_space, use_regex); Oniguruma runs the regexes, as in HF, except the three
+//                  DeepSeek patterns, which have exact hand-written matchers (pretokenizer_deepseek.h)
 //   model          BPE without dropout, continuing_subword_prefix or end_of_word_suffix (ignore_merges ok)
 //   decoder        ByteLevel
 //   added_tokens   special, normalized, lstrip, rstrip and single_word are all honoured
-// post_processor is ignored. All methods are const and safe to call from several threads at once.
+// post_processor is ignored. All methods are const and safe to call from several threads at once (each thread
+// keeps its own BPE cache of about 1 MB). Known gaps vs HF: single_word uses Oniguruma's \w (Letter, Mark,
+// Decimal_Number, Connector_Punctuation) where HF's Rust regex uses Alphabetic/M/Nd/Pc/Join_Control, and an rstrip
+// token resumes matching after the whitespace it absorbed; DeepSeek's files use neither flag.
 #pragma once
 
 #include <cstdint>
