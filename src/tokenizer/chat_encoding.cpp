@@ -44,12 +44,18 @@ ChatRole parse_chat_role(std::string_view role) {
 
 std::string_view chat_role_name(ChatRole role) {
     switch (role) {
-        case ChatRole::kSystem: return "system";
-        case ChatRole::kDeveloper: return "developer";
-        case ChatRole::kUser: return "user";
-        case ChatRole::kAssistant: return "assistant";
-        case ChatRole::kTool: return "tool";
-        case ChatRole::kLatestReminder: return "latest_reminder";
+        case ChatRole::kSystem:
+            return "system";
+        case ChatRole::kDeveloper:
+            return "developer";
+        case ChatRole::kUser:
+            return "user";
+        case ChatRole::kAssistant:
+            return "assistant";
+        case ChatRole::kTool:
+            return "tool";
+        case ChatRole::kLatestReminder:
+            return "latest_reminder";
     }
     return "unknown";
 }
@@ -68,13 +74,20 @@ namespace {
 
 std::string_view task_token(ChatTask task) {
     switch (task) {
-        case ChatTask::kNone: return {};
-        case ChatTask::kAction: return ct::kTaskAction;
-        case ChatTask::kQuery: return ct::kTaskQuery;
-        case ChatTask::kAuthority: return ct::kTaskAuthority;
-        case ChatTask::kDomain: return ct::kTaskDomain;
-        case ChatTask::kTitle: return ct::kTaskTitle;
-        case ChatTask::kReadUrl: return ct::kTaskReadUrl;
+        case ChatTask::kNone:
+            return {};
+        case ChatTask::kAction:
+            return ct::kTaskAction;
+        case ChatTask::kQuery:
+            return ct::kTaskQuery;
+        case ChatTask::kAuthority:
+            return ct::kTaskAuthority;
+        case ChatTask::kDomain:
+            return ct::kTaskDomain;
+        case ChatTask::kTitle:
+            return ct::kTaskTitle;
+        case ChatTask::kReadUrl:
+            return ct::kTaskReadUrl;
     }
     return {};
 }
@@ -143,8 +156,9 @@ void validate_message(const std::vector<ChatMessage>& messages, std::size_t inde
     }
     DSV4_CHECK(message.task == ChatTask::kNone || message.role == ChatRole::kUser,
                "message {} ({}): only user messages can carry a task", index, role);
-    DSV4_CHECK(message.role == ChatRole::kAssistant || (message.tool_calls.empty() && message.reasoning_content.empty()),
-               "message {} ({}): only assistant messages can carry tool_calls or reasoning_content", index, role);
+    DSV4_CHECK(
+        message.role == ChatRole::kAssistant || (message.tool_calls.empty() && message.reasoning_content.empty()),
+        "message {} ({}): only assistant messages can carry tool_calls or reasoning_content", index, role);
     DSV4_CHECK(message.role == ChatRole::kTool || message.tool_call_id.empty(),
                "message {} ({}): only tool messages can carry tool_call_id", index, role);
     DSV4_CHECK(message.role != ChatRole::kDeveloper || !message.content.empty(),
@@ -205,8 +219,11 @@ std::vector<Turn> merge_turns(const ChatConversation& conversation, const ChatMe
             }
         } else {
             const bool gets_request_tools = i == 0 && attach_to_first;
-            turns.push_back(Turn{message.role, &message, gets_request_tools ? &conversation.tools : &message.tools,
-                                 {}, ChatTask::kNone});
+            turns.push_back(Turn{message.role,
+                                 &message,
+                                 gets_request_tools ? &conversation.tools : &message.tools,
+                                 {},
+                                 ChatTask::kNone});
         }
     }
     return turns;
@@ -324,8 +341,7 @@ void append_transition(std::string& out, const RenderContext& ctx, std::size_t i
     }
     if (turn.role != ChatRole::kUser && turn.role != ChatRole::kDeveloper) return;
     out += ct::kAssistant;
-    const bool open_thinking =
-        ctx.thinking && (!ctx.drop_thinking || static_cast<int>(index) >= ctx.last_user);
+    const bool open_thinking = ctx.thinking && (!ctx.drop_thinking || static_cast<int>(index) >= ctx.last_user);
     out += open_thinking ? ct::kThinkOpen : ct::kThinkClose;
 }
 

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,7 +93,7 @@ struct ChatOptions {
 };
 
 class ChatEncoder {
-public:
+  public:
     explicit ChatEncoder(ChatTemplateRevision revision) : revision_(revision) {}
 
     // Renders the prompt text. Throws dsv4::Error naming the message for an invalid conversation: a tool message
@@ -105,7 +104,7 @@ public:
 
     ChatTemplateRevision revision() const { return revision_; }
 
-private:
+  private:
     ChatTemplateRevision revision_;
 };
 

@@ -14,9 +14,9 @@ inline constexpr std::string_view kAssistant = "<｜Assistant｜>";
 inline constexpr std::string_view kLatestReminder = "<｜latest_reminder｜>";
 inline constexpr std::string_view kThinkOpen = "<think>";
 inline constexpr std::string_view kThinkClose = "</think>";
-inline constexpr std::string_view kDsml = "｜DSML｜";            // one special token (id 128825)
-inline constexpr std::string_view kFullwidthBar = "｜";          // U+FF5C, the bar inside every special token
-inline constexpr std::string_view kSpecialOpen = "<｜";          // start of every special token
+inline constexpr std::string_view kDsml = "｜DSML｜";    // one special token (id 128825)
+inline constexpr std::string_view kFullwidthBar = "｜";  // U+FF5C, the bar inside every special token
+inline constexpr std::string_view kSpecialOpen = "<｜";  // start of every special token
 inline constexpr std::string_view kToolResultOpen = "<tool_result>";
 inline constexpr std::string_view kToolResultClose = "</tool_result>";
 

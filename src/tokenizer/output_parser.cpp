@@ -17,7 +17,9 @@ using output_parser_detail::MatchStatus;
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 bool is_tag(const Marker& marker, DsmlTagName name, bool closing) {
     return marker.kind == MarkerKind::kDsmlTag && marker.tag.name == name && marker.tag.closing == closing;
@@ -29,7 +31,7 @@ bool is_tag(const Marker& marker, DsmlTagName name, bool closing) {
 // not depend on the state, and every text handler below treats text byte by byte (or appends it), so the result does
 // not depend on where the input was split.
 class StreamingOutputParser::Impl {
-public:
+  public:
     explicit Impl(OutputParserOptions options)
         : options_(std::move(options)), state_(options_.thinking ? State::kReasoning : State::kContent) {}
 
@@ -63,7 +65,7 @@ public:
 
     bool finished() const { return finished_; }
 
-private:
+  private:
     enum class State { kReasoning, kContent, kToolBlock, kInvoke, kParam };
     enum class ValueMode { kLeadingSpace, kRaw, kFallbackString, kRejected };
 
@@ -192,7 +194,8 @@ private:
                 } else if (opens_call) {
                     end_call(/*complete=*/true);
                     start_call(marker.tag);
-                } else if (is_tag(marker, DsmlTagName::kInvoke, true) || is_tag(marker, DsmlTagName::kToolCalls, true)) {
+                } else if (is_tag(marker, DsmlTagName::kInvoke, true) ||
+                           is_tag(marker, DsmlTagName::kToolCalls, true)) {
                     end_call(/*complete=*/true);
                 }
                 return;
@@ -377,9 +380,15 @@ StreamingOutputParser::~StreamingOutputParser() = default;
 StreamingOutputParser::StreamingOutputParser(StreamingOutputParser&&) noexcept = default;
 StreamingOutputParser& StreamingOutputParser::operator=(StreamingOutputParser&&) noexcept = default;
 
-std::vector<OutputDelta> StreamingOutputParser::push(std::string_view text) { return impl_->push(text); }
-std::vector<OutputDelta> StreamingOutputParser::finish() { return impl_->finish(); }
-bool StreamingOutputParser::finished() const { return impl_->finished(); }
+std::vector<OutputDelta> StreamingOutputParser::push(std::string_view text) {
+    return impl_->push(text);
+}
+std::vector<OutputDelta> StreamingOutputParser::finish() {
+    return impl_->finish();
+}
+bool StreamingOutputParser::finished() const {
+    return impl_->finished();
+}
 
 void accumulate_deltas(ParsedOutput& output, const std::vector<OutputDelta>& deltas) {
     for (const OutputDelta& delta : deltas) {

@@ -21,8 +21,8 @@
 // - string="false" value that is not valid JSON: if its first byte cannot start JSON it is sent as a JSON string;
 //   otherwise the valid prefix is kept, the rest dropped and the value completed; the call is flagged repaired;
 // - text between invokes, or stray text inside an invoke: content (whitespace there is dropped);
-// - special tokens (<｜end▁of▁sentence｜>, <｜User｜>, …), stray DSML tags, <think> in content: removed, parsing goes on.
-// Content and reasoning never contain "<｜", "｜DSML｜", "<think>" or "</think>"; arguments and tool names never
+// - special tokens (<｜end▁of▁sentence｜>, <｜User｜>, …), stray DSML tags, <think> in content: removed, parsing goes
+// on. Content and reasoning never contain "<｜", "｜DSML｜", "<think>" or "</think>"; arguments and tool names never
 // contain "<｜" or "｜DSML｜".
 #pragma once
 
@@ -52,7 +52,7 @@ struct OutputDelta {
 };
 
 struct OutputParserOptions {
-    bool thinking = false;                   // the prompt ended with <think>: output starts inside reasoning
+    bool thinking = false;                      // the prompt ended with <think>: output starts inside reasoning
     std::string tool_call_id_prefix = "call_";  // ids are prefix + index; give each request a unique prefix
 };
 
@@ -71,7 +71,7 @@ struct ParsedOutput {
 };
 
 class StreamingOutputParser {
-public:
+  public:
     explicit StreamingOutputParser(OutputParserOptions options = {});
     ~StreamingOutputParser();
     StreamingOutputParser(StreamingOutputParser&&) noexcept;
@@ -85,7 +85,7 @@ public:
 
     bool finished() const;
 
-private:
+  private:
     class Impl;
     std::unique_ptr<Impl> impl_;
 };

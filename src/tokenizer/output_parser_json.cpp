@@ -6,9 +6,15 @@
 namespace dsv4 {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+bool is_hex(char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
 
 }  // namespace
 
@@ -190,7 +196,9 @@ bool JsonPrefixValidator::step_after_value(char c) {
     return false;
 }
 
-void JsonPrefixValidator::value_done() { mode_ = stack_.empty() ? Mode::kDone : Mode::kAfterValue; }
+void JsonPrefixValidator::value_done() {
+    mode_ = stack_.empty() ? Mode::kDone : Mode::kAfterValue;
+}
 
 bool JsonPrefixValidator::number_can_end() const {
     return number_ == NumberPart::kZero || number_ == NumberPart::kInt || number_ == NumberPart::kFraction ||

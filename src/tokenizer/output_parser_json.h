@@ -8,13 +8,13 @@
 namespace dsv4 {
 
 class JsonPrefixValidator {
-public:
+  public:
     // Accepts one byte if the bytes so far plus this one are still a prefix of a JSON value (RFC 8259, one value,
     // surrounding whitespace allowed). On false the state is unchanged.
     bool feed(char c);
 
     bool started() const { return started_; }  // a non-whitespace byte was accepted
-    bool complete() const;                      // the accepted bytes form one complete JSON value
+    bool complete() const;                     // the accepted bytes form one complete JSON value
 
     // Bytes that turn the accepted prefix into a complete JSON value: closes strings, finishes numbers and literals,
     // supplies null for a missing value, closes arrays and objects. "" when already complete.
@@ -22,7 +22,7 @@ public:
 
     static constexpr std::size_t kMaxDepth = 512;
 
-private:
+  private:
     enum class Mode : std::uint8_t {
         kValue,       // expecting a value
         kKey,         // in an object, expecting a key (or '}' right after '{')
@@ -49,7 +49,7 @@ private:
     Mode mode_ = Mode::kValue;
     ValueSlot slot_ = ValueSlot::kTop;
     NumberPart number_ = NumberPart::kInt;
-    bool key_first_ = true;    // kKey: right after '{' ('}' allowed)
+    bool key_first_ = true;  // kKey: right after '{' ('}' allowed)
     bool string_is_key_ = false;
     std::uint8_t hex_digits_ = 0;  // kUnicode
     const char* literal_ = "";     // kLiteral: "true" / "false" / "null"

@@ -21,8 +21,12 @@ Prefix prefix_state(std::string_view text, std::string_view literal) {
     return literal.starts_with(text) ? Prefix::kPartial : Prefix::kNo;
 }
 
-MatchResult text_result() { return {MatchStatus::kText, {}}; }
-MatchResult need_more_or_text(bool at_end) { return {at_end ? MatchStatus::kText : MatchStatus::kNeedMore, {}}; }
+MatchResult text_result() {
+    return {MatchStatus::kText, {}};
+}
+MatchResult need_more_or_text(bool at_end) {
+    return {at_end ? MatchStatus::kText : MatchStatus::kNeedMore, {}};
+}
 
 MatchResult marker_result(MarkerKind kind, std::size_t length) {
     MatchResult result{MatchStatus::kMarker, {}};
@@ -31,8 +35,12 @@ MatchResult marker_result(MarkerKind kind, std::size_t length) {
     return result;
 }
 
-bool is_name_char(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-'; }
-bool is_tag_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-';
+}
+bool is_tag_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 DsmlTagName tag_name_of(std::string_view name) {
     // function_calls is DeepSeek-V3.2's name of the wrapper; accept it as well.
@@ -50,7 +58,8 @@ void set_attribute(DsmlTag& tag, std::string_view key, std::string_view value) {
 // Parses the tag after its prefix (kDsmlOpenPrefix or kDsmlClosePrefix, prefix_length bytes).
 MatchResult match_dsml_tag(std::string_view text, std::size_t prefix_length, bool closing, bool at_end) {
     const auto incomplete = [&] {
-        return at_end ? marker_result(MarkerKind::kTruncatedDsml, text.size()) : MatchResult{MatchStatus::kNeedMore, {}};
+        return at_end ? marker_result(MarkerKind::kTruncatedDsml, text.size())
+                      : MatchResult{MatchStatus::kNeedMore, {}};
     };
     const auto malformed = [&] { return marker_result(MarkerKind::kMalformedDsml, prefix_length); };
     const std::size_t limit = std::min(text.size(), kMaxDsmlTagBytes);
@@ -117,8 +126,8 @@ MatchResult match_special_token(std::string_view text, bool at_end) {
 
 MatchResult match_at_angle(std::string_view text, bool at_end) {
     bool partial = false;
-    for (auto [literal, kind] : {std::pair{ct::kThinkOpen, MarkerKind::kThinkOpen},
-                                 std::pair{ct::kThinkClose, MarkerKind::kThinkClose}}) {
+    for (auto [literal, kind] :
+         {std::pair{ct::kThinkOpen, MarkerKind::kThinkOpen}, std::pair{ct::kThinkClose, MarkerKind::kThinkClose}}) {
         const Prefix state = prefix_state(text, literal);
         if (state == Prefix::kFull) return marker_result(kind, literal.size());
         partial = partial || state == Prefix::kPartial;
@@ -145,8 +154,9 @@ MatchResult match_at_newline(std::string_view text, bool at_end) {
     if (tag.status == MatchStatus::kNeedMore) return tag;
     if (tag.status != MatchStatus::kMarker) return text_result();
     const Marker& marker = tag.marker;
-    const bool opens_tool_calls = marker.kind == MarkerKind::kDsmlTag && !marker.tag.closing &&
-                                  (marker.tag.name == DsmlTagName::kToolCalls || marker.tag.name == DsmlTagName::kInvoke);
+    const bool opens_tool_calls =
+        marker.kind == MarkerKind::kDsmlTag && !marker.tag.closing &&
+        (marker.tag.name == DsmlTagName::kToolCalls || marker.tag.name == DsmlTagName::kInvoke);
     if (!opens_tool_calls && marker.kind != MarkerKind::kTruncatedDsml) return text_result();
     MatchResult result = tag;
     result.marker.newlines = newlines;
@@ -178,7 +188,9 @@ void LeakGuard::push(std::string_view text, std::string& out) {
     process(out, /*at_end=*/false);
 }
 
-void LeakGuard::flush(std::string& out) { process(out, /*at_end=*/true); }
+void LeakGuard::flush(std::string& out) {
+    process(out, /*at_end=*/true);
+}
 
 void LeakGuard::process(std::string& out, bool at_end) {
     static constexpr std::string_view kFullwidthLess = "＜";  // U+FF1C

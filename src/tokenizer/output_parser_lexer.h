@@ -46,7 +46,9 @@ inline constexpr std::size_t kMaxDsmlTagBytes = 1024;
 inline constexpr std::size_t kMaxSpecialTokenNameBytes = 64;
 
 // Bytes at which a marker can start: '<', '\n' (newlines before a tool-call block) and 0xEF (first byte of '｜').
-inline bool is_marker_trigger(char c) { return c == '<' || c == '\n' || c == '\xEF'; }
+inline bool is_marker_trigger(char c) {
+    return c == '<' || c == '\n' || c == '\xEF';
+}
 
 // Classifies the bytes at the start of `text` (text[0] is a trigger byte): plain text (consume one byte), a marker,
 // or not decidable yet. With at_end=true (no more output will come) the answer is never kNeedMore.
@@ -58,13 +60,13 @@ MatchResult match_marker(std::string_view text, bool at_end);
 // shorten the text, so they cannot create new matches: "<｜" -> "<|", "｜DSML｜" -> "|DSML｜", and (for reasoning and
 // content) "<think>" / "</think>" -> "＜think>" / "＜/think>". Holds back a tail that could still become one of them.
 class LeakGuard {
-public:
+  public:
     explicit LeakGuard(bool guard_think_tags) : guard_think_tags_(guard_think_tags) {}
 
     void push(std::string_view text, std::string& out);
     void flush(std::string& out);  // releases the held tail (end of the stream)
 
-private:
+  private:
     void process(std::string& out, bool at_end);
 
     bool guard_think_tags_;

@@ -61,7 +61,9 @@ bool same(const ParsedOutput& a, const ParsedOutput& b) {
     return true;
 }
 
-bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+bool contains(std::string_view text, std::string_view part) {
+    return text.find(part) != std::string_view::npos;
+}
 
 bool valid_utf8(std::string_view text) {
     // RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF (what nlohmann::json accepts).

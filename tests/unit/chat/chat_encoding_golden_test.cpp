@@ -39,8 +39,8 @@ ChatMessage message_from_json(const Json& json) {
     if (json.contains("task")) message.task = parse_chat_task(json.at("task").get<std::string>());
     for (const auto& call : json.value("tool_calls", Json::array())) {
         const auto& function = call.at("function");
-        message.tool_calls.push_back(
-            {call.value("id", ""), function.at("name").get<std::string>(), function.at("arguments").get<std::string>()});
+        message.tool_calls.push_back({call.value("id", ""), function.at("name").get<std::string>(),
+                                      function.at("arguments").get<std::string>()});
     }
     return message;
 }
@@ -64,10 +64,18 @@ void expect_golden(int case_number, ThinkingMode mode) {
     }
 }
 
-TEST(ChatEncodingGolden, Case1ToolCallRoundTrip) { expect_golden(1, ThinkingMode::kThinking); }
-TEST(ChatEncodingGolden, Case2MultiTurnDropThinking) { expect_golden(2, ThinkingMode::kThinking); }
-TEST(ChatEncodingGolden, Case3DeveloperToolsLatestReminder) { expect_golden(3, ThinkingMode::kThinking); }
-TEST(ChatEncodingGolden, Case4QuickInstructionTaskChatMode) { expect_golden(4, ThinkingMode::kChat); }
+TEST(ChatEncodingGolden, Case1ToolCallRoundTrip) {
+    expect_golden(1, ThinkingMode::kThinking);
+}
+TEST(ChatEncodingGolden, Case2MultiTurnDropThinking) {
+    expect_golden(2, ThinkingMode::kThinking);
+}
+TEST(ChatEncodingGolden, Case3DeveloperToolsLatestReminder) {
+    expect_golden(3, ThinkingMode::kThinking);
+}
+TEST(ChatEncodingGolden, Case4QuickInstructionTaskChatMode) {
+    expect_golden(4, ThinkingMode::kChat);
+}
 
 }  // namespace
 }  // namespace dsv4

@@ -1,10 +1,11 @@
 // Hand-written golden prompts, one rule of model-spec 6.2 each (see chat_encoding_golden_test.cpp for DeepSeek's own).
+#include "tokenizer/chat_encoding.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "core/error.h"
-#include "tokenizer/chat_encoding.h"
 #include "tokenizer/chat_tokens.h"
 
 namespace dsv4 {
@@ -22,8 +23,12 @@ ChatMessage message(ChatRole role, std::string content) {
     out.content = std::move(content);
     return out;
 }
-ChatMessage system(std::string content) { return message(ChatRole::kSystem, std::move(content)); }
-ChatMessage user(std::string content) { return message(ChatRole::kUser, std::move(content)); }
+ChatMessage system(std::string content) {
+    return message(ChatRole::kSystem, std::move(content));
+}
+ChatMessage user(std::string content) {
+    return message(ChatRole::kUser, std::move(content));
+}
 ChatMessage assistant(std::string content, std::string reasoning = {}, std::vector<ChatToolCall> calls = {}) {
     ChatMessage out = message(ChatRole::kAssistant, std::move(content));
     out.reasoning_content = std::move(reasoning);
@@ -57,7 +62,9 @@ Json weather_tool() {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}})");
 }
 
-std::string tools_block(const std::vector<Json>& tools) { return render_tools_block(tools); }
+std::string tools_block(const std::vector<Json>& tools) {
+    return render_tools_block(tools);
+}
 
 TEST(ChatEncoding, SingleUserTurnChatAndThinking) {
     EXPECT_EQ(encode({user("Hi")}, chat_mode()), kBos + "<｜User｜>Hi<｜Assistant｜></think>");
@@ -74,8 +81,7 @@ TEST(ChatEncoding, NoBosAndEmptyConversation) {
 }
 
 TEST(ChatEncoding, MultiTurnChatModeHasNoReasoning) {
-    const std::string prompt =
-        encode({user("Q1"), assistant("A1", "hidden thoughts"), user("Q2")}, chat_mode());
+    const std::string prompt = encode({user("Q1"), assistant("A1", "hidden thoughts"), user("Q2")}, chat_mode());
     EXPECT_EQ(prompt, kBos + "<｜User｜>Q1<｜Assistant｜></think>A1" + kEos + "<｜User｜>Q2<｜Assistant｜></think>");
 }
 
@@ -138,7 +144,8 @@ TEST(ChatEncoding, ToolCallsToolResultsAndFollowUp) {
     };
     const std::string prompt = encode(messages, thinking_mode(), ChatTemplateRevision::kV4_0731, tools);
     const std::string expected =
-        kBos + "\n\n" + tools_block(tools) + "<｜User｜>Weather in Paris and Oslo?<｜Assistant｜><think>Two calls.</think>" +
+        kBos + "\n\n" + tools_block(tools) +
+        "<｜User｜>Weather in Paris and Oslo?<｜Assistant｜><think>Two calls.</think>" +
         "\n\n<｜DSML｜tool_calls>\n"
         "<｜DSML｜invoke name=\"get_weather\">\n"
         "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
@@ -153,22 +160,24 @@ TEST(ChatEncoding, ToolCallsToolResultsAndFollowUp) {
 }
 
 TEST(ChatEncoding, UserTextAfterToolResultsJoinsTheSameTurn) {
-    std::vector<ChatMessage> messages = {
-        user("Go"), assistant("", "", {{"a", "f", "{}"}}), tool("done", "a"), user("Thanks, now summarise.")};
+    std::vector<ChatMessage> messages = {user("Go"), assistant("", "", {{"a", "f", "{}"}}), tool("done", "a"),
+                                         user("Thanks, now summarise.")};
     const std::string prompt = encode(messages, chat_mode());
-    EXPECT_EQ(prompt, kBos + "<｜User｜>Go<｜Assistant｜></think>" +
-                          "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>" +
-                          kEos + "<｜User｜><tool_result>done</tool_result>\n\nThanks, now summarise." +
-                          "<｜Assistant｜></think>");
+    EXPECT_EQ(prompt,
+              kBos + "<｜User｜>Go<｜Assistant｜></think>" +
+                  "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>" +
+                  kEos + "<｜User｜><tool_result>done</tool_result>\n\nThanks, now summarise." +
+                  "<｜Assistant｜></think>");
 }
 
 TEST(ChatEncoding, ToolCallsWithoutToolsDeclaredStillDropOldReasoning) {
     std::vector<ChatMessage> messages = {user("Go"), assistant("", "R0", {{"a", "f", "{}"}}), tool("ok", "a")};
     const std::string prompt = encode(messages, thinking_mode());
     // The merged tool-result turn is the last user turn, so the assistant turn before it loses its reasoning.
-    EXPECT_EQ(prompt, kBos + "<｜User｜>Go<｜Assistant｜></think>" +
-                          "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>" +
-                          kEos + "<｜User｜><tool_result>ok</tool_result><｜Assistant｜><think>");
+    EXPECT_EQ(prompt,
+              kBos + "<｜User｜>Go<｜Assistant｜></think>" +
+                  "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>" +
+                  kEos + "<｜User｜><tool_result>ok</tool_result><｜Assistant｜><think>");
 }
 
 TEST(ChatEncoding, ArgumentTypingStringVersusJson) {
@@ -324,8 +333,7 @@ TEST(ChatEncoding, InvalidConversationsAreRejected) {
               "message 1 (assistant): a tool call has no function name");
     EXPECT_EQ(error_of({user("Q"), assistant("", "", {{"a", "f", "[1, 2]"}})}),
               "message 1 (assistant): tool call 'f': arguments must be a JSON object, got: [1, 2]");
-    EXPECT_EQ(error_of({message(ChatRole::kDeveloper, "")}),
-              "message 0 (developer): content must not be empty");
+    EXPECT_EQ(error_of({message(ChatRole::kDeveloper, "")}), "message 0 (developer): content must not be empty");
     ChatMessage user_with_tools = user("Q");
     user_with_tools.tools = {weather_tool()};
     EXPECT_EQ(error_of({user_with_tools}),

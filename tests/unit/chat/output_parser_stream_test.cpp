@@ -1,7 +1,7 @@
 // Chunk independence, no-leak property and agreement with DeepSeek's reference decoding of well-formed output.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "output_parser_test_util.h"
@@ -30,7 +30,8 @@ const std::vector<std::string>& corpus() {
         "line two</｜DSML｜parameter>\n<｜DSML｜parameter name=\"opts\" string=\"false\">{\"n\": [1, 2.5, true], "
         "\"s\": \"x\\\"y\"}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>" +
             kEos,
-        "Checking.\n\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">x</｜DSML｜parameter>\n"
+        "Checking.\n\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" "
+        "string=\"true\">x</｜DSML｜parameter>\n"
         "</｜DSML｜invoke>\n<｜DSML｜invoke name=\"g\">\n</｜DSML｜invoke>" +
             kEos,
         "Thinking with a tool inside\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n"
@@ -41,7 +42,8 @@ const std::vector<std::string>& corpus() {
         "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" string=\"true\">1\n"
         "<｜DSML｜parameter name=\"b\" string=\"false\">bad json\n<｜DSML｜invoke name=\"g\">\n"
         "<｜DSML｜parameter name=\"c\" string=\"true\">cut off here",
-        "a<think>b</think>c<｜User｜>d｜DSML｜e <｜ f ｜DS<｜end▁of▁sentence｜>ML｜ g <<｜User｜>｜h \n\n<｜DSML｜tool_ca",
+        "a<think>b</think>c<｜User｜>d｜DSML｜e <｜ f ｜DS<｜end▁of▁sentence｜>ML｜ g <<｜User｜>｜h "
+        "\n\n<｜DSML｜tool_ca",
         "</think>\n\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"x\"/>\n</｜DSML｜function_calls>\nprose after" +
             kEos,
         "x\n\n<｜DSML｜invoke name=\"v\">\n<｜DSML｜parameter name=\"t\" string=\"true\"><think>no</think>"
@@ -95,9 +97,9 @@ TEST(OutputParserStream, DoubleSplitsAroundMarkers) {
                 if (text[start] != '<' && text[start] != '\n' && text[start] != '\xEF') continue;
                 for (std::size_t a = start + 1; a < std::min(text.size(), start + 24); ++a) {
                     for (std::size_t b = a + 1; b < std::min(text.size(), start + 26); b += 3) {
-                        expect_same_output(parse_in_chunks(text, options, {a, b - a}), whole,
-                                           describe(text, thinking) + " splits " + std::to_string(a) + "," +
-                                               std::to_string(b));
+                        expect_same_output(
+                            parse_in_chunks(text, options, {a, b - a}), whole,
+                            describe(text, thinking) + " splits " + std::to_string(a) + "," + std::to_string(b));
                     }
                 }
             }
@@ -153,13 +155,61 @@ bool is_valid_utf8(std::string_view text) {
 
 // Random soup of markup pieces: whatever the model emits, no leak, valid JSON arguments, any chunking.
 TEST(OutputParserStream, RandomMarkupSoupProperty) {
-    const std::vector<std::string> pieces = {
-        "<", ">", "/", "｜", "DSML", "｜DSML｜", "<｜DSML｜", "</｜DSML｜", "tool_calls", "invoke", "parameter",
-        " name=\"", "f", "\"", " string=\"", "true", "false", "\">", "\n", "\n\n", "<think>", "</think>", kEos,
-        "<｜User｜>", "<｜", "｜>", "abc", " ", "{", "}", "[", "]", "1", ":", ",", "é", "北", "\\", "\\u12",
-        "<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>", "<｜DSML｜invoke name=\"f\">", "</｜DSML｜invoke>",
-        "<｜DSML｜parameter name=\"k\" string=\"false\">", "<｜DSML｜parameter name=\"s\" string=\"true\">",
-        "</｜DSML｜parameter>", "\xEF", "\xBD", "\x9C", "think", "\t", "null", "-", ".", "e"};
+    const std::vector<std::string> pieces = {"<",
+                                             ">",
+                                             "/",
+                                             "｜",
+                                             "DSML",
+                                             "｜DSML｜",
+                                             "<｜DSML｜",
+                                             "</｜DSML｜",
+                                             "tool_calls",
+                                             "invoke",
+                                             "parameter",
+                                             " name=\"",
+                                             "f",
+                                             "\"",
+                                             " string=\"",
+                                             "true",
+                                             "false",
+                                             "\">",
+                                             "\n",
+                                             "\n\n",
+                                             "<think>",
+                                             "</think>",
+                                             kEos,
+                                             "<｜User｜>",
+                                             "<｜",
+                                             "｜>",
+                                             "abc",
+                                             " ",
+                                             "{",
+                                             "}",
+                                             "[",
+                                             "]",
+                                             "1",
+                                             ":",
+                                             ",",
+                                             "é",
+                                             "北",
+                                             "\\",
+                                             "\\u12",
+                                             "<｜DSML｜tool_calls>",
+                                             "</｜DSML｜tool_calls>",
+                                             "<｜DSML｜invoke name=\"f\">",
+                                             "</｜DSML｜invoke>",
+                                             "<｜DSML｜parameter name=\"k\" string=\"false\">",
+                                             "<｜DSML｜parameter name=\"s\" string=\"true\">",
+                                             "</｜DSML｜parameter>",
+                                             "\xEF",
+                                             "\xBD",
+                                             "\x9C",
+                                             "think",
+                                             "\t",
+                                             "null",
+                                             "-",
+                                             ".",
+                                             "e"};
     std::mt19937 rng(99);
     std::uniform_int_distribution<std::size_t> piece_of(0, pieces.size() - 1);
     std::uniform_int_distribution<int> length_of(1, 40);
@@ -229,7 +279,8 @@ bool reference_decode(std::string_view text, bool thinking, ReferenceOutput& out
         std::vector<std::string> members;
         while (take("<｜DSML｜parameter name=\"")) {
             std::string key, kind, value;
-            if (!until("\" string=\"", key) || !until("\">", kind) || !until("</｜DSML｜parameter>\n", value)) return false;
+            if (!until("\" string=\"", key) || !until("\">", kind) || !until("</｜DSML｜parameter>\n", value))
+                return false;
             std::string member;
             append_python_json_string(member, key);
             member += ": ";
@@ -251,20 +302,33 @@ bool reference_decode(std::string_view text, bool thinking, ReferenceOutput& out
 }
 
 nlohmann::ordered_json random_value(std::mt19937& rng, int depth) {
-    static const std::vector<std::string> strings = {
-        "plain", "", "with \"quotes\" and \\ backslash", "line1\nline2\ttab", "北京 💡 ñ", "a < b > c </d>",
-        "<think>not a tag</think>", " leading and trailing ", "{\"looks\": \"like json\"}", "50%"};
+    static const std::vector<std::string> strings = {"plain",
+                                                     "",
+                                                     "with \"quotes\" and \\ backslash",
+                                                     "line1\nline2\ttab",
+                                                     "北京 💡 ñ",
+                                                     "a < b > c </d>",
+                                                     "<think>not a tag</think>",
+                                                     " leading and trailing ",
+                                                     "{\"looks\": \"like json\"}",
+                                                     "50%"};
     std::uniform_int_distribution<int> kind_of(0, depth > 2 ? 5 : 7);
     switch (kind_of(rng)) {
         case 0:
-        case 1: return strings[std::uniform_int_distribution<std::size_t>(0, strings.size() - 1)(rng)];
-        case 2: return std::uniform_int_distribution<int>(-1000000, 1000000)(rng);
-        case 3: return std::uniform_real_distribution<double>(-1e6, 1e6)(rng);
-        case 4: return std::uniform_int_distribution<int>(0, 1)(rng) == 1;
-        case 5: return nullptr;
+        case 1:
+            return strings[std::uniform_int_distribution<std::size_t>(0, strings.size() - 1)(rng)];
+        case 2:
+            return std::uniform_int_distribution<int>(-1000000, 1000000)(rng);
+        case 3:
+            return std::uniform_real_distribution<double>(-1e6, 1e6)(rng);
+        case 4:
+            return std::uniform_int_distribution<int>(0, 1)(rng) == 1;
+        case 5:
+            return nullptr;
         case 6: {
             auto array = nlohmann::ordered_json::array();
-            for (int n = std::uniform_int_distribution<int>(0, 3)(rng); n > 0; --n) array.push_back(random_value(rng, depth + 1));
+            for (int n = std::uniform_int_distribution<int>(0, 3)(rng); n > 0; --n)
+                array.push_back(random_value(rng, depth + 1));
             return array;
         }
         default: {

@@ -2,6 +2,7 @@
 #include "tokenizer/output_parser.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -121,7 +122,7 @@ TEST(OutputParser, HoldsBackOnlyPossibleMarkers) {
     };
     EXPECT_EQ(content_of(parser.push("a < b and <")), "a < b and ");
     EXPECT_EQ(content_of(parser.push("b> x <｜DS")), "<b> x ");
-    EXPECT_EQ(content_of(parser.push("X")), "");  // could still be a special token <｜DSX…｜>
+    EXPECT_EQ(content_of(parser.push("X")), "");                  // could still be a special token <｜DSX…｜>
     EXPECT_EQ(content_of(parser.push(" line\n")), "<|DSX line");  // not markup after all; the bar is rewritten
     EXPECT_EQ(content_of(parser.push("next")), "\nnext");
     EXPECT_EQ(content_of(parser.push("\n\n")), "");
@@ -166,11 +167,12 @@ TEST(OutputParser, ToolBlockInsideReasoningEndsReasoning) {
 }
 
 TEST(OutputParser, MissingCloseTagsAreImplied) {
-    const std::string text = "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n"
-                             "<｜DSML｜parameter name=\"a\" string=\"true\">1\n"
-                             "<｜DSML｜parameter name=\"b\" string=\"false\">2\n"
-                             "<｜DSML｜invoke name=\"g\">\n</｜DSML｜tool_calls>" +
-                             kEos;
+    const std::string text =
+        "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n"
+        "<｜DSML｜parameter name=\"a\" string=\"true\">1\n"
+        "<｜DSML｜parameter name=\"b\" string=\"false\">2\n"
+        "<｜DSML｜invoke name=\"g\">\n</｜DSML｜tool_calls>" +
+        kEos;
     const ParsedOutput out = parse_output(text);
     ASSERT_EQ(out.tool_calls.size(), 2u);
     EXPECT_EQ(out.tool_calls[0].arguments, "{\"a\": \"1\\n\", \"b\": 2\n}");
@@ -207,12 +209,12 @@ TEST(OutputParser, InvalidJsonValuesAreRepaired) {
         std::string expected;
     };
     const Case cases[] = {
-        {"abc", R"("abc")"},           // cannot start JSON: sent as a string
-        {" ", R"(" ")"},               // empty value
-        {"", R"("")"},                 //
-        {"[1, 2", "[1, 2]"},           // unfinished container
+        {"abc", R"("abc")"},  // cannot start JSON: sent as a string
+        {" ", R"(" ")"},      // empty value
+        {"", R"("")"},        //
+        {"[1, 2", "[1, 2]"},  // unfinished container
         {R"({"k": tru)", R"({"k": true})"},
-        {"12x", "12"},                 // rest after the valid prefix is dropped
+        {"12x", "12"},  // rest after the valid prefix is dropped
         {"1.", "1.0"},
         {"-", "-0"},
         {R"({"k")", R"({"k": null})"},

@@ -61,7 +61,9 @@ inline void expect_same_output(const ParsedOutput& actual, const ParsedOutput& e
     }
 }
 
-inline bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string::npos; }
+inline bool contains(std::string_view text, std::string_view part) {
+    return text.find(part) != std::string::npos;
+}
 
 // The no-leak property: what reaches the client never reads as DSV4 markup.
 inline void expect_no_leak(const ParsedOutput& output, const std::string& context) {
