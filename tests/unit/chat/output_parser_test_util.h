@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <string_view>
@@ -58,6 +59,17 @@ inline void expect_same_output(const ParsedOutput& actual, const ParsedOutput& e
         EXPECT_EQ(actual.tool_calls[i].arguments, expected.tool_calls[i].arguments) << context;
         EXPECT_EQ(actual.tool_calls[i].complete, expected.tool_calls[i].complete) << context;
         EXPECT_EQ(actual.tool_calls[i].arguments_repaired, expected.tool_calls[i].arguments_repaired) << context;
+    }
+}
+
+// RFC 8259 syntax; nlohmann additionally rejects numbers beyond double range (1e9999), which is still valid JSON.
+inline bool is_json_object(const std::string& text) {
+    try {
+        return nlohmann::json::parse(text).is_object();
+    } catch (const nlohmann::json::out_of_range& error) {
+        return error.id == 406;
+    } catch (const nlohmann::json::exception&) {
+        return false;
     }
 }
 
