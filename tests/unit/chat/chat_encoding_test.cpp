@@ -348,6 +348,25 @@ TEST(ChatEncoding, InvalidConversationsAreRejected) {
     EXPECT_THROW(parse_chat_task("summarise"), Error);
 }
 
+// Conversations that start with an assistant turn (as some agents replay them); expected texts from other engines'
+// ports of encoding_dsv4.py.
+TEST(ChatEncoding, LeadingAssistantTurnWithToolResultsInCallOrder) {
+    std::vector<ChatMessage> messages = {
+        assistant("", "", {{"second", "second_tool", "{}"}, {"first", "first_tool", "{}"}}),
+        tool("first result", "first"), tool("second result", "second")};
+    EXPECT_EQ(encode(messages, chat_mode()),
+              kBos +
+                  "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"second_tool\">\n\n</｜DSML｜invoke>\n"
+                  "<｜DSML｜invoke name=\"first_tool\">\n\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>" +
+                  kEos +
+                  "<｜User｜><tool_result>second result</tool_result>\n\n<tool_result>first result</tool_result>" +
+                  "<｜Assistant｜></think>");
+    ChatOptions options = thinking_mode();
+    options.drop_thinking = false;
+    EXPECT_EQ(encode({assistant("old answer", "old reasoning"), user("next")}, options),
+              kBos + "old reasoning</think>old answer" + kEos + "<｜User｜>next<｜Assistant｜><think>");
+}
+
 TEST(ChatEncoding, ParallelToolMessagesMayFollowEachOther) {
     std::vector<ChatMessage> messages = {user("Q"), assistant("", "", {{"a", "f", "{}"}, {"b", "g", "{}"}}),
                                          tool("ra", "a"), tool("rb", "b")};
