@@ -1,0 +1,147 @@
+// The engine's public API: what the server and the CLI use to run requests. Boundary (design.md principle 5): plain
+// C++ data only — no tensor, CUDA or JSON types cross this header. Token ids in, token ids (+ logprobs) out;
+// text (tokenization, chat encoding, detokenization, stop strings, the reasoning / tool-call parser) is the
+// server's business.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dsv4/sampling_params.h"
+
+namespace dsv4 {
+
+struct EngineConfig {
+    std::string model_dir;            // config.json + safetensors (original or HF names)
+    std::string device = "cpu";       // "cpu" or "cuda"
+    std::string numerics = "exact";   // exact | reference (cpu); fast | reference | exact (cuda)
+    int threads = 0;                  // CPU backend threads (0 = all)
+
+    // Scheduling (vLLM spellings on the CLI: --max-num-seqs, --max-num-batched-tokens, ...).
+    int max_num_seqs = 64;
+    int max_num_batched_tokens = 2048;
+    int long_prefill_token_threshold = 1024;  // longest prefill chunk per request per step
+    int max_model_len = 0;                    // 0 = the model's max_position_embeddings
+    int max_queued_requests = 1024;
+    int64_t max_queued_tokens = 1 << 22;
+
+    // Sequence state memory.
+    int64_t kv_cache_bytes = 0;              // 0 = derive from gpu_memory_utilization / a CPU default
+    double gpu_memory_utilization = 0.9;
+    std::string kv_cache_dtype = "auto";      // auto | bf16 | fp8 (fp8_ds_mla)
+    int block_tokens = 256;                   // positions per state block (multiple of every compression ratio)
+    bool enable_prefix_caching = true;
+    uint64_t seed = 0;                        // seed of the engine's unseeded-request seeds (0 = random)
+};
+
+enum class FinishReason : uint8_t {
+    kNone,     // still running
+    kStop,     // EOS, a stop token id, or a stop string (reported by the server through finish())
+    kLength,   // max_tokens or the context length
+    kAbort,    // aborted by the client or at shutdown
+    kError,    // the request failed; `error` says why
+};
+
+struct TokenLogprob {
+    int32_t token = 0;
+    float logprob = 0.0f;
+};
+
+struct GeneratedToken {
+    int32_t token = 0;
+    std::optional<float> logprob;       // when SamplingParams::logprobs is set
+    std::vector<TokenLogprob> top;      // the top-N alternatives, best first
+};
+
+// One event on a request's stream. Tokens arrive in order; the last event has finished == true.
+struct RequestOutput {
+    int completion_index = 0;           // 0 .. n-1 for n > 1
+    std::vector<GeneratedToken> tokens; // new tokens since the previous event
+    bool finished = false;
+    FinishReason finish_reason = FinishReason::kNone;
+    std::optional<int32_t> stop_token;  // the stop token id that ended it, if any
+    std::string error;
+    // Filled on the first event of each completion.
+    int prompt_tokens = 0;
+    int cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache
+};
+
+// A request's results. pop() blocks until an event arrives, the timeout passes (nullopt) or the stream ends.
+class ResultStream {
+public:
+    virtual ~ResultStream() = default;
+    virtual std::optional<RequestOutput> pop(std::chrono::milliseconds timeout) = 0;
+    // True once every completion has delivered its finished event and it has been popped.
+    virtual bool done() const = 0;
+};
+
+struct GenerateRequest {
+    std::string request_id;             // unique among live requests
+    std::vector<int32_t> prompt_tokens; // already tokenized (BOS included when wanted)
+    SamplingParams params;
+    int priority = 0;                   // reserved; FCFS today
+};
+
+enum class AdmissionError : uint8_t {
+    kNone,
+    kInvalid,         // bad parameters or prompt (400): message says which
+    kTooLong,         // prompt + max_tokens exceeds the context length (400)
+    kQueueFull,       // max_queued_requests / max_queued_tokens reached (429)
+    kDraining,        // shutting down (503)
+};
+
+struct SubmitResult {
+    std::shared_ptr<ResultStream> stream;  // null when rejected
+    AdmissionError error = AdmissionError::kNone;
+    std::string message;
+};
+
+struct EngineStats {
+    int running = 0;
+    int waiting = 0;
+    int64_t prompt_tokens_total = 0;
+    int64_t generation_tokens_total = 0;
+    int64_t prefix_cache_queries = 0;      // prompt tokens looked up
+    int64_t prefix_cache_hits = 0;         // prompt tokens found
+    double kv_cache_usage = 0.0;           // fraction of state blocks in use
+    int64_t preemptions_total = 0;
+    int64_t steps_total = 0;
+    int64_t spec_draft_tokens_total = 0;
+    int64_t spec_accepted_tokens_total = 0;
+    int64_t requests_finished_total = 0;
+};
+
+struct ModelInfo {
+    std::string name;              // served model name (directory name by default)
+    int64_t vocab_size = 0;
+    int max_model_len = 0;
+    std::vector<int32_t> eos_token_ids;
+    int32_t bos_token_id = 0;
+};
+
+class Engine {
+public:
+    // Loads the model and starts the engine thread. Throws dsv4::Error with a clear message when the model or the
+    // configuration cannot be served (e.g. the state does not fit the memory budget).
+    static std::unique_ptr<Engine> create(const EngineConfig& config);
+    virtual ~Engine() = default;
+
+    // Admission control happens here, synchronously: a rejected request never enters the queue.
+    virtual SubmitResult submit(GenerateRequest request) = 0;
+    // Aborts a request (any thread; takes effect before the next step). Unknown ids are ignored.
+    virtual void abort(const std::string& request_id) = 0;
+    // Ends one completion as kStop (the server matched a stop string); the stream gets its finished event.
+    virtual void finish(const std::string& request_id, int completion_index) = 0;
+
+    virtual const ModelInfo& model_info() const = 0;
+    virtual EngineStats stats() const = 0;
+
+    // Stops admitting (kDraining), lets running requests finish for up to `grace`, aborts the rest, stops the thread.
+    virtual void shutdown(std::chrono::milliseconds grace) = 0;
+};
+
+}  // namespace dsv4
