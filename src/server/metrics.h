@@ -1,0 +1,74 @@
+// Prometheus metrics (text exposition format 0.0.4) for GET /metrics. Names follow vLLM wherever the meaning is the
+// same (vllm:num_requests_running, vllm:time_to_first_token_seconds, vllm:spec_decode_num_accepted_tokens_total, ...)
+// so dashboards and `vllm bench serve` work unmodified; what only dsv4 has is prefixed dsv4:. Every sample carries
+// model_name like vLLM's. Engine-side numbers come from Engine::stats() at scrape time; request-level histograms
+// are observed by the server as events stream out.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dsv4/engine.h"
+
+namespace dsv4::server {
+
+class Histogram {
+  public:
+    explicit Histogram(std::vector<double> upper_bounds);  // sorted, +Inf implied
+    void observe(double value);
+
+    struct Snapshot {
+        std::vector<uint64_t> cumulative;  // per bound, then +Inf
+        double sum = 0.0;
+        uint64_t count = 0;
+    };
+    Snapshot snapshot() const;
+    const std::vector<double>& upper_bounds() const { return bounds_; }
+
+  private:
+    std::vector<double> bounds_;
+    mutable std::mutex mutex_;
+    std::vector<uint64_t> counts_;  // per bucket (not cumulative), +Inf last
+    double sum_ = 0.0;
+    uint64_t count_ = 0;
+};
+
+enum class FinishLabel : uint8_t { kStop, kLength, kAbort, kError, kCount };
+
+class ServerMetrics {
+  public:
+    ServerMetrics();
+
+    Histogram time_to_first_token;   // vllm:time_to_first_token_seconds
+    Histogram inter_token_latency;   // vllm:inter_token_latency_seconds (per engine event)
+    Histogram e2e_latency;           // vllm:e2e_request_latency_seconds
+    Histogram request_prompt_tokens;      // vllm:request_prompt_tokens
+    Histogram request_generation_tokens;  // vllm:request_generation_tokens
+    Histogram event_overhead;        // dsv4:stream_event_overhead_seconds: engine event popped -> bytes written
+
+    void count_finish(FinishLabel label) { finished_[static_cast<size_t>(label)].fetch_add(1); }
+    void count_http_status(int status);
+    void count_client_disconnect() { client_disconnects_.fetch_add(1); }
+    void count_rejection(std::string_view reason);  // queue_full, server_busy, draining, loading, too_long, invalid
+
+    // The whole exposition. `stats` is null while the model is loading; `in_flight`: HTTP generation requests.
+    std::string render(std::string_view model_name, const EngineStats* stats, int in_flight) const;
+
+  private:
+    std::array<std::atomic<uint64_t>, static_cast<size_t>(FinishLabel::kCount)> finished_{};
+    std::atomic<uint64_t> client_disconnects_{0};
+    mutable std::mutex maps_mutex_;
+    std::map<int, uint64_t> http_statuses_;
+    std::map<std::string, uint64_t, std::less<>> rejections_;
+};
+
+// A Prometheus label value with \, " and newline escaped.
+std::string escape_label_value(std::string_view value);
+
+}  // namespace dsv4::server
