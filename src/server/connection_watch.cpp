@@ -51,24 +51,48 @@ bool socket_matches(int fd, const ConnectionAddress& want) {
 
 }  // namespace
 
-int find_connection_fd(const ConnectionAddress& address) {
-    if (address.local_port <= 0 || address.remote_port <= 0) return -1;
+// Calls `visit(fd)` for every socket descriptor of this process until it returns true.
+template <typename Visit>
+static void for_each_socket_fd(Visit visit) {
     DIR* dir = opendir("/proc/self/fd");
-    if (dir == nullptr) return -1;
-    int found = -1;
+    if (dir == nullptr) return;
     while (const dirent* entry = readdir(dir)) {
         char* end = nullptr;
         const long fd = std::strtol(entry->d_name, &end, 10);
         if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
         struct stat st {};
         if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-        if (socket_matches(static_cast<int>(fd), address)) {
-            found = static_cast<int>(fd);
-            break;
-        }
+        if (visit(static_cast<int>(fd))) break;
     }
     closedir(dir);
+}
+
+int find_connection_fd(const ConnectionAddress& address) {
+    if (address.local_port <= 0 || address.remote_port <= 0) return -1;
+    int found = -1;
+    for_each_socket_fd([&](int fd) {
+        if (!socket_matches(fd, address)) return false;
+        found = fd;
+        return true;
+    });
     return found;
+}
+
+int shutdown_connections_on_port(int local_port) {
+    int count = 0;
+    for_each_socket_fd([&](int fd) {
+        sockaddr_storage local{};
+        sockaddr_storage peer{};
+        socklen_t local_len = sizeof(local);
+        socklen_t peer_len = sizeof(peer);
+        std::string ip;
+        int port = -1;
+        if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return false;
+        if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) return false;  // not connected
+        if (endpoint_of(local, ip, port) && port == local_port && ::shutdown(fd, SHUT_RDWR) == 0) ++count;
+        return false;
+    });
+    return count;
 }
 
 ConnectionWatcher::ConnectionWatcher() {

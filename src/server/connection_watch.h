@@ -24,6 +24,11 @@ struct ConnectionAddress {
 // The descriptor of this process's TCP socket with exactly these endpoints, or -1 (Linux: scans /proc/self/fd).
 int find_connection_fd(const ConnectionAddress& address);
 
+// shutdown(SHUT_RDWR) on every connected socket of this process whose local port is `local_port` (the server's
+// accepted connections). cpp-httplib 0.11 keeps an idle keep-alive connection (and its worker thread) until the
+// keep-alive timeout even after Server::stop(); this ends them at once. Returns how many were shut down.
+int shutdown_connections_on_port(int local_port);
+
 class ConnectionWatcher {
   public:
     ConnectionWatcher();  // starts the epoll thread; throws dsv4::Error if epoll is unavailable

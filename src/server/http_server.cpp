@@ -1,18 +1,23 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "core/error.h"
 #include "server/auth.h"
+#include "server/connection_watch.h"
 #include "server/routes.h"
 
 namespace dsv4::server {
 namespace {
 
 thread_local std::chrono::steady_clock::time_point request_start;
+
+constexpr int kListenBacklog = 1024;
 
 ApiError error_for_status(int status, const httplib::Request& request, size_t max_body) {
     switch (status) {
@@ -72,10 +77,8 @@ HttpServer::HttpServer(ServerConfig config) {
 }
 
 HttpServer::~HttpServer() {
-    if (listener_.joinable()) {
-        begin_drain();
-        wait();
-    }
+    begin_drain();
+    stop(std::chrono::milliseconds(0));
 }
 
 void HttpServer::configure() {
@@ -88,6 +91,13 @@ void HttpServer::configure() {
     http_->set_read_timeout(config.read_timeout_s);
     http_->set_write_timeout(config.write_timeout_s);
     http_->set_payload_max_length(config.max_request_bytes);
+
+    // cpp-httplib 0.11 listens with a backlog of 5: a burst of new connections (64 clients starting at once) then
+    // fails with resets. Remember the listening socket so bind() can raise the backlog.
+    http_->set_socket_options([this](socket_t sock) {
+        httplib::default_socket_options(sock);
+        listen_fd_ = sock;
+    });
 
     ServerState* state = state_.get();
     http_->set_pre_routing_handler([state](const httplib::Request& request, httplib::Response& response) {
@@ -136,6 +146,7 @@ int HttpServer::bind() {
         }
         port_ = config.port;
     }
+    if (listen_fd_ < 0 || ::listen(listen_fd_, kListenBacklog) != 0) fail("cannot raise the listen backlog");
     return port_;
 }
 
@@ -143,15 +154,20 @@ void HttpServer::start() {
     listener_ = std::thread([this] { http_->listen_after_bind(); });
 }
 
-void HttpServer::begin_drain() {
-    if (draining_) return;
-    draining_ = true;
-    state_->gate().set_phase(ServerPhase::kDraining);
-    http_->stop();  // closes the listening socket; requests in progress go on
-}
+void HttpServer::begin_drain() { state_->gate().set_phase(ServerPhase::kDraining); }
 
-void HttpServer::wait() {
-    if (listener_.joinable()) listener_.join();
+void HttpServer::stop(std::chrono::milliseconds in_flight_wait) {
+    if (stopped_) return;
+    stopped_ = true;
+    const auto deadline = std::chrono::steady_clock::now() + in_flight_wait;
+    while (state_->gate().in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (listener_.joinable()) {
+        http_->stop();                          // closes the listening socket
+        shutdown_connections_on_port(port_);    // ends idle keep-alive connections now, not at their timeout
+        listener_.join();
+    }
 }
 
 }  // namespace dsv4::server

@@ -1,8 +1,12 @@
 // HttpServer: the cpp-httplib listener with the OpenAI routes. Lifecycle: bind() -> start() (serves /health 503
-// and 503 for model routes while loading) -> set_model() (ready) -> begin_drain() (new requests get 503, the
-// listener closes; running requests continue) -> wait() (every worker finished). The engine must outlive wait().
+// and 503 for model routes while loading) -> set_model() (ready) -> begin_drain() (new requests and /health get 503;
+// running requests continue) -> [engine shutdown: running requests finish or are aborted] -> stop() (waits for the
+// in-flight responses to be written, closes the listener, joins the workers). The engine must outlive stop().
+// The listener stays open while draining because cpp-httplib does not start a response's content provider once it
+// is stopped: closing it earlier would cut streams admitted just before the drain.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <thread>
 
@@ -27,7 +31,9 @@ class HttpServer {
     void start();  // serves on a background thread
     void set_model(std::shared_ptr<const ModelContext> model) { state_->set_model(std::move(model)); }
     void begin_drain();
-    void wait();
+    // Waits up to `in_flight_wait` for generation responses still being written, then closes the listener and joins
+    // every worker. Idempotent.
+    void stop(std::chrono::milliseconds in_flight_wait);
 
     ServerState& state() { return *state_; }
     int port() const { return port_; }
@@ -39,7 +45,8 @@ class HttpServer {
     std::unique_ptr<httplib::Server> http_;
     std::thread listener_;
     int port_ = -1;
-    bool draining_ = false;
+    int listen_fd_ = -1;
+    bool stopped_ = false;
 };
 
 }  // namespace dsv4::server

@@ -62,7 +62,7 @@ void TestServer::shutdown(std::chrono::milliseconds grace) {
     shut_down_ = true;
     server_->begin_drain();
     engine_->shutdown(grace);
-    server_->wait();
+    server_->stop(std::chrono::seconds(10));
 }
 
 httplib::Client TestServer::client() const {

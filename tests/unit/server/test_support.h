@@ -42,7 +42,7 @@ class TestServer {
     server::HttpServer& http() { return *server_; }
     int port() const { return port_; }
     const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-    // Drains like SIGTERM does: stop accepting, engine shutdown with `grace`, wait for the workers.
+    // Drains like SIGTERM does: 503 to new requests, engine shutdown with `grace`, stop the listener and workers.
     void shutdown(std::chrono::milliseconds grace);
 
   private:
