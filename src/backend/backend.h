@@ -96,8 +96,10 @@ public:
     // Per-step scratch memory; everything allocated is released by begin_step().
     virtual Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
     virtual void begin_step(const StepBatch& batch) = 0;
-    // Copies a tensor to host float32 (logits, tests).
+    // Copies a float32 tensor to the host (logits, tests).
     virtual void to_host(const Tensor& t, float* out) = 0;
+    // Copies host bytes (numel x element size) into a backend tensor (tests, inputs).
+    virtual void from_host(Tensor t, const void* data) = 0;
     virtual void synchronize() = 0;
 
     // --- Ops. Shapes: N step tokens, D hidden, hc streams, H heads. Positions/tokens come from the step. ---

@@ -45,6 +45,7 @@ public:
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     void begin_step(const StepBatch& batch) override;
     void to_host(const Tensor& t, float* out) override;
+    void from_host(Tensor t, const void* data) override;
     void synchronize() override {}
 
     void embed(const WeightRef& table, Tensor x) override;
