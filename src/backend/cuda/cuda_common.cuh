@@ -34,12 +34,16 @@ enum ErrorBits : int32_t {
     kErrorTopkIndex = 4,    // an indexer pick outside the visible entries (ignored, flagged)
 };
 
+#ifdef __CUDACC__  // device helpers: only for nvcc; host code sees the plain structs above
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t bits) {
     return __uint_as_float(static_cast<uint32_t>(bits) << 16);
 }
 
 // Round-to-nearest-even to bf16 precision (NaN stays NaN), matching core/float_formats.h round_to_bf16.
-__device__ __forceinline__ float round_bf16(float v) {
+__device__ __forceinline__ float to_bf16(float v) {
     uint32_t u = __float_as_uint(v);
     if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return v;
     u += 0x7fffu + ((u >> 16) & 1u);
@@ -133,6 +137,8 @@ __device__ __forceinline__ int64_t paged_row(const StepMeta& m, int seq, int64_t
     if (physical < 0 || physical >= m.num_blocks) return -1;
     return static_cast<int64_t>(physical) * per_block + entry % per_block;
 }
+
+#endif  // __CUDACC__
 
 inline unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/cuda/cuda_backend.cuh"
+#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
 #include "core/error.h"
 #include "model/rope.h"

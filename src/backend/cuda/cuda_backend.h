@@ -1,4 +1,5 @@
-// CudaBackend: every op of backend.h on an NVIDIA GPU (built for sm_90a). Weights are uploaded in checkpoint form
+// CudaBackend (host side, compiled by the host compiler; kernels are in kernels_*.cu behind kernels.h): every op of
+// backend.h on an NVIDIA GPU (built for sm_90a). Weights are uploaded in checkpoint form
 // (FP8 + UE8M0 block scales, FP4 + per-32 scales, BF16) and decoded inside the kernels; no dequantized copies are
 // resident. Activations and sequence state are float32 in exact and reference numerics. Every runtime index the
 // kernels read (block tables, indexer picks, expert ids) is bounds-checked on the device; violations set an error
@@ -13,24 +14,13 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kernels.h"
 
 namespace dsv4::cuda {
 
+// Throws dsv4::Error naming the failed call when status is not cudaSuccess.
 void check(cudaError_t status, const char* what);
 #define DSV4_CUDA(call) ::dsv4::cuda::check((call), #call)
-
-// Device-side state of one layer for all slots and blocks (float32).
-struct LayerStateDev {
-    float* ring = nullptr;           // [slots][ring_rows][head_dim]
-    float* main_pending = nullptr;   // [slots][main_rows][2 * main_width]
-    float* index_pending = nullptr;  // [slots][index_rows][2 * index_width]
-    float* entries = nullptr;        // [blocks][per_block][head_dim]
-    float* index_keys = nullptr;     // [blocks][per_block][index_head_dim]
-    int per_block = 0;
-    int main_rows = 0;
-    int index_rows = 0;
-};
 
 // A bump allocator over one device buffer, reset every step (the same sequence of allocations gets the same
 // addresses, which CUDA graph replay relies on).
@@ -105,9 +95,14 @@ public:
     const float* inv_freq(const RopeParams& rope);
     // Rounds a float32 tensor to bf16 values in place (reference numerics).
     void round_bf16(Tensor x);
+    // Reference numerics: the per-128 FP8 activation quantization of x's rows of length k, in scratch memory.
+    const float* quantized_activations(const Tensor& x, int64_t k);
+    float* scratch(size_t floats) { return static_cast<float*>(arena_.take(floats * sizeof(float))); }
+    // Device array of the experts' w1 (0), w2 (1) or w3 (2) handles, built once per MoE layer.
+    const WeightRef* expert_table(const MoeWeights& w, int which);
 
 private:
-    void* device_copy(const void* host, size_t bytes);
+    void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
     void check_error_flag();
 
     Numerics numerics_;
@@ -127,6 +122,7 @@ private:
     StepMeta meta_;
     std::vector<int32_t> host_positions_;  // for host-side decisions (none on the hot path)
     std::map<std::tuple<double, int, bool>, float*> inv_freq_;
+    std::map<std::pair<const void*, int>, const WeightRef*> expert_tables_;
 };
 
 }  // namespace dsv4::cuda
