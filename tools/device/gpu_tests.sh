@@ -15,6 +15,7 @@ run() {  # name, command...
     "$@" >"$OUT/$name.log" 2>&1
     local rc=$?
     summary+=("$name rc=$rc $((SECONDS - start))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')")
+    return $rc
 }
 for suite in "$@"; do
     case $suite in

@@ -25,7 +25,7 @@ inline std::filesystem::path source_dir() {
 
 inline std::filesystem::path fixture_dir(const std::string& name) { return source_dir() / "tests" / "fixtures" / name; }
 
-inline std::vector<std::string> fixture_names() { return {"flash_schedule", "odd_dims"}; }
+inline std::vector<std::string> fixture_names() { return {"flash_schedule", "odd_dims", "tame_reference"}; }
 
 struct Fixture {
     std::unique_ptr<Backend> backend;

@@ -2,6 +2,7 @@
 // DeepSeek-V4-Flash shapes. Outputs are poisoned with NaN before each op; NaN never passes. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <numeric>
 #include <set>
 
@@ -216,7 +217,7 @@ TEST(CudaOps, MoeFlashWidths) {
         Pair p(numerics, c);
         const int64_t n = 5, d = 4096, inter = 2048, k = 6;
         p.step(simple_batch(n));
-        std::vector<HostWeight> host;
+        std::deque<HostWeight> host;  // the CPU backend reads weights in place: keep them alive
         MoeWeights mc, mg;
         host.push_back(make_weight(WeightFormat::kBF16, c.n_routed_experts, d));
         mc.gate = upload(*p.cpu, host.back());
@@ -226,8 +227,9 @@ TEST(CudaOps, MoeFlashWidths) {
         mc.bias = upload_vec(*p.cpu, bias, s1);
         mg.bias = upload_vec(*p.gpu, bias, s1);
         for (int e = 0; e < c.n_routed_experts; ++e) {
-            HostWeight w1 = make_weight(WeightFormat::kFp4Row, inter, d), w2 = make_weight(WeightFormat::kFp4Row, d, inter),
-                       w3 = make_weight(WeightFormat::kFp4Row, inter, d);
+            const HostWeight& w1 = host.emplace_back(make_weight(WeightFormat::kFp4Row, inter, d));
+            const HostWeight& w2 = host.emplace_back(make_weight(WeightFormat::kFp4Row, d, inter));
+            const HostWeight& w3 = host.emplace_back(make_weight(WeightFormat::kFp4Row, inter, d));
             mc.experts.push_back({upload(*p.cpu, w1), upload(*p.cpu, w2), upload(*p.cpu, w3)});
             mg.experts.push_back({upload(*p.gpu, w1), upload(*p.gpu, w2), upload(*p.gpu, w3)});
         }
