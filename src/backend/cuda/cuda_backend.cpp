@@ -76,6 +76,7 @@ void* CudaBackend::device_copy(const void* host, size_t bytes) {
     DSV4_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
     if (host != nullptr) DSV4_CUDA(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
     allocations_.push_back(p);
+    resident_bytes_ += bytes;
     return p;
 }
 

@@ -87,6 +87,17 @@ public:
     void scale(Tensor x, float factor) override;
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
 
+    WeightRef synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) override;
+    VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
+    TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed) override;
+    void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
+    void set_profiling(bool on) override;
+    void region(std::string_view name) override;
+    std::vector<std::pair<std::string, double>> profile(bool reset) override;
+    int64_t launches() const override { return launches_; }
+    // Device bytes held by weights and state (for the memory report).
+    size_t resident_bytes() const { return resident_bytes_; }
+
     // For the kernels' launchers.
     bool reference() const { return numerics_ == Numerics::kReference; }
     cudaStream_t stream() const { return stream_; }
@@ -103,6 +114,7 @@ public:
 
 private:
     void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
+    void launched(const char* op, int kernels = 1);
     void check_error_flag();
 
     Numerics numerics_;
@@ -123,6 +135,12 @@ private:
     std::vector<int32_t> host_positions_;  // for host-side decisions (none on the hot path)
     std::map<std::tuple<double, int, bool>, float*> inv_freq_;
     std::map<std::pair<const void*, int>, const WeightRef*> expert_tables_;
+    size_t resident_bytes_ = 0;
+    int64_t launches_ = 0;
+    bool profiling_ = false;
+    std::vector<std::pair<std::string, cudaEvent_t>> marks_;  // region starts of the current profile window
+    std::vector<cudaEvent_t> event_pool_;
+    std::map<std::string, double> profile_ms_;
 };
 
 }  // namespace dsv4::cuda

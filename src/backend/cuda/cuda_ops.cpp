@@ -10,8 +10,6 @@
 namespace dsv4::cuda {
 namespace {
 
-void launched(const char* op) { check(cudaGetLastError(), op); }
-
 int scoring_function(const std::string& name) {
     if (name == "sqrtsoftplus") return 0;
     if (name == "sigmoid") return 1;
@@ -19,6 +17,11 @@ int scoring_function(const std::string& name) {
 }
 
 }  // namespace
+
+void CudaBackend::launched(const char* op, int kernels) {
+    check(cudaGetLastError(), op);
+    launches_ += kernels;
+}
 
 void CudaBackend::embed(const WeightRef& table, Tensor x) {
     launch_embed(stream_, meta_, static_cast<const uint16_t*>(table.data), x.size(2), static_cast<int>(x.size(1)),
@@ -109,8 +112,12 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
                x.numel(), y.numel(), w.rows, w.cols);
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
-    launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows,
-                  reference() && kind != LinearKind::kF32Out);
+    const bool round_out = reference() && kind != LinearKind::kF32Out;
+    if (gemv_supported(w.format, w.cols, m)) {
+        launch_gemv(stream_, w, in, m, y.f32(), round_out);  // decode: 16-byte weight loads
+    } else {
+        launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out);
+    }
     launched("linear");
 }
 
@@ -147,7 +154,7 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
     c.reference = reference();
     c.norm_eps = norm_eps;
     launch_compress(stream_, meta_, c);
-    launched("compress");
+    launched("compress", 2);
 }
 
 void CudaBackend::store_window(int layer, const Tensor& kv) {
@@ -192,7 +199,7 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
     launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, static_cast<int>(q.size(1)),
                         static_cast<int>(q.size(2)), ratio, layers_[layer].per_block, max_entries, scores,
                         static_cast<int>(topk.size(1)), topk.i32());
-    launched("indexer_topk");
+    launched("indexer_topk", 2);
 }
 
 const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {
@@ -234,16 +241,25 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     float* u = scratch(pairs * inter);
     float* act = scratch(pairs * inter);
     float* routed = scratch(pairs * d);
-    launch_expert_linear(stream_, meta_, expert_table(w, 0), n_experts, ids.i32(), pairs, static_cast<int>(k), x, d,
-                         inter, ref, g);
-    launch_expert_linear(stream_, meta_, expert_table(w, 2), n_experts, ids.i32(), pairs, static_cast<int>(k), x, d,
-                         inter, ref, u);
+    const WeightFormat format = w.experts.front().w1.format;
+    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; larger ones the generic kernel.
+    const bool gemv = pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
+    auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
+        if (gemv) {
+            launch_expert_gemv(stream_, meta_, format, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in,
+                               k_in, rows, ref, out);
+        } else {
+            launch_expert_linear(stream_, meta_, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in, k_in,
+                                 rows, ref, out);
+        }
+    };
+    expert_linear(0, static_cast<int>(k), x, d, inter, g);
+    expert_linear(2, static_cast<int>(k), x, d, inter, u);
     // Reference multiplies the routing weight in before W2 (DeepSeek); exact applies it after (HF).
     launch_swiglu(stream_, g, u, pairs, inter, limit, ref ? weights.f32() : nullptr, ref, act);
     const float* act_in = ref ? quantized_activations(Tensor(act, DType::kF32, {pairs, inter}), inter) : act;
-    launch_expert_linear(stream_, meta_, expert_table(w, 1), n_experts, ids.i32(), pairs, 1, act_in, inter, d, ref,
-                         routed);
-    launched("moe experts");
+    expert_linear(1, 1, act_in, inter, d, routed);
+    launched("moe experts", 4);
     float* shared = nullptr;
     if (w.shared) {
         const int64_t si = w.shared->w1.rows;

@@ -45,6 +45,16 @@ void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post,
 void launch_hc_head(cudaStream_t s, const float* x, int64_t n, int hc, int64_t d, const HcHeadWeights& w, float hc_eps,
                     float norm_eps, bool round, float* y);
 
+// kernels_gemv.cu: decode GEMV with 16-byte weight loads (m <= kMaxGemvVectors activation rows; see gemv_supported).
+constexpr int kMaxGemvVectors = 8;
+constexpr int64_t kMaxGemvPairs = 65535;  // grid.y limit of the expert GEMV
+bool gemv_supported(WeightFormat format, int64_t cols, int64_t m);
+void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t m, float* y, bool round_out);
+// Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
+void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
+                        const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,
+                        bool round_out, float* out);
+
 // kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride + j]
 void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,
                    int64_t x_stride, int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out);
@@ -116,5 +126,14 @@ void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows,
                    const float* row_weights, bool round, float* act);
 void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,
                     int64_t d, bool weight_after, bool round, float* y);
+
+// kernels_synthetic.cu: random weights / state in the checkpoint formats (values = N(0, stddev), codes of
+// value * inv_scale; the caller writes the matching UE8M0 scale bytes).
+void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed);
+void launch_fill_fp4(cudaStream_t s, uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed);
+void launch_fill_bytes(cudaStream_t s, uint8_t* p, int64_t n, uint8_t value);
+void launch_fill_bf16(cudaStream_t s, uint16_t* p, int64_t n, float stddev, uint64_t seed);
+void launch_fill_f32(cudaStream_t s, float* p, int64_t n, float mean, float stddev, uint64_t seed);
+void launch_fill_table(cudaStream_t s, int32_t* p, int64_t rows, int cols, int64_t max_value, uint64_t seed);
 
 }  // namespace dsv4::cuda
