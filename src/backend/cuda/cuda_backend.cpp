@@ -1,5 +1,6 @@
 // CudaBackend: construction, memory (weights, state, the step arena), step metadata and host transfers.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
@@ -59,7 +60,11 @@ CudaBackend::CudaBackend(Numerics numerics, int device) : numerics_(numerics), d
     DSV4_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     DSV4_CUDA(cudaMalloc(&error_flag_, sizeof(int32_t)));
     DSV4_CUDA(cudaMemset(error_flag_, 0, sizeof(int32_t)));
-    arena_.reserve(size_t{256} << 20);
+    // Step scratch: 6 GiB covers an 8K-token prefill chunk of the Flash shapes (routed-expert intermediates
+    // dominate); DSV4_CUDA_WORKSPACE_MB overrides.
+    size_t workspace_mb = 6144;
+    if (const char* env = std::getenv("DSV4_CUDA_WORKSPACE_MB")) workspace_mb = std::strtoull(env, nullptr, 10);
+    arena_.reserve(workspace_mb << 20);
 }
 
 CudaBackend::~CudaBackend() {

@@ -108,6 +108,10 @@ public:
     void round_bf16(Tensor x);
     // Reference numerics: the per-128 FP8 activation quantization of x's rows of length k, in scratch memory.
     const float* quantized_activations(const Tensor& x, int64_t k);
+    // Raw mHC mixes fn . x of every token (scratch [N, n_mix]).
+    float* mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix);
+    // Rows [row0, row0 + count) of a weight as a weight of their own (FP8: row0 on a 128-row scale boundary).
+    static WeightRef weight_rows(const WeightRef& w, int64_t row0, int64_t count);
     float* scratch(size_t floats) { return static_cast<float*>(arena_.take(floats * sizeof(float))); }
     // Device array of the experts' w1 (0), w2 (1) or w3 (2) handles, built once per MoE layer.
     const WeightRef* expert_table(const MoeWeights& w, int which);
@@ -115,6 +119,7 @@ public:
 private:
     void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
     void launched(const char* op, int kernels = 1);
+    void record_mark(std::string_view name);
     void check_error_flag();
 
     Numerics numerics_;
@@ -138,6 +143,7 @@ private:
     size_t resident_bytes_ = 0;
     int64_t launches_ = 0;
     bool profiling_ = false;
+    bool op_profiling_ = false;
     std::vector<std::pair<std::string, cudaEvent_t>> marks_;  // region starts of the current profile window
     std::vector<cudaEvent_t> event_pool_;
     std::map<std::string, double> profile_ms_;

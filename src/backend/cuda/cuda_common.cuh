@@ -65,10 +65,13 @@ __device__ __forceinline__ float decode_e4m3(uint8_t code) {
     return __uint_as_float(__float_as_uint(v) | sign);
 }
 
+// e2m1 from its bits (a table lookup would land in local memory): exponent e = bits 2..1, mantissa m = bit 0;
+// e = 0 is the subnormal 0.5 * m, else 2^(e-1) * (1 + m / 2); bit 3 is the sign.
 __device__ __forceinline__ float decode_e2m1(uint32_t code) {
-    constexpr float kTable[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    const float v = kTable[code & 7u];
-    return (code & 8u) ? -v : v;
+    const uint32_t e = (code >> 1) & 3u, m = code & 1u;
+    uint32_t bits = e != 0u ? (((e + 126u) << 23) | (m << 22)) : (m != 0u ? 0x3f000000u : 0u);
+    bits |= (code & 8u) << 28;
+    return __uint_as_float(bits);
 }
 
 // 2^(e - 127); 0xFF is NaN.

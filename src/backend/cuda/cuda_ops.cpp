@@ -21,6 +21,7 @@ int scoring_function(const std::string& name) {
 void CudaBackend::launched(const char* op, int kernels) {
     check(cudaGetLastError(), op);
     launches_ += kernels;
+    if (op_profiling_) record_mark(op);  // per-op timing: the interval ending here belongs to this op
 }
 
 void CudaBackend::embed(const WeightRef& table, Tensor x) {
@@ -80,8 +81,10 @@ void CudaBackend::hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iter
                          Tensor u, Tensor post, Tensor comb) {
     const int64_t hc = x.size(1);
     DSV4_CHECK(hc <= kMaxHcStreams, "hc_mult {} exceeds the CUDA kernels' limit {}", hc, kMaxHcStreams);
-    launch_hc_pre(stream_, x.f32(), x.size(0), static_cast<int>(hc), x.size(2), w, sinkhorn_iters, hc_eps, norm_eps,
-                  reference(), u.f32(), post.f32(), comb.f32());
+    const int64_t n = x.size(0), d = x.size(2), n_mix = (2 + hc) * hc;
+    float* raw = mhc_mixes(x, w.fn, n_mix);
+    launch_hc_pre(stream_, x.f32(), raw, n, static_cast<int>(hc), d, w, sinkhorn_iters, hc_eps, norm_eps, reference(),
+                  u.f32(), post.f32(), comb.f32());
     launched("hc_pre");
 }
 
@@ -94,9 +97,28 @@ void CudaBackend::hc_post(Tensor x, const Tensor& y, const Tensor& post, const T
 void CudaBackend::hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, float norm_eps, Tensor y) {
     const int64_t hc = x.size(1);
     DSV4_CHECK(hc <= kMaxHcStreams, "hc_mult {} exceeds the CUDA kernels' limit {}", hc, kMaxHcStreams);
-    launch_hc_head(stream_, x.f32(), x.size(0), static_cast<int>(hc), x.size(2), w, hc_eps, norm_eps, reference(),
+    float* raw = mhc_mixes(x, w.fn, hc);
+    launch_hc_head(stream_, x.f32(), raw, x.size(0), static_cast<int>(hc), x.size(2), w, hc_eps, norm_eps, reference(),
                    y.f32());
     launched("hc_head");
+}
+
+float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) {
+    // raw mixes = fn . flattened streams: a GEMV over the float32 fn rows (many blocks, not one per token).
+    const int64_t n = x.size(0), width = x.numel() / n;
+    WeightRef w;
+    w.format = WeightFormat::kF32;
+    w.rows = n_mix;
+    w.cols = width;
+    w.data = fn.data;
+    float* raw = scratch(static_cast<size_t>(n * n_mix));
+    if (n <= kMaxGemvRows && gemv_supported(w.format, width, n)) {
+        launch_gemv(stream_, w, x.f32(), width, n, raw, n_mix, false);
+    } else {
+        launch_linear(stream_, w, 0, n_mix, 1, x.f32(), width, 0, n, raw, n_mix, false);
+    }
+    launched("hc mixes");
+    return raw;
 }
 
 const float* CudaBackend::quantized_activations(const Tensor& x, int64_t k) {
@@ -113,8 +135,8 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (gemv_supported(w.format, w.cols, m)) {
-        launch_gemv(stream_, w, in, m, y.f32(), round_out);  // decode: 16-byte weight loads
+    if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
+        launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode: 16-byte weight loads
     } else {
         launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out);
     }
@@ -125,8 +147,37 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     const int64_t n = x.size(0), k = w.cols, per_group = w.rows / groups;
     DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");
     // Token t's group g input is x[(t * groups + g) * k ...]; its output rows g * R .. of y[t].
+    const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;
+    if (n <= kMaxGemvRows && aligned && gemv_supported(w.format, k, n)) {
+        for (int g = 0; g < groups; ++g) {
+            launch_gemv(stream_, weight_rows(w, g * per_group, per_group), x.f32() + g * k, groups * k, n,
+                        y.f32() + g * per_group, w.rows, reference());
+        }
+        launched("grouped_linear", groups);
+        return;
+    }
     launch_linear(stream_, w, 0, per_group, groups, x.f32(), groups * k, k, n, y.f32(), w.rows, reference());
     launched("grouped_linear");
+}
+
+WeightRef CudaBackend::weight_rows(const WeightRef& w, int64_t row0, int64_t count) {
+    WeightRef part = w;
+    part.rows = count;
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    switch (w.format) {
+        case WeightFormat::kF32: part.data = base + row0 * w.cols * 4; break;
+        case WeightFormat::kBF16: part.data = base + row0 * w.cols * 2; break;
+        case WeightFormat::kFp8Block:
+            DSV4_CHECK(row0 % w.block_rows == 0, "weight_rows: row {} is not on a scale block boundary", row0);
+            part.data = base + row0 * w.cols;
+            part.scales = w.scales + (row0 / w.block_rows) * w.scale_cols;
+            break;
+        case WeightFormat::kFp4Row:
+            part.data = base + row0 * (w.cols / 2);
+            part.scales = w.scales + row0 * w.scale_cols;
+            break;
+    }
+    return part;
 }
 
 void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g,

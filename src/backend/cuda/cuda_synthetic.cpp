@@ -1,5 +1,6 @@
 // Synthetic weights and contexts on the device, and the profiling regions (benchmarks).
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
@@ -116,13 +117,19 @@ void CudaBackend::synthetic_context(int32_t slot, int64_t length, std::span<cons
 }
 
 void CudaBackend::set_profiling(bool on) {
-    profiling_ = on;
+    // DSV4_PROFILE_OPS=1: time every op instead of the model's regions.
+    op_profiling_ = on && std::getenv("DSV4_PROFILE_OPS") != nullptr;
+    profiling_ = on && !op_profiling_;
     marks_.clear();
     profile_ms_.clear();
+    if (op_profiling_) record_mark("");
 }
 
 void CudaBackend::region(std::string_view name) {
-    if (!profiling_) return;
+    if (profiling_) record_mark(name);
+}
+
+void CudaBackend::record_mark(std::string_view name) {
     if (event_pool_.size() <= marks_.size()) {
         cudaEvent_t e;
         DSV4_CUDA(cudaEventCreate(&e));
@@ -134,15 +141,17 @@ void CudaBackend::region(std::string_view name) {
 }
 
 std::vector<std::pair<std::string, double>> CudaBackend::profile(bool reset) {
-    if (profiling_ && !marks_.empty()) {
-        region("");  // closes the last region
+    if ((profiling_ || op_profiling_) && !marks_.empty()) {
+        if (profiling_) record_mark("");  // closes the last region
         DSV4_CUDA(cudaStreamSynchronize(stream_));
         for (size_t i = 0; i + 1 < marks_.size(); ++i) {
             float ms = 0.0f;
             DSV4_CUDA(cudaEventElapsedTime(&ms, marks_[i].second, marks_[i + 1].second));
-            profile_ms_[marks_[i].first] += ms;
+            // Regions: a mark starts its region. Ops: a mark ends its op.
+            profile_ms_[profiling_ ? marks_[i].first : marks_[i + 1].first] += ms;
         }
         marks_.clear();
+        if (op_profiling_) record_mark("");
     }
     std::vector<std::pair<std::string, double>> out(profile_ms_.begin(), profile_ms_.end());
     if (reset) profile_ms_.clear();

@@ -38,18 +38,25 @@ void launch_indexer_query_sim(cudaStream_t s, float* q, int64_t rows, int dim);
 
 // kernels_mhc.cu (hc <= kMaxHcStreams)
 constexpr int kMaxHcStreams = 8;
-void launch_hc_pre(cudaStream_t s, const float* x, int64_t n, int hc, int64_t d, const MhcWeights& w, int iters,
-                   float hc_eps, float norm_eps, bool round, float* u, float* post, float* comb);
+// raw_mixes [n, (2 + hc) * hc] = fn . x (computed by the caller with a GEMV): the kernel applies the rms, the
+// sigmoids, Sinkhorn and the collapse.
+void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
+                   const MhcWeights& w, int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
+                   float* comb);
 void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
                     int64_t d, bool round);
-void launch_hc_head(cudaStream_t s, const float* x, int64_t n, int hc, int64_t d, const HcHeadWeights& w, float hc_eps,
-                    float norm_eps, bool round, float* y);
+void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
+                    const HcHeadWeights& w, float hc_eps, float norm_eps, bool round, float* y);
 
 // kernels_gemv.cu: decode GEMV with 16-byte weight loads (m <= kMaxGemvVectors activation rows; see gemv_supported).
 constexpr int kMaxGemvVectors = 8;
 constexpr int64_t kMaxGemvPairs = 65535;  // grid.y limit of the expert GEMV
 bool gemv_supported(WeightFormat format, int64_t cols, int64_t m);
-void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t m, float* y, bool round_out);
+// y[v * y_stride + r] = W[r] . x[v * x_stride]: passes of kMaxGemvVectors rows (x_stride, y_stride multiples of 4).
+void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
+                 int64_t y_stride, bool round_out);
+// Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
+constexpr int64_t kMaxGemvRows = 256;
 // Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
 void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
                         const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,

@@ -3,6 +3,8 @@
 // registers; activations through the read-only cache. Memory-bound: one pass over the weights per call. Used when the
 // weight rows are 16-byte aligned (cols a multiple of 32 for FP4, 16 for FP8, 8 for BF16); otherwise the generic
 // kernel in kernels_linear.cu runs.
+#include <algorithm>
+
 #include "backend/cuda/kernels.h"
 
 namespace dsv4::cuda {
@@ -46,11 +48,16 @@ template <>
 struct Chunk<static_cast<int>(WeightFormat::kBF16)> {
     static constexpr int kElems = 8;
 };
+template <>
+struct Chunk<static_cast<int>(WeightFormat::kF32)> {
+    static constexpr int kElems = 4;
+};
 
 template <int kFormat>
 __device__ __forceinline__ int64_t row_bytes(int64_t cols) {
     if constexpr (kFormat == static_cast<int>(WeightFormat::kFp4Row)) return cols / 2;
     if constexpr (kFormat == static_cast<int>(WeightFormat::kBF16)) return cols * 2;
+    if constexpr (kFormat == static_cast<int>(WeightFormat::kF32)) return cols * 4;
     return cols;
 }
 
@@ -91,8 +98,13 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
             decode16_fp8(raw, decode_ue8m0(wr.scales[(r / wr.block_rows) * wr.scale_cols + j0 / wr.block_cols]), vals);
         } else if constexpr (kFormat == static_cast<int>(WeightFormat::kFp4Row)) {
             decode32_fp4(raw, decode_ue8m0(wr.scales[r * wr.scale_cols + j0 / wr.block_cols]), vals);
-        } else {
+        } else if constexpr (kFormat == static_cast<int>(WeightFormat::kBF16)) {
             decode8_bf16(raw, vals);
+        } else {
+            vals[0] = __uint_as_float(raw.x);
+            vals[1] = __uint_as_float(raw.y);
+            vals[2] = __uint_as_float(raw.z);
+            vals[3] = __uint_as_float(raw.w);
         }
 #pragma unroll
         for (int v = 0; v < kVectors; ++v) {
@@ -135,31 +147,41 @@ void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, c
 }  // namespace
 
 bool gemv_supported(WeightFormat format, int64_t cols, int64_t m) {
-    if (m < 1 || m > kMaxGemvVectors) return false;
+    if (m < 1) return false;
     switch (format) {
         case WeightFormat::kFp8Block: return cols % 128 == 0;
         case WeightFormat::kFp4Row: return cols % 32 == 0;
         case WeightFormat::kBF16: return cols % 8 == 0;
-        case WeightFormat::kF32: return false;
+        case WeightFormat::kF32: return cols % 4 == 0;
     }
     return false;
 }
 
-void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t m, float* y, bool round_out) {
-    switch (w.format) {
-        case WeightFormat::kFp8Block:
-            launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, w, nullptr, nullptr, 0, w.rows, x, w.cols, 1, m, 1,
-                                                                      y, w.rows, round_out, {});
-            break;
-        case WeightFormat::kFp4Row:
-            launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, w, nullptr, nullptr, 0, w.rows, x, w.cols, 1, m, 1,
-                                                                    y, w.rows, round_out, {});
-            break;
-        case WeightFormat::kBF16:
-            launch_format<static_cast<int>(WeightFormat::kBF16)>(s, w, nullptr, nullptr, 0, w.rows, x, w.cols, 1, m, 1,
-                                                                  y, w.rows, round_out, {});
-            break;
-        case WeightFormat::kF32: break;
+void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
+                 int64_t y_stride, bool round_out) {
+    // Passes of kMaxGemvVectors activation rows (each pass reads the weights once).
+    for (int64_t m0 = 0; m0 < m; m0 += kMaxGemvVectors) {
+        const int64_t mv = std::min<int64_t>(kMaxGemvVectors, m - m0);
+        const float* xv = x + m0 * x_stride;
+        float* yv = y + m0 * y_stride;
+        switch (w.format) {
+            case WeightFormat::kFp8Block:
+                launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, w, nullptr, nullptr, 0, w.rows, xv,
+                                                                          x_stride, 1, mv, 1, yv, y_stride, round_out, {});
+                break;
+            case WeightFormat::kFp4Row:
+                launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride,
+                                                                        1, mv, 1, yv, y_stride, round_out, {});
+                break;
+            case WeightFormat::kBF16:
+                launch_format<static_cast<int>(WeightFormat::kBF16)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride,
+                                                                      1, mv, 1, yv, y_stride, round_out, {});
+                break;
+            case WeightFormat::kF32:
+                launch_format<static_cast<int>(WeightFormat::kF32)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride, 1,
+                                                                     mv, 1, yv, y_stride, round_out, {});
+                break;
+        }
     }
 }
 

@@ -7,25 +7,8 @@ namespace dsv4::cuda {
 namespace {
 
 constexpr int kMaxHc = kMaxHcStreams;
-constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 
 __device__ float sigmoidf_dev(float v) { return 1.0f / (1.0f + expf(-v)); }
-
-// mixes[i] = (fn_i . x) * rsqrt(mean(x^2) + eps) into shared memory; x is the token's flattened streams.
-__device__ void hc_mixes(const float* x, int64_t width, const float* fn, int n_mix, float eps, float* mixes,
-                         float* scratch) {
-    float sq = 0.0f;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sq += x[i] * x[i];
-    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(width) + eps);
-    for (int m = 0; m < n_mix; ++m) {
-        float acc = 0.0f;
-        const float* row = fn + m * width;
-        for (int64_t i = threadIdx.x; i < width; i += blockDim.x) acc += row[i] * x[i];
-        acc = block_sum(acc, scratch);
-        if (threadIdx.x == 0) mixes[m] = acc * inv;
-    }
-    __syncthreads();
-}
 
 __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
     for (int j = 0; j < hc; ++j) {
@@ -51,22 +34,28 @@ __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
     }
 }
 
-__global__ void hc_pre_kernel(const float* x, int hc, int64_t d, MhcWeights w, int iters, float hc_eps,
-                              float norm_eps, bool round, float* u, float* post, float* comb) {
+// Per token: inv rms of the flattened streams (loads in flight across the whole block), mixes = raw * inv
+// (raw = fn . x from the GEMV), then pre / post / Sinkhorn(comb) and the collapse u = sum_j pre_j X_j.
+__global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, MhcWeights w,
+                                     int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
+                                     float* comb) {
     __shared__ float scratch[32];
-    __shared__ float mixes[kMaxMix];
     __shared__ float pre[kMaxHc];
     const int t = blockIdx.x;
-    const float* xs = x + static_cast<int64_t>(t) * hc * d;
     const int n_mix = (2 + hc) * hc;
-    hc_mixes(xs, hc * d, w.fn.data, n_mix, norm_eps, mixes, scratch);
+    const int64_t width = hc * d;
+    const float* xs = x + static_cast<int64_t>(t) * width;
+    float sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sq += xs[i] * xs[i];
+    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(width) + norm_eps);
     if (threadIdx.x == 0) {
+        const float* mix = raw_mixes + static_cast<int64_t>(t) * n_mix;
         for (int j = 0; j < hc; ++j) {
-            pre[j] = sigmoidf_dev(mixes[j] * w.scale.data[0] + w.base.data[j]) + hc_eps;
-            post[t * hc + j] = 2.0f * sigmoidf_dev(mixes[hc + j] * w.scale.data[1] + w.base.data[hc + j]);
+            pre[j] = sigmoidf_dev(mix[j] * inv * w.scale.data[0] + w.base.data[j]) + hc_eps;
+            post[t * hc + j] = 2.0f * sigmoidf_dev(mix[hc + j] * inv * w.scale.data[1] + w.base.data[hc + j]);
         }
         float c[kMaxHc * kMaxHc];
-        for (int i = 0; i < hc * hc; ++i) c[i] = mixes[2 * hc + i] * w.scale.data[2] + w.base.data[2 * hc + i];
+        for (int i = 0; i < hc * hc; ++i) c[i] = mix[2 * hc + i] * inv * w.scale.data[2] + w.base.data[2 * hc + i];
         sinkhorn(c, hc, iters, hc_eps);
         for (int i = 0; i < hc * hc; ++i) comb[static_cast<int64_t>(t) * hc * hc + i] = c[i];
     }
@@ -96,15 +85,20 @@ __global__ void hc_post_kernel(float* x, const float* y, const float* post, cons
     }
 }
 
-__global__ void hc_head_kernel(const float* x, int hc, int64_t d, HcHeadWeights w, float hc_eps, float norm_eps,
-                               bool round, float* y) {
+__global__ void hc_head_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, HcHeadWeights w,
+                                      float hc_eps, float norm_eps, bool round, float* y) {
     __shared__ float scratch[32];
-    __shared__ float mixes[kMaxHc];
-    const int t = blockIdx.x;
-    const float* xs = x + static_cast<int64_t>(t) * hc * d;
-    hc_mixes(xs, hc * d, w.fn.data, hc, norm_eps, mixes, scratch);
     __shared__ float pre[kMaxHc];
-    if (threadIdx.x < hc) pre[threadIdx.x] = sigmoidf_dev(mixes[threadIdx.x] * w.scale.data[0] + w.base.data[threadIdx.x]) + hc_eps;
+    const int t = blockIdx.x;
+    const int64_t width = hc * d;
+    const float* xs = x + static_cast<int64_t>(t) * width;
+    float sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sq += xs[i] * xs[i];
+    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(width) + norm_eps);
+    if (threadIdx.x < hc) {
+        const float m = raw_mixes[static_cast<int64_t>(t) * hc + threadIdx.x] * inv;
+        pre[threadIdx.x] = sigmoidf_dev(m * w.scale.data[0] + w.base.data[threadIdx.x]) + hc_eps;
+    }
     __syncthreads();
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
         float acc = 0.0f;
@@ -115,11 +109,12 @@ __global__ void hc_head_kernel(const float* x, int hc, int64_t d, HcHeadWeights 
 
 }  // namespace
 
-void launch_hc_pre(cudaStream_t s, const float* x, int64_t n, int hc, int64_t d, const MhcWeights& w, int iters,
-                   float hc_eps, float norm_eps, bool round, float* u, float* post, float* comb) {
+void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
+                   const MhcWeights& w, int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
+                   float* comb) {
     if (n > 0) {
-        hc_pre_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, hc, d, w, iters, hc_eps, norm_eps, round, u, post,
-                                                                comb);
+        hc_pre_finish_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps,
+                                                                       round, u, post, comb);
     }
 }
 
@@ -128,9 +123,12 @@ void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post,
     if (n > 0) hc_post_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(x, y, post, comb, n, hc, d, round);
 }
 
-void launch_hc_head(cudaStream_t s, const float* x, int64_t n, int hc, int64_t d, const HcHeadWeights& w, float hc_eps,
-                    float norm_eps, bool round, float* y) {
-    if (n > 0) hc_head_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, hc, d, w, hc_eps, norm_eps, round, y);
+void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
+                    const HcHeadWeights& w, float hc_eps, float norm_eps, bool round, float* y) {
+    if (n > 0) {
+        hc_head_finish_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, raw_mixes, hc, d, w, hc_eps, norm_eps, round,
+                                                                        y);
+    }
 }
 
 }  // namespace dsv4::cuda
