@@ -238,6 +238,7 @@ void run(const OfflineOptions& o) {
         }
     }
     for (int64_t p : o.prefills) {
+        if (p <= 0) continue;
         nlohmann::json r = prefill_run(s, p, std::min(o.prefill_chunk, p), wb, gemm_tflops);
         std::printf("prefill %lld tokens (chunk %lld): %.3f s, %.0f tok/s, GEMM compute fraction %.1f%%\n",
                     static_cast<long long>(p), r["chunk"].get<long long>(), r["seconds"].get<double>(),
