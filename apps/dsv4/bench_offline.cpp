@@ -34,7 +34,7 @@ struct OfflineOptions {
     std::vector<int> batches{1, 8, 64};
     std::vector<int64_t> contexts{1024, 8192};
     std::vector<int64_t> prefills{1024, 8192};
-    int64_t prefill_chunk = 8192;
+    int64_t prefill_chunk = 2048;  // the engine's default token budget per step
     int steps = 8;
     std::string json_out;
     uint64_t seed = 1;

@@ -97,6 +97,10 @@ public:
     // --- Step ---
     // Per-step scratch memory; everything allocated is released by begin_step().
     virtual Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+    // Scratch marks: everything allocated after scratch_mark() is released by scratch_release(mark) (the model
+    // releases each layer's temporaries, so a step's scratch does not grow with depth).
+    virtual size_t scratch_mark() { return 0; }
+    virtual void scratch_release(size_t mark) { (void)mark; }
     virtual void begin_step(const StepBatch& batch) = 0;
     // Copies a float32 tensor to the host (logits, tests).
     virtual void to_host(const Tensor& t, float* out) = 0;

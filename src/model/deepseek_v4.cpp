@@ -15,9 +15,11 @@ std::vector<float> DeepseekV4::forward(const StepBatch& batch) {
     b.region("embed");
     b.embed(weights_.embed, streams);
     for (int l = 0; l < config_.num_layers; ++l) {
+        const size_t mark = b.scratch_mark();  // the layer's temporaries are released at its end
         attention_site(l, streams);
         ffn_site(l, streams);
         if (debug_hook) debug_hook("layer" + std::to_string(l), streams);
+        b.scratch_release(mark);
     }
     const auto m = static_cast<int64_t>(batch.logit_rows.size());
     std::vector<float> logits(m * config_.vocab_size);

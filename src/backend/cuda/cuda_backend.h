@@ -29,6 +29,8 @@ public:
     void reserve(size_t bytes);
     void* take(size_t bytes);
     void reset() { used_ = 0; }
+    size_t used() const { return used_; }
+    void release_to(size_t mark) { used_ = mark < used_ ? mark : used_; }
     size_t capacity() const { return capacity_; }
     size_t high_water() const { return high_water_; }
     ~DeviceArena();
@@ -58,6 +60,8 @@ public:
     void reset_slot(int32_t slot) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+    size_t scratch_mark() override { return arena_.used(); }
+    void scratch_release(size_t mark) override { arena_.release_to(mark); }
     void begin_step(const StepBatch& batch) override;
     void to_host(const Tensor& t, float* out) override;
     void from_host(Tensor t, const void* data) override;
