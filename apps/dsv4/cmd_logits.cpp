@@ -6,6 +6,9 @@
 #include <string>
 
 #include "backend/backend.h"
+#ifdef DSV4_WITH_CUDA
+#include "backend/cuda/cuda_factory.h"
+#endif
 #include "command.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -39,8 +42,18 @@ std::vector<int32_t> read_tokens(const std::string& path, int64_t vocab) {
 }
 
 void run(const LogitsOptions& o) {
-    DSV4_CHECK(o.device == "cpu", "--device {}: this build runs logits on the cpu device", o.device);
-    auto backend = make_cpu_backend(parse_numerics(o.numerics), o.threads);
+    std::unique_ptr<Backend> backend;
+    if (o.device == "cpu") {
+        backend = make_cpu_backend(parse_numerics(o.numerics), o.threads);
+    } else if (o.device == "cuda") {
+#ifdef DSV4_WITH_CUDA
+        backend = make_cuda_backend(parse_numerics(o.numerics), 0);
+#else
+        fail("--device cuda: this build has no CUDA backend (configure with -DDSV4_CUDA=ON)");
+#endif
+    } else {
+        fail("--device {}: expected cpu or cuda", o.device);
+    }
     DSV4_CHECK(std::filesystem::is_directory(o.model), "model directory {} does not exist", o.model);
     const ModelConfig config = load_model_config(std::filesystem::path(o.model) / "config.json");
     std::vector<int32_t> tokens = read_tokens(o.tokens, config.vocab_size);

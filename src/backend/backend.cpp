@@ -36,3 +36,20 @@ void StepBatch::add_sequence(int32_t slot, int64_t start_pos, std::span<const in
 }
 
 }  // namespace dsv4
+
+namespace dsv4 {
+
+WeightRef Backend::synthetic_linear(WeightFormat, int64_t, int64_t, float, uint64_t) {
+    fail("backend {} does not make synthetic weights (use dsv4 make-model for a checkpoint)", name());
+}
+VecRef Backend::synthetic_vector(int64_t, float, float, uint64_t) {
+    fail("backend {} does not make synthetic weights", name());
+}
+TableRef Backend::synthetic_table(int64_t, int64_t, int64_t, uint64_t) {
+    fail("backend {} does not make synthetic weights", name());
+}
+void Backend::synthetic_context(int32_t, int64_t, std::span<const int32_t>, uint64_t) {
+    fail("backend {} does not make synthetic contexts", name());
+}
+
+}  // namespace dsv4

@@ -15,6 +15,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/tensor.h"
@@ -95,9 +97,15 @@ public:
     // --- Step ---
     // Per-step scratch memory; everything allocated is released by begin_step().
     virtual Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+    // Scratch marks: everything allocated after scratch_mark() is released by scratch_release(mark) (the model
+    // releases each layer's temporaries, so a step's scratch does not grow with depth).
+    virtual size_t scratch_mark() { return 0; }
+    virtual void scratch_release(size_t mark) { (void)mark; }
     virtual void begin_step(const StepBatch& batch) = 0;
-    // Copies a tensor to host float32 (logits, tests).
+    // Copies a float32 tensor to the host (logits, tests).
     virtual void to_host(const Tensor& t, float* out) = 0;
+    // Copies host bytes (numel x element size) into a backend tensor (tests, inputs).
+    virtual void from_host(Tensor t, const void* data) = 0;
     virtual void synchronize() = 0;
 
     // --- Ops. Shapes: N step tokens, D hidden, hc streams, H heads. Positions/tokens come from the step. ---
@@ -145,6 +153,28 @@ public:
     virtual void scale(Tensor x, float factor) = 0;
     // Gathers rows of x [N, D] into y [M, D].
     virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) = 0;
+
+    // --- Benchmarks and synthetic models (weights made on the device, no checkpoint file) ---
+    // A random weight in checkpoint form: N(0, stddev) values quantized with valid scales (FP8 block / FP4 row) or
+    // stored as BF16 / F32. Deterministic from the seed.
+    virtual WeightRef synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed);
+    // A float32 vector of N(mean, stddev) values.
+    virtual VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed);
+    // A [rows, cols] table of int32 in [0, max_value), each row's entries distinct (hash routing), spread uniformly.
+    virtual TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed);
+    // Fills a slot's state as if `length` tokens had been processed (random rows): decode benchmarks at long
+    // contexts without running the prefill. The block table must cover `length` positions.
+    virtual void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed);
+
+    // Named timing regions of the forward pass (per-component breakdown); no-ops unless profiling is on.
+    virtual void set_profiling(bool on) { (void)on; }
+    virtual void region(std::string_view name) { (void)name; }
+    // Accumulated milliseconds per region since the last reset, and kernel launches counted.
+    virtual std::vector<std::pair<std::string, double>> profile(bool reset) {
+        (void)reset;
+        return {};
+    }
+    virtual int64_t launches() const { return 0; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads = 0);

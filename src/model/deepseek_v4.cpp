@@ -12,15 +12,19 @@ std::vector<float> DeepseekV4::forward(const StepBatch& batch) {
     b.begin_step(batch);
     const int64_t n = batch.n_tokens(), d = config_.hidden_size, hc = config_.hc_mult;
     Tensor streams = b.alloc(DType::kF32, {n, hc, d});
+    b.region("embed");
     b.embed(weights_.embed, streams);
     for (int l = 0; l < config_.num_layers; ++l) {
+        const size_t mark = b.scratch_mark();  // the layer's temporaries are released at its end
         attention_site(l, streams);
         ffn_site(l, streams);
         if (debug_hook) debug_hook("layer" + std::to_string(l), streams);
+        b.scratch_release(mark);
     }
     const auto m = static_cast<int64_t>(batch.logit_rows.size());
     std::vector<float> logits(m * config_.vocab_size);
     if (m == 0) return logits;
+    b.region("head");
     Tensor picked = b.alloc(DType::kF32, {m, hc, d});
     b.gather_rows(streams, batch.logit_rows, picked);
     Tensor y = b.alloc(DType::kF32, {m, d});
@@ -38,10 +42,12 @@ void DeepseekV4::attention_site(int layer, Tensor streams) {
     const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
     Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}), comb = b.alloc(DType::kF32, {n, hc, hc});
+    b.region("mhc");
     b.hc_pre(streams, w.hc_attn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
     b.rms_norm(u, &w.attn_norm, eps, u);
     Tensor y = attention(layer, u);
     if (debug_hook) debug_hook("attn" + std::to_string(layer), y);
+    b.region("mhc");
     b.hc_post(streams, y, post, comb);
 }
 
@@ -51,13 +57,17 @@ void DeepseekV4::ffn_site(int layer, Tensor streams) {
     const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size, k = config_.n_experts_per_tok;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
     Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}), comb = b.alloc(DType::kF32, {n, hc, hc});
+    b.region("mhc");
     b.hc_pre(streams, w.hc_ffn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
     b.rms_norm(u, &w.ffn_norm, eps, u);
     Tensor weights = b.alloc(DType::kF32, {n, k}), ids = b.alloc(DType::kI32, {n, k});
+    b.region("router");
     b.route(u, w.ffn, config_, config_.layers[layer].routing, weights, ids);
     Tensor y = b.alloc(DType::kF32, {n, d});
+    b.region("experts+shared");
     b.moe(u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
     if (debug_hook) debug_hook("moe" + std::to_string(layer), y);
+    b.region("mhc");
     b.hc_post(streams, y, post, comb);
 }
 
@@ -69,6 +79,7 @@ Tensor DeepseekV4::attention(int layer, const Tensor& x) {
     const auto eps = static_cast<float>(config_.rms_norm_eps);
 
     // Query: low-rank path, q_norm, per-head weightless RMSNorm, RoPE on the trailing dims.
+    b.region("attention");
     Tensor q_residual = b.alloc(DType::kF32, {n, config_.q_lora_rank});
     b.linear(x, w.wq_a, LinearKind::kQuantized, q_residual);
     b.rms_norm(q_residual, &w.q_norm, eps, q_residual);
@@ -86,6 +97,7 @@ Tensor DeepseekV4::attention(int layer, const Tensor& x) {
 
     Tensor topk;
     if (w.compressor) {
+        b.region("compressor");
         const CompressorWeights& c = *w.compressor;
         const int64_t width = c.overlap ? 2 * c.head_dim : c.head_dim;
         Tensor a = b.alloc(DType::kF32, {n, width}), g = b.alloc(DType::kF32, {n, width});
@@ -95,6 +107,7 @@ Tensor DeepseekV4::attention(int layer, const Tensor& x) {
     }
     if (w.indexer) topk = indexer(layer, x, q_residual);
 
+    b.region("attention");
     Tensor o = b.alloc(DType::kF32, {n, heads, hd});
     b.attention(layer, lc, q, kv, w.sinks, w.indexer ? &topk : nullptr, 1.0f / std::sqrt(static_cast<float>(hd)), o);
     b.store_window(layer, kv);
@@ -115,6 +128,7 @@ Tensor DeepseekV4::indexer(int layer, const Tensor& x, const Tensor& q_residual)
     const IndexerWeights& w = *weights_.layers[layer].attn.indexer;
     const int64_t n = x.size(0), heads = config_.index_n_heads, dim = config_.index_head_dim;
     const CompressorWeights& c = w.compressor;
+    b.region("indexer");
     Tensor a = b.alloc(DType::kF32, {n, 2 * dim}), g = b.alloc(DType::kF32, {n, 2 * dim});
     b.linear(x, c.wkv, LinearKind::kF32Out, a);
     b.linear(x, c.wgate, LinearKind::kF32Out, g);

@@ -109,6 +109,10 @@ void CpuBackend::to_host(const Tensor& t, float* out) {
     std::memcpy(out, t.data, t.numel() * sizeof(float));
 }
 
+void CpuBackend::from_host(Tensor t, const void* data) {
+    std::memcpy(t.data, data, t.numel() * dtype_bits(t.dtype) / 8);
+}
+
 void CpuBackend::embed(const WeightRef& table, Tensor x) {
     const int64_t n = x.size(0), hc = x.size(1), d = x.size(2);
     const auto* base = static_cast<const uint8_t*>(table.data);

@@ -43,8 +43,13 @@ public:
     void reset_slot(int32_t slot) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+    size_t scratch_mark() override { return arena_.size(); }
+    void scratch_release(size_t mark) override {
+        while (arena_.size() > mark) arena_.pop_back();
+    }
     void begin_step(const StepBatch& batch) override;
     void to_host(const Tensor& t, float* out) override;
+    void from_host(Tensor t, const void* data) override;
     void synchronize() override {}
 
     void embed(const WeightRef& table, Tensor x) override;

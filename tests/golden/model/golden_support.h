@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -16,11 +17,15 @@
 
 namespace dsv4::golden {
 
-inline std::filesystem::path fixture_dir(const std::string& name) {
-    return std::filesystem::path(DSV4_SOURCE_DIR) / "tests" / "fixtures" / name;
+// The repository root: DSV4_SOURCE_DIR from the environment (binaries run on another machine), else the build's.
+inline std::filesystem::path source_dir() {
+    const char* env = std::getenv("DSV4_SOURCE_DIR");
+    return env != nullptr ? std::filesystem::path(env) : std::filesystem::path(DSV4_SOURCE_DIR);
 }
 
-inline std::vector<std::string> fixture_names() { return {"flash_schedule", "odd_dims"}; }
+inline std::filesystem::path fixture_dir(const std::string& name) { return source_dir() / "tests" / "fixtures" / name; }
+
+inline std::vector<std::string> fixture_names() { return {"flash_schedule", "odd_dims", "tame_reference"}; }
 
 struct Fixture {
     std::unique_ptr<Backend> backend;
@@ -41,9 +46,10 @@ inline StateConfig test_state(int slots = 2) {
     return s;
 }
 
-inline Fixture open_fixture(const std::string& name, Numerics numerics, const std::string& logits_file = "logits.npy") {
+inline Fixture open_fixture(const std::string& name, Numerics numerics, const std::string& logits_file = "logits.npy",
+                            std::unique_ptr<Backend> backend = nullptr) {
     Fixture f;
-    f.backend = make_cpu_backend(numerics, 0);
+    f.backend = backend ? std::move(backend) : make_cpu_backend(numerics, 0);
     f.loaded = load_model(fixture_dir(name), *f.backend, test_state());
     f.tokens = read_npy_i32((fixture_dir(name) / "tokens.npy").string()).values;
     f.reference = read_npy_f32((fixture_dir(name) / logits_file).string());

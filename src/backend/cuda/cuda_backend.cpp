@@ -1,0 +1,287 @@
+// CudaBackend: construction, memory (weights, state, the step arena), step metadata and host transfers.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_factory.h"
+#include "core/error.h"
+#include "model/rope.h"
+
+namespace dsv4 {
+
+bool cuda_available(std::string* why) {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess || count == 0) {
+        if (why != nullptr) *why = status != cudaSuccess ? cudaGetErrorString(status) : "no CUDA device";
+        cudaGetLastError();  // clear the sticky error of a missing driver
+        return false;
+    }
+    return true;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, int device) {
+    return std::make_unique<cuda::CudaBackend>(numerics, device);
+}
+
+namespace cuda {
+
+void check(cudaError_t status, const char* what) {
+    if (status != cudaSuccess) fail("CUDA error {} in {}", cudaGetErrorString(status), what);
+}
+
+void DeviceArena::reserve(size_t bytes) {
+    if (bytes <= capacity_) return;
+    DSV4_CHECK(used_ == 0, "arena: cannot grow while allocations are live");
+    if (base_ != nullptr) DSV4_CUDA(cudaFree(base_));
+    DSV4_CUDA(cudaMalloc(&base_, bytes));
+    capacity_ = bytes;
+}
+
+void* DeviceArena::take(size_t bytes) {
+    const size_t aligned = (bytes + 255) & ~size_t{255};
+    DSV4_CHECK(used_ + aligned <= capacity_, "device scratch arena exhausted ({} of {} bytes in use, {} more asked); "
+               "raise the workspace size", used_, capacity_, aligned);
+    void* p = base_ + used_;
+    used_ += aligned;
+    high_water_ = std::max(high_water_, used_);
+    return p;
+}
+
+DeviceArena::~DeviceArena() {
+    if (base_ != nullptr) cudaFree(base_);
+}
+
+CudaBackend::CudaBackend(Numerics numerics, int device) : numerics_(numerics), device_(device) {
+    std::string why;
+    DSV4_CHECK(cuda_available(&why), "CUDA backend: {}", why);
+    DSV4_CUDA(cudaSetDevice(device_));
+    DSV4_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DSV4_CUDA(cudaMalloc(&error_flag_, sizeof(int32_t)));
+    DSV4_CUDA(cudaMemset(error_flag_, 0, sizeof(int32_t)));
+    // Step scratch: 6 GiB covers an 8K-token prefill chunk of the Flash shapes (routed-expert intermediates
+    // dominate); DSV4_CUDA_WORKSPACE_MB overrides.
+    size_t workspace_mb = 6144;
+    if (const char* env = std::getenv("DSV4_CUDA_WORKSPACE_MB")) workspace_mb = std::strtoull(env, nullptr, 10);
+    arena_.reserve(workspace_mb << 20);
+}
+
+CudaBackend::~CudaBackend() {
+    cudaStreamSynchronize(stream_);
+    for (void* p : allocations_) cudaFree(p);
+    for (auto& [key, p] : inv_freq_) cudaFree(p);
+    if (meta_dev_ != nullptr) cudaFree(meta_dev_);
+    if (error_flag_ != nullptr) cudaFree(error_flag_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void* CudaBackend::device_copy(const void* host, size_t bytes) {
+    void* p = nullptr;
+    DSV4_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    if (host != nullptr) DSV4_CUDA(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+    allocations_.push_back(p);
+    resident_bytes_ += bytes;
+    return p;
+}
+
+WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
+                                     int64_t rows, int64_t cols, int block_rows, int block_cols) {
+    WeightRef w;
+    w.format = format;
+    w.rows = rows;
+    w.cols = cols;
+    w.block_rows = block_rows;
+    w.block_cols = block_cols;
+    w.data = device_copy(weight.data, weight.nbytes);  // checkpoint form, byte for byte
+    if (scale != nullptr) {
+        w.scales = static_cast<const uint8_t*>(device_copy(scale->data, scale->nbytes));
+        w.scale_cols = scale->shape.back();
+    }
+    return w;
+}
+
+VecRef CudaBackend::upload_vector(const TensorView& values) {
+    std::vector<float> host(values.numel());
+    if (values.dtype == DType::kF32) {
+        std::memcpy(host.data(), values.data, host.size() * sizeof(float));
+    } else if (values.dtype == DType::kBF16) {
+        for (size_t i = 0; i < host.size(); ++i) {
+            uint16_t bits;
+            std::memcpy(&bits, values.data + 2 * i, 2);
+            const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+            std::memcpy(&host[i], &wide, 4);
+        }
+    } else {
+        fail("upload_vector: dtype {} is not BF16 or F32", dtype_name(values.dtype));
+    }
+    return {static_cast<const float*>(device_copy(host.data(), host.size() * sizeof(float))),
+            static_cast<int64_t>(host.size())};
+}
+
+TableRef CudaBackend::upload_table(const TensorView& values, int64_t max_value) {
+    DSV4_CHECK(values.shape.size() == 2, "upload_table: expected a 2-D table");
+    std::vector<int32_t> host(values.numel());
+    for (size_t i = 0; i < host.size(); ++i) {
+        int64_t v = 0;
+        if (values.dtype == DType::kI64) {
+            std::memcpy(&v, values.data + 8 * i, 8);
+        } else {
+            int32_t v32 = 0;
+            std::memcpy(&v32, values.data + 4 * i, 4);
+            v = v32;
+        }
+        DSV4_CHECK(v >= 0 && v < max_value, "table entry {} = {} is outside [0, {})", i, v, max_value);
+        host[i] = static_cast<int32_t>(v);
+    }
+    return {static_cast<const int32_t*>(device_copy(host.data(), host.size() * sizeof(int32_t))), values.shape[0],
+            values.shape[1]};
+}
+
+void CudaBackend::create_state(const ModelConfig& config, const StateConfig& state) {
+    DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0,
+               "state: slots, blocks and block size must be positive");
+    model_ = config;
+    state_ = state;
+    ring_rows_ = config.sliding_window + state.rewind_capacity;
+    layers_.assign(config.num_layers, {});
+    auto zeros = [&](size_t floats) {
+        auto* p = static_cast<float*>(device_copy(nullptr, floats * sizeof(float)));
+        DSV4_CUDA(cudaMemset(p, 0xff, floats * sizeof(float)));  // NaN poison: unwritten rows show up in tests
+        return p;
+    };
+    for (int l = 0; l < config.num_layers; ++l) {
+        const LayerConfig& lc = config.layers[l];
+        LayerStateDev& ls = layers_[l];
+        ls.ring = zeros(static_cast<size_t>(state.max_slots) * ring_rows_ * config.head_dim);
+        if (lc.compress_ratio == 0) continue;
+        DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0, "state: block size {} is not a multiple of the "
+                   "compression ratio {} of layer {}", state.block_tokens, lc.compress_ratio, l);
+        ls.per_block = state.block_tokens / lc.compress_ratio;
+        const bool overlap = lc.attention == AttentionType::kCsa;
+        ls.main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
+        const int main_width = (overlap ? 2 : 1) * config.head_dim;
+        ls.main_pending = zeros(static_cast<size_t>(state.max_slots) * ls.main_rows * 2 * main_width);
+        ls.entries = zeros(static_cast<size_t>(state.num_blocks) * ls.per_block * config.head_dim);
+        if (overlap) {
+            ls.index_rows = 2 * lc.compress_ratio + state.rewind_capacity;
+            ls.index_pending = zeros(static_cast<size_t>(state.max_slots) * ls.index_rows * 4 * config.index_head_dim);
+            ls.index_keys = zeros(static_cast<size_t>(state.num_blocks) * ls.per_block * config.index_head_dim);
+        }
+    }
+}
+
+void CudaBackend::reset_slot(int32_t slot) {
+    DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "reset_slot: slot {} is outside [0, {})", slot,
+               state_.max_slots);
+    // Nothing to clear: a sequence only reads positions it wrote (the rings are indexed by absolute position).
+}
+
+Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
+    Tensor t(nullptr, dtype, shape);
+    t.data = arena_.take(static_cast<size_t>(t.numel()) * dtype_bits(dtype) / 8);
+    return t;
+}
+
+void CudaBackend::begin_step(const StepBatch& batch) {
+    check_error_flag();
+    arena_.reset();
+    const auto n = static_cast<int32_t>(batch.tokens.size());
+    const auto s = static_cast<int32_t>(batch.seqs.size());
+    for (int32_t token : batch.tokens) {
+        DSV4_CHECK(token >= 0 && token < model_.vocab_size, "token id {} is outside the vocabulary [0, {})", token,
+                   model_.vocab_size);
+    }
+    // One int32 buffer: tokens | positions | seq_of_token | slot | begin | count | start | offset | len | tables.
+    meta_host_.clear();
+    meta_host_.insert(meta_host_.end(), batch.tokens.begin(), batch.tokens.end());
+    meta_host_.insert(meta_host_.end(), batch.positions.begin(), batch.positions.end());
+    meta_host_.insert(meta_host_.end(), batch.seq_index.begin(), batch.seq_index.end());
+    std::vector<int32_t> tables;
+    std::vector<int32_t> fields[6];
+    for (const auto& seq : batch.seqs) {
+        DSV4_CHECK(seq.slot >= 0 && seq.slot < state_.max_slots, "step: slot {} is outside [0, {})", seq.slot,
+                   state_.max_slots);
+        const int64_t end = seq.start_pos + seq.n_tokens;
+        DSV4_CHECK(static_cast<int64_t>(seq.block_table.size()) * state_.block_tokens >= end, "step: block table of "
+                   "slot {} covers {} positions, {} needed", seq.slot,
+                   seq.block_table.size() * state_.block_tokens, end);
+        fields[0].push_back(seq.slot);
+        fields[1].push_back(seq.token_begin);
+        fields[2].push_back(seq.n_tokens);
+        fields[3].push_back(static_cast<int32_t>(seq.start_pos));
+        fields[4].push_back(static_cast<int32_t>(tables.size()));
+        fields[5].push_back(static_cast<int32_t>(seq.block_table.size()));
+        for (int32_t b : seq.block_table) {
+            DSV4_CHECK(b >= 0 && b < state_.num_blocks, "step: block id {} is outside [0, {})", b, state_.num_blocks);
+            tables.push_back(b);
+        }
+    }
+    for (const auto& f : fields) meta_host_.insert(meta_host_.end(), f.begin(), f.end());
+    meta_host_.insert(meta_host_.end(), tables.begin(), tables.end());
+    if (meta_host_.size() > meta_capacity_) {
+        if (meta_dev_ != nullptr) DSV4_CUDA(cudaFree(meta_dev_));
+        meta_capacity_ = std::max<size_t>(meta_host_.size() * 2, 4096);
+        DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
+    }
+    DSV4_CUDA(cudaMemcpyAsync(meta_dev_, meta_host_.data(), meta_host_.size() * sizeof(int32_t),
+                              cudaMemcpyHostToDevice, stream_));
+    const int32_t* p = meta_dev_;
+    meta_ = {};
+    meta_.tokens = p;
+    meta_.positions = p + n;
+    meta_.seq_of_token = p + 2 * n;
+    const int32_t* per_seq = p + 3 * n;
+    meta_.seq_slot = per_seq;
+    meta_.seq_token_begin = per_seq + s;
+    meta_.seq_n_tokens = per_seq + 2 * s;
+    meta_.seq_start = per_seq + 3 * s;
+    meta_.seq_table_offset = per_seq + 4 * s;
+    meta_.seq_table_len = per_seq + 5 * s;
+    meta_.block_tables = per_seq + 6 * s;
+    meta_.n_tokens = n;
+    meta_.n_seqs = s;
+    meta_.num_blocks = state_.num_blocks;
+    meta_.error_flag = error_flag_;
+    host_positions_ = batch.positions;
+}
+
+void CudaBackend::check_error_flag() {
+    int32_t flag = 0;
+    DSV4_CUDA(cudaMemcpyAsync(&flag, error_flag_, sizeof(flag), cudaMemcpyDeviceToHost, stream_));
+    DSV4_CUDA(cudaStreamSynchronize(stream_));
+    if (flag == 0) return;
+    DSV4_CUDA(cudaMemset(error_flag_, 0, sizeof(int32_t)));
+    fail("CUDA kernels met out-of-range indices (flags {:#x}: 1 block table, 2 expert id, 4 indexer pick)", flag);
+}
+
+void CudaBackend::synchronize() {
+    DSV4_CUDA(cudaStreamSynchronize(stream_));
+    check_error_flag();
+}
+
+void CudaBackend::to_host(const Tensor& t, float* out) {
+    DSV4_CHECK(t.dtype == DType::kF32, "to_host: float32 tensors only");
+    DSV4_CUDA(cudaMemcpyAsync(out, t.data, t.numel() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+}
+
+void CudaBackend::from_host(Tensor t, const void* data) {
+    DSV4_CUDA(cudaMemcpyAsync(t.data, data, t.numel() * dtype_bits(t.dtype) / 8, cudaMemcpyHostToDevice, stream_));
+    DSV4_CUDA(cudaStreamSynchronize(stream_));
+}
+
+const float* CudaBackend::inv_freq(const RopeParams& rope) {
+    auto key = std::make_tuple(rope.theta, rope.rope_dim, rope.yarn.has_value());
+    auto it = inv_freq_.find(key);
+    if (it != inv_freq_.end()) return it->second;
+    std::vector<float> host = rope_inv_freq(rope);
+    float* dev = nullptr;
+    DSV4_CUDA(cudaMalloc(&dev, host.size() * sizeof(float)));
+    DSV4_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    inv_freq_.emplace(key, dev);
+    return dev;
+}
+
+}  // namespace cuda
+}  // namespace dsv4

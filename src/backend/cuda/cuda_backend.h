@@ -1,0 +1,156 @@
+// CudaBackend (host side, compiled by the host compiler; kernels are in kernels_*.cu behind kernels.h): every op of
+// backend.h on an NVIDIA GPU (built for sm_90a). Weights are uploaded in checkpoint form
+// (FP8 + UE8M0 block scales, FP4 + per-32 scales, BF16) and decoded inside the kernels; no dequantized copies are
+// resident. Activations and sequence state are float32 in exact and reference numerics. Every runtime index the
+// kernels read (block tables, indexer picks, expert ids) is bounds-checked on the device; violations set an error
+// flag that the host turns into a dsv4::Error at the next synchronisation.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/kernels.h"
+
+namespace dsv4::cuda {
+
+// Throws dsv4::Error naming the failed call when status is not cudaSuccess.
+void check(cudaError_t status, const char* what);
+#define DSV4_CUDA(call) ::dsv4::cuda::check((call), #call)
+
+// A bump allocator over one device buffer, reset every step (the same sequence of allocations gets the same
+// addresses, which CUDA graph replay relies on).
+class DeviceArena {
+public:
+    void reserve(size_t bytes);
+    void* take(size_t bytes);
+    void reset() { used_ = 0; }
+    size_t used() const { return used_; }
+    void release_to(size_t mark) { used_ = mark < used_ ? mark : used_; }
+    size_t capacity() const { return capacity_; }
+    size_t high_water() const { return high_water_; }
+    ~DeviceArena();
+
+private:
+    char* base_ = nullptr;
+    size_t capacity_ = 0;
+    size_t used_ = 0;
+    size_t high_water_ = 0;
+};
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(Numerics numerics, int device);
+    ~CudaBackend() override;
+
+    std::string name() const override { return "cuda"; }
+    Numerics numerics() const override { return numerics_; }
+
+    WeightRef upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                            int64_t cols, int block_rows, int block_cols) override;
+    VecRef upload_vector(const TensorView& values) override;
+    TableRef upload_table(const TensorView& values, int64_t max_value) override;
+
+    void create_state(const ModelConfig& config, const StateConfig& state) override;
+    const StateConfig& state_config() const override { return state_; }
+    void reset_slot(int32_t slot) override;
+
+    Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
+    size_t scratch_mark() override { return arena_.used(); }
+    void scratch_release(size_t mark) override { arena_.release_to(mark); }
+    void begin_step(const StepBatch& batch) override;
+    void to_host(const Tensor& t, float* out) override;
+    void from_host(Tensor t, const void* data) override;
+    void synchronize() override;
+
+    void embed(const WeightRef& table, Tensor x) override;
+    void hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u,
+                Tensor post, Tensor comb) override;
+    void hc_post(Tensor x, const Tensor& y, const Tensor& post, const Tensor& comb) override;
+    void hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, float norm_eps, Tensor y) override;
+    void rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) override;
+    void linear(const Tensor& x, const WeightRef& w, LinearKind kind, Tensor y) override;
+    void grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) override;
+    void rope(Tensor x, const RopeParams& rope, bool inverse) override;
+    void kv_cache_sim(Tensor kv, int nope_dims) override;
+    void indexer_query_sim(Tensor q) override;
+    void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
+                  const RopeParams& rope, float norm_eps) override;
+    void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
+    void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                   const Tensor* topk, float scale, Tensor out) override;
+    void store_window(int layer, const Tensor& kv) override;
+    void route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing, Tensor weights,
+               Tensor ids) override;
+    void moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+             Tensor y) override;
+    void scale(Tensor x, float factor) override;
+    void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
+
+    WeightRef synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) override;
+    VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
+    TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed) override;
+    void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
+    void set_profiling(bool on) override;
+    void region(std::string_view name) override;
+    std::vector<std::pair<std::string, double>> profile(bool reset) override;
+    int64_t launches() const override { return launches_; }
+    // Device bytes held by weights and state (for the memory report).
+    size_t resident_bytes() const { return resident_bytes_; }
+
+    // For the kernels' launchers.
+    bool reference() const { return numerics_ == Numerics::kReference; }
+    cudaStream_t stream() const { return stream_; }
+    const StepMeta& meta() const { return meta_; }
+    int ring_rows() const { return ring_rows_; }
+    const float* inv_freq(const RopeParams& rope);
+    // Rounds a float32 tensor to bf16 values in place (reference numerics).
+    void round_bf16(Tensor x);
+    // Reference numerics: the per-128 FP8 activation quantization of x's rows of length k, in scratch memory.
+    const float* quantized_activations(const Tensor& x, int64_t k);
+    // Raw mHC mixes fn . x of every token (scratch [N, n_mix]).
+    float* mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix);
+    // Rows [row0, row0 + count) of a weight as a weight of their own (FP8: row0 on a 128-row scale boundary).
+    static WeightRef weight_rows(const WeightRef& w, int64_t row0, int64_t count);
+    float* scratch(size_t floats) { return static_cast<float*>(arena_.take(floats * sizeof(float))); }
+    // Device array of the experts' w1 (0), w2 (1) or w3 (2) handles, built once per MoE layer.
+    const WeightRef* expert_table(const MoeWeights& w, int which);
+
+private:
+    void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
+    void launched(const char* op, int kernels = 1);
+    void record_mark(std::string_view name);
+    void check_error_flag();
+
+    Numerics numerics_;
+    int device_;
+    cudaStream_t stream_ = nullptr;
+    ModelConfig model_;
+    StateConfig state_;
+    int ring_rows_ = 0;
+    std::vector<LayerStateDev> layers_;
+    std::vector<void*> allocations_;  // weights, vectors, tables, state
+    DeviceArena arena_;
+    // Step metadata: host staging and device copy.
+    std::vector<int32_t> meta_host_;
+    int32_t* meta_dev_ = nullptr;
+    size_t meta_capacity_ = 0;
+    int32_t* error_flag_ = nullptr;
+    StepMeta meta_;
+    std::vector<int32_t> host_positions_;  // for host-side decisions (none on the hot path)
+    std::map<std::tuple<double, int, bool>, float*> inv_freq_;
+    std::map<std::pair<const void*, int>, const WeightRef*> expert_tables_;
+    size_t resident_bytes_ = 0;
+    int64_t launches_ = 0;
+    bool profiling_ = false;
+    bool op_profiling_ = false;
+    std::vector<std::pair<std::string, cudaEvent_t>> marks_;  // region starts of the current profile window
+    std::vector<cudaEvent_t> event_pool_;
+    std::map<std::string, double> profile_ms_;
+};
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,148 @@
+// Device helpers shared by the CUDA kernels: number formats (bit-exact with core/float_formats.h), warp and block
+// reductions, and the per-step metadata the kernels read. Only .cu files include this.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/weights.h"
+
+namespace dsv4::cuda {
+
+// Per-step metadata in device memory (backend.h StepBatch, flattened).
+struct StepMeta {
+    const int32_t* tokens = nullptr;         // [n_tokens]
+    const int32_t* positions = nullptr;      // [n_tokens]
+    const int32_t* seq_of_token = nullptr;   // [n_tokens]
+    const int32_t* seq_slot = nullptr;       // [n_seqs]
+    const int32_t* seq_token_begin = nullptr;
+    const int32_t* seq_n_tokens = nullptr;
+    const int32_t* seq_start = nullptr;      // absolute position of the sequence's first step token
+    const int32_t* seq_table_offset = nullptr;
+    const int32_t* seq_table_len = nullptr;
+    const int32_t* block_tables = nullptr;   // flattened per-sequence block tables
+    int32_t n_tokens = 0;
+    int32_t n_seqs = 0;
+    int32_t num_blocks = 0;
+    int32_t* error_flag = nullptr;           // set when a kernel meets an out-of-range index
+};
+
+enum ErrorBits : int32_t {
+    kErrorBlockTable = 1,   // a position outside the sequence's block table
+    kErrorExpertId = 2,     // an expert id outside [0, n_experts)
+    kErrorTopkIndex = 4,    // an indexer pick outside the visible entries (ignored, flagged)
+};
+
+#ifdef __CUDACC__  // device helpers: only for nvcc; host code sees the plain structs above
+
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+__device__ __forceinline__ float bf16_bits_to_float(uint16_t bits) {
+    return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+// Round-to-nearest-even to bf16 precision (NaN stays NaN), matching core/float_formats.h round_to_bf16.
+__device__ __forceinline__ float to_bf16(float v) {
+    uint32_t u = __float_as_uint(v);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return v;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return __uint_as_float(u & 0xffff0000u);
+}
+
+// OCP e4m3fn (bias 7, max 448, S.1111.111 = NaN).
+__device__ __forceinline__ float decode_e4m3(uint8_t code) {
+    const uint32_t sign = (code & 0x80u) << 24;
+    const uint32_t exp = (code >> 3) & 0xfu;
+    const uint32_t man = code & 0x7u;
+    if (exp == 0xf && man == 0x7) return __uint_as_float(0x7fc00000u);
+    float v;
+    if (exp == 0) {
+        v = static_cast<float>(man) * 0.001953125f;  // man * 2^-9 (subnormal)
+    } else {
+        v = __uint_as_float(((exp + 120u) << 23) | (man << 20));  // rebias 7 -> 127
+    }
+    return __uint_as_float(__float_as_uint(v) | sign);
+}
+
+// e2m1 from its bits (a table lookup would land in local memory): exponent e = bits 2..1, mantissa m = bit 0;
+// e = 0 is the subnormal 0.5 * m, else 2^(e-1) * (1 + m / 2); bit 3 is the sign.
+__device__ __forceinline__ float decode_e2m1(uint32_t code) {
+    const uint32_t e = (code >> 1) & 3u, m = code & 1u;
+    uint32_t bits = e != 0u ? (((e + 126u) << 23) | (m << 22)) : (m != 0u ? 0x3f000000u : 0u);
+    bits |= (code & 8u) << 28;
+    return __uint_as_float(bits);
+}
+
+// 2^(e - 127); 0xFF is NaN.
+__device__ __forceinline__ float decode_ue8m0(uint8_t e) {
+    if (e == 0xff) return __uint_as_float(0x7fc00000u);
+    return ldexpf(1.0f, static_cast<int>(e) - 127);
+}
+
+// Element (r, j) of a checkpoint-form weight.
+__device__ __forceinline__ float weight_at(const WeightRef& w, int64_t r, int64_t j) {
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    switch (w.format) {
+        case WeightFormat::kF32: return static_cast<const float*>(w.data)[r * w.cols + j];
+        case WeightFormat::kBF16: {
+            uint16_t bits;
+            memcpy(&bits, base + (r * w.cols + j) * 2, 2);
+            return bf16_bits_to_float(bits);
+        }
+        case WeightFormat::kFp8Block: {
+            const float s = decode_ue8m0(w.scales[(r / w.block_rows) * w.scale_cols + j / w.block_cols]);
+            return decode_e4m3(base[r * w.cols + j]) * s;
+        }
+        case WeightFormat::kFp4Row: {
+            const uint8_t byte = base[r * (w.cols / 2) + j / 2];
+            const float s = decode_ue8m0(w.scales[r * w.scale_cols + j / w.block_cols]);
+            return decode_e2m1((j & 1) ? (byte >> 4) : (byte & 0xf)) * s;
+        }
+    }
+    return 0.0f;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result. `scratch` >= 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float total = lane < warps ? scratch[lane] : 0.0f;
+    if (warp == 0) total = warp_sum(total);
+    if (threadIdx.x == 0) scratch[0] = total;
+    __syncthreads();
+    return scratch[0];
+}
+
+__device__ __forceinline__ void flag_error(const StepMeta& m, int32_t bit) {
+    if (m.error_flag != nullptr) atomicOr(m.error_flag, bit);
+}
+
+// Physical row of logical entry `entry` of sequence `seq` in a paged store with `per_block` entries per block;
+// -1 when the block table does not cover it.
+__device__ __forceinline__ int64_t paged_row(const StepMeta& m, int seq, int64_t entry, int per_block) {
+    const int64_t block = entry / per_block;
+    if (entry < 0 || block >= m.seq_table_len[seq]) return -1;
+    const int32_t physical = m.block_tables[m.seq_table_offset[seq] + block];
+    if (physical < 0 || physical >= m.num_blocks) return -1;
+    return static_cast<int64_t>(physical) * per_block + entry % per_block;
+}
+
+#endif  // __CUDACC__
+
+inline unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,329 @@
+// CudaBackend ops: argument checks and launches (the kernels are in kernels_*.cu). Ops enqueue on the backend's
+// stream and return without synchronising; errors of a launch are reported at once, device-side index errors at the
+// next synchronisation.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+
+namespace dsv4::cuda {
+namespace {
+
+int scoring_function(const std::string& name) {
+    if (name == "sqrtsoftplus") return 0;
+    if (name == "sigmoid") return 1;
+    return 2;  // softmax
+}
+
+}  // namespace
+
+void CudaBackend::launched(const char* op, int kernels) {
+    check(cudaGetLastError(), op);
+    launches_ += kernels;
+    if (op_profiling_) record_mark(op);  // per-op timing: the interval ending here belongs to this op
+}
+
+void CudaBackend::embed(const WeightRef& table, Tensor x) {
+    launch_embed(stream_, meta_, static_cast<const uint16_t*>(table.data), x.size(2), static_cast<int>(x.size(1)),
+                 x.f32());
+    launched("embed");
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) {
+    const int64_t k = x.size(-1);
+    launch_rms_norm(stream_, x.f32(), weight != nullptr ? weight->data : nullptr, x.numel() / k, k, eps, reference(),
+                    y.f32());
+    launched("rms_norm");
+}
+
+void CudaBackend::rope(Tensor x, const RopeParams& rope, bool inverse) {
+    launch_rope(stream_, meta_, x.f32(), static_cast<int>(x.size(1)), static_cast<int>(x.size(2)), rope.rope_dim,
+                inv_freq(rope), inverse, reference());
+    launched("rope");
+}
+
+void CudaBackend::scale(Tensor x, float factor) {
+    launch_scale(stream_, x.f32(), x.numel(), factor);
+    launched("scale");
+}
+
+void CudaBackend::round_bf16(Tensor x) {
+    launch_round_bf16(stream_, x.f32(), x.numel());
+    launched("round_bf16");
+}
+
+void CudaBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) {
+    for (int32_t r : rows) DSV4_CHECK(r >= 0 && r < x.size(0), "gather_rows: row {} outside [0, {})", r, x.size(0));
+    if (rows.empty()) return;
+    auto* dev_rows = static_cast<int32_t*>(arena_.take(rows.size() * sizeof(int32_t)));
+    DSV4_CUDA(cudaMemcpyAsync(dev_rows, rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    launch_gather_rows(stream_, x.f32(), dev_rows, static_cast<int64_t>(rows.size()), x.numel() / x.size(0), y.f32());
+    launched("gather_rows");
+}
+
+void CudaBackend::kv_cache_sim(Tensor kv, int nope_dims) {
+    if (!reference()) return;
+    const int64_t dim = kv.size(-1);
+    launch_kv_cache_sim(stream_, kv.f32(), kv.numel() / dim, static_cast<int>(dim), nope_dims);
+    launched("kv_cache_sim");
+}
+
+void CudaBackend::indexer_query_sim(Tensor q) {
+    if (!reference()) return;
+    const int64_t dim = q.size(-1);
+    DSV4_CHECK(dim > 0 && (dim & (dim - 1)) == 0, "indexer_query_sim: index head dim {} is not a power of two", dim);
+    launch_indexer_query_sim(stream_, q.f32(), q.numel() / dim, static_cast<int>(dim));
+    launched("indexer_query_sim");
+}
+
+void CudaBackend::hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iters, float hc_eps, float norm_eps,
+                         Tensor u, Tensor post, Tensor comb) {
+    const int64_t hc = x.size(1);
+    DSV4_CHECK(hc <= kMaxHcStreams, "hc_mult {} exceeds the CUDA kernels' limit {}", hc, kMaxHcStreams);
+    const int64_t n = x.size(0), d = x.size(2), n_mix = (2 + hc) * hc;
+    float* raw = mhc_mixes(x, w.fn, n_mix);
+    launch_hc_pre(stream_, x.f32(), raw, n, static_cast<int>(hc), d, w, sinkhorn_iters, hc_eps, norm_eps, reference(),
+                  u.f32(), post.f32(), comb.f32());
+    launched("hc_pre");
+}
+
+void CudaBackend::hc_post(Tensor x, const Tensor& y, const Tensor& post, const Tensor& comb) {
+    launch_hc_post(stream_, x.f32(), y.f32(), post.f32(), comb.f32(), x.size(0), static_cast<int>(x.size(1)),
+                   x.size(2), reference());
+    launched("hc_post");
+}
+
+void CudaBackend::hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, float norm_eps, Tensor y) {
+    const int64_t hc = x.size(1);
+    DSV4_CHECK(hc <= kMaxHcStreams, "hc_mult {} exceeds the CUDA kernels' limit {}", hc, kMaxHcStreams);
+    float* raw = mhc_mixes(x, w.fn, hc);
+    launch_hc_head(stream_, x.f32(), raw, x.size(0), static_cast<int>(hc), x.size(2), w, hc_eps, norm_eps, reference(),
+                   y.f32());
+    launched("hc_head");
+}
+
+float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) {
+    // raw mixes = fn . flattened streams: a GEMV over the float32 fn rows (many blocks, not one per token).
+    const int64_t n = x.size(0), width = x.numel() / n;
+    WeightRef w;
+    w.format = WeightFormat::kF32;
+    w.rows = n_mix;
+    w.cols = width;
+    w.data = fn.data;
+    float* raw = scratch(static_cast<size_t>(n * n_mix));
+    if (n <= kMaxGemvRows && gemv_supported(w.format, width, n)) {
+        launch_gemv(stream_, w, x.f32(), width, n, raw, n_mix, false);
+    } else {
+        launch_linear(stream_, w, 0, n_mix, 1, x.f32(), width, 0, n, raw, n_mix, false);
+    }
+    launched("hc mixes");
+    return raw;
+}
+
+const float* CudaBackend::quantized_activations(const Tensor& x, int64_t k) {
+    float* out = scratch(static_cast<size_t>(x.numel()));
+    launch_act_quant(stream_, x.f32(), out, x.numel() / k, k);
+    launched("act_quant");
+    return out;
+}
+
+void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, Tensor y) {
+    const int64_t m = x.numel() / w.cols;
+    DSV4_CHECK(x.numel() == m * w.cols && y.numel() == m * w.rows, "linear: x has {} elements, y {}, weight [{}, {}]",
+               x.numel(), y.numel(), w.rows, w.cols);
+    const float* in = x.f32();
+    if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
+    const bool round_out = reference() && kind != LinearKind::kF32Out;
+    if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
+        launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode: 16-byte weight loads
+    } else {
+        launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out);
+    }
+    launched("linear");
+}
+
+void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) {
+    const int64_t n = x.size(0), k = w.cols, per_group = w.rows / groups;
+    DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");
+    // Token t's group g input is x[(t * groups + g) * k ...]; its output rows g * R .. of y[t].
+    const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;
+    if (n <= kMaxGemvRows && aligned && gemv_supported(w.format, k, n)) {
+        for (int g = 0; g < groups; ++g) {
+            launch_gemv(stream_, weight_rows(w, g * per_group, per_group), x.f32() + g * k, groups * k, n,
+                        y.f32() + g * per_group, w.rows, reference());
+        }
+        launched("grouped_linear", groups);
+        return;
+    }
+    launch_linear(stream_, w, 0, per_group, groups, x.f32(), groups * k, k, n, y.f32(), w.rows, reference());
+    launched("grouped_linear");
+}
+
+WeightRef CudaBackend::weight_rows(const WeightRef& w, int64_t row0, int64_t count) {
+    WeightRef part = w;
+    part.rows = count;
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    switch (w.format) {
+        case WeightFormat::kF32: part.data = base + row0 * w.cols * 4; break;
+        case WeightFormat::kBF16: part.data = base + row0 * w.cols * 2; break;
+        case WeightFormat::kFp8Block:
+            DSV4_CHECK(row0 % w.block_rows == 0, "weight_rows: row {} is not on a scale block boundary", row0);
+            part.data = base + row0 * w.cols;
+            part.scales = w.scales + (row0 / w.block_rows) * w.scale_cols;
+            break;
+        case WeightFormat::kFp4Row:
+            part.data = base + row0 * (w.cols / 2);
+            part.scales = w.scales + row0 * w.scale_cols;
+            break;
+    }
+    return part;
+}
+
+void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g,
+                           const CompressorWeights& w, const RopeParams& rope, float norm_eps) {
+    DSV4_CHECK(w.head_dim <= kMaxCompressHeadDim && (w.overlap ? 2 : 1) * w.ratio <= kMaxCompressSlots,
+               "compress: head_dim {} or ratio {} exceeds the kernel limits", w.head_dim, w.ratio);
+    const LayerStateDev& ls = layers_[layer];
+    const bool indexer = role == CompressorRole::kIndexer;
+    CompressArgs c;
+    c.a = a.f32();
+    c.g = g.f32();
+    c.ape = w.ape.data;
+    c.norm = w.norm.data;
+    c.pending = indexer ? ls.index_pending : ls.main_pending;
+    c.store = indexer ? ls.index_keys : ls.entries;
+    c.inv_freq = inv_freq(rope);
+    c.rows = indexer ? ls.index_rows : ls.main_rows;
+    c.width = w.overlap ? 2 * w.head_dim : w.head_dim;
+    c.head_dim = w.head_dim;
+    c.ratio = w.ratio;
+    c.per_block = ls.per_block;
+    c.rope_dim = rope.rope_dim;
+    c.overlap = w.overlap;
+    c.indexer = indexer;
+    c.reference = reference();
+    c.norm_eps = norm_eps;
+    launch_compress(stream_, meta_, c);
+    launched("compress", 2);
+}
+
+void CudaBackend::store_window(int layer, const Tensor& kv) {
+    launch_store_window(stream_, meta_, kv.f32(), model_.head_dim, ring_rows_, layers_[layer].ring);
+    launched("store_window");
+}
+
+void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                            const Tensor* topk, float scale, Tensor out) {
+    const int64_t dim = q.size(2);
+    DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
+    AttentionArgs a;
+    a.q = q.f32();
+    a.kv = kv.f32();
+    a.ring = layers_[layer].ring;
+    a.store = layers_[layer].entries;
+    a.sinks = sinks.data;
+    a.topk = topk != nullptr ? topk->i32() : nullptr;
+    a.out = out.f32();
+    a.heads = static_cast<int>(q.size(1));
+    a.dim = static_cast<int>(dim);
+    a.window = model_.sliding_window;
+    a.ring_rows = ring_rows_;
+    a.per_block = layers_[layer].per_block;
+    a.ratio = lc.compress_ratio;
+    a.topk_k = topk != nullptr ? static_cast<int>(topk->size(1)) : 0;
+    a.csa = lc.attention == AttentionType::kCsa;
+    a.scale = scale;
+    a.reference = reference();
+    launch_attention(stream_, meta_, a);
+    launched("attention");
+}
+
+void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
+    const int64_t n = q.size(0);
+    if (n == 0) return;
+    // Entries any query of this step can see: the largest position decides.
+    int64_t max_pos = 0;
+    for (int32_t p : host_positions_) max_pos = std::max<int64_t>(max_pos, p);
+    const int64_t max_entries = std::max<int64_t>(1, (max_pos + 1) / ratio);
+    float* scores = scratch(static_cast<size_t>(n * max_entries));
+    launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, static_cast<int>(q.size(1)),
+                        static_cast<int>(q.size(2)), ratio, layers_[layer].per_block, max_entries, scores,
+                        static_cast<int>(topk.size(1)), topk.i32());
+    launched("indexer_topk", 2);
+}
+
+const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {
+    const auto key = std::make_pair(static_cast<const void*>(w.experts.data()), which);
+    auto it = expert_tables_.find(key);
+    if (it != expert_tables_.end()) return it->second;
+    std::vector<WeightRef> host;
+    for (const ExpertWeights& e : w.experts) host.push_back(which == 0 ? e.w1 : which == 1 ? e.w2 : e.w3);
+    auto* dev = static_cast<const WeightRef*>(device_copy(host.data(), host.size() * sizeof(WeightRef)));
+    expert_tables_.emplace(key, dev);
+    return dev;
+}
+
+void CudaBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
+                        Tensor weights, Tensor ids) {
+    const int64_t n = h.size(0), experts = c.n_routed_experts, k = c.n_experts_per_tok;
+    DSV4_CHECK(experts <= kMaxRoutedExperts && k <= kMaxExpertsPerToken, "route: {} experts / top-{} exceed the "
+               "kernel limits", experts, k);
+    if (n == 0) return;
+    Tensor logits = alloc(DType::kF32, {n, experts});
+    linear(h, w.gate, LinearKind::kF32Out, logits);
+    const bool hash = routing == RoutingType::kHash;
+    launch_route(stream_, meta_, logits.f32(), static_cast<int>(experts), static_cast<int>(k),
+                 scoring_function(c.scoring_func), !hash && w.bias.valid() ? w.bias.data : nullptr,
+                 hash ? w.tid2eid.data : nullptr, hash, c.norm_topk_prob, static_cast<float>(c.routed_scaling_factor),
+                 weights.f32(), ids.i32());
+    launched("route");
+}
+
+void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                      Tensor y) {
+    const int64_t n = h.size(0), d = h.size(1), k = ids.size(1), pairs = n * k;
+    if (n == 0) return;
+    const int64_t inter = w.experts.front().w1.rows;
+    const auto n_experts = static_cast<int>(w.experts.size());
+    const bool ref = reference();
+    const float* x = ref ? quantized_activations(h, d) : h.f32();
+    float* g = scratch(pairs * inter);
+    float* u = scratch(pairs * inter);
+    float* act = scratch(pairs * inter);
+    float* routed = scratch(pairs * d);
+    const WeightFormat format = w.experts.front().w1.format;
+    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; larger ones the generic kernel.
+    const bool gemv = pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
+    auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
+        if (gemv) {
+            launch_expert_gemv(stream_, meta_, format, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in,
+                               k_in, rows, ref, out);
+        } else {
+            launch_expert_linear(stream_, meta_, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in, k_in,
+                                 rows, ref, out);
+        }
+    };
+    expert_linear(0, static_cast<int>(k), x, d, inter, g);
+    expert_linear(2, static_cast<int>(k), x, d, inter, u);
+    // Reference multiplies the routing weight in before W2 (DeepSeek); exact applies it after (HF).
+    launch_swiglu(stream_, g, u, pairs, inter, limit, ref ? weights.f32() : nullptr, ref, act);
+    const float* act_in = ref ? quantized_activations(Tensor(act, DType::kF32, {pairs, inter}), inter) : act;
+    expert_linear(1, 1, act_in, inter, d, routed);
+    launched("moe experts", 4);
+    float* shared = nullptr;
+    if (w.shared) {
+        const int64_t si = w.shared->w1.rows;
+        Tensor gs = alloc(DType::kF32, {n, si}), us = alloc(DType::kF32, {n, si}), as = alloc(DType::kF32, {n, si});
+        Tensor ys = alloc(DType::kF32, {n, d});
+        linear(h, w.shared->w1, LinearKind::kQuantized, gs);
+        linear(h, w.shared->w3, LinearKind::kQuantized, us);
+        launch_swiglu(stream_, gs.f32(), us.f32(), n, si, limit, nullptr, ref, as.f32());
+        linear(as, w.shared->w2, LinearKind::kQuantized, ys);
+        shared = ys.f32();
+    }
+    launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, !ref, ref, y.f32());
+    launched("moe combine");
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,146 @@
+// Kernel launchers of the CUDA backend. Host code (cuda_*.cpp, compiled by the host compiler) validates arguments
+// and calls these; the .cu files hold only kernels and these thin launchers (no fmt, no exceptions in nvcc code).
+// Every launcher enqueues on `stream` and returns; the caller checks cudaGetLastError().
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/weights.h"
+
+namespace dsv4::cuda {
+
+// Device-side state of one layer for all slots and blocks (float32).
+struct LayerStateDev {
+    float* ring = nullptr;           // [slots][ring_rows][head_dim]
+    float* main_pending = nullptr;   // [slots][main_rows][2 * main_width]
+    float* index_pending = nullptr;  // [slots][index_rows][2 * index_width]
+    float* entries = nullptr;        // [blocks][per_block][head_dim]
+    float* index_keys = nullptr;     // [blocks][per_block][index_head_dim]
+    int per_block = 0;
+    int main_rows = 0;
+    int index_rows = 0;
+};
+
+// kernels_basic.cu
+void launch_embed(cudaStream_t s, const StepMeta& m, const uint16_t* table, int64_t d, int hc, float* x);
+void launch_rms_norm(cudaStream_t s, const float* x, const float* weight, int64_t rows, int64_t k, float eps,
+                     bool round, float* y);
+void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim, int rope_dim, const float* inv_freq,
+                 bool inverse, bool round);
+void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
+void launch_round_bf16(cudaStream_t s, float* x, int64_t n);
+void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y);
+void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope);
+void launch_indexer_query_sim(cudaStream_t s, float* q, int64_t rows, int dim);
+
+// kernels_mhc.cu (hc <= kMaxHcStreams)
+constexpr int kMaxHcStreams = 8;
+// raw_mixes [n, (2 + hc) * hc] = fn . x (computed by the caller with a GEMV): the kernel applies the rms, the
+// sigmoids, Sinkhorn and the collapse.
+void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
+                   const MhcWeights& w, int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
+                   float* comb);
+void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
+                    int64_t d, bool round);
+void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
+                    const HcHeadWeights& w, float hc_eps, float norm_eps, bool round, float* y);
+
+// kernels_gemv.cu: decode GEMV with 16-byte weight loads (m <= kMaxGemvVectors activation rows; see gemv_supported).
+constexpr int kMaxGemvVectors = 8;
+constexpr int64_t kMaxGemvPairs = 65535;  // grid.y limit of the expert GEMV
+bool gemv_supported(WeightFormat format, int64_t cols, int64_t m);
+// y[v * y_stride + r] = W[r] . x[v * x_stride]: passes of kMaxGemvVectors rows (x_stride, y_stride multiples of 4).
+void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
+                 int64_t y_stride, bool round_out);
+// Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
+constexpr int64_t kMaxGemvRows = 256;
+// Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
+void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
+                        const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,
+                        bool round_out, float* out);
+
+// kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride + j]
+void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,
+                   int64_t x_stride, int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out);
+// Reference numerics: bf16 input then per-128-block FP8 quantize-dequantize of each row of length k.
+void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, int64_t k);
+
+// kernels_state.cu
+struct CompressArgs {
+    const float* a = nullptr;       // [N, width] this step's kv projections
+    const float* g = nullptr;       // [N, width] this step's gate projections (without ape)
+    const float* ape = nullptr;     // [ratio, width]
+    const float* norm = nullptr;    // [head_dim]
+    float* pending = nullptr;       // [slots][rows][2 * width]
+    float* store = nullptr;         // [blocks][per_block][head_dim]
+    const float* inv_freq = nullptr;
+    int rows = 0;
+    int width = 0;
+    int head_dim = 0;
+    int ratio = 0;
+    int per_block = 0;
+    int rope_dim = 0;
+    bool overlap = false;
+    bool indexer = false;    // reference numerics: Hadamard + FP4-sim (indexer keys) instead of FP8-sim
+    bool reference = false;
+    float norm_eps = 1e-6f;
+};
+constexpr int kMaxCompressSlots = 256;   // 2 * ratio (CSA) or ratio (HCA)
+constexpr int kMaxCompressHeadDim = 1024;
+void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c);
+void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, int dim, int ring_rows, float* ring);
+
+// kernels_attention.cu
+struct AttentionArgs {
+    const float* q = nullptr;       // [N, H, d]
+    const float* kv = nullptr;      // [N, d] this step's rows
+    const float* ring = nullptr;    // [slots][ring_rows][d]
+    const float* store = nullptr;   // [blocks][per_block][d]
+    const float* sinks = nullptr;   // [H]
+    const int32_t* topk = nullptr;  // [N, k] or null
+    float* out = nullptr;           // [N, H, d]
+    int heads = 0;
+    int dim = 0;
+    int window = 0;
+    int ring_rows = 0;
+    int per_block = 0;
+    int ratio = 0;                  // 0 for sliding layers
+    int topk_k = 0;
+    bool csa = false;
+    float scale = 1.0f;
+    bool reference = false;
+};
+constexpr int kMaxAttentionDim = 1024;
+void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a);
+// scores [N, max_entries] of sum_h w_h relu(q_h . K_e); then top-k per token (-1 padded; ties lowest index first).
+void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const float* keys,
+                         int heads, int dim, int ratio, int per_block, int64_t max_entries, float* scores, int k,
+                         int32_t* topk);
+
+// kernels_moe.cu
+constexpr int kMaxRoutedExperts = 1024;
+constexpr int kMaxExpertsPerToken = 16;
+void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int experts, int k, int func,
+                  const float* bias, const int32_t* tid2eid, bool hash, bool normalize, float route_scale,
+                  float* weights, int32_t* ids);
+// out[p][r] = W_{ids[p]}[r] . x[p / x_div] (table: device array of the experts' WeightRef).
+void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* table, int n_experts, const int32_t* ids,
+                          int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out, float* out);
+void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows, int64_t width, float limit,
+                   const float* row_weights, bool round, float* act);
+void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,
+                    int64_t d, bool weight_after, bool round, float* y);
+
+// kernels_synthetic.cu: random weights / state in the checkpoint formats (values = N(0, stddev), codes of
+// value * inv_scale; the caller writes the matching UE8M0 scale bytes).
+void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed);
+void launch_fill_fp4(cudaStream_t s, uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed);
+void launch_fill_bytes(cudaStream_t s, uint8_t* p, int64_t n, uint8_t value);
+void launch_fill_bf16(cudaStream_t s, uint16_t* p, int64_t n, float stddev, uint64_t seed);
+void launch_fill_f32(cudaStream_t s, float* p, int64_t n, float mean, float stddev, uint64_t seed);
+void launch_fill_table(cudaStream_t s, int32_t* p, int64_t rows, int cols, int64_t max_value, uint64_t seed);
+
+}  // namespace dsv4::cuda

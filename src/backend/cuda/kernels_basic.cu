@@ -1,0 +1,125 @@
+// Element-wise and row-wise ops: embedding, RMSNorm, RoPE, scaling, row gathers, and the reference-numerics
+// roundings of the K=V rows and indexer queries.
+#include <cmath>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_sim.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+__global__ void embed_kernel(StepMeta m, const uint16_t* table, int64_t d, int hc, float* x) {
+    const int t = blockIdx.x;
+    const uint16_t* row = table + static_cast<int64_t>(m.tokens[t]) * d;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        const float v = bf16_bits_to_float(row[i]);
+        for (int s = 0; s < hc; ++s) x[(static_cast<int64_t>(t) * hc + s) * d + i] = v;
+    }
+}
+
+__global__ void rms_norm_kernel(const float* x, const float* weight, int64_t k, float eps, bool round, float* y) {
+    __shared__ float scratch[32];
+    const float* in = x + blockIdx.x * k;
+    float* out = y + blockIdx.x * k;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) sum += in[i] * in[i];
+    sum = block_sum(sum, scratch);
+    const float inv = 1.0f / sqrtf(sum / static_cast<float>(k) + eps);
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
+        float v = in[i] * inv;
+        if (weight != nullptr) v *= weight[i];
+        out[i] = round ? to_bf16(v) : v;
+    }
+}
+
+// One thread per (token, head, pair): interleaved pairs on the trailing rope_dim dims.
+__global__ void rope_kernel(StepMeta m, float* x, int heads, int dim, int rope_dim, const float* inv_freq, bool inverse,
+                            bool round) {
+    const int pairs = rope_dim / 2;
+    const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    const int64_t total = static_cast<int64_t>(m.n_tokens) * heads * pairs;
+    if (id >= total) return;
+    const int i = static_cast<int>(id % pairs);
+    const int64_t th = id / pairs;
+    const int t = static_cast<int>(th / heads);
+    const float angle = static_cast<float>(m.positions[t]) * inv_freq[i];  // float32 product, as the reference
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    float s = static_cast<float>(sin(static_cast<double>(angle)));
+    if (inverse) s = -s;
+    float* v = x + th * dim + (dim - rope_dim) + 2 * i;
+    const float a = v[0], b = v[1];
+    const float ra = a * c - b * s, rb = b * c + a * s;
+    v[0] = round ? to_bf16(ra) : ra;
+    v[1] = round ? to_bf16(rb) : rb;
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float factor) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i < n) x[i] *= factor;
+}
+
+__global__ void round_bf16_kernel(float* x, int64_t n) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i < n) x[i] = to_bf16(x[i]);
+}
+
+__global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* y) {
+    const float* src = x + static_cast<int64_t>(rows[blockIdx.x]) * width;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) y[blockIdx.x * width + i] = src[i];
+}
+
+// One warp per row: FP8-sim of the first `nope` dims in blocks of 64.
+__global__ void kv_cache_sim_kernel(float* kv, int64_t rows, int dim, int nope) {
+    const int64_t row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= rows) return;
+    warp_block_sim(kv + row * dim, nope, 64, 0, true);
+}
+
+// One warp per (token, head) row: Hadamard rotation, then FP4-sim in blocks of 32.
+__global__ void indexer_query_sim_kernel(float* q, int64_t rows, int dim) {
+    const int64_t row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= rows) return;
+    warp_hadamard(q + row * dim, dim);
+    warp_block_sim(q + row * dim, dim, 32, 1, true);
+}
+
+}  // namespace
+
+void launch_embed(cudaStream_t s, const StepMeta& m, const uint16_t* table, int64_t d, int hc, float* x) {
+    if (m.n_tokens > 0) embed_kernel<<<static_cast<unsigned>(m.n_tokens), 256, 0, s>>>(m, table, d, hc, x);
+}
+
+void launch_rms_norm(cudaStream_t s, const float* x, const float* weight, int64_t rows, int64_t k, float eps,
+                     bool round, float* y) {
+    if (rows > 0) rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, weight, k, eps, round, y);
+}
+
+void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim, int rope_dim, const float* inv_freq,
+                 bool inverse, bool round) {
+    const int64_t total = static_cast<int64_t>(m.n_tokens) * heads * (rope_dim / 2);
+    if (total > 0) {
+        rope_kernel<<<blocks_for(total, 256), 256, 0, s>>>(m, x, heads, dim, rope_dim, inv_freq, inverse, round);
+    }
+}
+
+void launch_scale(cudaStream_t s, float* x, int64_t n, float factor) {
+    if (n > 0) scale_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n, factor);
+}
+
+void launch_round_bf16(cudaStream_t s, float* x, int64_t n) {
+    if (n > 0) round_bf16_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n);
+}
+
+void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y) {
+    if (n_rows > 0) gather_rows_kernel<<<static_cast<unsigned>(n_rows), 256, 0, s>>>(x, rows, width, y);
+}
+
+void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope) {
+    if (rows > 0) kv_cache_sim_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(kv, rows, dim, nope);
+}
+
+void launch_indexer_query_sim(cudaStream_t s, float* q, int64_t rows, int dim) {
+    if (rows > 0) indexer_query_sim_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(q, rows, dim);
+}
+
+}  // namespace dsv4::cuda

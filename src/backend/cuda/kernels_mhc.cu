@@ -1,0 +1,134 @@
+// Manifold-constrained hyper-connections on the GPU (model-spec 2.3, 2.12): one block per token computes the mixes
+// of its hc streams, the Sinkhorn projection of comb (one thread: hc <= 8), and the collapse; hc_post mixes and
+// expands element-wise.
+#include "backend/cuda/kernels.h"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kMaxHc = kMaxHcStreams;
+
+__device__ float sigmoidf_dev(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+__device__ void sinkhorn(float* c, int hc, int iters, float eps) {
+    for (int j = 0; j < hc; ++j) {
+        float mx = c[j * hc];
+        for (int k = 1; k < hc; ++k) mx = fmaxf(mx, c[j * hc + k]);
+        float sum = 0.0f;
+        for (int k = 0; k < hc; ++k) sum += (c[j * hc + k] = expf(c[j * hc + k] - mx));
+        for (int k = 0; k < hc; ++k) c[j * hc + k] = c[j * hc + k] / sum + eps;
+    }
+    for (int it = 0; it < iters; ++it) {
+        if (it > 0) {
+            for (int j = 0; j < hc; ++j) {
+                float sum = 0.0f;
+                for (int k = 0; k < hc; ++k) sum += c[j * hc + k];
+                for (int k = 0; k < hc; ++k) c[j * hc + k] /= sum + eps;
+            }
+        }
+        for (int k = 0; k < hc; ++k) {
+            float sum = 0.0f;
+            for (int j = 0; j < hc; ++j) sum += c[j * hc + k];
+            for (int j = 0; j < hc; ++j) c[j * hc + k] /= sum + eps;
+        }
+    }
+}
+
+// Per token: inv rms of the flattened streams (loads in flight across the whole block), mixes = raw * inv
+// (raw = fn . x from the GEMV), then pre / post / Sinkhorn(comb) and the collapse u = sum_j pre_j X_j.
+__global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, MhcWeights w,
+                                     int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
+                                     float* comb) {
+    __shared__ float scratch[32];
+    __shared__ float pre[kMaxHc];
+    const int t = blockIdx.x;
+    const int n_mix = (2 + hc) * hc;
+    const int64_t width = hc * d;
+    const float* xs = x + static_cast<int64_t>(t) * width;
+    float sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sq += xs[i] * xs[i];
+    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(width) + norm_eps);
+    if (threadIdx.x == 0) {
+        const float* mix = raw_mixes + static_cast<int64_t>(t) * n_mix;
+        for (int j = 0; j < hc; ++j) {
+            pre[j] = sigmoidf_dev(mix[j] * inv * w.scale.data[0] + w.base.data[j]) + hc_eps;
+            post[t * hc + j] = 2.0f * sigmoidf_dev(mix[hc + j] * inv * w.scale.data[1] + w.base.data[hc + j]);
+        }
+        float c[kMaxHc * kMaxHc];
+        for (int i = 0; i < hc * hc; ++i) c[i] = mix[2 * hc + i] * inv * w.scale.data[2] + w.base.data[2 * hc + i];
+        sinkhorn(c, hc, iters, hc_eps);
+        for (int i = 0; i < hc * hc; ++i) comb[static_cast<int64_t>(t) * hc * hc + i] = c[i];
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < hc; ++j) acc += pre[j] * xs[j * d + i];
+        u[static_cast<int64_t>(t) * d + i] = round ? to_bf16(acc) : acc;
+    }
+}
+
+// One thread per (token, channel): new streams X'_k = post_k y + sum_j comb[j][k] X_j.
+__global__ void hc_post_kernel(float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
+                               int64_t d, bool round) {
+    const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (id >= n * d) return;
+    const int64_t t = id / d, i = id % d;
+    float old[kMaxHc];
+    float* xs = x + t * hc * d;
+    for (int j = 0; j < hc; ++j) old[j] = xs[j * d + i];
+    const float* c = comb + t * hc * hc;
+    const float yv = y[t * d + i];
+    for (int k = 0; k < hc; ++k) {
+        float acc = post[t * hc + k] * yv;
+        for (int j = 0; j < hc; ++j) acc += c[j * hc + k] * old[j];
+        xs[k * d + i] = round ? to_bf16(acc) : acc;
+    }
+}
+
+__global__ void hc_head_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, HcHeadWeights w,
+                                      float hc_eps, float norm_eps, bool round, float* y) {
+    __shared__ float scratch[32];
+    __shared__ float pre[kMaxHc];
+    const int t = blockIdx.x;
+    const int64_t width = hc * d;
+    const float* xs = x + static_cast<int64_t>(t) * width;
+    float sq = 0.0f;
+    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sq += xs[i] * xs[i];
+    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(width) + norm_eps);
+    if (threadIdx.x < hc) {
+        const float m = raw_mixes[static_cast<int64_t>(t) * hc + threadIdx.x] * inv;
+        pre[threadIdx.x] = sigmoidf_dev(m * w.scale.data[0] + w.base.data[threadIdx.x]) + hc_eps;
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < hc; ++j) acc += pre[j] * xs[j * d + i];
+        y[static_cast<int64_t>(t) * d + i] = round ? to_bf16(acc) : acc;
+    }
+}
+
+}  // namespace
+
+void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
+                   const MhcWeights& w, int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
+                   float* comb) {
+    if (n > 0) {
+        hc_pre_finish_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps,
+                                                                       round, u, post, comb);
+    }
+}
+
+void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
+                    int64_t d, bool round) {
+    if (n > 0) hc_post_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(x, y, post, comb, n, hc, d, round);
+}
+
+void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
+                    const HcHeadWeights& w, float hc_eps, float norm_eps, bool round, float* y) {
+    if (n > 0) {
+        hc_head_finish_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, raw_mixes, hc, d, w, hc_eps, norm_eps, round,
+                                                                        y);
+    }
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,181 @@
+// Mixture of experts on the GPU (model-spec 2.11): router (scores, learned top-k with the bias for selection only,
+// or hash routing), per-(token, expert) SwiGLU with the clamp, the shared expert, and the combine in a fixed order.
+// Expert weights stay FP4 (or FP8) and are decoded inside the kernels. Expert ids are checked on the device.
+#include "backend/cuda/kernels.h"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kMaxExpertsPerLane = kMaxRoutedExperts / 32;
+
+__device__ float score_of(float logit, int func) {
+    if (func == 0) {  // sqrtsoftplus (PyTorch's softplus threshold 20)
+        return sqrtf(logit > 20.0f ? logit : log1pf(expf(logit)));
+    }
+    return 1.0f / (1.0f + expf(-logit));  // sigmoid; softmax is normalised by the caller
+}
+
+// One warp per token.
+__global__ void route_kernel(StepMeta m, const float* logits, int experts, int k, int func, const float* bias,
+                             const int32_t* tid2eid, bool hash, bool normalize, float route_scale, float* weights,
+                             int32_t* ids) {
+    const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (t >= m.n_tokens) return;
+    const int lane = threadIdx.x % 32;
+    float s[kMaxExpertsPerLane];
+    const float* row = logits + static_cast<int64_t>(t) * experts;
+    float mx = -INFINITY;
+    for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+        const int e = lane + 32 * r;
+        s[r] = e < experts ? row[e] : -INFINITY;
+        mx = fmaxf(mx, s[r]);
+    }
+    if (func == 2) {  // softmax over the experts
+        mx = warp_max(mx);
+        float sum = 0.0f;
+        for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+            const int e = lane + 32 * r;
+            s[r] = e < experts ? expf(s[r] - mx) : 0.0f;
+            sum += s[r];
+        }
+        sum = warp_sum(sum);
+        for (int r = 0; r < kMaxExpertsPerLane; ++r) s[r] /= sum;
+    } else {
+        for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+            if (lane + 32 * r < experts) s[r] = score_of(s[r], func);
+        }
+    }
+    int32_t chosen[kMaxExpertsPerToken];
+    float chosen_score[kMaxExpertsPerToken];
+    for (int j = 0; j < k; ++j) {
+        int32_t e_sel;
+        if (hash) {
+            e_sel = tid2eid[static_cast<int64_t>(m.tokens[t]) * k + j];
+        } else {
+            // argmax of score + bias over experts not chosen yet; ties -> lowest id.
+            float best = -INFINITY;
+            int best_e = experts;
+            for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+                const int e = lane + 32 * r;
+                if (e >= experts) continue;
+                bool taken = false;
+                for (int i = 0; i < j; ++i) taken |= chosen[i] == e;
+                const float v = s[r] + (bias != nullptr ? bias[e] : 0.0f);
+                if (!taken && (v > best || (v == best && e < best_e))) {
+                    best = v;
+                    best_e = e;
+                }
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+                const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+                if (ob > best || (ob == best && oe < best_e)) {
+                    best = ob;
+                    best_e = oe;
+                }
+            }
+            e_sel = best_e;
+        }
+        if (e_sel < 0 || e_sel >= experts) {
+            if (lane == 0) flag_error(m, kErrorExpertId);
+            e_sel = 0;
+        }
+        chosen[j] = e_sel;
+        chosen_score[j] = __shfl_sync(0xffffffffu, s[e_sel / 32], e_sel % 32);
+    }
+    if (lane != 0) return;
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) sum += chosen_score[j];
+    for (int j = 0; j < k; ++j) {
+        float v = chosen_score[j];
+        if (normalize) v /= sum + 1e-20f;
+        weights[static_cast<int64_t>(t) * k + j] = v * route_scale;
+        ids[static_cast<int64_t>(t) * k + j] = chosen[j];
+    }
+}
+
+// out[p][r] = W_{ids[p]}[r] . x[p / x_div]: one warp per (pair, output row). weights = device array of WeightRef.
+__global__ void expert_linear_kernel(StepMeta m, const WeightRef* table, int n_experts, const int32_t* ids,
+                                     int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out,
+                                     float* out) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.x / 32) + warp;
+    const int64_t p = blockIdx.x;
+    if (r >= rows || p >= pairs) return;
+    const int32_t e = ids[p];
+    if (e < 0 || e >= n_experts) {
+        if (lane == 0 && r == 0) flag_error(m, kErrorExpertId);
+        return;
+    }
+    const WeightRef& w = table[e];
+    const float* xv = x + (p / x_div) * k;
+    float acc = 0.0f;
+    for (int64_t j = lane; j < k; j += 32) acc += weight_at(w, r, j) * xv[j];
+    acc = warp_sum(acc);
+    if (lane == 0) out[p * rows + r] = round_out ? to_bf16(acc) : acc;
+}
+
+// act = silu(min(g, limit)) * clamp(u, -limit, limit) * row_weight (reference: weight in, bf16 out).
+__global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int64_t width, float limit,
+                              const float* row_weights, bool round, float* act) {
+    const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (id >= rows * width) return;
+    float gv = g[id], uv = u[id];
+    if (limit > 0.0f) {
+        gv = fminf(gv, limit);
+        uv = fminf(fmaxf(uv, -limit), limit);
+    }
+    float v = gv / (1.0f + expf(-gv)) * uv;
+    if (row_weights != nullptr) v *= row_weights[id / width];
+    act[id] = round ? to_bf16(v) : v;
+}
+
+// y[t] = sum_j routed[t * k + j] (* weight when applied after W2) + shared[t], in a fixed order.
+__global__ void combine_kernel(const float* routed, const float* weights, const float* shared, int64_t n, int k,
+                               int64_t d, bool weight_after, bool round, float* y) {
+    const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (id >= n * d) return;
+    const int64_t t = id / d, i = id % d;
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j) {
+        const float v = routed[(t * k + j) * d + i];
+        acc += weight_after ? v * weights[t * k + j] : v;
+    }
+    if (shared != nullptr) acc += shared[id];
+    y[id] = round ? to_bf16(acc) : acc;
+}
+
+}  // namespace
+
+void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int experts, int k, int func,
+                  const float* bias, const int32_t* tid2eid, bool hash, bool normalize, float route_scale,
+                  float* weights, int32_t* ids) {
+    if (m.n_tokens > 0) {
+        route_kernel<<<blocks_for(m.n_tokens, 4), 128, 0, s>>>(m, logits, experts, k, func, bias, tid2eid, hash,
+                                                               normalize, route_scale, weights, ids);
+    }
+}
+
+void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* table, int n_experts, const int32_t* ids,
+                          int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out,
+                          float* out) {
+    if (pairs == 0 || rows == 0) return;
+    const dim3 grid(static_cast<unsigned>(pairs), blocks_for(rows, 4));
+    expert_linear_kernel<<<grid, 128, 0, s>>>(m, table, n_experts, ids, pairs, x_div, x, k, rows, round_out, out);
+}
+
+void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows, int64_t width, float limit,
+                   const float* row_weights, bool round, float* act) {
+    if (rows * width > 0) {
+        swiglu_kernel<<<blocks_for(rows * width, 256), 256, 0, s>>>(g, u, rows, width, limit, row_weights, round, act);
+    }
+}
+
+void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,
+                    int64_t d, bool weight_after, bool round, float* y) {
+    if (n * d > 0) {
+        combine_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(routed, weights, shared, n, k, d, weight_after, round, y);
+    }
+}
+
+}  // namespace dsv4::cuda

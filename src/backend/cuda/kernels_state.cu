@@ -1,0 +1,148 @@
+// Sequence state on the GPU: the compressor (pool completed windows into entries of the paged store, then keep
+// the per-token records later windows need) and the sliding-window ring writes. Launch shapes depend only on the
+// step's token count: which tokens complete a window is decided on the device from their positions.
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_sim.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kMaxSlots = kMaxCompressSlots;
+
+// kv and gate + ape of absolute position `pos` of sequence `seq`: this step's projections or the pending ring.
+__device__ void record(const StepMeta& m, const CompressArgs& c, int seq, int64_t pos, const float** kv,
+                       float* gate_ape_offset, const float** gate) {
+    const int64_t start = m.seq_start[seq];
+    if (pos >= start) {
+        const int64_t t = m.seq_token_begin[seq] + (pos - start);
+        *kv = c.a + t * c.width;
+        *gate = c.g + t * c.width;
+        *gate_ape_offset = 1.0f;  // the ape row still has to be added
+    } else {
+        const float* rec = c.pending + (static_cast<int64_t>(m.seq_slot[seq]) * c.rows + pos % c.rows) * 2 * c.width;
+        *kv = rec;
+        *gate = rec + c.width;
+        *gate_ape_offset = 0.0f;  // stored with ape added
+    }
+}
+
+// One block per step token; the tokens that complete a window (pos + 1 divisible by ratio) emit its entry.
+__global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
+    __shared__ float entry[kMaxCompressHeadDim];
+    __shared__ float scratch[32];
+    const int t = blockIdx.x;
+    const int64_t pos = m.positions[t];
+    if ((pos + 1) % c.ratio != 0) return;
+    const int seq = m.seq_of_token[t];
+    const int64_t window = pos / c.ratio;
+    const int hd = c.head_dim;
+    // Channels are independent: each thread pools its channels over the window's slots.
+    for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) {
+        float vals[kMaxSlots];
+        float gates[kMaxSlots];
+        int n = 0;
+        auto add = [&](int64_t p, int offset) {
+            const float* kv;
+            const float* gate;
+            float with_ape;
+            record(m, c, seq, p, &kv, &with_ape, &gate);
+            vals[n] = kv[offset + ch];
+            gates[n] = gate[offset + ch] + with_ape * c.ape[(p % c.ratio) * c.width + offset + ch];
+            ++n;
+        };
+        if (c.overlap) {
+            if (window > 0) {
+                for (int i = 0; i < c.ratio; ++i) add(c.ratio * (window - 1) + i, 0);
+            }
+            for (int i = 0; i < c.ratio; ++i) add(c.ratio * window + i, hd);
+        } else {
+            for (int i = 0; i < c.ratio; ++i) add(c.ratio * window + i, 0);
+        }
+        float mx = -INFINITY;
+        for (int i = 0; i < n; ++i) mx = fmaxf(mx, gates[i]);
+        float sum = 0.0f;
+        for (int i = 0; i < n; ++i) sum += (gates[i] = expf(gates[i] - mx));
+        float acc = 0.0f;
+        for (int i = 0; i < n; ++i) acc += gates[i] / sum * vals[i];
+        entry[ch] = c.reference ? to_bf16(acc) : acc;
+    }
+    __syncthreads();
+    // RMSNorm with weight, then RoPE at the window's first position, then the reference roundings.
+    float sq = 0.0f;
+    for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) sq += entry[ch] * entry[ch];
+    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(hd) + c.norm_eps);
+    for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) {
+        const float v = entry[ch] * inv * c.norm[ch];
+        entry[ch] = c.reference ? to_bf16(v) : v;
+    }
+    __syncthreads();
+    const int nope = hd - c.rope_dim;
+    for (int i = threadIdx.x; i < c.rope_dim / 2; i += blockDim.x) {
+        const float angle = static_cast<float>(window * c.ratio) * c.inv_freq[i];
+        const float co = static_cast<float>(cos(static_cast<double>(angle)));
+        const float si = static_cast<float>(sin(static_cast<double>(angle)));
+        float* v = entry + nope + 2 * i;
+        const float x0 = v[0], x1 = v[1];
+        v[0] = x0 * co - x1 * si;
+        v[1] = x1 * co + x0 * si;
+        if (c.reference) {
+            v[0] = to_bf16(v[0]);
+            v[1] = to_bf16(v[1]);
+        }
+    }
+    __syncthreads();
+    if (c.reference && threadIdx.x < 32) {
+        if (c.indexer) {
+            warp_hadamard(entry, hd);
+            warp_block_sim(entry, hd, 32, 1, true);
+        } else {
+            warp_block_sim(entry, nope, 64, 0, true);
+        }
+    }
+    __syncthreads();
+    const int64_t row = paged_row(m, seq, window, c.per_block);
+    if (row < 0) {
+        if (threadIdx.x == 0) flag_error(m, kErrorBlockTable);
+        return;
+    }
+    for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) c.store[row * hd + ch] = entry[ch];
+}
+
+// One block per step token: keep (kv, gate + ape) of the positions later windows (or a rewind) may still read.
+__global__ void compress_keep_kernel(StepMeta m, CompressArgs c) {
+    const int t = blockIdx.x;
+    const int seq = m.seq_of_token[t];
+    const int64_t pos = m.positions[t];
+    const int64_t end = m.seq_start[seq] + m.seq_n_tokens[seq];
+    if (pos < end - c.rows) return;
+    float* rec = c.pending + (static_cast<int64_t>(m.seq_slot[seq]) * c.rows + pos % c.rows) * 2 * c.width;
+    const float* ape = c.ape + (pos % c.ratio) * c.width;
+    for (int i = threadIdx.x; i < c.width; i += blockDim.x) {
+        rec[i] = c.a[static_cast<int64_t>(t) * c.width + i];
+        rec[c.width + i] = c.g[static_cast<int64_t>(t) * c.width + i] + ape[i];
+    }
+}
+
+__global__ void store_window_kernel(StepMeta m, const float* kv, int dim, int ring_rows, float* ring) {
+    const int t = blockIdx.x;
+    const int seq = m.seq_of_token[t];
+    const int64_t pos = m.positions[t];
+    const int64_t end = m.seq_start[seq] + m.seq_n_tokens[seq];
+    if (pos < end - ring_rows) return;
+    float* dst = ring + (static_cast<int64_t>(m.seq_slot[seq]) * ring_rows + pos % ring_rows) * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = kv[static_cast<int64_t>(t) * dim + i];
+}
+
+}  // namespace
+
+void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c) {
+    if (m.n_tokens == 0) return;
+    compress_emit_kernel<<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);
+    compress_keep_kernel<<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);  // after every emission's reads
+}
+
+void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, int dim, int ring_rows, float* ring) {
+    if (m.n_tokens > 0) store_window_kernel<<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, kv, dim, ring_rows, ring);
+}
+
+}  // namespace dsv4::cuda

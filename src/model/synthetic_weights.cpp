@@ -1,0 +1,114 @@
+#include "model/synthetic_weights.h"
+
+#include <cmath>
+
+namespace dsv4 {
+namespace {
+
+class SyntheticBuilder {
+public:
+    SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed) : c_(c), b_(b), seed_(seed) {}
+
+    WeightRef linear(WeightFormat format, int64_t rows, int64_t cols) {
+        return b_.synthetic_linear(format, rows, cols, 1.0f / std::sqrt(static_cast<float>(cols)), next());
+    }
+    WeightRef fp8(int64_t rows, int64_t cols) {
+        return linear(c_.fp8_weights ? WeightFormat::kFp8Block : WeightFormat::kBF16, rows, cols);
+    }
+    WeightRef expert(int64_t rows, int64_t cols) {
+        switch (c_.expert_dtype) {
+            case ExpertDtype::kFp4: return linear(WeightFormat::kFp4Row, rows, cols);
+            case ExpertDtype::kFp8: return linear(WeightFormat::kFp8Block, rows, cols);
+            case ExpertDtype::kBf16: return linear(WeightFormat::kBF16, rows, cols);
+        }
+        return {};
+    }
+    VecRef vec(int64_t n, float mean, float stddev) { return b_.synthetic_vector(n, mean, stddev, next()); }
+
+    MhcWeights mhc() {
+        const int64_t hc = c_.hc_mult, mixes = (2 + hc) * hc, width = hc * c_.hidden_size;
+        return {vec(mixes * width, 0.0f, 2.0f / std::sqrt(static_cast<float>(width))), vec(mixes, 0.0f, 0.5f),
+                vec(3, 1.0f, 0.3f)};
+    }
+
+    CompressorWeights compressor(int head_dim, int ratio, bool overlap) {
+        CompressorWeights w;
+        const int64_t width = overlap ? 2 * head_dim : head_dim;
+        w.wkv = linear(WeightFormat::kBF16, width, c_.hidden_size);
+        w.wgate = linear(WeightFormat::kBF16, width, c_.hidden_size);
+        w.ape = vec(ratio * width, 0.0f, 0.5f);
+        w.norm = vec(head_dim, 1.0f, 0.1f);
+        w.ratio = ratio;
+        w.head_dim = head_dim;
+        w.overlap = overlap;
+        return w;
+    }
+
+    LayerWeights layer(const LayerConfig& lc) {
+        LayerWeights l;
+        const int64_t d = c_.hidden_size, heads_dim = int64_t{c_.num_heads} * c_.head_dim;
+        const int64_t inter = c_.moe_intermediate_size;
+        l.attn_norm = vec(d, 1.0f, 0.1f);
+        l.ffn_norm = vec(d, 1.0f, 0.1f);
+        l.hc_attn = mhc();
+        l.hc_ffn = mhc();
+        AttentionWeights& a = l.attn;
+        a.wq_a = fp8(c_.q_lora_rank, d);
+        a.q_norm = vec(c_.q_lora_rank, 1.0f, 0.1f);
+        a.wq_b = fp8(heads_dim, c_.q_lora_rank);
+        a.wkv = fp8(c_.head_dim, d);
+        a.kv_norm = vec(c_.head_dim, 1.0f, 0.1f);
+        a.wo_a = fp8(int64_t{c_.o_groups} * c_.o_lora_rank, heads_dim / c_.o_groups);
+        a.wo_b = fp8(d, int64_t{c_.o_groups} * c_.o_lora_rank);
+        a.sinks = vec(c_.num_heads, 0.0f, 0.5f);
+        if (lc.attention == AttentionType::kCsa) {
+            a.compressor = compressor(c_.head_dim, lc.compress_ratio, true);
+            IndexerWeights ix;
+            ix.compressor = compressor(c_.index_head_dim, lc.compress_ratio, true);
+            ix.wq_b = fp8(int64_t{c_.index_n_heads} * c_.index_head_dim, c_.q_lora_rank);
+            ix.weights_proj = linear(WeightFormat::kBF16, c_.index_n_heads, d);
+            a.indexer = ix;
+        } else if (lc.attention == AttentionType::kHca) {
+            a.compressor = compressor(c_.head_dim, lc.compress_ratio, false);
+        }
+        MoeWeights& m = l.ffn;
+        m.gate = linear(WeightFormat::kBF16, c_.n_routed_experts, d);
+        if (lc.routing == RoutingType::kHash) {
+            m.tid2eid = b_.synthetic_table(c_.vocab_size, c_.n_experts_per_tok, c_.n_routed_experts, next());
+        } else {
+            m.bias = vec(c_.n_routed_experts, 0.0f, 0.1f);
+        }
+        for (int e = 0; e < c_.n_routed_experts; ++e) {
+            m.experts.push_back({expert(inter, d), expert(d, inter), expert(inter, d)});
+        }
+        if (c_.n_shared_experts > 0) m.shared = ExpertWeights{fp8(inter, d), fp8(d, inter), fp8(inter, d)};
+        return l;
+    }
+
+    ModelWeights model() {
+        ModelWeights m;
+        const int64_t hc = c_.hc_mult, width = hc * c_.hidden_size;
+        m.embed = b_.synthetic_linear(WeightFormat::kBF16, c_.vocab_size, c_.hidden_size, 1.0f, next());
+        m.head = linear(WeightFormat::kBF16, c_.vocab_size, c_.hidden_size);
+        m.norm = vec(c_.hidden_size, 1.0f, 0.1f);
+        m.hc_head = {vec(hc * width, 0.0f, 2.0f / std::sqrt(static_cast<float>(width))), vec(hc, 0.0f, 0.5f),
+                     vec(1, 1.0f, 0.3f)};
+        for (const LayerConfig& lc : c_.layers) m.layers.push_back(layer(lc));
+        return m;
+    }
+
+private:
+    uint64_t next() { return seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull; }
+
+    const ModelConfig& c_;
+    Backend& b_;
+    uint64_t seed_;
+};
+
+}  // namespace
+
+ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed) {
+    return SyntheticBuilder(config, backend, seed).model();
+}
+
+}  // namespace dsv4

@@ -1,0 +1,17 @@
+// Synthetic DeepSeek-V4 weights made directly in a backend's memory in the real formats (FP8 + UE8M0 block scales,
+// FP4 + per-32 scales, BF16, F32): full-size benchmarks without a 156 GB checkpoint on disk. Random values with the
+// statistics of the fixture generator (linear weights N(0, fan_in^-1/2), norms ~1, mHC mixes of order 1, router
+// weights and biases that spread tokens over all experts, hash tables with distinct experts per token).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "backend/weights.h"
+#include "model/model_config.h"
+
+namespace dsv4 {
+
+ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed);
+
+}  // namespace dsv4

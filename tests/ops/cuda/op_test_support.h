@@ -1,0 +1,165 @@
+// Support for the CUDA op tests: random checkpoint-form weights, tensors mirrored on the CPU and CUDA backends, and
+// comparisons that fail on NaN and on elements the GPU never wrote (outputs are poisoned with NaN first).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_factory.h"
+#include "core/float_formats.h"
+#include "core/quant_sim.h"
+
+namespace dsv4::ops_test {
+
+#define DSV4_REQUIRE_GPU()                                                     \
+    do {                                                                       \
+        std::string why_;                                                      \
+        if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
+    } while (0)
+
+inline std::mt19937& rng() {
+    static std::mt19937 gen(std::random_device{}());
+    return gen;
+}
+
+inline std::vector<float> random_floats(int64_t n, float stddev = 1.0f) {
+    std::normal_distribution<float> dist(0.0f, stddev);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng());
+    return v;
+}
+
+// A weight in checkpoint form held on the host, with TensorViews for upload.
+struct HostWeight {
+    WeightFormat format = WeightFormat::kF32;
+    int64_t rows = 0, cols = 0;
+    int block_rows = 1, block_cols = 1;
+    std::vector<uint8_t> data, scales;
+    std::vector<int64_t> shape, scale_shape;
+    DType dtype = DType::kF32;
+
+    TensorView view() const { return {data.data(), dtype, shape, data.size()}; }
+    TensorView scale_view() const { return {scales.data(), DType::kF8E8M0, scale_shape, scales.size()}; }
+};
+
+// Random normal weights (std cols^-1/2) quantized to `format` exactly as the checkpoint stores them.
+inline HostWeight make_weight(WeightFormat format, int64_t rows, int64_t cols) {
+    HostWeight w;
+    w.format = format;
+    w.rows = rows;
+    w.cols = cols;
+    std::vector<float> v = random_floats(rows * cols, 1.0f / std::sqrt(static_cast<float>(cols)));
+    switch (format) {
+        case WeightFormat::kF32:
+            w.dtype = DType::kF32;
+            w.shape = {rows, cols};
+            w.data.resize(v.size() * 4);
+            std::memcpy(w.data.data(), v.data(), w.data.size());
+            break;
+        case WeightFormat::kBF16: {
+            w.dtype = DType::kBF16;
+            w.shape = {rows, cols};
+            w.data.resize(v.size() * 2);
+            for (size_t i = 0; i < v.size(); ++i) {
+                const uint16_t b = encode_bf16(v[i]);
+                std::memcpy(&w.data[2 * i], &b, 2);
+            }
+            break;
+        }
+        case WeightFormat::kFp8Block: {
+            w.dtype = DType::kF8E4M3;
+            w.block_rows = w.block_cols = 128;
+            w.shape = {rows, cols};
+            const int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+            w.scale_shape = {br, bc};
+            w.scales.resize(br * bc);
+            w.data.resize(rows * cols);
+            for (int64_t bi = 0; bi < br; ++bi) {
+                for (int64_t bj = 0; bj < bc; ++bj) {
+                    float amax = 0.0f;
+                    for (int64_t r = bi * 128; r < std::min(rows, bi * 128 + 128); ++r) {
+                        for (int64_t c = bj * 128; c < std::min(cols, bj * 128 + 128); ++c) {
+                            amax = std::max(amax, std::fabs(v[r * cols + c]));
+                        }
+                    }
+                    const int e = pow2_scale_exponent(amax, 1e-30f, 448.0f);
+                    w.scales[bi * bc + bj] = static_cast<uint8_t>(e + 127);
+                    for (int64_t r = bi * 128; r < std::min(rows, bi * 128 + 128); ++r) {
+                        for (int64_t c = bj * 128; c < std::min(cols, bj * 128 + 128); ++c) {
+                            w.data[r * cols + c] = encode_e4m3(std::ldexp(v[r * cols + c], -e));
+                        }
+                    }
+                }
+            }
+            break;
+        }
+        case WeightFormat::kFp4Row: {
+            w.dtype = DType::kI8;
+            w.block_cols = 32;
+            w.shape = {rows, cols / 2};
+            w.scale_shape = {rows, cols / 32};
+            w.scales.resize(rows * (cols / 32));
+            w.data.assign(rows * (cols / 2), 0);
+            for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t b = 0; b < cols / 32; ++b) {
+                    float amax = 0.0f;
+                    for (int64_t c = b * 32; c < b * 32 + 32; ++c) amax = std::max(amax, std::fabs(v[r * cols + c]));
+                    const int e = pow2_scale_exponent(amax, 6.0f * 0x1p-126f, 6.0f);
+                    w.scales[r * (cols / 32) + b] = static_cast<uint8_t>(e + 127);
+                    for (int64_t c = b * 32; c < b * 32 + 32; ++c) {
+                        const uint8_t code = encode_e2m1(std::ldexp(v[r * cols + c], -e));
+                        w.data[r * (cols / 2) + c / 2] |= static_cast<uint8_t>(c % 2 == 0 ? code : code << 4);
+                    }
+                }
+            }
+            break;
+        }
+    }
+    return w;
+}
+
+inline WeightRef upload(Backend& b, const HostWeight& w) {
+    TensorView scale = w.scale_view();
+    return b.upload_linear(w.view(), w.scales.empty() ? nullptr : &scale, w.format, w.rows, w.cols, w.block_rows,
+                           w.block_cols);
+}
+
+inline VecRef upload_vec(Backend& b, const std::vector<float>& v, std::vector<int64_t>& shape_storage) {
+    shape_storage = {static_cast<int64_t>(v.size())};
+    return b.upload_vector({reinterpret_cast<const uint8_t*>(v.data()), DType::kF32, shape_storage, v.size() * 4});
+}
+
+// A float32 tensor on a backend filled from host values (or NaN-poisoned when values is empty).
+inline Tensor make_tensor(Backend& b, std::initializer_list<int64_t> shape, const std::vector<float>& values = {}) {
+    Tensor t = b.alloc(DType::kF32, shape);
+    std::vector<float> host = values.empty() ? std::vector<float>(t.numel(), NAN) : values;
+    b.from_host(t, host.data());
+    return t;
+}
+
+inline std::vector<float> read(Backend& b, const Tensor& t) {
+    std::vector<float> v(t.numel());
+    b.to_host(t, v.data());
+    return v;
+}
+
+// Relative L2 error ||got - want|| / ||want||; infinite when any value is NaN/inf (unwritten outputs stay NaN).
+inline double rel_l2(const std::vector<float>& got, const std::vector<float>& want) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        if (!std::isfinite(got[i]) || !std::isfinite(want[i])) return INFINITY;
+        const double d = static_cast<double>(got[i]) - want[i];
+        num += d * d;
+        den += static_cast<double>(want[i]) * want[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+}  // namespace dsv4::ops_test

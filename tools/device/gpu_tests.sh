@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs the GPU suites on the device machine from binaries built here (tools/device/stage.sh puts them and the shared
+# libraries they need in .devbin/). Logs go to $OUT; a summary is printed last.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DSV4_SOURCE_DIR="$PWD"
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
+summary=()
+run() {  # name, command...
+    local name=$1; shift
+    local start=$SECONDS
+    "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    summary+=("$name rc=$rc $((SECONDS - start))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')")
+    return $rc
+}
+for suite in "$@"; do
+    case $suite in
+        ops) run ops .devbin/ops_cuda ;;
+        golden) run golden .devbin/golden_cuda ;;
+        sanitizer) run sanitizer compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+                       --gtest_filter='CudaOps.StatefulAttentionFlashDims:CudaOps.NormRopeAndSims:Shapes/CudaLinear.MatchesCpu/0' ;;
+        tame) run tame python3 tools/fixtures/make_fixtures.py /tmp/fx_tame --variants tame_reference \
+                  && tar czf "$OUT/tame_fixture.tar.gz" -C /tmp/fx_tame . ;;
+        bench4ops) DSV4_PROFILE_OPS=1 run bench4ops .devbin/dsv4 bench offline --preset flash --layers 4 --batch 1,64 \
+                    --context 8192 --prefill 0 --steps 2 ;;
+        bench4) run bench4 .devbin/dsv4 bench offline --preset flash --layers 4 --batch 1,8,64 --context 2048,8192 \
+                    --prefill 1024,8192 --steps 6 --json "$OUT/bench4.json" ;;
+        bench43) run bench43 .devbin/dsv4 bench offline --preset flash-160 --batch 1,8,64 --context 1024,8192 \
+                     --prefill 1024 --steps 4 --json "$OUT/bench43.json" ;;
+        hf) run hf python3 tools/bench/hf_baseline.py --layers 4 --prefill 1024,8192 --decode-batch 1,8 --context 2048 ;;
+    esac
+done
+grep -h "golden-cuda\|Failure\|error" "$OUT"/golden.log 2>/dev/null | head -40
+grep -h -B2 -A6 "Failure" "$OUT"/ops.log 2>/dev/null | head -60
+grep -h "ERROR SUMMARY\|========= " "$OUT"/sanitizer.log 2>/dev/null | head -20
+tail -5 "$OUT"/tame.log 2>/dev/null
+for f in bench4ops bench4 bench43 hf; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Stages the CUDA-preset binaries and the non-system shared libraries they link into .devbin/ (carried to the device
+# machine, which has the NVIDIA driver and CUDA but none of our Debian -dev libraries).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+rm -rf .devbin && mkdir -p .devbin/lib
+for bin in build/cuda/tests/ops/cuda/ops_cuda build/cuda/tests/golden/cuda/golden_cuda build/cuda/dsv4 "$@"; do
+    [[ -x $bin ]] || continue
+    cp "$bin" .devbin/
+    ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'libfmt|libonig|libcrypto|libssl|libgomp|libxxhash|libcpp-httplib|libbrotli|libz\.|libcudart' \
+        | xargs -r -I{} cp -L {} .devbin/lib/
+done
+du -sh .devbin
