@@ -24,7 +24,8 @@ json usage_json(const UsageCounts& usage, bool with_reasoning) {
                 {"completion_tokens", usage.completion_tokens},
                 {"total_tokens", usage.total()},
                 {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
-    if (with_reasoning) out["completion_tokens_details"] = {{"reasoning_tokens", usage.reasoning_tokens}};
+    // OpenAI always sends the details; reasoning_tokens is 0 outside thinking mode.
+    out["completion_tokens_details"] = {{"reasoning_tokens", with_reasoning ? usage.reasoning_tokens : 0}};
     return out;
 }
 

@@ -20,7 +20,7 @@ struct ResponseIdentity {
 };
 
 // {"prompt_tokens":…,"completion_tokens":…,"total_tokens":…,"prompt_tokens_details":{"cached_tokens":…}
-//  [,"completion_tokens_details":{"reasoning_tokens":…}]}
+//  ,"completion_tokens_details":{"reasoning_tokens":…}}   (reasoning_tokens 0 unless with_reasoning)
 nlohmann::json usage_json(const UsageCounts& usage, bool with_reasoning);
 
 // Chat logprobs: {"content":[{"token","logprob","bytes","top_logprobs":[…]}, …]}

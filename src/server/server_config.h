@@ -12,8 +12,8 @@ struct ServerConfig {
     std::string host = "127.0.0.1";  // loopback by default: put a TLS proxy (deploy/caddy) in front to expose it
     int port = 8000;                 // 0: any free port (printed on startup)
     std::string api_key;             // empty: no authentication
-    bool public_health = true;       // /health answers without the key
-    bool public_metrics = false;     // /metrics answers without the key
+    bool public_health = false;      // /health answers without the key (--public-health)
+    bool public_metrics = false;     // /metrics answers without the key (--public-metrics)
     std::string served_model_name;   // the "model" clients must send (or omit)
     size_t max_request_bytes = 8u << 20;  // larger bodies get 413
     int http_threads = 0;            // worker threads; 0 = max_in_flight + 16

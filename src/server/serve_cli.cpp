@@ -1,0 +1,95 @@
+#include "server/serve_cli.h"
+
+#include "core/error.h"
+#include "server/model_files.h"
+
+namespace dsv4::server {
+namespace {
+
+void add_http_options(CLI::App& app, ServeCliValues& v) {
+    ServerConfig& s = v.options.server;
+    app.add_option("--model", v.model, "Model directory (config.json, safetensors, tokenizer.json); default: the "
+                                       "bundled tiny model at <repo>/models/bundled");
+    app.add_option("--tokenizer", v.options.tokenizer_path, "tokenizer.json (default: the model directory's)");
+    app.add_option("--host", s.host, "Address to bind (default 127.0.0.1: put a TLS proxy in front to expose it)");
+    app.add_option("--port", s.port, "Port (0 = any free port, printed at startup)")->check(CLI::Range(0, 65535));
+    app.add_option("--api-key", s.api_key, "Require this key (Authorization: Bearer KEY or X-Api-Key)")
+        ->envname("DSV4_API_KEY");
+    app.add_flag("--public-health", s.public_health, "/health answers without the API key");
+    app.add_flag("--public-metrics", s.public_metrics, "/metrics answers without the API key");
+    app.add_option("--served-model-name", s.served_model_name, "The model name clients send (default: the model "
+                                                               "directory's name)");
+    app.add_option("--shutdown-timeout", s.shutdown_timeout_s,
+                   "SIGTERM: seconds running requests may take before they are aborted")
+        ->check(CLI::Range(0.0, 86400.0));
+    app.add_option("--max-request-bytes", s.max_request_bytes, "Largest request body (413 above)")
+        ->check(CLI::Range(size_t{1024}, size_t{1} << 32));
+    app.add_option("--max-concurrent-requests", s.max_in_flight,
+                   "Generation requests in flight before 429 (default 2 x max-num-seqs + 64)")
+        ->check(CLI::Range(1, 100000));
+    app.add_option("--http-threads", s.http_threads, "HTTP worker threads (default max-concurrent-requests + 16)")
+        ->check(CLI::Range(1, 100000));
+    app.add_option("--keep-alive-timeout", s.keep_alive_timeout_s, "Seconds an idle keep-alive connection is kept")
+        ->check(CLI::Range(1, 3600));
+    app.add_option("--default-thinking", v.default_thinking,
+                   "Thinking mode when a request does not choose (chat_template_kwargs.thinking / reasoning_effort)")
+        ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--chat-template-revision", v.options.template_revision,
+                   "auto (from config.json), v4 or v4-0731 (reasoning-effort prompts differ)")
+        ->check(CLI::IsMember({"auto", "v4", "v4-0731"}));
+    app.add_flag("--quiet", s.quiet, "No per-request log lines");
+}
+
+void add_engine_options(CLI::App& app, ServeCliValues& v) {
+    EngineConfig& e = v.options.engine;
+    app.add_option("--device", e.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+    app.add_option("--numerics", e.numerics, "exact | reference | fast")
+        ->check(CLI::IsMember({"exact", "reference", "fast"}));
+    app.add_option("--threads", e.threads, "CPU backend threads (0 = all)")->check(CLI::Range(0, 4096));
+    app.add_option("--max-num-seqs", e.max_num_seqs, "Sequences decoded together")->check(CLI::Range(1, 4096));
+    app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget per engine step")
+        ->check(CLI::Range(1, 1 << 24));
+    app.add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
+                   "Longest prefill chunk per request per step")
+        ->check(CLI::Range(1, 1 << 24));
+    app.add_option("--max-model-len", e.max_model_len, "Context length (0 = the model's)")->check(CLI::Range(0, 1 << 30));
+    app.add_option("--max-num-queued-reqs", e.max_queued_requests, "Engine queue cap (429 above)")
+        ->check(CLI::Range(1, 1 << 24));
+    app.add_option("--max-num-queued-tokens", e.max_queued_tokens, "Engine queued-prompt-token cap (429 above)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    app.add_option("--kv-cache-memory-bytes", e.kv_cache_bytes, "Sequence-state memory (0 = derived)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 50));
+    app.add_option("--gpu-memory-utilization", e.gpu_memory_utilization, "Fraction of GPU memory to use")
+        ->check(CLI::Range(0.05, 1.0));
+    app.add_option("--kv-cache-dtype", e.kv_cache_dtype, "auto | bf16 | fp8")
+        ->check(CLI::IsMember({"auto", "bf16", "fp8"}));
+    app.add_option("--block-size", e.block_tokens, "Positions per state block")->check(CLI::Range(1, 1 << 20));
+    app.add_flag("--no-enable-prefix-caching", v.no_prefix_caching, "Disable prefix caching");
+    app.add_option("--seed", e.seed, "Seed of the seeds of unseeded requests (0 = random)");
+}
+
+}  // namespace
+
+void add_serve_options(CLI::App& app, ServeCliValues& values) {
+    add_http_options(app, values);
+    add_engine_options(app, values);
+}
+
+ServeOptions finalize_serve_options(ServeCliValues& values) {
+    ServeOptions options = values.options;
+    options.engine.model_dir = resolve_model_dir(values.model);
+    options.engine.enable_prefix_caching = !values.no_prefix_caching;
+    ServerConfig& server = options.server;
+    if (server.served_model_name.empty()) server.served_model_name = default_served_name(options.engine.model_dir);
+    server.default_thinking = values.default_thinking == "on" ? ThinkingMode::kThinking : ThinkingMode::kChat;
+    server.template_revision = resolve_template_revision(options.template_revision, options.engine.model_dir);
+    if (server.max_in_flight <= 0) server.max_in_flight = 2 * options.engine.max_num_seqs + 64;
+    if (server.http_threads <= 0) server.http_threads = server.max_in_flight + 16;
+    DSV4_CHECK(server.http_threads > server.max_in_flight,
+               "--http-threads ({}) must exceed --max-concurrent-requests ({}) so /health and /metrics still answer "
+               "when every generation slot is busy",
+               server.http_threads, server.max_in_flight);
+    return options;
+}
+
+}  // namespace dsv4::server

@@ -1,0 +1,26 @@
+// The `dsv4 serve` command line (shared by apps/dsv4/cmd_serve.cpp and the FakeEngine server used by the e2e tests):
+// server flags, and the engine flags of EngineConfig under vLLM's spellings.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "server/serve_runner.h"
+
+namespace dsv4::server {
+
+struct ServeCliValues {
+    ServeOptions options;
+    std::string model;                    // --model ("" = the bundled model)
+    std::string default_thinking = "off";  // --default-thinking on|off
+    bool no_prefix_caching = false;
+};
+
+// Adds every option to `app`, writing into `values`.
+void add_serve_options(CLI::App& app, ServeCliValues& values);
+
+// Resolves the model directory, names and derived limits; throws dsv4::Error naming a bad value.
+ServeOptions finalize_serve_options(ServeCliValues& values);
+
+}  // namespace dsv4::server
