@@ -126,10 +126,15 @@ void HttpServer::configure() {
     http_->set_logger([state](const httplib::Request& request, const httplib::Response& response) {
         state->metrics().count_http_status(response.status);
         if (state->config().quiet) return;
+        // Requests cpp-httplib rejects while parsing never reach the pre-routing handler: no start time, no path.
+        const bool timed = request_start != std::chrono::steady_clock::time_point{};
         const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - request_start).count();
+            timed ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - request_start).count()
+                  : 0.0;
+        request_start = {};
         std::fprintf(stderr, "dsv4 serve: %s:%d \"%s %s\" %d %.1f ms\n", request.remote_addr.c_str(),
-                     request.remote_port, request.method.c_str(), request.path.c_str(), response.status, ms);
+                     request.remote_port, request.method.c_str(), timed ? request.path.c_str() : "(unparsed)",
+                     response.status, ms);
     });
     register_generation_routes(*http_, *state_);
     register_info_routes(*http_, *state_);

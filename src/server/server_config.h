@@ -19,7 +19,7 @@ struct ServerConfig {
     int http_threads = 0;            // worker threads; 0 = max_in_flight + 16
     int max_in_flight = 0;           // generation requests in flight before 429; 0 = 2 * max_num_seqs + 64
     double shutdown_timeout_s = 30;  // SIGTERM: how long running requests may take before they are aborted
-    int keep_alive_timeout_s = 30;
+    int keep_alive_timeout_s = 10;
     int read_timeout_s = 60;         // receiving a request body
     int write_timeout_s = 60;        // a client that stops reading for this long is dropped
 
