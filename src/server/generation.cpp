@@ -156,6 +156,8 @@ UsageCounts GenerationRun::run(ResponseSink& sink, const std::atomic<bool>& clie
             metrics_->event_overhead.observe(std::chrono::duration<double>(Clock::now() - popped).count());
         }
     }
+    // The watcher's abort can finish the request before this loop sees the flag: it still was a disconnect.
+    if (client_gone.load()) client_left_ = true;
     if (client_left_ || failed_) {
         if (client_left_) metrics_->count_client_disconnect();
         abort_all();
