@@ -92,10 +92,13 @@ void HttpServer::configure() {
     http_->set_write_timeout(config.write_timeout_s);
     http_->set_payload_max_length(config.max_request_bytes);
 
-    // cpp-httplib 0.11 listens with a backlog of 5: a burst of new connections (64 clients starting at once) then
-    // fails with resets. Remember the listening socket so bind() can raise the backlog.
+    // cpp-httplib 0.11's default socket options add SO_REUSEPORT, which lets a second server bind the same port and
+    // silently take half the connections: keep SO_REUSEADDR only, so a busy port is an error. It also listens with
+    // a backlog of 5, so a burst of connections (64 clients starting at once) fails with resets: remember the
+    // listening socket so bind() can raise the backlog.
     http_->set_socket_options([this](socket_t sock) {
-        httplib::default_socket_options(sock);
+        const int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
         listen_fd_ = sock;
     });
 

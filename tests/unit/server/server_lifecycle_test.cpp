@@ -4,6 +4,7 @@
 #include <atomic>
 #include <thread>
 
+#include "core/error.h"
 #include "test_support.h"
 
 namespace dsv4::testing {
@@ -59,6 +60,21 @@ TEST(ServerLifecycle, LoadingAnswers503UntilTheModelIsSet) {
     EXPECT_NE(metrics->body.find("dsv4:model_loaded{model_name=\"\"} 0"), std::string::npos);
     http.begin_drain();
     http.stop(std::chrono::milliseconds(0));
+}
+
+TEST(ServerLifecycle, ABusyPortIsAnError) {
+    DSV4_REQUIRE_TOKENIZER();
+    TestServer first;
+    server::ServerConfig config;
+    config.port = first.port();
+    config.quiet = true;
+    server::HttpServer second(config);
+    try {
+        second.bind();
+        FAIL() << "a second server bound port " << first.port();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(std::to_string(first.port())), std::string::npos) << e.what();
+    }
 }
 
 TEST(ServerLifecycle, DrainLetsRunningStreamsFinish) {
