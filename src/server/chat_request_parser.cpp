@@ -6,6 +6,8 @@
 namespace dsv4::server {
 namespace {
 
+const Json kNullJson;
+
 // OpenAI's "developer" role means what "system" means for older models; DeepSeek's encoder has an internal
 // developer role with other semantics, which API clients never intend. So developer -> system.
 ChatRole parse_role(const Json& message, const std::string& path) {
@@ -22,17 +24,18 @@ ChatRole parse_role(const Json& message, const std::string& path) {
 
 // content: a string, null, or an array of {"type": "text", "text": ...} parts (joined by "\n", as vLLM does).
 std::string parse_content(const Json& message, const std::string& path) {
-    auto it = message.find("content");
-    if (it == message.end() || it->is_null()) return {};
+    if (!message.contains("content")) return {};
+    const Json& content = message.at("content");
+    if (content.is_null()) return {};
     const std::string content_path = field_path(path, "content");
-    if (it->is_string()) return it->get<std::string>();
-    if (!it->is_array()) {
+    if (content.is_string()) return content.get<std::string>();
+    if (!content.is_array()) {
         fail_request(content_path, "'{}' must be a string or an array of content parts, not {}", content_path,
-                     json_type_name(*it));
+                     json_type_name(content));
     }
     std::string text;
-    for (size_t i = 0; i < it->size(); ++i) {
-        const Json& part = (*it)[i];
+    for (size_t i = 0; i < content.size(); ++i) {
+        const Json& part = content.at(i);
         const std::string part_path = index_path(content_path, i);
         if (!part.is_object()) fail_request(part_path, "'{}' must be an object, not {}", part_path, json_type_name(part));
         const std::string type = get_string(part, "type", part_path).value_or("");
@@ -58,10 +61,10 @@ ChatToolCall parse_tool_call(const Json& call, const std::string& path) {
     if (function == nullptr) fail_request(function_path, "'{}' is required", function_path);
     out.name = get_string(*function, "name", function_path).value_or("");
     if (out.name.empty()) fail_request(field_path(function_path, "name"), "'{}.name' is required", function_path);
-    auto arguments = function->find("arguments");
-    if (arguments != function->end() && !arguments->is_null()) {
+    if (function->contains("arguments")) {
+        const Json& arguments = function->at("arguments");
         // OpenAI sends a JSON string; some clients send the object itself.
-        out.arguments = arguments->is_string() ? arguments->get<std::string>() : arguments->dump();
+        if (!arguments.is_null()) out.arguments = arguments.is_string() ? arguments.get<std::string>() : arguments.dump();
     }
     return out;
 }
@@ -121,10 +124,10 @@ void parse_tools(const Json& body, ChatConversation& conversation) {
 }
 
 void parse_tool_choice(const Json& body, ChatRequest& request) {
-    auto it = body.find("tool_choice");
-    if (it != body.end() && !it->is_null()) {
-        if (it->is_string()) {
-            const std::string value = it->get<std::string>();
+    const Json& choice = body.contains("tool_choice") ? body.at("tool_choice") : kNullJson;
+    if (!choice.is_null()) {
+        if (choice.is_string()) {
+            const std::string value = choice.get<std::string>();
             if (value == "auto") {
                 request.tool_choice = ToolChoice::kAuto;
             } else if (value == "none") {
@@ -135,15 +138,15 @@ void parse_tool_choice(const Json& body, ChatRequest& request) {
                 fail_request("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or a named function "
                              "(got '{}')", value);
             }
-        } else if (it->is_object()) {
-            const Json* function = get_object(*it, "function", "tool_choice");
+        } else if (choice.is_object()) {
+            const Json* function = get_object(choice, "function", "tool_choice");
             const std::optional<std::string> name =
                 function != nullptr ? get_string(*function, "name", "tool_choice.function") : std::nullopt;
             if (!name || name->empty()) fail_request("tool_choice", "'tool_choice.function.name' is required");
             request.tool_choice = ToolChoice::kNamed;
             request.tool_choice_name = *name;
         } else {
-            fail_request("tool_choice", "'tool_choice' must be a string or an object, not {}", json_type_name(*it));
+            fail_request("tool_choice", "'tool_choice' must be a string or an object, not {}", json_type_name(choice));
         }
     }
     const bool has_tools = !request.conversation.tools.empty();

@@ -32,22 +32,25 @@ CompletionPrompt parse_prompt_entry(const Json& entry, const std::string& path) 
 
 // prompt: "text" | [token ids] | ["text", ...] | [[token ids], ...]
 std::vector<CompletionPrompt> parse_prompts(const Json& body) {
-    auto it = body.find("prompt");
-    if (it == body.end() || it->is_null()) fail_request("prompt", "'prompt' is required");
-    if (it->is_string()) return {parse_prompt_entry(*it, "prompt")};
-    if (!it->is_array()) {
+    if (!body.contains("prompt") || body.at("prompt").is_null()) fail_request("prompt", "'prompt' is required");
+    const Json& prompt = body.at("prompt");
+    if (prompt.is_string()) return {parse_prompt_entry(prompt, "prompt")};
+    if (!prompt.is_array()) {
         fail_request("prompt", "'prompt' must be a string, an array of token ids, or an array of either, not {}",
-                     json_type_name(*it));
+                     json_type_name(prompt));
     }
-    if (it->empty()) fail_request("prompt", "'prompt' must not be an empty array");
-    const bool single_token_list = (*it)[0].is_number();
-    if (single_token_list) return {parse_prompt_entry(*it, "prompt")};
-    if (it->size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
-        fail_request("prompt", "'prompt' lists {} prompts; at most {} are allowed per request", it->size(),
+    if (prompt.empty()) fail_request("prompt", "'prompt' must not be an empty array");
+    if (prompt.front().is_number()) return {parse_prompt_entry(prompt, "prompt")};  // one token-id list
+    if (prompt.size() > static_cast<size_t>(kMaxPromptsPerRequest)) {
+        fail_request("prompt", "'prompt' lists {} prompts; at most {} are allowed per request", prompt.size(),
                      kMaxPromptsPerRequest);
     }
     std::vector<CompletionPrompt> prompts;
-    for (size_t i = 0; i < it->size(); ++i) prompts.push_back(parse_prompt_entry((*it)[i], index_path("prompt", i)));
+    size_t index = 0;
+    for (const Json& entry : prompt) {
+        prompts.push_back(parse_prompt_entry(entry, index_path("prompt", index)));
+        ++index;
+    }
     return prompts;
 }
 

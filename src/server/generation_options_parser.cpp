@@ -14,19 +14,21 @@ namespace {
 constexpr int64_t kIntMax = INT_MAX;
 
 void parse_stop(const Json& body, SamplingParams& params) {
-    auto it = body.find("stop");
-    if (it == body.end() || it->is_null()) return;
-    if (it->is_string()) {
-        params.stop.push_back(it->get<std::string>());
+    if (!body.contains("stop")) return;
+    const Json& stop = body.at("stop");
+    if (stop.is_null()) return;
+    if (stop.is_string()) {
+        params.stop.push_back(stop.get<std::string>());
         return;
     }
-    if (!it->is_array()) fail_request("stop", "'stop' must be a string or an array of strings, not {}", json_type_name(*it));
-    for (size_t i = 0; i < it->size(); ++i) {
-        const Json& entry = (*it)[i];
+    if (!stop.is_array()) fail_request("stop", "'stop' must be a string or an array of strings, not {}", json_type_name(stop));
+    size_t i = 0;
+    for (const Json& entry : stop) {
         if (!entry.is_string()) {
             fail_request(index_path("stop", i), "'stop[{}]' must be a string, not {}", i, json_type_name(entry));
         }
         params.stop.push_back(entry.get<std::string>());
+        ++i;
     }
 }
 

@@ -8,9 +8,9 @@ namespace dsv4::server {
 namespace {
 
 const Json* find_field(const Json& object, std::string_view key) {
-    auto it = object.find(key);
-    if (it == object.end() || it->is_null()) return nullptr;
-    return &*it;
+    if (!object.contains(key)) return nullptr;
+    const Json& value = object.at(std::string(key));
+    return value.is_null() ? nullptr : &value;
 }
 
 }  // namespace
