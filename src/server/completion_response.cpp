@@ -1,5 +1,7 @@
 #include "server/completion_response.h"
 
+#include <fmt/format.h>
+
 namespace dsv4::server {
 
 using nlohmann::json;
@@ -26,28 +28,46 @@ std::string echo_of(const CompletionResponseOptions& options, size_t choice) {
 
 CompletionStreamSink::CompletionStreamSink(ByteSink& out, ResponseIdentity identity, CompletionResponseOptions options)
     : out_(&out), identity_(std::move(identity)), options_(std::move(options)) {
+    prefix_ = "{\"id\":";
+    append_json_string(prefix_, identity_.id);
+    fmt::format_to(std::back_inserter(prefix_), ",\"object\":\"text_completion\",\"created\":{},\"model\":",
+                   identity_.created);
+    append_json_string(prefix_, identity_.model);
+    prefix_ += ",\"choices\":[";
     text_offsets_.resize(static_cast<size_t>(options_.num_choices), 0);
     for (size_t i = 0; i < text_offsets_.size(); ++i) text_offsets_[i] = echo_of(options_, i).size();
 }
 
 bool CompletionStreamSink::send_chunk(int choice, std::string_view text, const std::vector<LogprobEntry>* logprobs,
                                       const ChoiceEnd* end, const UsageCounts& usage) {
-    // Completion chunks are built with the DOM: the structure is small and this keeps the two formats obviously alike.
-    json choice_json = {{"index", choice}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", nullptr},
-                        {"stop_reason", nullptr}};
+    // Built as text (the per-token hot path), field order as vLLM writes it.
+    scratch_.clear();
+    scratch_ += "data: ";
+    scratch_ += prefix_;
+    fmt::format_to(std::back_inserter(scratch_), "{{\"index\":{},\"text\":", choice);
+    append_json_string(scratch_, text);
+    scratch_ += ",\"logprobs\":";
     if (logprobs != nullptr && options_.logprobs) {
-        choice_json["logprobs"] = completion_logprobs_json(*logprobs, text_offsets_.at(static_cast<size_t>(choice)));
+        scratch_ += completion_logprobs_json(*logprobs, text_offsets_.at(static_cast<size_t>(choice)))
+                        .dump(-1, ' ', false, json::error_handler_t::replace);
+    } else {
+        scratch_ += "null";
     }
+    scratch_ += ",\"finish_reason\":";
     if (end != nullptr) {
-        choice_json["finish_reason"] = end->finish_reason;
-        choice_json["stop_reason"] = stop_reason_json(*end);
+        append_json_string(scratch_, end->finish_reason);
+        scratch_ += ",\"stop_reason\":";
+        scratch_ += stop_reason_json(*end).dump();
+    } else {
+        scratch_ += "null,\"stop_reason\":null";
     }
-    json chunk = completion_response_header(identity_);
-    chunk["choices"] = json::array({std::move(choice_json)});
+    scratch_ += "}]";
     if (options_.stream.include_usage) {
-        chunk["usage"] = options_.stream.continuous_usage_stats ? usage_json(usage, false) : json(nullptr);
+        scratch_ += ",\"usage\":";
+        scratch_ += options_.stream.continuous_usage_stats ? usage_json(usage, false).dump() : "null";
     }
-    return out_->write(sse_event(chunk.dump(-1, ' ', false, json::error_handler_t::replace)));
+    scratch_ += "}\n\n";
+    return out_->write(scratch_);
 }
 
 bool CompletionStreamSink::on_start() {

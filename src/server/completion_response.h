@@ -38,6 +38,8 @@ class CompletionStreamSink : public ResponseSink {
     ResponseIdentity identity_;
     CompletionResponseOptions options_;
     std::vector<size_t> text_offsets_;  // per choice, for logprobs.text_offset
+    std::string prefix_;                // {"id":…,"object":"text_completion","created":…,"model":…,"choices":[
+    std::string scratch_;
 };
 
 class CompletionAccumulator : public ResponseSink {

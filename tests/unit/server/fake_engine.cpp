@@ -178,6 +178,7 @@ void FakeEngine::shutdown(std::chrono::milliseconds grace) {
     wake_.notify_all();
     lock.unlock();
     thread_.join();
+    if (options_.on_shutdown) options_.on_shutdown(handoff());
 }
 
 void FakeEngine::loop() {

@@ -26,6 +26,12 @@ namespace dsv4::testing {
 // Token ids a scripted request generates (then EOS), or nullopt for the default generator.
 using FakeScript = std::function<std::optional<std::vector<int32_t>>(const std::vector<int32_t>& prompt)>;
 
+struct FakeHandoffStats {
+    int64_t events = 0;        // events popped
+    double seconds_total = 0;  // sum of (popped - pushed)
+    double seconds_max = 0;
+};
+
 struct FakeEngineOptions {
     ModelInfo info;                                   // vocab_size, max_model_len, eos_token_ids, bos_token_id, name
     std::chrono::microseconds step_interval{1000};    // every running completion gets one token per step
@@ -34,12 +40,7 @@ struct FakeEngineOptions {
     int max_queued_requests = 1024;                   // running + waiting; beyond it submit says kQueueFull
     std::vector<int32_t> word_tokens;                 // the default generator's vocabulary (non-empty)
     FakeScript script;
-};
-
-struct FakeHandoffStats {
-    int64_t events = 0;        // events popped
-    double seconds_total = 0;  // sum of (popped - pushed)
-    double seconds_max = 0;
+    std::function<void(const FakeHandoffStats&)> on_shutdown;  // called once shutdown() has finished
 };
 
 class FakeEngine : public Engine {

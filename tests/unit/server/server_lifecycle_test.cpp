@@ -113,7 +113,10 @@ TEST(ServerLifecycle, DrainAbortsWhatOutlivesTheGrace) {
     });
     std::thread non_streaming(
         [&] { once = post_json(server, "/v1/completions", R"({"prompt":"b","max_tokens":1000})"); });
-    while (server.engine().live_requests() < 2) std::this_thread::sleep_for(1ms);
+    // Both admitted and both generating (each has tokens before the abort).
+    while (server.engine().live_requests() < 2 || server.engine().stats().generation_tokens_total < 4) {
+        std::this_thread::sleep_for(1ms);
+    }
     const auto start = Clock::now();
     server.shutdown(100ms);
     streaming.join();
