@@ -166,6 +166,22 @@ public:
     // contexts without running the prefill. The block table must cover `length` positions.
     virtual void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed);
 
+    // --- Graphs (decode): the backend records the kernels of one forward pass and replays them for later steps with
+    // the same key. Device metadata is re-uploaded by begin_step; the captured launches may depend only on the key.
+    virtual bool graphs_supported() const { return false; }
+    // Launches the graph recorded under `key`, if any (after begin_step).
+    virtual bool graph_replay(uint64_t key) {
+        (void)key;
+        return false;
+    }
+    virtual void graph_capture_begin() {}
+    virtual void graph_capture_end(uint64_t key) { (void)key; }
+    // What the backend's launch shapes depend on besides the step's token, sequence and logit-row counts.
+    virtual uint64_t graph_shape_key(const StepBatch& batch) const {
+        (void)batch;
+        return 0;
+    }
+
     // Named timing regions of the forward pass (per-component breakdown); no-ops unless profiling is on.
     virtual void set_profiling(bool on) { (void)on; }
     virtual void region(std::string_view name) { (void)name; }

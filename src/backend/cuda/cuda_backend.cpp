@@ -65,10 +65,15 @@ CudaBackend::CudaBackend(Numerics numerics, int device) : numerics_(numerics), d
     size_t workspace_mb = 6144;
     if (const char* env = std::getenv("DSV4_CUDA_WORKSPACE_MB")) workspace_mb = std::strtoull(env, nullptr, 10);
     arena_.reserve(workspace_mb << 20);
+    // One metadata buffer at a fixed address for the backend's life (recorded graphs point into it).
+    meta_capacity_ = size_t{1} << 22;
+    DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
+    if (const char* env = std::getenv("DSV4_CUDA_GRAPHS")) graphs_enabled_ = std::string(env) != "0";
 }
 
 CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (void* p : allocations_) cudaFree(p);
     for (auto& [key, p] : inv_freq_) cudaFree(p);
     if (meta_dev_ != nullptr) cudaFree(meta_dev_);
@@ -192,11 +197,13 @@ void CudaBackend::begin_step(const StepBatch& batch) {
         DSV4_CHECK(token >= 0 && token < model_.vocab_size, "token id {} is outside the vocabulary [0, {})", token,
                    model_.vocab_size);
     }
-    // One int32 buffer: tokens | positions | seq_of_token | slot | begin | count | start | offset | len | tables.
+    // One int32 buffer: tokens | positions | seq_of_token | logit rows | slot | begin | count | start | offset | len
+    // | tables. Every offset depends only on the token, logit-row and sequence counts (a graph's key).
     meta_host_.clear();
     meta_host_.insert(meta_host_.end(), batch.tokens.begin(), batch.tokens.end());
     meta_host_.insert(meta_host_.end(), batch.positions.begin(), batch.positions.end());
     meta_host_.insert(meta_host_.end(), batch.seq_index.begin(), batch.seq_index.end());
+    meta_host_.insert(meta_host_.end(), batch.logit_rows.begin(), batch.logit_rows.end());
     std::vector<int32_t> tables;
     std::vector<int32_t> fields[6];
     for (const auto& seq : batch.seqs) {
@@ -219,19 +226,18 @@ void CudaBackend::begin_step(const StepBatch& batch) {
     }
     for (const auto& f : fields) meta_host_.insert(meta_host_.end(), f.begin(), f.end());
     meta_host_.insert(meta_host_.end(), tables.begin(), tables.end());
-    if (meta_host_.size() > meta_capacity_) {
-        if (meta_dev_ != nullptr) DSV4_CUDA(cudaFree(meta_dev_));
-        meta_capacity_ = std::max<size_t>(meta_host_.size() * 2, 4096);
-        DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
-    }
+    DSV4_CHECK(meta_host_.size() <= meta_capacity_, "step metadata of {} entries exceeds the buffer ({}); too many "
+               "tokens or blocks in one step", meta_host_.size(), meta_capacity_);
     DSV4_CUDA(cudaMemcpyAsync(meta_dev_, meta_host_.data(), meta_host_.size() * sizeof(int32_t),
                               cudaMemcpyHostToDevice, stream_));
     const int32_t* p = meta_dev_;
-    meta_ = {};
+    meta_ = StepMeta{};
     meta_.tokens = p;
     meta_.positions = p + n;
     meta_.seq_of_token = p + 2 * n;
-    const int32_t* per_seq = p + 3 * n;
+    const auto m = static_cast<int32_t>(batch.logit_rows.size());
+    logit_rows_dev_ = p + 3 * n;
+    const int32_t* per_seq = p + 3 * n + m;
     meta_.seq_slot = per_seq;
     meta_.seq_token_begin = per_seq + s;
     meta_.seq_n_tokens = per_seq + 2 * s;
@@ -244,6 +250,9 @@ void CudaBackend::begin_step(const StepBatch& batch) {
     meta_.num_blocks = state_.num_blocks;
     meta_.error_flag = error_flag_;
     host_positions_ = batch.positions;
+    host_logit_rows_ = batch.logit_rows;
+    max_position_ = 0;
+    for (int32_t pos : batch.positions) max_position_ = std::max<int64_t>(max_position_, pos);
 }
 
 void CudaBackend::check_error_flag() {
@@ -269,6 +278,44 @@ void CudaBackend::to_host(const Tensor& t, float* out) {
 void CudaBackend::from_host(Tensor t, const void* data) {
     DSV4_CUDA(cudaMemcpyAsync(t.data, data, t.numel() * dtype_bits(t.dtype) / 8, cudaMemcpyHostToDevice, stream_));
     DSV4_CUDA(cudaStreamSynchronize(stream_));
+}
+
+int64_t CudaBackend::indexer_entry_bucket(int ratio) const {
+    const int64_t entries = std::max<int64_t>(1, (max_position_ + 1) / ratio);
+    int64_t bucket = 64;
+    while (bucket < entries) bucket *= 2;
+    return bucket;
+}
+
+uint64_t CudaBackend::graph_shape_key(const StepBatch& batch) const {
+    (void)batch;  // begin_step has seen it: the largest position decides the indexer's bucket
+    uint64_t key = 0;
+    for (const LayerConfig& l : model_.layers) {  // the indexer's and the HCA attention's launch shapes
+        if (l.compress_ratio > 0) key = key * 31 + static_cast<uint64_t>(indexer_entry_bucket(l.compress_ratio));
+    }
+    return key;
+}
+
+bool CudaBackend::graph_replay(uint64_t key) {
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) return false;
+    DSV4_CUDA(cudaGraphLaunch(it->second, stream_));
+    return true;
+}
+
+void CudaBackend::graph_capture_begin() {
+    DSV4_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    capturing_ = true;
+}
+
+void CudaBackend::graph_capture_end(uint64_t key) {
+    cudaGraph_t graph = nullptr;
+    capturing_ = false;
+    DSV4_CUDA(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    DSV4_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    DSV4_CUDA(cudaGraphDestroy(graph));
+    graphs_[key] = exec;
 }
 
 const float* CudaBackend::inv_freq(const RopeParams& rope) {

@@ -95,6 +95,11 @@ public:
     VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
     TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed) override;
     void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
+    bool graphs_supported() const override { return graphs_enabled_ && !profiling_ && !op_profiling_; }
+    bool graph_replay(uint64_t key) override;
+    void graph_capture_begin() override;
+    void graph_capture_end(uint64_t key) override;
+    uint64_t graph_shape_key(const StepBatch& batch) const override;
     void set_profiling(bool on) override;
     void region(std::string_view name) override;
     std::vector<std::pair<std::string, double>> profile(bool reset) override;
@@ -108,6 +113,9 @@ public:
     const StepMeta& meta() const { return meta_; }
     int ring_rows() const { return ring_rows_; }
     const float* inv_freq(const RopeParams& rope);
+    // Compressed entries the indexer scores per token this step: a power-of-two bucket of the largest position's
+    // count (a graph replayed within the bucket keeps its launch shapes).
+    int64_t indexer_entry_bucket(int ratio) const;
     // Rounds a float32 tensor to bf16 values in place (reference numerics).
     void round_bf16(Tensor x);
     // Reference numerics: the per-128 FP8 activation quantization of x's rows of length k, in scratch memory.
@@ -142,6 +150,12 @@ private:
     int32_t* error_flag_ = nullptr;
     StepMeta meta_;
     std::vector<int32_t> host_positions_;  // for host-side decisions (none on the hot path)
+    std::vector<int32_t> host_logit_rows_;
+    const int32_t* logit_rows_dev_ = nullptr;  // the step's logit rows inside the metadata buffer
+    int64_t max_position_ = 0;
+    bool graphs_enabled_ = true;
+    bool capturing_ = false;
+    std::map<uint64_t, cudaGraphExec_t> graphs_;
     std::map<std::tuple<double, int, bool>, float*> inv_freq_;
     std::map<std::pair<const void*, int>, const WeightRef*> expert_tables_;
     size_t resident_bytes_ = 0;

@@ -56,8 +56,13 @@ void CudaBackend::round_bf16(Tensor x) {
 void CudaBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) {
     for (int32_t r : rows) DSV4_CHECK(r >= 0 && r < x.size(0), "gather_rows: row {} outside [0, {})", r, x.size(0));
     if (rows.empty()) return;
-    auto* dev_rows = static_cast<int32_t*>(arena_.take(rows.size() * sizeof(int32_t)));
-    DSV4_CUDA(cudaMemcpyAsync(dev_rows, rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    const int32_t* dev_rows = logit_rows_dev_;  // the step's logit rows were uploaded with its metadata
+    if (!std::equal(rows.begin(), rows.end(), host_logit_rows_.begin(), host_logit_rows_.end())) {
+        DSV4_CHECK(!capturing_, "gather_rows: rows other than the step's logit rows cannot be recorded in a graph");
+        auto* copy = static_cast<int32_t*>(arena_.take(rows.size() * sizeof(int32_t)));
+        DSV4_CUDA(cudaMemcpyAsync(copy, rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+        dev_rows = copy;
+    }
     launch_gather_rows(stream_, x.f32(), dev_rows, static_cast<int64_t>(rows.size()), x.numel() / x.size(0), y.f32());
     launched("gather_rows");
 }
@@ -235,17 +240,27 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
     a.csa = lc.attention == AttentionType::kCsa;
     a.scale = scale;
     a.reference = reference();
-    launch_attention(stream_, meta_, a);
-    launched("attention");
+    if (reference()) {
+        launch_attention(stream_, meta_, a);  // the reference's two passes (global max, bf16 probabilities)
+        launched("attention");
+        return;
+    }
+    // Key bound of this step's queries: window + (CSA picks | HCA entries, bucketed like the indexer).
+    int max_keys = model_.sliding_window;
+    if (lc.compress_ratio > 0) max_keys += a.csa ? a.topk_k : static_cast<int>(indexer_entry_bucket(lc.compress_ratio));
+    const int64_t parts = q.size(0) * a.heads * attention_splits(q.size(0), a.heads, max_keys);
+    float* part_acc = scratch(static_cast<size_t>(parts * dim));
+    float* part_ml = scratch(static_cast<size_t>(parts * 2));
+    launch_attention_split(stream_, meta_, a, max_keys, part_acc, part_ml);
+    launched("attention", 2);
 }
 
 void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
     const int64_t n = q.size(0);
     if (n == 0) return;
-    // Entries any query of this step can see: the largest position decides.
-    int64_t max_pos = 0;
-    for (int32_t p : host_positions_) max_pos = std::max<int64_t>(max_pos, p);
-    const int64_t max_entries = std::max<int64_t>(1, (max_pos + 1) / ratio);
+    // Entries any query of this step can see, rounded up to a power-of-two bucket (graph shapes); the kernels
+    // skip the entries past each query's own count.
+    const int64_t max_entries = indexer_entry_bucket(ratio);
     float* scores = scratch(static_cast<size_t>(n * max_entries));
     launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, static_cast<int>(q.size(1)),
                         static_cast<int>(q.size(2)), ratio, layers_[layer].per_block, max_entries, scores,

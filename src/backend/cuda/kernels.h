@@ -115,6 +115,11 @@ struct AttentionArgs {
 };
 constexpr int kMaxAttentionDim = 1024;
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a);
+// Exact / fast numerics: key splits with online softmax, merged with the sink. max_keys bounds every query's key
+// count; part_acc [N * H * splits * dim] and part_ml [N * H * splits * 2] are scratch.
+int attention_splits(int64_t n_tokens, int heads, int max_keys);
+void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
+                            float* part_ml);
 // scores [N, max_entries] of sum_h w_h relu(q_h . K_e); then top-k per token (-1 padded; ties lowest index first).
 void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const float* keys,
                          int heads, int dim, int ratio, int per_block, int64_t max_entries, float* scores, int k,

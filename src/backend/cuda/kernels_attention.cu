@@ -35,6 +35,8 @@ __device__ const float* key_row(const StepMeta& m, const AttentionArgs& a, int t
     return a.store + row * a.dim;
 }
 
+constexpr int kMaxPerLane = kMaxAttentionDim / 32;
+
 __device__ float dot_warp(const float* q, const float* k, int dim) {
     float s = 0.0f;
     for (int i = threadIdx.x % 32; i < dim; i += 32) s += q[i] * k[i];
@@ -62,7 +64,6 @@ __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     const float sink = a.sinks[h];
     if (!a.reference) mx = fmaxf(mx, sink);
     float denom = expf(sink - mx);
-    constexpr int kMaxPerLane = kMaxAttentionDim / 32;
     float acc[kMaxPerLane] = {};
     for (int j = 0; j < n_keys; ++j) {
         const float* k = key_row(m, a, t, j, n_window);
@@ -81,6 +82,90 @@ __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     for (int r = 0; r < kMaxPerLane; ++r) {
         const int i = lane + 32 * r;
         if (i < a.dim) o[i] = a.reference ? to_bf16(acc[r] / denom) : acc[r] / denom;
+    }
+}
+
+// Split-K decode/prefill attention for exact and fast numerics (online softmax per split, merged by
+// attention_combine_kernel). Grid: (token, head group of kHeadsPerBlock, key split of kKeysPerSplit). All heads share
+// the single K=V head (MQA), so the warps of a block read the same rows (L1 serves the repeats).
+constexpr int kHeadsPerBlock = 8;
+constexpr int kKeysPerSplit = 64;
+
+__global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, int keys_per_split, float* part_acc,
+                                       float* part_ml) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int t = blockIdx.x;
+    const int h = blockIdx.y * kHeadsPerBlock + warp;
+    const int split = blockIdx.z;
+    if (h >= a.heads) return;
+    const int64_t pos = m.positions[t];
+    const int n_window = static_cast<int>(min64(a.window, pos + 1));
+    int n_keys = n_window;
+    if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
+    const int64_t th = static_cast<int64_t>(t) * a.heads + h;
+    const float* q = a.q + th * a.dim;
+    float qr[kMaxPerLane];
+#pragma unroll
+    for (int r = 0; r < kMaxPerLane; ++r) {
+        const int i = lane + 32 * r;
+        qr[r] = i < a.dim ? q[i] : 0.0f;
+    }
+    float mx = -INFINITY, l = 0.0f;
+    float acc[kMaxPerLane] = {};
+    const int begin = split * keys_per_split, end = min(n_keys, begin + keys_per_split);
+    for (int j = begin; j < end; ++j) {
+        const float* k = key_row(m, a, t, j, n_window);
+        if (k == nullptr) continue;
+        float kr[kMaxPerLane];
+        float dot = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kMaxPerLane; ++r) {
+            const int i = lane + 32 * r;
+            kr[r] = i < a.dim ? k[i] : 0.0f;
+            dot += qr[r] * kr[r];
+        }
+        const float s = warp_sum(dot) * a.scale;
+        const float m_new = fmaxf(mx, s);
+        const float correction = expf(mx - m_new);  // 0 on the first key (mx = -inf)
+        const float p = expf(s - m_new);
+        l = l * correction + p;
+#pragma unroll
+        for (int r = 0; r < kMaxPerLane; ++r) acc[r] = acc[r] * correction + p * kr[r];
+        mx = m_new;
+    }
+    const int64_t part = th * splits + split;
+#pragma unroll
+    for (int r = 0; r < kMaxPerLane; ++r) {
+        const int i = lane + 32 * r;
+        if (i < a.dim) part_acc[part * a.dim + i] = acc[r];
+    }
+    if (lane == 0) {
+        part_ml[2 * part] = mx;
+        part_ml[2 * part + 1] = l;
+    }
+}
+
+// Merges the splits with the sink: out = sum_s e^(m_s - M) acc_s / (sum_s e^(m_s - M) l_s + e^(sink - M)).
+__global__ void attention_combine_kernel(AttentionArgs a, int64_t rows, int splits, const float* part_acc,
+                                         const float* part_ml) {
+    const int64_t th = blockIdx.x;
+    if (th >= rows) return;
+    const int h = static_cast<int>(th % a.heads);
+    const float sink = a.sinks[h];
+    float mx = sink;
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[2 * (th * splits + s)]);
+    float denom = expf(sink - mx);
+    for (int s = 0; s < splits; ++s) {
+        const float ms = part_ml[2 * (th * splits + s)];
+        if (ms != -INFINITY) denom += part_ml[2 * (th * splits + s) + 1] * expf(ms - mx);
+    }
+    for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < splits; ++s) {
+            const float ms = part_ml[2 * (th * splits + s)];
+            if (ms != -INFINITY) acc += part_acc[(th * splits + s) * a.dim + i] * expf(ms - mx);
+        }
+        a.out[th * a.dim + i] = acc / denom;
     }
 }
 
@@ -174,6 +259,27 @@ __global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a) {
     const int64_t rows = static_cast<int64_t>(m.n_tokens) * a.heads;
     if (rows > 0) attention_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(m, a);
+}
+
+// Decode-sized steps split the keys for parallelism; large steps have enough (token, head) rows already.
+int keys_per_split(int64_t n_tokens, int heads, int max_keys) {
+    return n_tokens * heads >= 2048 ? max_keys : kKeysPerSplit;
+}
+
+int attention_splits(int64_t n_tokens, int heads, int max_keys) {
+    const int per = keys_per_split(n_tokens, heads, max_keys);
+    return (max_keys + per - 1) / per;
+}
+
+void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
+                            float* part_ml) {
+    const int64_t rows = static_cast<int64_t>(m.n_tokens) * a.heads;
+    if (rows == 0) return;
+    const int per = keys_per_split(m.n_tokens, a.heads, max_keys);
+    const int splits = attention_splits(m.n_tokens, a.heads, max_keys);
+    const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(a.heads, kHeadsPerBlock), static_cast<unsigned>(splits));
+    attention_split_kernel<<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+    attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
 }
 
 void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const float* keys,

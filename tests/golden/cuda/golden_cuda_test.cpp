@@ -81,6 +81,21 @@ TEST(CudaGolden, BatchedSequencesMatchAlone) {
     }
 }
 
+// Decode steps replayed from recorded graphs give the same bits as eager launches.
+TEST(CudaGolden, GraphReplayMatchesEager) {
+    DSV4_REQUIRE_GPU();
+    for (const auto& name : fixture_names()) {
+        Fixture graphs = open_gpu(name, Numerics::kExact), eager = open_gpu(name, Numerics::kExact);
+        eager.model().use_graphs = false;
+        std::vector<float> a = run_logits(graphs, 0, 200), b = run_logits(eager, 0, 200);
+        ASSERT_EQ(a.size(), b.size());
+        size_t differing = 0;
+        for (size_t i = 0; i < a.size(); ++i) differing += a[i] != b[i] || !std::isfinite(a[i]);
+        EXPECT_EQ(differing, 0u) << name;
+        EXPECT_LE(relative_max_error(a, graphs.reference.values), 1e-4) << name;
+    }
+}
+
 // Reference numerics: the GPU against the CPU backend's reference numerics (same roundings; only the order of the
 // float32 sums differs). Bound: 1e-2 x max|logit|.
 TEST(CudaGolden, ReferenceNumericsMatchCpuReference) {
