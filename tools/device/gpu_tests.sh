@@ -30,7 +30,7 @@ for suite in "$@"; do
         bench4) run bench4 .devbin/dsv4 bench offline --preset flash --layers 4 --batch 1,8,64 --context 2048,8192 \
                     --prefill 1024,8192 --steps 6 --json "$OUT/bench4.json" ;;
         bench43) run bench43 .devbin/dsv4 bench offline --preset flash-160 --batch 1,8,64 --context 1024,8192 \
-                     --prefill 1024 --steps 4 --json "$OUT/bench43.json" ;;
+                     --prefill 2048 --steps 8 --json "$OUT/bench43.json" ;;
         hf) run hf python3 tools/bench/hf_baseline.py --layers 4 --prefill 1024,8192 --decode-batch 1,8 --context 2048 ;;
     esac
 done
