@@ -191,6 +191,8 @@ public:
         return {};
     }
     virtual int64_t launches() const { return 0; }
+    // One line on the memory the backend holds and what is free (logged at startup).
+    virtual std::string memory_report() const { return {}; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads = 0);

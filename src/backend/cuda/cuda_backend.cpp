@@ -149,6 +149,7 @@ void CudaBackend::create_state(const ModelConfig& config, const StateConfig& sta
     model_ = config;
     state_ = state;
     ring_rows_ = config.sliding_window + state.rewind_capacity;
+    check_state_fits(config, state);
     layers_.assign(config.num_layers, {});
     auto zeros = [&](size_t floats) {
         auto* p = static_cast<float*>(device_copy(nullptr, floats * sizeof(float)));
@@ -174,6 +175,49 @@ void CudaBackend::create_state(const ModelConfig& config, const StateConfig& sta
             ls.index_keys = zeros(static_cast<size_t>(state.num_blocks) * ls.per_block * config.index_head_dim);
         }
     }
+}
+
+size_t CudaBackend::state_bytes(const ModelConfig& config, const StateConfig& state) const {
+    size_t floats = 0;
+    const size_t slots = static_cast<size_t>(state.max_slots), blocks = static_cast<size_t>(state.num_blocks);
+    for (const LayerConfig& lc : config.layers) {
+        floats += slots * ring_rows_ * config.head_dim;
+        if (lc.compress_ratio == 0) continue;
+        const bool overlap = lc.attention == AttentionType::kCsa;
+        const size_t per_block = static_cast<size_t>(state.block_tokens / lc.compress_ratio);
+        floats += slots * ((overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity) * 2 * (overlap ? 2 : 1) *
+                  config.head_dim;
+        floats += blocks * per_block * config.head_dim;
+        if (overlap) {
+            floats += slots * (2 * lc.compress_ratio + state.rewind_capacity) * 4 * config.index_head_dim;
+            floats += blocks * per_block * config.index_head_dim;
+        }
+    }
+    return floats * sizeof(float);
+}
+
+void CudaBackend::check_state_fits(const ModelConfig& config, const StateConfig& state) const {
+    size_t free_bytes = 0, total_bytes = 0;
+    DSV4_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const size_t need = state_bytes(config, state);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    // Keep 1 GiB for weights uploaded after the state, kernels' runtime allocations and graphs.
+    const size_t headroom = size_t{1} << 30;
+    DSV4_CHECK(need + headroom <= free_bytes,
+               "the sequence state ({} slots, {} blocks of {} tokens) needs {:.2f} GiB but {:.2f} GiB of device memory "
+               "are free ({:.2f} GiB already held by this backend's weights and state, {:.2f} GiB workspace); lower "
+               "--max-num-seqs or the state budget",
+               state.max_slots, state.num_blocks, state.block_tokens, need / gib, free_bytes / gib,
+               resident_bytes_ / gib, arena_.capacity() / gib);
+}
+
+std::string CudaBackend::memory_report() const {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    return fmt::format("device memory: {:.2f} GiB held (weights + state), {:.2f} GiB workspace, {:.2f} GiB free of "
+                       "{:.2f} GiB",
+                       resident_bytes_ / gib, arena_.capacity() / gib, free_bytes / gib, total_bytes / gib);
 }
 
 void CudaBackend::reset_slot(int32_t slot) {

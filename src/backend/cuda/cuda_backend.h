@@ -106,6 +106,7 @@ public:
     int64_t launches() const override { return launches_; }
     // Device bytes held by weights and state (for the memory report).
     size_t resident_bytes() const { return resident_bytes_; }
+    std::string memory_report() const override;
 
     // For the kernels' launchers.
     bool reference() const { return numerics_ == Numerics::kReference; }
@@ -131,6 +132,9 @@ public:
 private:
     void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
     void launched(const char* op, int kernels = 1);
+    size_t state_bytes(const ModelConfig& config, const StateConfig& state) const;
+    // Fails with a clear message (sizes, free memory) before allocating a state that cannot fit.
+    void check_state_fits(const ModelConfig& config, const StateConfig& state) const;
     void record_mark(std::string_view name);
     void check_error_flag();
 
