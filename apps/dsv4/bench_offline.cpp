@@ -121,10 +121,11 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     state.rewind_capacity = 8;
     s.blocks_per_slot = static_cast<int>((max_context + 1024 + 255) / 256);
     state.num_blocks = s.blocks_per_slot * max_batch;
-    s.backend->create_state(s.config, state);
     const auto t0 = Clock::now();
     ModelWeights weights = make_synthetic_weights(s.config, *s.backend, o.seed);
     s.backend->synchronize();
+    s.backend->create_state(s.config, state);  // after the weights: sized against what is left
+    std::fprintf(stderr, "%s\n", s.backend->memory_report().c_str());
     std::fprintf(stderr, "synthetic %s model (%d layers, %d experts) built in %.1f s\n", o.preset.c_str(),
                  s.config.num_layers, s.config.n_routed_experts, seconds_since(t0));
     s.model = std::make_unique<DeepseekV4>(s.config, std::move(weights), *s.backend);
