@@ -122,6 +122,9 @@ void run(const MakeModelOptions& o) {
     SyntheticModel model = synthetic_preset(o.preset);
     truncate_synthetic_model(model, o.layers, o.experts);
     const uint64_t bytes = synthetic_checkpoint_bytes(model);
+    const size_t tensors = expected_tensors(parse_model_config(model.config), model.drafts).size();
+    DSV4_CHECK(o.shards >= 1 && static_cast<size_t>(o.shards) <= tensors, "--shards {}: must be in [1, {}] (every "
+               "shard needs at least one of the {} tensors)", o.shards, tensors, tensors);
     if (bytes >= kLargeWarningBytes) {
         std::fprintf(stderr, "make-model: warning: this writes %s of random weights (the whole %s model); use "
                              "--layers / --experts for a smaller one\n",
