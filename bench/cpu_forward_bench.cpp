@@ -158,10 +158,10 @@ void bench_model(const std::string& name, const fs::path& dir, const BenchOption
 
 int run(int argc, char** argv) {
     const BenchOptions o = parse_args(argc, argv);
-    std::printf("CPU forward: prefill %d tokens in one step, then %d decode steps; median of %d; SIMD %s; %d hardware "
-                "threads\n\n",
-                o.prefill, o.decode, o.repeats, std::string(simd_isa_name(active_simd_isa())).c_str(),
-                omp_get_num_procs());
+    std::printf(
+        "CPU forward: prefill %d tokens in one step, then %d decode steps; median of %d; SIMD %s; %d hardware "
+        "threads\n\n",
+        o.prefill, o.decode, o.repeats, std::string(simd_isa_name(active_simd_isa())).c_str(), omp_get_num_procs());
     std::printf("| model          | numerics  | threads | prefill tok/s | decode tok/s | decode ms |\n");
     std::printf("|----------------|-----------|---------|--------------:|-------------:|----------:|\n");
     for (const auto& name : o.models) {

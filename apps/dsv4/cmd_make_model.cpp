@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "command.h"
 #include "core/error.h"
@@ -66,7 +65,8 @@ void check_disk_space(const fs::path& dir, uint64_t bytes) {
     const fs::space_info space = fs::space(dir, ec);
     if (ec) return;  // unknown: let the writes report it
     DSV4_CHECK(space.available >= bytes + kDiskSlackBytes, "{}: the checkpoint needs {} but only {} are free",
-               dir.string(), format_bytes(static_cast<double>(bytes)), format_bytes(static_cast<double>(space.available)));
+               dir.string(), format_bytes(static_cast<double>(bytes)),
+               format_bytes(static_cast<double>(space.available)));
 }
 
 void prepare_directory(const MakeModelOptions& o, uint64_t bytes) {
@@ -91,9 +91,11 @@ void copy_tokenizer(const MakeModelOptions& o) {
     } else if (o.preset == "bundled") {
         source = built_tokenizer();
         if (!source) {
-            std::fprintf(stderr, "make-model: warning: no tokenizer.json copied (the build did not generate the V4 "
-                                 "tokenizer); pass --tokenizer FILE or run node tools/make_v4_tokenizer.js --out "
-                                 "%s/tokenizer.json\n", o.out.c_str());
+            std::fprintf(stderr,
+                         "make-model: warning: no tokenizer.json copied (the build did not generate the V4 "
+                         "tokenizer); pass --tokenizer FILE or run node tools/make_v4_tokenizer.js --out "
+                         "%s/tokenizer.json\n",
+                         o.out.c_str());
             return;
         }
     } else {
@@ -106,9 +108,13 @@ void copy_tokenizer(const MakeModelOptions& o) {
 
 void write_provenance(const MakeModelOptions& o) {
     nlohmann::json info = {
-        {"generator", "dsv4 make-model"}, {"preset", o.preset}, {"seed", o.seed}, {"shards", o.shards},
-        {"note", "Synthetic checkpoint: random weights in the original DeepSeek-V4 on-disk format. Its output is "
-                 "gibberish; it exists to exercise the real code paths end to end."}};
+        {"generator", "dsv4 make-model"},
+        {"preset", o.preset},
+        {"seed", o.seed},
+        {"shards", o.shards},
+        {"note",
+         "Synthetic checkpoint: random weights in the original DeepSeek-V4 on-disk format. Its output is "
+         "gibberish; it exists to exercise the real code paths end to end."}};
     if (o.layers) info["layers"] = *o.layers;
     if (o.experts) info["experts"] = *o.experts;
     std::FILE* f = std::fopen((fs::path(o.out) / "synthetic.json").c_str(), "w");
@@ -123,11 +129,14 @@ void run(const MakeModelOptions& o) {
     truncate_synthetic_model(model, o.layers, o.experts);
     const uint64_t bytes = synthetic_checkpoint_bytes(model);
     const size_t tensors = expected_tensors(parse_model_config(model.config), model.drafts).size();
-    DSV4_CHECK(o.shards >= 1 && static_cast<size_t>(o.shards) <= tensors, "--shards {}: must be in [1, {}] (every "
-               "shard needs at least one of the {} tensors)", o.shards, tensors, tensors);
+    DSV4_CHECK(o.shards >= 1 && static_cast<size_t>(o.shards) <= tensors,
+               "--shards {}: must be in [1, {}] (every "
+               "shard needs at least one of the {} tensors)",
+               o.shards, tensors, tensors);
     if (bytes >= kLargeWarningBytes) {
-        std::fprintf(stderr, "make-model: warning: this writes %s of random weights (the whole %s model); use "
-                             "--layers / --experts for a smaller one\n",
+        std::fprintf(stderr,
+                     "make-model: warning: this writes %s of random weights (the whole %s model); use "
+                     "--layers / --experts for a smaller one\n",
                      format_bytes(static_cast<double>(bytes)).c_str(), o.preset.c_str());
     }
     prepare_directory(o, bytes);
@@ -158,8 +167,9 @@ const CommandRegistrar kRegistrar{
         app.add_option("--layers", o->layers, "Keep only the first L backbone layers");
         app.add_option("--experts", o->experts, "Keep only E routed experts per layer");
         app.add_option("--shards", o->shards, "Number of safetensors shards (default 2)");
-        app.add_option("--tokenizer", o->tokenizer, "tokenizer.json to copy into the model directory (bundled: the "
-                                                    "build's V4 tokenizer by default)");
+        app.add_option("--tokenizer", o->tokenizer,
+                       "tokenizer.json to copy into the model directory (bundled: the "
+                       "build's V4 tokenizer by default)");
         app.add_flag("--force", o->force, "Replace a model already in --out");
         app.callback([o] { run(*o); });
     }};

@@ -20,7 +20,9 @@ using nlohmann::json;
 
 constexpr size_t kFileBufferBytes = 4u << 20;
 
-std::filesystem::path partial_of(const fs::path& path) { return fs::path(path.string() + ".partial"); }
+std::filesystem::path partial_of(const fs::path& path) {
+    return fs::path(path.string() + ".partial");
+}
 
 std::FILE* open_for_writing(const fs::path& path) {
     std::FILE* file = std::fopen(path.c_str(), "wb");
@@ -105,8 +107,10 @@ SafetensorsWriter::SafetensorsWriter(fs::path path, std::vector<TensorDecl> tens
         DSV4_CHECK(!t.name.empty(), "{}: a tensor has an empty name", path_.string());
         DSV4_CHECK(names.insert(t.name).second, "{}: tensor '{}' is declared twice", path_.string(), t.name);
         DSV4_CHECK(t.name != "__metadata__", "{}: '__metadata__' is not a valid tensor name", path_.string());
-        DSV4_CHECK(parse_safetensors_dtype(dtype_name(t.dtype)) == t.dtype, "{}: tensor '{}': dtype {} has no "
-                   "safetensors spelling", path_.string(), t.name, dtype_name(t.dtype));
+        DSV4_CHECK(parse_safetensors_dtype(dtype_name(t.dtype)) == t.dtype,
+                   "{}: tensor '{}': dtype {} has no "
+                   "safetensors spelling",
+                   path_.string(), t.name, dtype_name(t.dtype));
         sizes_.push_back(tensor_nbytes(t));
         DSV4_CHECK(!__builtin_add_overflow(data_bytes_, sizes_.back(), &data_bytes_), "{}: data size overflows",
                    path_.string());
@@ -124,7 +128,9 @@ SafetensorsWriter::SafetensorsWriter(fs::path path, std::vector<TensorDecl> tens
     }
 }
 
-SafetensorsWriter::~SafetensorsWriter() { discard(); }
+SafetensorsWriter::~SafetensorsWriter() {
+    discard();
+}
 
 void SafetensorsWriter::discard() noexcept {
     if (file_ == nullptr) return;
@@ -144,10 +150,10 @@ void SafetensorsWriter::write_raw(const void* data, size_t size) {
 void SafetensorsWriter::begin_tensor(std::string_view name) {
     DSV4_CHECK(file_ != nullptr, "{}: writer is closed", path_.string());
     DSV4_CHECK(!in_tensor_, "{}: tensor '{}' begun before '{}' ended", path_.string(), name, tensors_[next_ - 1].name);
-    DSV4_CHECK(next_ < tensors_.size(), "{}: tensor '{}' begun but all {} declared tensors are written",
-               path_.string(), name, tensors_.size());
-    DSV4_CHECK(tensors_[next_].name == name, "{}: tensor '{}' begun, the next declared tensor is '{}'",
-               path_.string(), name, tensors_[next_].name);
+    DSV4_CHECK(next_ < tensors_.size(), "{}: tensor '{}' begun but all {} declared tensors are written", path_.string(),
+               name, tensors_.size());
+    DSV4_CHECK(tensors_[next_].name == name, "{}: tensor '{}' begun, the next declared tensor is '{}'", path_.string(),
+               name, tensors_[next_].name);
     remaining_ = sizes_[next_];
     ++next_;
     in_tensor_ = true;
@@ -195,8 +201,10 @@ void SafetensorsWriter::close() {
 
 std::vector<ShardPlan> plan_shards(const std::vector<TensorDecl>& tensors, int shards) {
     DSV4_CHECK(shards >= 1, "shard count must be at least 1, got {}", shards);
-    DSV4_CHECK(static_cast<size_t>(shards) <= tensors.size(), "{} shards requested for {} tensors: every shard needs "
-               "at least one tensor", shards, tensors.size());
+    DSV4_CHECK(static_cast<size_t>(shards) <= tensors.size(),
+               "{} shards requested for {} tensors: every shard needs "
+               "at least one tensor",
+               shards, tensors.size());
     std::vector<uint64_t> sizes;
     sizes.reserve(tensors.size());
     for (const auto& t : tensors) sizes.push_back(tensor_nbytes(t));
@@ -274,8 +282,10 @@ void CheckpointWriter::write_tensor(std::string_view name, std::span<const uint8
 
 void CheckpointWriter::close() {
     DSV4_CHECK(!closed_, "{}: checkpoint writer is already closed", dir_.string());
-    DSV4_CHECK(current_ != nullptr && shard_ + 1 == plan_.size(), "{}: closed before every shard was written "
-               "({} of {} begun)", dir_.string(), current_ ? shard_ + 1 : shard_, plan_.size());
+    DSV4_CHECK(current_ != nullptr && shard_ + 1 == plan_.size(),
+               "{}: closed before every shard was written "
+               "({} of {} begun)",
+               dir_.string(), current_ ? shard_ + 1 : shard_, plan_.size());
     current_->close();  // checks the last shard is complete
     current_.reset();
     json weight_map = json::object();

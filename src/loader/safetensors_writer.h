@@ -71,9 +71,9 @@ class SafetensorsWriter {
     std::vector<uint64_t> sizes_;
     std::FILE* file_ = nullptr;
     uint64_t data_bytes_ = 0;
-    size_t next_ = 0;            // index of the next tensor to begin
+    size_t next_ = 0;  // index of the next tensor to begin
     bool in_tensor_ = false;
-    uint64_t remaining_ = 0;     // bytes still owed to the current tensor
+    uint64_t remaining_ = 0;  // bytes still owed to the current tensor
 };
 
 // One shard of a planned checkpoint: its file name and the tensors it holds, in writing order.
@@ -114,8 +114,8 @@ class CheckpointWriter {
   private:
     std::filesystem::path dir_;
     std::vector<ShardPlan> plan_;
-    size_t shard_ = 0;           // shard being written (or next to open)
-    size_t in_shard_ = 0;        // tensors begun in it
+    size_t shard_ = 0;     // shard being written (or next to open)
+    size_t in_shard_ = 0;  // tensors begun in it
     std::unique_ptr<SafetensorsWriter> current_;
     uint64_t total_bytes_ = 0;
     bool closed_ = false;

@@ -54,7 +54,7 @@ void write_text_file(const fs::path& path, const std::string& text) {
 // wait in pending_ until the scale tensor's turn (right after its weight in the layout), or are recomputed if a
 // scale comes first.
 class Generator {
-public:
+  public:
     Generator(const ModelConfig& config, const std::vector<TensorSpec>& specs, const SyntheticOptions& options,
               CheckpointWriter& writer)
         : c_(config), options_(options), writer_(writer) {
@@ -82,7 +82,7 @@ public:
         return *it->second;
     }
 
-private:
+  private:
     void emit(std::span<const uint8_t> bytes) {
         writer_.append(bytes);
         if (options_.on_bytes) options_.on_bytes(bytes.size());
@@ -135,8 +135,10 @@ private:
     }
 
     void write_plain(const TensorSpec& spec) {
-        DSV4_CHECK(spec.dtype == DType::kBF16 || spec.dtype == DType::kF32, "synthetic checkpoint: tensor '{}' has "
-                   "dtype {}, which the generator does not produce", spec.name, dtype_name(spec.dtype));
+        DSV4_CHECK(spec.dtype == DType::kBF16 || spec.dtype == DType::kF32,
+                   "synthetic checkpoint: tensor '{}' has "
+                   "dtype {}, which the generator does not produce",
+                   spec.name, dtype_name(spec.dtype));
         const LogicalShape shape = synthetic_logical_shape(spec);
         const int64_t chunk_rows = std::max<int64_t>(1, kChunkValues / shape.cols);
         std::vector<float> values;
@@ -158,10 +160,12 @@ private:
     }
 
     void write_expert_table(const TensorSpec& spec) {
-        DSV4_CHECK(ends_with(spec.name, "tid2eid") && spec.shape.size() == 2, "synthetic checkpoint: unexpected I64 "
-                   "tensor '{}'", spec.name);
-        const std::vector<int64_t> table = synthetic_expert_table(
-            spec.shape[0], static_cast<int>(spec.shape[1]), c_.n_routed_experts, options_.seed, spec.name);
+        DSV4_CHECK(ends_with(spec.name, "tid2eid") && spec.shape.size() == 2,
+                   "synthetic checkpoint: unexpected I64 "
+                   "tensor '{}'",
+                   spec.name);
+        const std::vector<int64_t> table = synthetic_expert_table(spec.shape[0], static_cast<int>(spec.shape[1]),
+                                                                  c_.n_routed_experts, options_.seed, spec.name);
         emit(as_bytes(table.data(), table.size() * sizeof(int64_t)));
     }
 

@@ -20,7 +20,7 @@ struct SyntheticOptions {
     uint64_t seed = 0;
     int shards = 2;
     std::function<void(uint64_t bytes)> on_bytes;  // progress: bytes of tensor data just written (writer thread)
-    std::function<void()> on_shard_done;            // progress: a shard's tensors are all written
+    std::function<void()> on_shard_done;           // progress: a shard's tensors are all written
 };
 
 struct SyntheticResult {

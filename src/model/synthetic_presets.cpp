@@ -20,7 +20,10 @@ json base_config() {
         {"compress_rope_theta", 160000.0},
         {"rope_theta", 10000.0},
         {"rope_scaling",
-         {{"type", "yarn"}, {"factor", 16}, {"original_max_position_embeddings", 65536}, {"beta_fast", 32},
+         {{"type", "yarn"},
+          {"factor", 16},
+          {"original_max_position_embeddings", 65536},
+          {"beta_fast", 32},
           {"beta_slow", 1}}},
         {"max_position_embeddings", 1048576},
         {"n_shared_experts", 1},
@@ -71,16 +74,30 @@ SyntheticModel flash(bool dspark) {
     SyntheticModel m;
     m.preset = dspark ? "flash-0731" : "flash";
     m.config = base_config();
-    set_dims(m.config, {{"vocab_size", 129280}, {"hidden_size", 4096}, {"num_hidden_layers", 43},
-                        {"num_attention_heads", 64}, {"head_dim", 512}, {"qk_rope_head_dim", 64},
-                        {"q_lora_rank", 1024}, {"o_groups", 8}, {"o_lora_rank", 1024}, {"sliding_window", 128},
-                        {"index_n_heads", 64}, {"index_head_dim", 128}, {"index_topk", 512},
-                        {"n_routed_experts", 256}, {"num_experts_per_tok", 6}, {"moe_intermediate_size", 2048},
-                        {"num_nextn_predict_layers", 1}, {"transformers_version", "4.57.1"}});
+    set_dims(m.config, {{"vocab_size", 129280},
+                        {"hidden_size", 4096},
+                        {"num_hidden_layers", 43},
+                        {"num_attention_heads", 64},
+                        {"head_dim", 512},
+                        {"qk_rope_head_dim", 64},
+                        {"q_lora_rank", 1024},
+                        {"o_groups", 8},
+                        {"o_lora_rank", 1024},
+                        {"sliding_window", 128},
+                        {"index_n_heads", 64},
+                        {"index_head_dim", 128},
+                        {"index_topk", 512},
+                        {"n_routed_experts", 256},
+                        {"num_experts_per_tok", 6},
+                        {"moe_intermediate_size", 2048},
+                        {"num_nextn_predict_layers", 1},
+                        {"transformers_version", "4.57.1"}});
     if (dspark) {
         // 0731 keeps num_nextn_predict_layers = 1 while shipping three DSpark stages (model-spec 1.2).
         m.config["compress_ratios"] = schedule(43, 3);
-        set_dims(m.config, {{"dspark_block_size", 5}, {"dspark_markov_rank", 256}, {"dspark_noise_token_id", 128799},
+        set_dims(m.config, {{"dspark_block_size", 5},
+                            {"dspark_markov_rank", 256},
+                            {"dspark_noise_token_id", 128799},
                             {"dspark_target_layer_ids", {40, 41, 42}}});
         m.drafts = {DraftKind::kDspark, 3};
     } else {
@@ -94,12 +111,24 @@ SyntheticModel bundled() {
     SyntheticModel m;
     m.preset = "bundled";
     m.config = base_config();
-    set_dims(m.config, {{"vocab_size", 129280}, {"hidden_size", 128}, {"num_hidden_layers", 4},
-                        {"num_attention_heads", 4}, {"head_dim", 128}, {"qk_rope_head_dim", 64},
-                        {"q_lora_rank", 128}, {"o_groups", 2}, {"o_lora_rank", 64}, {"sliding_window", 128},
-                        {"index_n_heads", 8}, {"index_head_dim", 64}, {"index_topk", 32}, {"n_routed_experts", 8},
-                        {"num_experts_per_tok", 2}, {"moe_intermediate_size", 128},
-                        {"num_nextn_predict_layers", 1}, {"compress_ratios", schedule(4, 1)}});
+    set_dims(m.config, {{"vocab_size", 129280},
+                        {"hidden_size", 128},
+                        {"num_hidden_layers", 4},
+                        {"num_attention_heads", 4},
+                        {"head_dim", 128},
+                        {"qk_rope_head_dim", 64},
+                        {"q_lora_rank", 128},
+                        {"o_groups", 2},
+                        {"o_lora_rank", 64},
+                        {"sliding_window", 128},
+                        {"index_n_heads", 8},
+                        {"index_head_dim", 64},
+                        {"index_topk", 32},
+                        {"n_routed_experts", 8},
+                        {"num_experts_per_tok", 2},
+                        {"moe_intermediate_size", 128},
+                        {"num_nextn_predict_layers", 1},
+                        {"compress_ratios", schedule(4, 1)}});
     m.drafts = {DraftKind::kMtp, 1};
     return m;
 }
@@ -108,11 +137,22 @@ SyntheticModel tiny() {
     SyntheticModel m;
     m.preset = "tiny";
     m.config = base_config();
-    set_dims(m.config, {{"vocab_size", 512}, {"hidden_size", 128}, {"num_hidden_layers", 6},
-                        {"num_attention_heads", 4}, {"head_dim", 128}, {"qk_rope_head_dim", 64},
-                        {"q_lora_rank", 64}, {"o_groups", 2}, {"o_lora_rank", 32}, {"sliding_window", 128},
-                        {"index_n_heads", 32}, {"index_head_dim", 128}, {"index_topk", 16}, {"n_routed_experts", 8},
-                        {"num_experts_per_tok", 3}, {"moe_intermediate_size", 64},
+    set_dims(m.config, {{"vocab_size", 512},
+                        {"hidden_size", 128},
+                        {"num_hidden_layers", 6},
+                        {"num_attention_heads", 4},
+                        {"head_dim", 128},
+                        {"qk_rope_head_dim", 64},
+                        {"q_lora_rank", 64},
+                        {"o_groups", 2},
+                        {"o_lora_rank", 32},
+                        {"sliding_window", 128},
+                        {"index_n_heads", 32},
+                        {"index_head_dim", 128},
+                        {"index_topk", 16},
+                        {"n_routed_experts", 8},
+                        {"num_experts_per_tok", 3},
+                        {"moe_intermediate_size", 64},
                         {"compress_ratios", schedule(6, 0)}});
     return m;
 }
@@ -121,18 +161,31 @@ SyntheticModel mid() {
     SyntheticModel m;
     m.preset = "mid";
     m.config = base_config();
-    set_dims(m.config, {{"vocab_size", 32768}, {"hidden_size", 1024}, {"num_hidden_layers", 8},
-                        {"num_attention_heads", 16}, {"head_dim", 256}, {"qk_rope_head_dim", 64},
-                        {"q_lora_rank", 256}, {"o_groups", 4}, {"o_lora_rank", 256}, {"sliding_window", 128},
-                        {"index_n_heads", 16}, {"index_head_dim", 64}, {"index_topk", 64}, {"n_routed_experts", 64},
-                        {"num_experts_per_tok", 6}, {"moe_intermediate_size", 512},
+    set_dims(m.config, {{"vocab_size", 32768},
+                        {"hidden_size", 1024},
+                        {"num_hidden_layers", 8},
+                        {"num_attention_heads", 16},
+                        {"head_dim", 256},
+                        {"qk_rope_head_dim", 64},
+                        {"q_lora_rank", 256},
+                        {"o_groups", 4},
+                        {"o_lora_rank", 256},
+                        {"sliding_window", 128},
+                        {"index_n_heads", 16},
+                        {"index_head_dim", 64},
+                        {"index_topk", 64},
+                        {"n_routed_experts", 64},
+                        {"num_experts_per_tok", 6},
+                        {"moe_intermediate_size", 512},
                         {"compress_ratios", schedule(8, 0)}});
     return m;
 }
 
 }  // namespace
 
-std::vector<std::string> synthetic_preset_names() { return {"bundled", "tiny", "mid", "flash", "flash-0731"}; }
+std::vector<std::string> synthetic_preset_names() {
+    return {"bundled", "tiny", "mid", "flash", "flash-0731"};
+}
 
 SyntheticModel synthetic_preset(std::string_view name) {
     if (name == "bundled") return bundled();

@@ -20,7 +20,7 @@ uint64_t splitmix64(uint64_t& state) {
 
 // xoshiro256** seeded through splitmix64: a fast, well-mixed stream per (seed, tensor, row).
 class RowRandom {
-public:
+  public:
     RowRandom(uint64_t seed, uint64_t name_hash, uint64_t row) {
         uint64_t mix = seed ^ (name_hash * 0xD1B54A32D192ED03ull) ^ (row * 0x8CB92BA72F3D8DD7ull);
         mix = splitmix64(mix) ^ row;
@@ -52,7 +52,7 @@ public:
         z1 = radius * std::sin(angle);
     }
 
-private:
+  private:
     static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
     uint64_t s_[4];
 };
@@ -61,7 +61,9 @@ bool ends_with(std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-SyntheticValueModel normal(double mean, double stddev) { return {SyntheticDistribution::kNormal, mean, stddev}; }
+SyntheticValueModel normal(double mean, double stddev) {
+    return {SyntheticDistribution::kNormal, mean, stddev};
+}
 
 }  // namespace
 
@@ -100,8 +102,10 @@ SyntheticValueModel synthetic_value_model(const TensorSpec& spec) {
 
 void synthetic_rows(const TensorSpec& spec, uint64_t seed, int64_t row0, int64_t count, float* out) {
     const SyntheticValueModel model = synthetic_value_model(spec);
-    DSV4_CHECK(model.distribution != SyntheticDistribution::kExpertTable, "tensor '{}' is an expert table, not "
-               "float values", spec.name);
+    DSV4_CHECK(model.distribution != SyntheticDistribution::kExpertTable,
+               "tensor '{}' is an expert table, not "
+               "float values",
+               spec.name);
     const LogicalShape shape = synthetic_logical_shape(spec);
     DSV4_CHECK(row0 >= 0 && count >= 0 && row0 + count <= shape.rows, "tensor '{}': rows [{}, {}) outside [0, {})",
                spec.name, row0, row0 + count, shape.rows);
@@ -178,8 +182,10 @@ void quantize_fp8_blocks(const float* values, int64_t rows, int64_t cols, int bl
 }
 
 void quantize_fp4_rows(const float* values, int64_t rows, int64_t cols, int block, uint8_t* packed, uint8_t* scales) {
-    DSV4_CHECK(block >= 2 && block % 2 == 0 && cols % block == 0, "FP4: {} columns are not a multiple of the even "
-               "block {}", cols, block);
+    DSV4_CHECK(block >= 2 && block % 2 == 0 && cols % block == 0,
+               "FP4: {} columns are not a multiple of the even "
+               "block {}",
+               cols, block);
     for (int64_t r = 0; r < rows; ++r) {
         act_quant_fp4(values + r * cols, cols, block, packed + r * (cols / 2), scales + r * (cols / block));
     }

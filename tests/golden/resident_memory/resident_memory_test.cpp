@@ -39,7 +39,9 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 // Freed memory sits in ASan's quarantine (256 MB by default) and would count as resident growth.
-extern "C" const char* __asan_default_options() { return "quarantine_size_mb=8"; }
+extern "C" const char* __asan_default_options() {
+    return "quarantine_size_mb=8";
+}
 #endif
 
 namespace dsv4 {
@@ -106,10 +108,10 @@ void write_in_child(const fs::path& dir, const SyntheticModel& model) {
 }
 
 struct Costs {
-    uint64_t checkpoint = 0;       // bytes on disk (tensor data)
-    uint64_t small_f32 = 0;        // float32 / int32 copies the backend makes at load
-    uint64_t linear_f32 = 0;       // what the linear weights would take dequantized to float32
-    uint64_t linear_stored = 0;    // what they take as stored (codes + scales)
+    uint64_t checkpoint = 0;     // bytes on disk (tensor data)
+    uint64_t small_f32 = 0;      // float32 / int32 copies the backend makes at load
+    uint64_t linear_f32 = 0;     // what the linear weights would take dequantized to float32
+    uint64_t linear_stored = 0;  // what they take as stored (codes + scales)
 };
 
 bool is_linear(const TensorSpec& s) {
@@ -134,7 +136,9 @@ Costs costs_of(const SyntheticModel& model) {
     return c;
 }
 
-double mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+double mib(uint64_t bytes) {
+    return static_cast<double>(bytes) / (1 << 20);
+}
 
 TEST(ResidentMemory, StaysCloseToTheCheckpointSize) {
     char pattern[] = "/tmp/dsv4_resident_XXXXXX";
@@ -173,13 +177,14 @@ TEST(ResidentMemory, StaysCloseToTheCheckpointSize) {
         const MemoryStatus after = read_status();
         const uint64_t peak = peak_resettable ? std::max(after.hwm, after.rss) : after.rss;
         const uint64_t growth = peak - std::min(peak, before.rss);
-        std::printf("[ resident ] checkpoint %.1f MiB (linear weights %.1f MiB stored, %.1f MiB as float32); "
-                    "after load +%.1f MiB; after the forward passes growth %.1f MiB (%s; RssFile +%.1f, RssAnon +%.1f); "
-                    "budget %.1f MiB\n",
-                    mib(costs.checkpoint), mib(costs.linear_stored), mib(costs.linear_f32),
-                    mib(loaded_status.rss - std::min(loaded_status.rss, before.rss)), mib(growth),
-                    peak_resettable ? "peak" : "current", mib(after.file - std::min(after.file, before.file)),
-                    mib(after.anon - std::min(after.anon, before.anon)), mib(budget));
+        std::printf(
+            "[ resident ] checkpoint %.1f MiB (linear weights %.1f MiB stored, %.1f MiB as float32); "
+            "after load +%.1f MiB; after the forward passes growth %.1f MiB (%s; RssFile +%.1f, RssAnon +%.1f); "
+            "budget %.1f MiB\n",
+            mib(costs.checkpoint), mib(costs.linear_stored), mib(costs.linear_f32),
+            mib(loaded_status.rss - std::min(loaded_status.rss, before.rss)), mib(growth),
+            peak_resettable ? "peak" : "current", mib(after.file - std::min(after.file, before.file)),
+            mib(after.anon - std::min(after.anon, before.anon)), mib(budget));
         EXPECT_LE(growth, budget) << "resident memory grew by " << mib(growth) << " MiB for a " << mib(costs.checkpoint)
                                   << " MiB checkpoint: are weights being copied or dequantized at load?";
         EXPECT_GE(growth, costs.checkpoint / 2) << "the weights' pages were not seen: is the RSS reading broken?";

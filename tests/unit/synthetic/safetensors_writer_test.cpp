@@ -33,11 +33,8 @@ std::vector<uint8_t> read_file(const std::filesystem::path& path) {
 
 const std::vector<TensorDecl> kMixed = {
     {"a.weight", DType::kF8E4M3, {3, 5}},  // 15 bytes: leaves the next offset unaligned unless reordered
-    {"b.bias", DType::kF32, {7}},
-    {"c.table", DType::kI64, {2, 3}},
-    {"d.norm", DType::kBF16, {9}},
-    {"e.empty", DType::kF32, {0, 4}},
-    {"f.scale", DType::kF8E8M0, {1, 1}},
+    {"b.bias", DType::kF32, {7}},         {"c.table", DType::kI64, {2, 3}},    {"d.norm", DType::kBF16, {9}},
+    {"e.empty", DType::kF32, {0, 4}},     {"f.scale", DType::kF8E8M0, {1, 1}},
 };
 
 TEST(SafetensorsWriter, RoundTripsThroughTheReader) {

@@ -64,7 +64,9 @@ std::vector<float> generating(const Written& w, const std::string& name) {
 }
 
 // ceil(log2(amax / qmax)) in double arithmetic (an independent formula for the scale exponent).
-int ceil_log2_ratio(double amax, double qmax) { return static_cast<int>(std::ceil(std::log2(amax / qmax))); }
+int ceil_log2_ratio(double amax, double qmax) {
+    return static_cast<int>(std::ceil(std::log2(amax / qmax)));
+}
 
 class SyntheticPresets : public ::testing::TestWithParam<std::string> {};
 
@@ -147,7 +149,8 @@ TEST(SyntheticValues, Fp4ExpertsDecodeToTheGeneratingValues) {
         for (int64_t r = 0; r < rows; ++r) {
             for (int64_t b = 0; b < cols / 32; ++b) {
                 double amax = 0;
-                for (int64_t c = b * 32; c < b * 32 + 32; ++c) amax = std::max(amax, std::fabs(double{v[r * cols + c]}));
+                for (int64_t c = b * 32; c < b * 32 + 32; ++c)
+                    amax = std::max(amax, std::fabs(double{v[r * cols + c]}));
                 const uint8_t scale = scales.data[r * (cols / 32) + b];
                 EXPECT_EQ(scale, ceil_log2_ratio(amax, 6.0) + 127) << base << " row " << r;
                 const double s = decode_ue8m0(scale);
@@ -304,10 +307,18 @@ TEST(SyntheticCheckpoint, TruncatedDsparkModelBinds) {
     SyntheticModel m = synthetic_preset("flash-0731");
     truncate_synthetic_model(m, 3, 2);
     // Shrink the widths so the test stays small; the key set is what matters here.
-    for (auto [key, value] : {std::pair{"vocab_size", 1024}, {"hidden_size", 128}, {"num_attention_heads", 2},
-                              {"head_dim", 128}, {"q_lora_rank", 64}, {"o_groups", 2}, {"o_lora_rank", 32},
-                              {"index_n_heads", 4}, {"index_head_dim", 64}, {"moe_intermediate_size", 64},
-                              {"dspark_markov_rank", 16}, {"dspark_noise_token_id", 1000}}) {
+    for (auto [key, value] : {std::pair{"vocab_size", 1024},
+                              {"hidden_size", 128},
+                              {"num_attention_heads", 2},
+                              {"head_dim", 128},
+                              {"q_lora_rank", 64},
+                              {"o_groups", 2},
+                              {"o_lora_rank", 32},
+                              {"index_n_heads", 4},
+                              {"index_head_dim", 64},
+                              {"moe_intermediate_size", 64},
+                              {"dspark_markov_rank", 16},
+                              {"dspark_noise_token_id", 1000}}) {
         m.config[key] = value;
     }
     SyntheticOptions options;
