@@ -1,10 +1,11 @@
 // CPU backend forward throughput: prefill and decode tokens/s for the committed golden fixtures (flash_schedule,
-// odd_dims) and a synthetic `mid` model (hidden 1024, 8 layers, 64 FP4 experts top-6; generated into a temp dir),
-// in exact and reference numerics, for each thread count. Prints a Markdown table (for docs/performance-log.md).
+// odd_dims) and synthetic models (`mid`: hidden 1024, 8 layers, 64 FP4 experts top-6; any `dsv4 make-model` preset
+// such as `bundled`, generated into a temp dir), in exact and reference numerics, for each thread count. Prints a
+// Markdown table (for docs/performance-log.md).
 //
 //   cmake --preset release && cmake --build --preset release --target cpu_forward_bench dsv4
 //   build/release/bench/cpu_forward_bench [--models flash_schedule,odd_dims,mid] [--numerics exact,reference]
-//       [--threads 1,2] [--prefill 256] [--decode 32] [--repeats 3] [--mid-dir DIR]
+//       [--threads 1,2] [--prefill 256] [--decode 32] [--repeats 3] [--synthetic-dir DIR]
 //
 // Method: per (model, numerics, threads) one warm-up pass (maps the weight pages), then `repeats` runs of: a fresh
 // sequence, one prefill step of `prefill` tokens, then `decode` single-token steps; the median of each is reported.
@@ -40,7 +41,7 @@ struct BenchOptions {
     int prefill = 256;
     int decode = 32;
     int repeats = 3;
-    std::string mid_dir;
+    std::string synthetic_dir;  // keeps generated presets (DIR/<preset>) between runs
 };
 
 std::vector<std::string> split(const std::string& list) {
@@ -70,8 +71,8 @@ BenchOptions parse_args(int argc, char** argv) {
             o.decode = std::stoi(value);
         } else if (arg == "--repeats") {
             o.repeats = std::stoi(value);
-        } else if (arg == "--mid-dir") {
-            o.mid_dir = value;
+        } else if (arg == "--synthetic-dir") {
+            o.synthetic_dir = value;
         } else {
             fail("unknown argument {}", arg);
         }
@@ -84,21 +85,22 @@ BenchOptions parse_args(int argc, char** argv) {
     return o;
 }
 
-// The directory of a model name: a committed fixture, or `mid` generated once (kept in --mid-dir when given).
+// The directory of a model name: a committed fixture, or a synthetic preset generated once (kept under
+// --synthetic-dir when given, else in a temporary directory removed afterwards).
 fs::path model_dir(const std::string& name, const BenchOptions& o, fs::path& temp_to_remove) {
-    if (name != "mid") {
-        const fs::path dir = fs::path(DSV4_SOURCE_DIR) / "tests" / "fixtures" / name;
-        DSV4_CHECK(fs::is_directory(dir), "no fixture {} (known: flash_schedule, odd_dims, mid)", name);
-        return dir;
-    }
-    fs::path dir = o.mid_dir;
-    if (dir.empty()) {
-        dir = fs::temp_directory_path() / ("dsv4_bench_mid_" + std::to_string(::getpid()));
+    const fs::path fixture = fs::path(DSV4_SOURCE_DIR) / "tests" / "fixtures" / name;
+    if (fs::is_directory(fixture)) return fixture;
+    const SyntheticModel model = synthetic_preset(name);  // throws naming the known presets
+    fs::path dir;
+    if (o.synthetic_dir.empty()) {
+        dir = fs::temp_directory_path() / ("dsv4_bench_" + name + "_" + std::to_string(::getpid()));
         temp_to_remove = dir;
+    } else {
+        dir = fs::path(o.synthetic_dir) / name;
     }
     if (!fs::exists(dir / "model.safetensors.index.json")) {
-        std::fprintf(stderr, "generating the synthetic mid model in %s ...\n", dir.c_str());
-        write_synthetic_checkpoint(dir, synthetic_preset("mid"), SyntheticOptions{});
+        std::fprintf(stderr, "generating the synthetic %s model in %s ...\n", name.c_str(), dir.c_str());
+        write_synthetic_checkpoint(dir, model, SyntheticOptions{});
     }
     return dir;
 }
