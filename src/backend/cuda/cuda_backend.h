@@ -58,6 +58,10 @@ public:
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
     void reset_slot(int32_t slot) override;
+    void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary);
+    void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary);
+    void copy_slot(int32_t src, int32_t dst);
+    void copy_block(int32_t src, int32_t dst);
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.used(); }
@@ -132,6 +136,8 @@ public:
 private:
     void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
     void launched(const char* op, int kernels = 1);
+    void create_snapshot_state();
+    void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);
     size_t state_bytes(const ModelConfig& config, const StateConfig& state) const;
     // Fails with a clear message (sizes, free memory) before allocating a state that cannot fit.
     void check_state_fits(const ModelConfig& config, const StateConfig& state) const;
@@ -145,6 +151,12 @@ private:
     StateConfig state_;
     int ring_rows_ = 0;
     std::vector<LayerStateDev> layers_;
+    struct SnapshotDev {
+        float* ring = nullptr;   // [snapshots][window][head_dim]
+        float* main = nullptr;   // CSA: [snapshots][ratio][4 * head_dim]
+        float* index = nullptr;  // CSA: [snapshots][ratio][4 * index_head_dim]
+    };
+    std::vector<SnapshotDev> snapshots_;
     std::vector<void*> allocations_;  // weights, vectors, tables, state
     DeviceArena arena_;
     // Step metadata: host staging and device copy.
