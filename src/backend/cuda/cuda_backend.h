@@ -114,6 +114,7 @@ public:
 
     // For the kernels' launchers.
     bool reference() const { return numerics_ == Numerics::kReference; }
+    bool fast() const { return numerics_ == Numerics::kFast; }
     cudaStream_t stream() const { return stream_; }
     const StepMeta& meta() const { return meta_; }
     int ring_rows() const { return ring_rows_; }
@@ -130,6 +131,15 @@ public:
     // Rows [row0, row0 + count) of a weight as a weight of their own (FP8: row0 on a 128-row scale boundary).
     static WeightRef weight_rows(const WeightRef& w, int64_t row0, int64_t count);
     float* scratch(size_t floats) { return static_cast<float*>(arena_.take(floats * sizeof(float))); }
+    // (token, expert) pairs grouped by expert for the tensor-core expert GEMMs (device arrays in scratch).
+    struct ExpertGroups {
+        int tiles = 0;
+        const int32_t* tile_expert = nullptr;
+        const int32_t* tile_row0 = nullptr;
+        const int32_t* tile_rows = nullptr;
+        int32_t* row_ids = nullptr;
+    };
+    ExpertGroups group_pairs(const Tensor& ids, int64_t pairs, int n_experts);
     // Device array of the experts' w1 (0), w2 (1) or w3 (2) handles, built once per MoE layer.
     const WeightRef* expert_table(const MoeWeights& w, int which);
 

@@ -140,7 +140,9 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
+    if (fast() && m >= kMinGemmRows) {
+        launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
+    } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode: 16-byte weight loads
     } else {
         launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out);
@@ -279,6 +281,43 @@ const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {
     return dev;
 }
 
+CudaBackend::ExpertGroups CudaBackend::group_pairs(const Tensor& ids, int64_t pairs, int n_experts) {
+    ExpertGroups g;
+    auto* counts = reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(n_experts)));
+    launch_count_experts(stream_, ids.i32(), pairs, n_experts, counts);
+    std::vector<int32_t> host_counts(n_experts);
+    DSV4_CUDA(cudaMemcpyAsync(host_counts.data(), counts, n_experts * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                              stream_));
+    DSV4_CUDA(cudaStreamSynchronize(stream_));
+    std::vector<int32_t> offsets(n_experts), tile_expert, tile_row0, tile_rows;
+    const int rows_per_tile = gemm_tile_rows();
+    int32_t total = 0;
+    for (int e = 0; e < n_experts; ++e) {
+        offsets[e] = total;
+        for (int32_t r = 0; r < host_counts[e]; r += rows_per_tile) {
+            tile_expert.push_back(e);
+            tile_row0.push_back(total + r);
+            tile_rows.push_back(std::min(rows_per_tile, host_counts[e] - r));
+        }
+        total += host_counts[e];
+    }
+    g.tiles = static_cast<int>(tile_expert.size());
+    auto upload = [&](const std::vector<int32_t>& v) {
+        auto* dev = reinterpret_cast<int32_t*>(scratch(std::max<size_t>(v.size(), 1)));
+        DSV4_CUDA(cudaMemcpyAsync(dev, v.data(), v.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+        return dev;
+    };
+    int32_t* cursor = upload(offsets);
+    g.tile_expert = upload(tile_expert);
+    g.tile_row0 = upload(tile_row0);
+    g.tile_rows = upload(tile_rows);
+    g.row_ids = reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(pairs)));
+    launch_scatter_pairs(stream_, ids.i32(), pairs, n_experts, cursor, g.row_ids);
+    DSV4_CUDA(cudaStreamSynchronize(stream_));  // the host vectors above must outlive the copies
+    launched("moe grouping", 2);
+    return g;
+}
+
 void CudaBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
                         Tensor weights, Tensor ids) {
     const int64_t n = h.size(0), experts = c.n_routed_experts, k = c.n_experts_per_tok;
@@ -308,10 +347,18 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     float* act = scratch(pairs * inter);
     float* routed = scratch(pairs * d);
     const WeightFormat format = w.experts.front().w1.format;
-    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; larger ones the generic kernel.
-    const bool gemv = pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
+    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; in fast numerics large steps group the
+    // pairs by expert for tensor-core GEMMs (the grouping syncs with the host: never inside a recorded graph).
+    const bool grouped = fast() && pairs >= kMinGroupedPairs && !capturing_;
+    const bool gemv = !grouped && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) &&
+                      gemv_supported(format, inter, 1);
+    const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};
     auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
-        if (gemv) {
+        if (grouped) {
+            launch_expert_gemm_bf16(stream_, expert_table(w, which), rows, groups.tiles, groups.tile_expert,
+                                    groups.tile_row0, groups.tile_rows, groups.row_ids, x_div, in, k_in, out, rows,
+                                    ref);
+        } else if (gemv) {
             launch_expert_gemv(stream_, meta_, format, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in,
                                k_in, rows, ref, out);
         } else {

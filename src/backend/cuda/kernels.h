@@ -57,10 +57,25 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
                  int64_t y_stride, bool round_out);
 // Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
 constexpr int64_t kMaxGemvRows = 256;
+// Fast numerics: activation row counts from which linears run on tensor cores, and (token, expert) pair counts from
+// which the routed experts are grouped by expert for tensor-core GEMMs.
+constexpr int64_t kMinGemmRows = 16;
+constexpr int64_t kMinGroupedPairs = 512;
 // Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
 void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
                         const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,
                         bool round_out, float* out);
+
+// kernels_gemm.cu: tensor-core GEMM (fast numerics): bf16 activations x bf16-decoded weights, float32 accumulation.
+void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
+                      int64_t y_stride, bool round_out);
+// Routed experts over pairs grouped by expert: tile t covers rows [tile_row0[t], + tile_rows[t]) of row_ids, all of
+// expert tile_expert[t]; x row of pair p is x[(p / x_div) * x_stride], output row y[p * y_stride].
+void launch_expert_gemm_bf16(cudaStream_t s, const WeightRef* table, int64_t rows_out, int tiles,
+                             const int32_t* tile_expert, const int32_t* tile_row0, const int32_t* tile_rows,
+                             const int32_t* row_ids, int x_div, const float* x, int64_t x_stride, float* y,
+                             int64_t y_stride, bool round_out);
+int gemm_tile_rows();
 
 // kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride + j]
 void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,
@@ -134,6 +149,11 @@ void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int ex
 // out[p][r] = W_{ids[p]}[r] . x[p / x_div] (table: device array of the experts' WeightRef).
 void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* table, int n_experts, const int32_t* ids,
                           int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out, float* out);
+// Grouping (token, expert) pairs by expert for the tensor-core expert GEMMs (prefill): counts per expert, then
+// row_ids[offset[e] ..] = the pairs of expert e (cursor starts as a copy of the offsets).
+void launch_count_experts(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts);
+void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
+                          int32_t* row_ids);
 void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows, int64_t width, float limit,
                    const float* row_weights, bool round, float* act);
 void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,

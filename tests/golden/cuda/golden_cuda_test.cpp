@@ -96,6 +96,25 @@ TEST(CudaGolden, GraphReplayMatchesEager) {
     }
 }
 
+// Fast numerics depart from the reference's roundings (bf16 activations into tensor-core GEMMs instead of FP8
+// activation quantization): their error against exact must be no larger than the reference numerics' own.
+TEST(CudaGolden, FastNumericsErrorBelowReference) {
+    DSV4_REQUIRE_GPU();
+    for (const auto& name : fixture_names()) {
+        Fixture fast = open_gpu(name, Numerics::kFast);
+        const std::vector<float> hf_reference =
+            read_npy_f32((fixture_dir(name) / "logits_reference.npy").string()).values;
+        for (auto [chunk, decode_from] : {std::pair<int64_t, int64_t>{0, -1}, {64, 250}}) {
+            std::vector<float> got = run_logits(fast, chunk, decode_from);
+            const double err = relative_max_error(got, fast.reference.values);
+            const double reference_err = relative_max_error(hf_reference, fast.reference.values);
+            std::printf("[ golden-cuda ] %s fast numerics (chunk %lld): vs exact %.3e; reference numerics vs exact "
+                        "%.3e\n", name.c_str(), static_cast<long long>(chunk), err, reference_err);
+            EXPECT_LE(err, reference_err) << name;
+        }
+    }
+}
+
 // Reference numerics: the GPU against the CPU backend's reference numerics (same roundings; only the order of the
 // float32 sums differs). Bound: 1e-2 x max|logit|.
 TEST(CudaGolden, ReferenceNumericsMatchCpuReference) {
