@@ -140,7 +140,7 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (fast() && m >= kMinGemmRows) {
+    if (fast() && m >= kMinGemmRows && gemm_supported(w.cols)) {
         launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
     } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode: 16-byte weight loads
@@ -349,7 +349,8 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     const WeightFormat format = w.experts.front().w1.format;
     // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; in fast numerics large steps group the
     // pairs by expert for tensor-core GEMMs (the grouping syncs with the host: never inside a recorded graph).
-    const bool grouped = fast() && pairs >= kMinGroupedPairs && !capturing_;
+    const bool grouped = fast() && pairs >= kMinGroupedPairs && !capturing_ && gemm_supported(d) &&
+                         gemm_supported(inter);
     const bool gemv = !grouped && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) &&
                       gemv_supported(format, inter, 1);
     const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};

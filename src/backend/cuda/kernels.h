@@ -76,6 +76,9 @@ void launch_expert_gemm_bf16(cudaStream_t s, const WeightRef* table, int64_t row
                              const int32_t* row_ids, int x_div, const float* x, int64_t x_stride, float* y,
                              int64_t y_stride, bool round_out);
 int gemm_tile_rows();
+// The tensor-core GEMM reads 16-element groups with vector loads: the reduction dim must be a multiple of 32 (and
+// activation rows 16-byte aligned).
+bool gemm_supported(int64_t cols);
 
 // kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride + j]
 void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,

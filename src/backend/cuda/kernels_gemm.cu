@@ -20,12 +20,62 @@ constexpr int kThreads = 256;
 
 __device__ __forceinline__ __nv_bfloat16 to_bf16_raw(float v) { return __float2bfloat16_rn(v); }
 
-// Decodes W[row, k0 .. k0 + kBK) into `out` (bf16), zero beyond the matrix.
-__device__ void load_weight_slice(const WeightRef& w, int64_t row, int64_t k0, __nv_bfloat16* out) {
-    for (int i = 0; i < kBK; ++i) {
-        const int64_t k = k0 + i;
-        out[i] = (row < w.rows && k < w.cols) ? to_bf16_raw(weight_at(w, row, k)) : to_bf16_raw(0.0f);
+// Decodes W[row, k .. k + 16) into `out` (bf16) with one vector load and one scale (cols % 32 == 0, so a 16-element
+// group never straddles an FP8 128-block or an FP4 32-block); zero for rows past the matrix.
+__device__ void load_weight16(const WeightRef& w, int64_t row, int64_t k, __nv_bfloat16* out) {
+    float v[16];
+    if (row >= w.rows) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = 0.0f;
+    } else {
+        const auto* base = static_cast<const uint8_t*>(w.data);
+        switch (w.format) {
+            case WeightFormat::kFp8Block: {
+                const uint4 raw = __ldg(reinterpret_cast<const uint4*>(base + row * w.cols + k));
+                const float s = decode_ue8m0(w.scales[(row / w.block_rows) * w.scale_cols + k / w.block_cols]);
+                const auto* b = reinterpret_cast<const uint8_t*>(&raw);
+#pragma unroll
+                for (int i = 0; i < 16; ++i) v[i] = decode_e4m3(b[i]) * s;
+                break;
+            }
+            case WeightFormat::kFp4Row: {
+                const uint2 raw = __ldg(reinterpret_cast<const uint2*>(base + row * (w.cols / 2) + k / 2));
+                const float s = decode_ue8m0(w.scales[row * w.scale_cols + k / w.block_cols]);
+                const auto* b = reinterpret_cast<const uint8_t*>(&raw);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    v[2 * i] = decode_e2m1(b[i] & 0xfu) * s;
+                    v[2 * i + 1] = decode_e2m1(b[i] >> 4) * s;
+                }
+                break;
+            }
+            case WeightFormat::kBF16: {
+                const auto* p = reinterpret_cast<const uint4*>(base + (row * w.cols + k) * 2);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const uint4 raw = __ldg(p + h);
+                    const auto* b = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) v[8 * h + i] = bf16_bits_to_float(b[i]);
+                }
+                break;
+            }
+            case WeightFormat::kF32: {
+                const auto* p = reinterpret_cast<const float4*>(base + (row * w.cols + k) * 4);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const float4 f = __ldg(p + q);
+                    v[4 * q] = f.x;
+                    v[4 * q + 1] = f.y;
+                    v[4 * q + 2] = f.z;
+                    v[4 * q + 3] = f.w;
+                }
+                break;
+            }
+        }
     }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) out[i] = to_bf16_raw(v[i]);
 }
 
 // Grid: (ceil(n / kBN), ceil(m / kBM)). 8 warps, each computing a 32 x 32 piece (2 x 2 WMMA tiles) of the
@@ -62,15 +112,26 @@ __global__ void gemm_bf16_kernel(WeightRef w, const float* x, int64_t x_stride, 
     }
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 32;
     for (int64_t k0 = 0; k0 < wr.cols; k0 += kBK) {
-        // A: kBM x kBK floats -> bf16 (each thread 8 elements).
-        for (int e = threadIdx.x; e < kBM * kBK; e += kThreads) {
-            const int i = e / kBK, kk = e % kBK;
+        // A: kBM x kBK floats -> bf16, 8 consecutive floats (two float4) per thread.
+        {
+            const int i = threadIdx.x / (kBK / 8), kk = (threadIdx.x % (kBK / 8)) * 8;
             const float* row = x_row(i);
-            const int64_t k = k0 + kk;
-            As[i][kk] = to_bf16_raw(row != nullptr && k < wr.cols ? row[k] : 0.0f);
+            float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
+            if (row != nullptr) {
+                lo = *reinterpret_cast<const float4*>(row + k0 + kk);
+                hi = *reinterpret_cast<const float4*>(row + k0 + kk + 4);
+            }
+            const float vals[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+            for (int e = 0; e < 8; ++e) As[i][kk + e] = to_bf16_raw(vals[e]);
         }
-        // B: kBN weight rows x kBK columns decoded (each thread half a row).
-        for (int r = threadIdx.x; r < kBN; r += kThreads) load_weight_slice(wr, n0 + r, k0, &Bs[r][0]);
+        // B: kBN weight rows x kBK columns, 16 consecutive elements per thread (kBN * kBK / 16 == 2 * kThreads).
+#pragma unroll
+        for (int part = 0; part < (kBN * kBK / 16) / kThreads; ++part) {
+            const int id = threadIdx.x + part * kThreads;
+            const int r = id / (kBK / 16), kk = (id % (kBK / 16)) * 16;
+            load_weight16(wr, n0 + r, k0 + kk, &Bs[r][kk]);
+        }
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < kBK; kk += 16) {
@@ -132,5 +193,7 @@ void launch_expert_gemm_bf16(cudaStream_t s, const WeightRef* table, int64_t row
 }
 
 int gemm_tile_rows() { return kBM; }
+
+bool gemm_supported(int64_t cols) { return cols % kBK == 0 && cols % 32 == 0; }
 
 }  // namespace dsv4::cuda
