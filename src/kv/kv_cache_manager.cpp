@@ -56,7 +56,7 @@ PrefixHit KvCacheManager::find_prefix(SequenceKv& kv, std::span<const int32_t> t
     while (matched < limit && blocks_.lookup(kv.hashes[matched])) ++matched;
     int64_t usable = matched;
     while (usable > 0 && !snapshots_.contains(kv.hashes[usable - 1])) --usable;
-    stats_.prefix_queries += static_cast<int64_t>(tokens.size());
+    hit.query_tokens = static_cast<int64_t>(tokens.size());
     hit.matched_tokens = matched * config_.block_tokens;
     if (usable == 0) return hit;
     hit.tokens = usable * config_.block_tokens;
@@ -87,6 +87,7 @@ void KvCacheManager::admit(SequenceKv& kv, int32_t slot, const PrefixHit& hit, i
         ops.push_back(StateOp::restore_snapshot(slot, hit.snapshot, hit.tokens));
         ++stats_.snapshots_restored;
     }
+    stats_.prefix_queries += hit.query_tokens;
     stats_.prefix_hits += hit.tokens;
     kv.snapshot_target = hit.matched_tokens > hit.tokens ? hit.matched_tokens : 0;
 }

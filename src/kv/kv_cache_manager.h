@@ -57,6 +57,7 @@ struct PrefixHit {
     int32_t snapshot = -1;         // restored into the slot when tokens > 0
     std::vector<int32_t> blocks;   // cached blocks covering [0, tokens)
     int64_t matched_tokens = 0;    // prefix present in cached blocks (>= tokens; the rest had no snapshot)
+    int64_t query_tokens = 0;      // tokens looked up (for the hit-rate statistics, counted on admission)
 };
 
 struct KvCacheStats {

@@ -78,6 +78,11 @@ RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
         entries.push_back(static_cast<int64_t>(j));
     }
     const auto n = static_cast<int64_t>(entries.size());
+    if (logits_hook) {
+        for (int64_t i = 0; i < n; ++i) {
+            logits_hook(output.seqs[entries[i]], std::span<const float>(logits).subspan(rows[i] * vocab, vocab));
+        }
+    }
     // Each entry owns its samplers and reads its own row: independent, so in parallel.
 #pragma omp parallel for schedule(dynamic)
     for (int64_t i = 0; i < n; ++i) {

@@ -4,6 +4,7 @@
 // token (src/sample), n > 1 completions from the same row. The batch is passed explicitly; no global context.
 #pragma once
 
+#include <functional>
 #include <span>
 
 #include "backend/backend.h"
@@ -28,6 +29,9 @@ public:
     // Runs one step. A failure of the forward pass throws (the whole step is lost); a failure to sample one
     // sequence (e.g. non-finite logits) is reported in its SequenceSample::error.
     RunnerOutput execute(const SchedulerOutput& output);
+
+    // Called on the engine thread with each sampled sequence's logits row before sampling (tests, debugging).
+    std::function<void(const ScheduledSequence& entry, std::span<const float> logits)> logits_hook;
 
 private:
     DeepseekV4& model_;
