@@ -58,6 +58,7 @@ PrefixHit KvCacheManager::find_prefix(SequenceKv& kv, std::span<const int32_t> t
     while (usable > 0 && !snapshots_.contains(kv.hashes[usable - 1])) --usable;
     hit.query_tokens = static_cast<int64_t>(tokens.size());
     hit.matched_tokens = matched * config_.block_tokens;
+    kv.snapshot_target = matched > usable ? hit.matched_tokens : 0;  // for limit_chunk on the first chunk already
     if (usable == 0) return hit;
     hit.tokens = usable * config_.block_tokens;
     hit.snapshot = *snapshots_.find(kv.hashes[usable - 1]);
@@ -89,7 +90,6 @@ void KvCacheManager::admit(SequenceKv& kv, int32_t slot, const PrefixHit& hit, i
     }
     stats_.prefix_queries += hit.query_tokens;
     stats_.prefix_hits += hit.tokens;
-    kv.snapshot_target = hit.matched_tokens > hit.tokens ? hit.matched_tokens : 0;
 }
 
 bool KvCacheManager::grow(SequenceKv& kv, int64_t end) {

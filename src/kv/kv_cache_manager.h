@@ -86,7 +86,8 @@ public:
     void release_slot(int32_t slot);
 
     // The cached prefix of a sequence about to be (re)admitted whose known tokens are `tokens` (the prompt, plus
-    // the output after a preemption). Side effects: the sequence's block hashes are computed into kv.hashes.
+    // the output after a preemption). Side effects: the sequence's block hashes are computed into kv.hashes, and
+    // kv.snapshot_target is set to the deepest cached prefix that has no snapshot (0 if none).
     PrefixHit find_prefix(SequenceKv& kv, std::span<const int32_t> tokens);
     // Free blocks admit() takes to cover [0, end): new blocks plus the hit's blocks that are currently free.
     int64_t blocks_needed_to_admit(const PrefixHit& hit, int64_t end) const;
