@@ -104,7 +104,9 @@ EngineStats EngineCore::stats() const {
 
 EngineCore::StateCounts EngineCore::state_counts() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return counts_;
+    StateCounts counts = counts_;
+    counts.live_requests = static_cast<int>(streams_.size());
+    return counts;
 }
 
 void EngineCore::shutdown(std::chrono::milliseconds grace) {
@@ -141,12 +143,11 @@ void EngineCore::run() {
         if (stop) {
             UpdateResult result;
             scheduler_.abort_all(result);
-            publish(result);
             publish_stats();
+            publish(result);
             break;
         }
         if (scheduler_.has_work()) step();
-        publish_stats();
     }
     std::lock_guard<std::mutex> lock(mutex_);
     idle_now_ = true;
@@ -173,8 +174,8 @@ void EngineCore::process(Inbox& inbox) {
     }
     for (const std::string& id : inbox.aborts) scheduler_.abort(id, result);
     for (const auto& [id, index] : inbox.finishes) scheduler_.finish(id, index, result);
-    publish(result);
     publish_stats();
+    publish(result);
 }
 
 void EngineCore::step() {
@@ -194,24 +195,29 @@ void EngineCore::step() {
     try {
         runner_.apply(result.state_ops);
     } catch (const std::exception& e) {  // a snapshot or fork copy failed: the state can no longer be trusted
-        publish(result);
         UpdateResult failed;
         scheduler_.abort_all(failed);
         for (CompletionUpdate& u : failed.outputs) {
             u.output.finish_reason = FinishReason::kError;
             u.output.error = fmt::format("state update failed: {}", e.what());
         }
+        publish_stats();
+        publish(result);
         publish(failed);
         return;
     }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.steps_total;
+    }
+    publish_stats();  // before the events: a client that saw a request finish sees its state freed in the stats
     publish(result);
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.steps_total;
 }
 
 void EngineCore::fail_step(const SchedulerOutput& output, const std::string& error) {
     UpdateResult result;
     for (const ScheduledSequence& entry : output.seqs) scheduler_.fail(entry.seq->group->request_id, error, result);
+    publish_stats();
     publish(result);
 }
 
@@ -239,7 +245,6 @@ void EngineCore::publish_stats() {
     const int waiting = scheduler_.num_waiting();
     const int64_t waiting_tokens = scheduler_.num_waiting_tokens();
     std::lock_guard<std::mutex> lock(mutex_);
-    counts.live_requests = static_cast<int>(streams_.size());
     counts_ = counts;
     waiting_requests_ = waiting;
     waiting_tokens_ = waiting_tokens;
