@@ -72,7 +72,8 @@ void BM_SchedulerStep(benchmark::State& state) {
         tokens += out.num_batched_tokens;
     }
     state.counters["seqs_per_step"] = static_cast<double>(tokens) / static_cast<double>(state.iterations());
-    state.counters["steps_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["steps_per_s"] =
+        benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SchedulerStep)->Arg(64)->Arg(8)->Unit(benchmark::kMicrosecond);
 

@@ -54,8 +54,10 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
         } catch (const std::exception&) {
             used = 0;
         }
-        DSV4_CHECK(used == item.size() && !item.empty() && value >= 0 && value <= INT32_MAX, "--prompt-tokens: '{}' "
-                   "is not a token id (expected comma-separated non-negative integers, e.g. 1,2,3)", item);
+        DSV4_CHECK(used == item.size() && !item.empty() && value >= 0 && value <= INT32_MAX,
+                   "--prompt-tokens: '{}' "
+                   "is not a token id (expected comma-separated non-negative integers, e.g. 1,2,3)",
+                   item);
         ids.push_back(static_cast<int32_t>(value));
         pos = comma + 1;
     }
@@ -80,11 +82,16 @@ struct Run {
 
 const char* reason_name(FinishReason r) {
     switch (r) {
-        case FinishReason::kNone: return "none";
-        case FinishReason::kStop: return "stop";
-        case FinishReason::kLength: return "length";
-        case FinishReason::kAbort: return "abort";
-        case FinishReason::kError: return "error";
+        case FinishReason::kNone:
+            return "none";
+        case FinishReason::kStop:
+            return "stop";
+        case FinishReason::kLength:
+            return "length";
+        case FinishReason::kAbort:
+            return "abort";
+        case FinishReason::kError:
+            return "error";
     }
     return "?";
 }
@@ -153,12 +160,15 @@ std::string ids_text(const std::vector<int32_t>& ids) {
 }
 
 void run(const GenerateOptions& o) {
-    DSV4_CHECK(o.prompt.empty() != o.prompt_tokens.empty(), "pass exactly one of --prompt TEXT and --prompt-tokens "
+    DSV4_CHECK(o.prompt.empty() != o.prompt_tokens.empty(),
+               "pass exactly one of --prompt TEXT and --prompt-tokens "
                "IDS");
     DSV4_CHECK(o.concurrency >= 1, "--concurrency must be at least 1, got {}", o.concurrency);
     std::optional<tokenizer::Tokenizer> tok = open_tokenizer(o);
-    DSV4_CHECK(o.prompt.empty() || tok.has_value(), "--prompt needs a tokenizer: {} has no tokenizer.json; pass "
-               "--tokenizer FILE or give token ids with --prompt-tokens", o.model);
+    DSV4_CHECK(o.prompt.empty() || tok.has_value(),
+               "--prompt needs a tokenizer: {} has no tokenizer.json; pass "
+               "--tokenizer FILE or give token ids with --prompt-tokens",
+               o.model);
     auto engine = Engine::create(engine_config(o));
     std::vector<int32_t> prompt;
     if (!o.prompt.empty()) {
@@ -199,16 +209,15 @@ void run(const GenerateOptions& o) {
     std::fprintf(stderr,
                  "prompt %zu tokens x %d, generated %lld tokens (finish: %s) in %.3f s: %.2f tok/s overall, "
                  "time to first token %.1f ms, decode %.2f tok/s\n",
-                 prompt.size(), o.concurrency, static_cast<long long>(generated), reason_name(runs[0].reason),
-                 total_s, static_cast<double>(generated) / total_s,
+                 prompt.size(), o.concurrency, static_cast<long long>(generated), reason_name(runs[0].reason), total_s,
+                 static_cast<double>(generated) / total_s,
                  std::chrono::duration<double, std::milli>(first_token - start).count(),
                  decode_s > 0 && decode_tokens > 0 ? static_cast<double>(decode_tokens) / decode_s : 0.0);
     engine->shutdown(std::chrono::seconds(5));
 }
 
 const CommandRegistrar kRegistrar{
-    "generate", "Generate a completion for a prompt with the engine and report tokens/s",
-    [](CLI::App& app) {
+    "generate", "Generate a completion for a prompt with the engine and report tokens/s", [](CLI::App& app) {
         auto o = std::make_shared<GenerateOptions>();
         app.add_option("--model", o->model, "Model directory (config.json + safetensors)")->required();
         app.add_option("--prompt", o->prompt, "Prompt text (needs a tokenizer)");

@@ -24,8 +24,10 @@ DeviceBackend cpu_device() {
     DeviceBackend d;
     d.create = [](const EngineConfig& c) { return make_cpu_backend(parse_numerics(c.numerics), c.threads); };
     d.state_dtype = [](const EngineConfig& c) {
-        DSV4_CHECK(c.kv_cache_dtype == "auto" || c.kv_cache_dtype == "f32", "--kv-cache-dtype {}: the cpu device "
-                   "stores its state as float32 (auto)", c.kv_cache_dtype);
+        DSV4_CHECK(c.kv_cache_dtype == "auto" || c.kv_cache_dtype == "f32",
+                   "--kv-cache-dtype {}: the cpu device "
+                   "stores its state as float32 (auto)",
+                   c.kv_cache_dtype);
         return StateDtype::kF32;
     };
     // The slots, plus 1 GiB for blocks and snapshots, within half of the available memory.
@@ -51,8 +53,10 @@ Registry& registry() {
 }  // namespace
 
 void register_device_backend(const std::string& device, DeviceBackend backend) {
-    DSV4_CHECK(backend.create && backend.state_dtype && backend.default_state_bytes, "device backend '{}' is "
-               "missing a function", device);
+    DSV4_CHECK(backend.create && backend.state_dtype && backend.default_state_bytes,
+               "device backend '{}' is "
+               "missing a function",
+               device);
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     r.devices[device] = std::move(backend);

@@ -19,7 +19,9 @@ EngineCore::EngineCore(EngineParts parts)
     thread_ = std::thread([this] { run(); });
 }
 
-EngineCore::~EngineCore() { shutdown(std::chrono::milliseconds(0)); }
+EngineCore::~EngineCore() {
+    shutdown(std::chrono::milliseconds(0));
+}
 
 SubmitResult EngineCore::reject(AdmissionError error, std::string message) const {
     SubmitResult r;
@@ -55,10 +57,11 @@ SubmitResult EngineCore::submit(GenerateRequest request) {
     }
     const auto prompt = static_cast<int64_t>(request.prompt_tokens.size());
     if (prompt + request.params.max_tokens > info_.max_model_len) {
-        return reject(AdmissionError::kTooLong,
-                      fmt::format("this model's context length is {} tokens; the request asks for {} ({} in the "
-                                  "prompt, {} max_tokens)", info_.max_model_len, prompt + request.params.max_tokens,
-                                  prompt, request.params.max_tokens));
+        return reject(
+            AdmissionError::kTooLong,
+            fmt::format("this model's context length is {} tokens; the request asks for {} ({} in the "
+                        "prompt, {} max_tokens)",
+                        info_.max_model_len, prompt + request.params.max_tokens, prompt, request.params.max_tokens));
     }
     std::lock_guard<std::mutex> lock(mutex_);
     if (draining_) return reject(AdmissionError::kDraining, "the engine is shutting down");
@@ -67,8 +70,8 @@ SubmitResult EngineCore::submit(GenerateRequest request) {
     }
     const int64_t queued = static_cast<int64_t>(inbox_.requests.size()) + waiting_requests_;
     if (queued >= config_.max_queued_requests) {
-        return reject(AdmissionError::kQueueFull,
-                      fmt::format("{} requests are queued (max_queued_requests {})", queued, config_.max_queued_requests));
+        return reject(AdmissionError::kQueueFull, fmt::format("{} requests are queued (max_queued_requests {})", queued,
+                                                              config_.max_queued_requests));
     }
     if (inbox_tokens_ + waiting_tokens_ + prompt > config_.max_queued_tokens) {
         return reject(AdmissionError::kQueueFull,

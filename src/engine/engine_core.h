@@ -36,7 +36,7 @@ struct EngineParts {
 };
 
 class EngineCore final : public Engine {
-public:
+  public:
     explicit EngineCore(EngineParts parts);
     ~EngineCore() override;
 
@@ -57,7 +57,7 @@ public:
     };
     StateCounts state_counts() const;
 
-private:
+  private:
     struct Inbox {
         std::vector<GenerateRequest> requests;
         std::vector<std::string> aborts;
@@ -83,8 +83,8 @@ private:
     ModelRunner runner_;
 
     mutable std::mutex mutex_;
-    std::condition_variable wake_;   // engine thread: inbox or stop
-    std::condition_variable idle_;   // shutdown: the engine ran out of work
+    std::condition_variable wake_;  // engine thread: inbox or stop
+    std::condition_variable idle_;  // shutdown: the engine ran out of work
     Inbox inbox_;
     int64_t inbox_tokens_ = 0;
     std::unordered_map<std::string, std::shared_ptr<ResultStreamQueue>> streams_;  // live requests

@@ -43,8 +43,10 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     const std::filesystem::path dir(config.model_dir);
     DSV4_CHECK(std::filesystem::is_directory(dir), "model directory '{}' does not exist", config.model_dir);
     const ModelConfig model_config = load_model_config(dir / "config.json");
-    DSV4_CHECK(config.max_model_len <= model_config.max_position_embeddings, "max_model_len {} exceeds the model's "
-               "max_position_embeddings {}", config.max_model_len, model_config.max_position_embeddings);
+    DSV4_CHECK(config.max_model_len <= model_config.max_position_embeddings,
+               "max_model_len {} exceeds the model's "
+               "max_position_embeddings {}",
+               config.max_model_len, model_config.max_position_embeddings);
 
     const StateDtype dtype = device.state_dtype(config);
     const StateLayout layout = compute_state_layout(model_config, config.block_tokens, kRewindCapacity, dtype);
@@ -59,9 +61,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     // An explicit max_model_len must fit; the default is capped by what fits.
     request.min_tokens = config.max_model_len > 0 ? config.max_model_len : config.block_tokens;
     const StatePlan plan = plan_state(model_config, request, dtype);
-    const int64_t max_model_len =
-        config.max_model_len > 0 ? config.max_model_len
-                                 : std::min<int64_t>(model_config.max_position_embeddings, plan.token_capacity);
+    const int64_t max_model_len = config.max_model_len > 0
+                                      ? config.max_model_len
+                                      : std::min<int64_t>(model_config.max_position_embeddings, plan.token_capacity);
 
     EngineParts parts;
     parts.config = config;

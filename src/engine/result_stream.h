@@ -13,14 +13,14 @@
 namespace dsv4 {
 
 class ResultStreamQueue final : public ResultStream {
-public:
+  public:
     explicit ResultStreamQueue(int completions) : completions_(completions) {}
 
     std::optional<RequestOutput> pop(std::chrono::milliseconds timeout) override;
     bool done() const override;
     void push(RequestOutput output);
 
-private:
+  private:
     mutable std::mutex mutex_;
     std::condition_variable ready_;
     std::deque<RequestOutput> queue_;

@@ -17,7 +17,9 @@ struct BlockHash {
 };
 
 struct BlockHashHasher {
-    size_t operator()(const BlockHash& h) const { return static_cast<size_t>(h.low ^ (h.high * 0x9E3779B97F4A7C15ull)); }
+    size_t operator()(const BlockHash& h) const {
+        return static_cast<size_t>(h.low ^ (h.high * 0x9E3779B97F4A7C15ull));
+    }
 };
 
 // The key of the first block has the zero hash as parent.

@@ -14,7 +14,7 @@
 namespace dsv4 {
 
 class BlockPool {
-public:
+  public:
     explicit BlockPool(int32_t num_blocks);
 
     int32_t num_blocks() const { return static_cast<int32_t>(ref_.size()); }
@@ -37,7 +37,7 @@ public:
     // and this block stays uncached (it is freed like any other). Returns whether this block became the cached one.
     bool register_full(int32_t block, const BlockHash& hash);
 
-private:
+  private:
     void check(int32_t block) const;
 
     std::vector<int32_t> ref_;

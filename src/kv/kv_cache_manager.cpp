@@ -30,16 +30,20 @@ int32_t KvCacheManager::take_slot() {
 }
 
 void KvCacheManager::release_slot(int32_t slot) {
-    DSV4_CHECK(slot >= 0 && slot < config_.max_slots && slot_used_[slot], "kv cache: releasing slot {} that is not "
-               "in use", slot);
+    DSV4_CHECK(slot >= 0 && slot < config_.max_slots && slot_used_[slot],
+               "kv cache: releasing slot {} that is not "
+               "in use",
+               slot);
     slot_used_[slot] = false;
     free_slots_.push_back(slot);
 }
 
 void KvCacheManager::ensure_hashes(SequenceKv& kv, std::span<const int32_t> tokens, int64_t full_blocks) const {
     const int64_t bt = config_.block_tokens;
-    DSV4_CHECK(full_blocks * bt <= static_cast<int64_t>(tokens.size()), "kv cache: hashing {} blocks of a {}-token "
-               "sequence", full_blocks, tokens.size());
+    DSV4_CHECK(full_blocks * bt <= static_cast<int64_t>(tokens.size()),
+               "kv cache: hashing {} blocks of a {}-token "
+               "sequence",
+               full_blocks, tokens.size());
     for (auto k = static_cast<int64_t>(kv.hashes.size()); k < full_blocks; ++k) {
         const BlockHash parent = k == 0 ? BlockHash{} : kv.hashes[k - 1];
         kv.hashes.push_back(hash_block(parent, tokens.subspan(k * bt, bt)));
@@ -72,8 +76,7 @@ int64_t KvCacheManager::blocks_needed_to_admit(const PrefixHit& hit, int64_t end
     return needed;
 }
 
-void KvCacheManager::admit(SequenceKv& kv, int32_t slot, const PrefixHit& hit, int64_t end,
-                           std::vector<StateOp>& ops) {
+void KvCacheManager::admit(SequenceKv& kv, int32_t slot, const PrefixHit& hit, int64_t end, std::vector<StateOp>& ops) {
     DSV4_CHECK(kv.slot < 0 && kv.blocks.empty(), "kv cache: admitting a sequence that still holds state");
     DSV4_CHECK(hit.tokens <= end, "kv cache: chunk end {} is before the cached prefix {}", end, hit.tokens);
     DSV4_CHECK(blocks_needed_to_admit(hit, end) <= blocks_.num_free(), "kv cache: not enough free blocks to admit");
@@ -100,8 +103,7 @@ bool KvCacheManager::grow(SequenceKv& kv, int64_t end) {
     return true;
 }
 
-int64_t KvCacheManager::limit_chunk(const SequenceKv& kv, int64_t computed, int64_t end,
-                                    int64_t prompt_tokens) const {
+int64_t KvCacheManager::limit_chunk(const SequenceKv& kv, int64_t computed, int64_t end, int64_t prompt_tokens) const {
     if (!prefix_caching() || snapshots_.capacity() == 0) return end;
     const int64_t bt = config_.block_tokens;
     std::array<int64_t, 2> targets = {kv.snapshot_target, prompt_tokens / bt * bt};
@@ -139,8 +141,10 @@ bool KvCacheManager::fork(const SequenceKv& parent, int64_t computed, SequenceKv
     const int64_t bt = config_.block_tokens;
     const int64_t full = computed / bt;
     const bool partial = computed % bt != 0;
-    DSV4_CHECK(static_cast<int64_t>(parent.blocks.size()) >= full + (partial ? 1 : 0), "kv cache: fork parent has "
-               "{} blocks for {} positions", parent.blocks.size(), computed);
+    DSV4_CHECK(static_cast<int64_t>(parent.blocks.size()) >= full + (partial ? 1 : 0),
+               "kv cache: fork parent has "
+               "{} blocks for {} positions",
+               parent.blocks.size(), computed);
     if (partial && blocks_.num_free() == 0) return false;
     ops.push_back(StateOp::copy_slot(parent.slot, child.slot));
     for (int64_t k = 0; k < full; ++k) {

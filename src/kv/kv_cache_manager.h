@@ -53,11 +53,11 @@ struct SequenceKv {
 };
 
 struct PrefixHit {
-    int64_t tokens = 0;            // positions served from the cache (a block boundary, or 0)
-    int32_t snapshot = -1;         // restored into the slot when tokens > 0
-    std::vector<int32_t> blocks;   // cached blocks covering [0, tokens)
-    int64_t matched_tokens = 0;    // prefix present in cached blocks (>= tokens; the rest had no snapshot)
-    int64_t query_tokens = 0;      // tokens looked up (for the hit-rate statistics, counted on admission)
+    int64_t tokens = 0;           // positions served from the cache (a block boundary, or 0)
+    int32_t snapshot = -1;        // restored into the slot when tokens > 0
+    std::vector<int32_t> blocks;  // cached blocks covering [0, tokens)
+    int64_t matched_tokens = 0;   // prefix present in cached blocks (>= tokens; the rest had no snapshot)
+    int64_t query_tokens = 0;     // tokens looked up (for the hit-rate statistics, counted on admission)
 };
 
 struct KvCacheStats {
@@ -68,7 +68,7 @@ struct KvCacheStats {
 };
 
 class KvCacheManager {
-public:
+  public:
     explicit KvCacheManager(const KvCacheConfig& config);
 
     const KvCacheConfig& config() const { return config_; }
@@ -109,7 +109,7 @@ public:
     // Releases the sequence's blocks (last first, so its prefix stays cached longest) and its slot.
     void free(SequenceKv& kv);
 
-private:
+  private:
     void ensure_hashes(SequenceKv& kv, std::span<const int32_t> tokens, int64_t full_blocks) const;
     bool prefix_caching() const { return config_.enable_prefix_caching; }
 

@@ -10,7 +10,7 @@
 namespace dsv4 {
 
 class LruList {
-public:
+  public:
     explicit LruList(int32_t capacity) : prev_(capacity + 1, kNone), next_(capacity + 1, kNone), sentinel_(capacity) {
         prev_[sentinel_] = next_[sentinel_] = sentinel_;
     }
@@ -38,7 +38,7 @@ public:
 
     static constexpr int32_t kNone = -1;
 
-private:
+  private:
     void insert_after(int32_t at, int32_t id) {
         DSV4_CHECK(id >= 0 && id < sentinel_ && !contains(id), "lru list: cannot insert id {}", id);
         prev_[id] = at;

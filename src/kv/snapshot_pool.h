@@ -15,7 +15,7 @@
 namespace dsv4 {
 
 class SnapshotPool {
-public:
+  public:
     explicit SnapshotPool(int32_t num_snapshots);
 
     int32_t capacity() const { return static_cast<int32_t>(key_.size()); }
@@ -28,7 +28,7 @@ public:
     // nullopt when the pool has no snapshots at all.
     std::optional<int32_t> acquire(const BlockHash& hash);
 
-private:
+  private:
     std::vector<std::optional<BlockHash>> key_;
     std::unordered_map<BlockHash, int32_t, BlockHashHasher> by_hash_;
     std::vector<int32_t> free_;

@@ -9,13 +9,17 @@ namespace {
 
 constexpr int64_t kRecordElementBytes = 4;  // compressor records (kv | gate + ape) are float32 everywhere
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t round_up(int64_t x, int64_t m) {
+    return (x + m - 1) / m * m;
+}
 
 int64_t row_bytes(const ModelConfig& c, StateDtype dtype) {
     const int64_t d = c.head_dim;
     switch (dtype) {
-        case StateDtype::kF32: return 4 * d;
-        case StateDtype::kBf16: return 2 * d;
+        case StateDtype::kF32:
+            return 4 * d;
+        case StateDtype::kBf16:
+            return 2 * d;
         case StateDtype::kFp8: {
             const int64_t nope = d - c.rope_head_dim;
             return nope + 2 * int64_t{c.rope_head_dim} + round_up((nope + 63) / 64, 8);
@@ -27,9 +31,12 @@ int64_t row_bytes(const ModelConfig& c, StateDtype dtype) {
 int64_t indexer_key_bytes(const ModelConfig& c, StateDtype dtype) {
     const int64_t d = c.index_head_dim;
     switch (dtype) {
-        case StateDtype::kF32: return 4 * d;
-        case StateDtype::kBf16: return 2 * d;
-        case StateDtype::kFp8: return d + 4;
+        case StateDtype::kF32:
+            return 4 * d;
+        case StateDtype::kBf16:
+            return 2 * d;
+        case StateDtype::kFp8:
+            return d + 4;
     }
     return 0;
 }
@@ -38,9 +45,12 @@ int64_t indexer_key_bytes(const ModelConfig& c, StateDtype dtype) {
 
 std::string_view state_dtype_name(StateDtype dtype) {
     switch (dtype) {
-        case StateDtype::kF32: return "f32";
-        case StateDtype::kBf16: return "bf16";
-        case StateDtype::kFp8: return "fp8";
+        case StateDtype::kF32:
+            return "f32";
+        case StateDtype::kBf16:
+            return "bf16";
+        case StateDtype::kFp8:
+            return "fp8";
     }
     return "?";
 }
@@ -80,21 +90,24 @@ StatePlan plan_state(const ModelConfig& config, const StatePlanRequest& req, Sta
     plan.layout = compute_state_layout(config, req.block_tokens, req.rewind_capacity, dtype);
     const StateLayout& l = plan.layout;
     const int64_t slots_bytes = req.max_slots * l.slot_bytes;
-    DSV4_CHECK(slots_bytes < req.budget_bytes, "the sequence state does not fit: {} slots need {} bytes of fixed state "
-               "({} each), the budget is {} bytes (raise --kv-cache-bytes or lower --max-num-seqs)", req.max_slots,
-               slots_bytes, l.slot_bytes, req.budget_bytes);
+    DSV4_CHECK(slots_bytes < req.budget_bytes,
+               "the sequence state does not fit: {} slots need {} bytes of fixed state "
+               "({} each), the budget is {} bytes (raise --kv-cache-bytes or lower --max-num-seqs)",
+               req.max_slots, slots_bytes, l.slot_bytes, req.budget_bytes);
     int64_t left = req.budget_bytes - slots_bytes;
     int64_t snapshots = req.num_snapshots;
-    if (snapshots < 0) snapshots = std::min<int64_t>(2 * req.max_slots, left / 5 / std::max<int64_t>(1, l.snapshot_bytes));
+    if (snapshots < 0)
+        snapshots = std::min<int64_t>(2 * req.max_slots, left / 5 / std::max<int64_t>(1, l.snapshot_bytes));
     left -= snapshots * l.snapshot_bytes;
     // A model without compressed layers stores nothing in blocks; the backend still wants a block table.
     const int64_t block_bytes = std::max<int64_t>(1, l.block_bytes);
     const int64_t blocks = left > 0 ? std::min<int64_t>(left / block_bytes, int64_t{1} << 30) : 0;
     const int64_t needed = (req.min_tokens + req.block_tokens - 1) / req.block_tokens;
-    DSV4_CHECK(blocks >= std::max<int64_t>(needed, 1), "the sequence state does not fit: one {}-token sequence needs "
+    DSV4_CHECK(blocks >= std::max<int64_t>(needed, 1),
+               "the sequence state does not fit: one {}-token sequence needs "
                "{} blocks of {} bytes, the budget leaves room for {} after {} slots and {} snapshots (raise "
-               "--kv-cache-bytes or lower --max-model-len)", req.min_tokens, needed, l.block_bytes, blocks,
-               req.max_slots, snapshots);
+               "--kv-cache-bytes or lower --max-model-len)",
+               req.min_tokens, needed, l.block_bytes, blocks, req.max_slots, snapshots);
     plan.state.max_slots = req.max_slots;
     plan.state.num_blocks = static_cast<int>(blocks);
     plan.state.block_tokens = req.block_tokens;

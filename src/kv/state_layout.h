@@ -36,12 +36,12 @@ struct StateLayout {
 StateLayout compute_state_layout(const ModelConfig& config, int block_tokens, int rewind_capacity, StateDtype dtype);
 
 struct StatePlanRequest {
-    int64_t budget_bytes = 0;       // all of the state: slots + snapshots + blocks
+    int64_t budget_bytes = 0;  // all of the state: slots + snapshots + blocks
     int max_slots = 1;
     int block_tokens = 256;
     int rewind_capacity = 16;
-    int num_snapshots = -1;         // -1: 2 per slot, at most a fifth of what is left after the slots; 0: none
-    int64_t min_tokens = 0;         // blocks for at least one sequence this long must fit
+    int num_snapshots = -1;  // -1: 2 per slot, at most a fifth of what is left after the slots; 0: none
+    int64_t min_tokens = 0;  // blocks for at least one sequence this long must fit
 };
 
 struct StatePlan {

@@ -24,7 +24,8 @@ SequenceSample sample_entry(const ScheduledSequence& entry, std::span<const floa
     try {
         const SamplingParams& params = entry.seq->group->params;
         out.tokens.push_back(to_generated(sample(row, params, entry.seq->sampler)));
-        for (Sequence* child : entry.fork_children) out.tokens.push_back(to_generated(sample(row, params, child->sampler)));
+        for (Sequence* child : entry.fork_children)
+            out.tokens.push_back(to_generated(sample(row, params, child->sampler)));
     } catch (const std::exception& e) {
         out.tokens.clear();
         out.error = e.what();
@@ -53,11 +54,21 @@ StepBatch build_step_batch(const SchedulerOutput& output) {
 void apply_state_ops(Backend& backend, std::span<const StateOp> ops) {
     for (const StateOp& op : ops) {
         switch (op.kind) {
-            case StateOp::Kind::kResetSlot: backend.reset_slot(op.a); break;
-            case StateOp::Kind::kRestoreSnapshot: backend.restore_snapshot(op.a, op.b, op.boundary); break;
-            case StateOp::Kind::kSaveSnapshot: backend.save_snapshot(op.a, op.b, op.boundary); break;
-            case StateOp::Kind::kCopySlot: backend.copy_slot(op.a, op.b); break;
-            case StateOp::Kind::kCopyBlock: backend.copy_block(op.a, op.b); break;
+            case StateOp::Kind::kResetSlot:
+                backend.reset_slot(op.a);
+                break;
+            case StateOp::Kind::kRestoreSnapshot:
+                backend.restore_snapshot(op.a, op.b, op.boundary);
+                break;
+            case StateOp::Kind::kSaveSnapshot:
+                backend.save_snapshot(op.a, op.b, op.boundary);
+                break;
+            case StateOp::Kind::kCopySlot:
+                backend.copy_slot(op.a, op.b);
+                break;
+            case StateOp::Kind::kCopyBlock:
+                backend.copy_block(op.a, op.b);
+                break;
         }
     }
 }
@@ -87,7 +98,8 @@ RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t i = 0; i < n; ++i) {
         const ScheduledSequence& entry = output.seqs[entries[i]];
-        result.samples[entries[i]] = sample_entry(entry, std::span<const float>(logits).subspan(rows[i] * vocab, vocab));
+        result.samples[entries[i]] =
+            sample_entry(entry, std::span<const float>(logits).subspan(rows[i] * vocab, vocab));
     }
     return result;
 }

@@ -22,7 +22,7 @@ StepBatch build_step_batch(const SchedulerOutput& output);
 void apply_state_ops(Backend& backend, std::span<const StateOp> ops);
 
 class ModelRunner {
-public:
+  public:
     explicit ModelRunner(DeepseekV4& model) : model_(model) {}
 
     void apply(std::span<const StateOp> ops) { apply_state_ops(model_.backend(), ops); }
@@ -33,7 +33,7 @@ public:
     // Called on the engine thread with each sampled sequence's logits row before sampling (tests, debugging).
     std::function<void(const ScheduledSequence& entry, std::span<const float> logits)> logits_hook;
 
-private:
+  private:
     DeepseekV4& model_;
 };
 

@@ -53,14 +53,16 @@ struct RequestGroup {
     std::string request_id;
     SamplingParams params;
     std::vector<int32_t> prompt;
-    uint64_t arrival = 0;  // FCFS order
+    uint64_t arrival = 0;                         // FCFS order
     std::vector<std::unique_ptr<Sequence>> seqs;  // n completions
-    bool forked = false;   // the prompt is done and every completion has its own state
+    bool forked = false;                          // the prompt is done and every completion has its own state
     int unfinished = 0;
 
     int64_t num_prompt_tokens() const { return static_cast<int64_t>(prompt.size()); }
 };
 
-inline int64_t Sequence::num_prompt_tokens() const { return group->num_prompt_tokens(); }
+inline int64_t Sequence::num_prompt_tokens() const {
+    return group->num_prompt_tokens();
+}
 
 }  // namespace dsv4

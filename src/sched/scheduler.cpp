@@ -24,8 +24,10 @@ void erase_value(Container& c, Sequence* seq) {
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : config_(std::move(config)), kv_(kv) {
-    DSV4_CHECK(config_.max_num_seqs > 0 && config_.max_num_batched_tokens > 0, "scheduler: max_num_seqs ({}) and "
-               "max_num_batched_tokens ({}) must be positive", config_.max_num_seqs, config_.max_num_batched_tokens);
+    DSV4_CHECK(config_.max_num_seqs > 0 && config_.max_num_batched_tokens > 0,
+               "scheduler: max_num_seqs ({}) and "
+               "max_num_batched_tokens ({}) must be positive",
+               config_.max_num_seqs, config_.max_num_batched_tokens);
     DSV4_CHECK(config_.vocab_size > 0, "scheduler: vocab_size must be positive");
 }
 
@@ -61,7 +63,8 @@ int64_t Scheduler::num_waiting_tokens() const {
 
 int64_t Scheduler::chunk_tokens(const Sequence& seq, int64_t start, int64_t budget) const {
     int64_t n = seq.num_tokens() - start;
-    if (n > 1 && config_.long_prefill_token_threshold > 0) n = std::min<int64_t>(n, config_.long_prefill_token_threshold);
+    if (n > 1 && config_.long_prefill_token_threshold > 0)
+        n = std::min<int64_t>(n, config_.long_prefill_token_threshold);
     return std::min(n, budget);
 }
 
@@ -74,7 +77,8 @@ void Scheduler::add_entry(SchedulerOutput& out, Sequence* seq, int64_t start, in
     RequestGroup& group = *seq->group;
     if (entry.sample && !group.forked && seq->completion_index == 0) {
         for (size_t i = 1; i < group.seqs.size(); ++i) {
-            if (group.seqs[i]->status == SequenceStatus::kForkPending) entry.fork_children.push_back(group.seqs[i].get());
+            if (group.seqs[i]->status == SequenceStatus::kForkPending)
+                entry.fork_children.push_back(group.seqs[i].get());
         }
     }
     out.num_batched_tokens += entry.num_tokens;
@@ -96,8 +100,8 @@ bool Scheduler::schedule_running(SchedulerOutput& out, int64_t& budget) {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Sequence* seq = running_[i];
         const int64_t start = seq->num_computed;
-        const int64_t end = kv_.limit_chunk(seq->kv, start, start + chunk_tokens(*seq, start, budget),
-                                            seq->num_prompt_tokens());
+        const int64_t end =
+            kv_.limit_chunk(seq->kv, start, start + chunk_tokens(*seq, start, budget), seq->num_prompt_tokens());
         bool self_preempted = false;
         while (!kv_.grow(seq->kv, end)) {
             Sequence* victim = running_.back();
@@ -129,8 +133,8 @@ void Scheduler::admit_waiting(SchedulerOutput& out, int64_t& budget) {
         if (num_running() + reserved_slots_ + slots > config_.max_num_seqs || kv_.num_free_slots() < slots) break;
         const PrefixHit hit = kv_.find_prefix(seq->kv, seq->tokens);
         const int64_t start = hit.tokens;
-        const int64_t end = kv_.limit_chunk(seq->kv, start, start + chunk_tokens(*seq, start, budget),
-                                            seq->num_prompt_tokens());
+        const int64_t end =
+            kv_.limit_chunk(seq->kv, start, start + chunk_tokens(*seq, start, budget), seq->num_prompt_tokens());
         if (kv_.blocks_needed_to_admit(hit, end) > kv_.num_free_blocks()) break;
         waiting_.pop_front();
         kv_.admit(seq->kv, kv_.take_slot(), hit, end, out.state_ops);
@@ -196,8 +200,10 @@ UpdateResult Scheduler::update(const SchedulerOutput& output, const RunnerOutput
             continue;
         }
         if (!entry.sample) continue;
-        DSV4_CHECK(sample.tokens.size() == 1 + entry.fork_children.size(), "scheduler: {} sampled tokens for {} "
-                   "completions", sample.tokens.size(), 1 + entry.fork_children.size());
+        DSV4_CHECK(sample.tokens.size() == 1 + entry.fork_children.size(),
+                   "scheduler: {} sampled tokens for {} "
+                   "completions",
+                   sample.tokens.size(), 1 + entry.fork_children.size());
         if (!entry.fork_children.empty()) fork_group(seq, entry, sample, result);
         append_token(seq, sample.tokens[0], result);
     }
@@ -244,11 +250,18 @@ void Scheduler::append_token(Sequence* seq, const GeneratedToken& token, UpdateR
     const FinishCause cause = check_finish(group.params, config_.eos_token_ids, input);
     emit(seq, {token}, result);
     switch (cause) {
-        case FinishCause::kNone: return;
+        case FinishCause::kNone:
+            return;
         case FinishCause::kEos:
-        case FinishCause::kStopString: finish_sequence(seq, FinishReason::kStop, std::nullopt, "", result); return;
-        case FinishCause::kStopToken: finish_sequence(seq, FinishReason::kStop, token.token, "", result); return;
-        case FinishCause::kLength: finish_sequence(seq, FinishReason::kLength, std::nullopt, "", result); return;
+        case FinishCause::kStopString:
+            finish_sequence(seq, FinishReason::kStop, std::nullopt, "", result);
+            return;
+        case FinishCause::kStopToken:
+            finish_sequence(seq, FinishReason::kStop, token.token, "", result);
+            return;
+        case FinishCause::kLength:
+            finish_sequence(seq, FinishReason::kLength, std::nullopt, "", result);
+            return;
     }
 }
 

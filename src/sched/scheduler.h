@@ -41,7 +41,7 @@ struct SchedulerStats {
 };
 
 class Scheduler {
-public:
+  public:
     Scheduler(SchedulerConfig config, KvCacheManager& kv);
     Scheduler(const Scheduler&) = delete;
     Scheduler& operator=(const Scheduler&) = delete;
@@ -68,7 +68,7 @@ public:
     const SchedulerConfig& config() const { return config_; }
     KvCacheManager& kv() { return kv_; }
 
-private:
+  private:
     int64_t chunk_tokens(const Sequence& seq, int64_t start, int64_t budget) const;
     bool schedule_running(SchedulerOutput& out, int64_t& budget);
     void admit_waiting(SchedulerOutput& out, int64_t& budget);

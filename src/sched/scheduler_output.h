@@ -48,8 +48,8 @@ struct CompletionUpdate {
 };
 
 struct UpdateResult {
-    std::vector<StateOp> state_ops;            // apply before the next step (snapshot saves, fork copies)
-    std::vector<CompletionUpdate> outputs;     // events for the result streams, in order
+    std::vector<StateOp> state_ops;              // apply before the next step (snapshot saves, fork copies)
+    std::vector<CompletionUpdate> outputs;       // events for the result streams, in order
     std::vector<std::string> finished_requests;  // requests whose every completion has finished
 };
 

@@ -14,9 +14,13 @@ namespace {
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
 // Floats of one compressor record (kv | gate + ape) of an overlapping (CSA) compressor with head dim `dim`.
-int64_t csa_record_floats(int dim) { return 2 * 2 * static_cast<int64_t>(dim); }
+int64_t csa_record_floats(int dim) {
+    return 2 * 2 * static_cast<int64_t>(dim);
+}
 
-void copy_rows(float* dst, const float* src, int64_t floats) { std::memcpy(dst, src, floats * sizeof(float)); }
+void copy_rows(float* dst, const float* src, int64_t floats) {
+    std::memcpy(dst, src, floats * sizeof(float));
+}
 
 }  // namespace
 
@@ -26,8 +30,7 @@ void CpuBackend::create_snapshot_state() {
         ls.snap_ring.assign(static_cast<size_t>(snaps * model_.sliding_window * model_.head_dim), kPoison);
         if (ls.type != AttentionType::kCsa) continue;
         ls.snap_main.assign(static_cast<size_t>(snaps * ls.ratio * csa_record_floats(model_.head_dim)), kPoison);
-        ls.snap_index.assign(static_cast<size_t>(snaps * ls.ratio * csa_record_floats(model_.index_head_dim)),
-                             kPoison);
+        ls.snap_index.assign(static_cast<size_t>(snaps * ls.ratio * csa_record_floats(model_.index_head_dim)), kPoison);
     }
 }
 
@@ -36,8 +39,10 @@ void CpuBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t bound
     DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "{}: slot {} is outside [0, {})", op, slot, state_.max_slots);
     DSV4_CHECK(snapshot >= 0 && snapshot < state_.num_snapshots, "{}: snapshot {} is outside [0, {})", op, snapshot,
                state_.num_snapshots);
-    DSV4_CHECK(boundary > 0 && boundary % state_.block_tokens == 0, "{}: boundary {} is not a positive multiple of "
-               "the block size {}", op, boundary, state_.block_tokens);
+    DSV4_CHECK(boundary > 0 && boundary % state_.block_tokens == 0,
+               "{}: boundary {} is not a positive multiple of "
+               "the block size {}",
+               op, boundary, state_.block_tokens);
     auto move = [&](float* slot_data, float* snap_data, int64_t floats) {
         if (to_snapshot) {
             copy_rows(snap_data, slot_data, floats);

@@ -15,7 +15,7 @@ namespace dsv4 {
 namespace {
 
 class BatchInvariance : public ::testing::TestWithParam<SimdIsa> {
-protected:
+  protected:
     void SetUp() override {
         if (!simd_isa_supported(GetParam())) GTEST_SKIP() << simd_isa_name(GetParam()) << " not supported here";
         previous_ = active_simd_isa();
@@ -25,7 +25,9 @@ protected:
     SimdIsa previous_ = SimdIsa::kScalar;
 };
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+bool same_bits(float a, float b) {
+    return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
 
 TEST_P(BatchInvariance, MultiDotsDoNotDependOnBatchShape) {
     std::mt19937 rng(1234);
@@ -47,10 +49,18 @@ TEST_P(BatchInvariance, MultiDotsDoNotDependOnBatchShape) {
 
         auto run = [&](int kind, const float* xs, int n_vec, float* out) {
             switch (kind) {
-                case 0: dot_f32_multi(wf.data(), xs, stride, k, n_vec, out); break;
-                case 1: dot_bf16_row_multi(wb.data(), xs, stride, k, n_vec, out); break;
-                case 2: dot_fp8_row_multi(codes.data(), scales8.data(), 128, xs, stride, k, n_vec, out); break;
-                default: dot_fp4_row_multi(packed.data(), scales4.data(), 32, xs, stride, k, n_vec, out); break;
+                case 0:
+                    dot_f32_multi(wf.data(), xs, stride, k, n_vec, out);
+                    break;
+                case 1:
+                    dot_bf16_row_multi(wb.data(), xs, stride, k, n_vec, out);
+                    break;
+                case 2:
+                    dot_fp8_row_multi(codes.data(), scales8.data(), 128, xs, stride, k, n_vec, out);
+                    break;
+                default:
+                    dot_fp4_row_multi(packed.data(), scales4.data(), 32, xs, stride, k, n_vec, out);
+                    break;
             }
         };
         for (int kind = 0; kind < 4; ++kind) {

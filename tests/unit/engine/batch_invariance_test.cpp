@@ -23,8 +23,11 @@ std::vector<Req> requests(const std::string& fixture) {
     auto slice = [&](size_t b, size_t e) { return std::vector<int32_t>(t.begin() + b, t.begin() + e); };
     std::vector<int32_t> reversed(t.rbegin(), t.rbegin() + 90);
     return {
-        {"mid", slice(0, 47), 6, 0},     {"long", slice(20, 220), 3, 1}, {"tiny", slice(5, 8), 8, 2},
-        {"rev", reversed, 4, 4},         {"same_prompt", slice(0, 47), 5, 6},
+        {"mid", slice(0, 47), 6, 0},
+        {"long", slice(20, 220), 3, 1},
+        {"tiny", slice(5, 8), 8, 2},
+        {"rev", reversed, 4, 4},
+        {"same_prompt", slice(0, 47), 5, 6},
         {"edge", slice(40, 165), 6, 0},  // 125 tokens: decoding crosses into a second block
     };
 }
@@ -63,10 +66,26 @@ TEST_P(BatchInvariance, LogitsDoNotDependOnTheBatch) {
     };
     const Mix mixes[] = {
         {"all_at_once", [](HarnessOptions&) {}, false},
-        {"staggered_small_budget", [](HarnessOptions& o) { o.budget = 48; o.long_prefill = 40; }, true},
-        {"queued_two_at_a_time", [](HarnessOptions& o) { o.max_num_seqs = 2; o.budget = 100; }, true},
+        {"staggered_small_budget",
+         [](HarnessOptions& o) {
+             o.budget = 48;
+             o.long_prefill = 40;
+         },
+         true},
+        {"queued_two_at_a_time",
+         [](HarnessOptions& o) {
+             o.max_num_seqs = 2;
+             o.budget = 100;
+         },
+         true},
         // 3 blocks of 128 positions: "edge" and "long" fill them, and the next block someone needs preempts.
-        {"preempted", [](HarnessOptions& o) { o.num_blocks = 3; o.budget = 256; o.long_prefill = 256; }, false},
+        {"preempted",
+         [](HarnessOptions& o) {
+             o.num_blocks = 3;
+             o.budget = 256;
+             o.long_prefill = 256;
+         },
+         false},
     };
     for (const Mix& mix : mixes) {
         HarnessOptions o;

@@ -17,7 +17,9 @@ std::vector<int32_t> prompt_of(int n, int offset = 0, const std::string& fixture
     return std::vector<int32_t>(t.begin() + offset, t.begin() + offset + n);
 }
 
-EngineCore& core(Engine& e) { return dynamic_cast<EngineCore&>(e); }
+EngineCore& core(Engine& e) {
+    return dynamic_cast<EngineCore&>(e);
+}
 
 void expect_state_returned(Engine& e) {
     const auto counts = core(e).state_counts();

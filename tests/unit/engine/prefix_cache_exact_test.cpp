@@ -49,7 +49,7 @@ TEST_P(PrefixCacheExact, HitsGiveTheLogitsOfAColdRun) {
         {"after_boundary", diverge(base, 257, vocab), 256},
         {"in_csa_window", diverge(base, 258, vocab), 256},
         {"extended", extended, 256},
-        {"early", diverge(base, 130, vocab), 0},     // block 0 is cached, but no snapshot at 128 yet ...
+        {"early", diverge(base, 130, vocab), 0},          // block 0 is cached, but no snapshot at 128 yet ...
         {"early_again", diverge(base, 200, vocab), 128},  // ... "early" saved it
     };
     for (const Variant& v : variants) {

@@ -32,7 +32,7 @@ struct HarnessOptions {
 };
 
 class RuntimeHarness {
-public:
+  public:
     explicit RuntimeHarness(const HarnessOptions& o)
         : backend_(make_cpu_backend(Numerics::kExact, 1)),
           loaded_(load_model(dir(o.fixture), *backend_, state_config(o))),
@@ -88,7 +88,7 @@ public:
     Scheduler& scheduler() { return scheduler_; }
     KvCacheManager& kv() { return kv_; }
 
-private:
+  private:
     static StateConfig state_config(const HarnessOptions& o) {
         StateConfig s;
         s.max_slots = o.max_num_seqs;
@@ -136,8 +136,8 @@ inline ::testing::AssertionResult same_rows(const std::vector<std::vector<float>
         if (a[r].size() != b[r].size()) return ::testing::AssertionFailure() << "row " << r << " length differs";
         for (size_t i = 0; i < a[r].size(); ++i) {
             if (std::isnan(a[r][i]) || std::memcmp(&a[r][i], &b[r][i], sizeof(float)) != 0) {
-                return ::testing::AssertionFailure() << "row " << r << " logit " << i << ": " << a[r][i] << " vs "
-                                                     << b[r][i];
+                return ::testing::AssertionFailure()
+                       << "row " << r << " logit " << i << ": " << a[r][i] << " vs " << b[r][i];
             }
         }
     }

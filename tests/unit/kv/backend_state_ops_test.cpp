@@ -130,8 +130,8 @@ TEST_P(StateOps, ForkedSlotsContinueIndependentlyAndExactly) {
 
 TEST_P(StateOps, BadIdsAreErrors) {
     Model m = open(GetParam());
-    EXPECT_THROW(m.b().save_snapshot(0, 2, 128), Error);    // snapshot out of range
-    EXPECT_THROW(m.b().save_snapshot(3, 0, 128), Error);    // slot out of range
+    EXPECT_THROW(m.b().save_snapshot(0, 2, 128), Error);     // snapshot out of range
+    EXPECT_THROW(m.b().save_snapshot(3, 0, 128), Error);     // slot out of range
     EXPECT_THROW(m.b().restore_snapshot(0, 0, 100), Error);  // not a block boundary
     EXPECT_THROW(m.b().restore_snapshot(0, 0, 0), Error);
     EXPECT_THROW(m.b().copy_slot(0, 3), Error);

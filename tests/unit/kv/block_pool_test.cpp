@@ -1,16 +1,19 @@
 // BlockPool and SnapshotPool: reference counts, the free queue's eviction order, and the hash maps.
+#include "kv/block_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "core/error.h"
-#include "kv/block_pool.h"
 #include "kv/snapshot_pool.h"
 
 namespace dsv4 {
 namespace {
 
-BlockHash key(uint64_t i) { return {i, i * 31 + 7}; }
+BlockHash key(uint64_t i) {
+    return {i, i * 31 + 7};
+}
 
 TEST(BlockPool, AllocatesEveryBlockOnceThenRunsOut) {
     BlockPool pool(4);
@@ -64,8 +67,8 @@ TEST(BlockPool, DuplicatePrefixKeepsTheFirstBlock) {
     EXPECT_FALSE(pool.register_full(b, key(5)));
     EXPECT_EQ(*pool.lookup(key(5)), a);
     EXPECT_FALSE(pool.is_cached(b));
-    EXPECT_TRUE(pool.register_full(a, key(5)));            // a fork registering the same block again
-    EXPECT_THROW(pool.register_full(a, key(6)), Error);    // a cached block cannot change its prefix
+    EXPECT_TRUE(pool.register_full(a, key(5)));          // a fork registering the same block again
+    EXPECT_THROW(pool.register_full(a, key(6)), Error);  // a cached block cannot change its prefix
 }
 
 TEST(SnapshotPool, EvictsLeastRecentlyUsed) {

@@ -128,7 +128,7 @@ TEST(KvCacheManager, ChunkStopsAtThePromptsLastBoundary) {
     KvCacheManager kv(config());
     SequenceKv a;
     const auto toks = tokens(300);
-    kv.find_prefix(a, toks);                        // hashes the prompt's blocks
+    kv.find_prefix(a, toks);  // hashes the prompt's blocks
     EXPECT_EQ(kv.limit_chunk(a, 0, 300, 300), 256);
     EXPECT_EQ(kv.limit_chunk(a, 0, 200, 300), 200);  // the boundary is beyond the chunk
     EXPECT_EQ(kv.limit_chunk(a, 0, 266, 300), 266);  // within the rewind capacity: saved after the step anyway

@@ -12,7 +12,9 @@
 namespace dsv4 {
 namespace {
 
-std::filesystem::path source(const std::string& rel) { return std::filesystem::path(DSV4_SOURCE_DIR) / rel; }
+std::filesystem::path source(const std::string& rel) {
+    return std::filesystem::path(DSV4_SOURCE_DIR) / rel;
+}
 
 TEST(StateLayout, FlashFp8MatchesTheSpecPerTokenBytes) {
     const ModelConfig c = load_model_config(source("tests/data/deepseek_v4_flash_config.json"));

@@ -20,18 +20,23 @@
 namespace dsv4::sched_test {
 
 class ShadowState {
-public:
+  public:
     ShadowState(const KvCacheConfig& c)
-        : config_(c), slots_(c.max_slots), blocks_(c.num_blocks, std::vector<int32_t>(c.block_tokens, -1)),
+        : config_(c),
+          slots_(c.max_slots),
+          blocks_(c.num_blocks, std::vector<int32_t>(c.block_tokens, -1)),
           snapshots_(c.num_snapshots) {}
 
     void apply(const std::vector<StateOp>& ops) {
         for (const StateOp& op : ops) {
             switch (op.kind) {
-                case StateOp::Kind::kResetSlot: slots_.at(op.a).clear(); break;
+                case StateOp::Kind::kResetSlot:
+                    slots_.at(op.a).clear();
+                    break;
                 case StateOp::Kind::kRestoreSnapshot:
-                    ASSERT_EQ(static_cast<int64_t>(snapshots_.at(op.b).size()), op.boundary) << "restoring a "
-                        "snapshot saved at another boundary";
+                    ASSERT_EQ(static_cast<int64_t>(snapshots_.at(op.b).size()), op.boundary)
+                        << "restoring a "
+                           "snapshot saved at another boundary";
                     slots_.at(op.a) = snapshots_.at(op.b);
                     break;
                 case StateOp::Kind::kSaveSnapshot: {
@@ -42,8 +47,12 @@ public:
                     snapshots_.at(op.b).assign(held.begin(), held.begin() + op.boundary);
                     break;
                 }
-                case StateOp::Kind::kCopySlot: slots_.at(op.b) = slots_.at(op.a); break;
-                case StateOp::Kind::kCopyBlock: blocks_.at(op.b) = blocks_.at(op.a); break;
+                case StateOp::Kind::kCopySlot:
+                    slots_.at(op.b) = slots_.at(op.a);
+                    break;
+                case StateOp::Kind::kCopyBlock:
+                    blocks_.at(op.b) = blocks_.at(op.a);
+                    break;
             }
         }
     }
@@ -74,7 +83,7 @@ public:
         }
     }
 
-private:
+  private:
     int32_t block_at(const Sequence& s, int64_t p) const {
         return blocks_.at(s.kv.blocks.at(p / config_.block_tokens))[p % config_.block_tokens];
     }
@@ -101,7 +110,8 @@ inline RunnerOutput fake_run(const SchedulerOutput& out, int64_t vocab) {
         const ScheduledSequence& e = out.seqs[j];
         if (!e.sample) continue;
         r.samples[j].tokens.push_back({fake_next_token(*e.seq, vocab), std::nullopt, {}});
-        for (Sequence* child : e.fork_children) r.samples[j].tokens.push_back({fake_next_token(*child, vocab), std::nullopt, {}});
+        for (Sequence* child : e.fork_children)
+            r.samples[j].tokens.push_back({fake_next_token(*child, vocab), std::nullopt, {}});
     }
     return r;
 }

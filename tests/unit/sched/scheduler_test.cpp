@@ -93,7 +93,7 @@ TEST(Scheduler, LongPrefillCapLetsAShortRequestStartInTheFirstStep) {
     EXPECT_EQ(long_entry->num_tokens, 32);  // long_prefill_token_threshold
     EXPECT_FALSE(long_entry->sample);
     EXPECT_EQ(short_entry->num_tokens, 10);
-    EXPECT_TRUE(short_entry->sample);       // its first token comes out of step 1
+    EXPECT_TRUE(short_entry->sample);  // its first token comes out of step 1
     EXPECT_EQ(f.log.get("short", 0).tokens.size(), 1u);
     EXPECT_EQ(out.num_batched_tokens, 42);
 }
@@ -182,7 +182,7 @@ TEST(Scheduler, ForkSharesThePromptAndCopiesTheState) {
     Fixture f;
     f.scheduler.add(request("n3", 40, 5, /*n=*/3));  // 40 = 2 full blocks + a partial one
     SchedulerOutput out = f.scheduler.schedule();
-    ASSERT_EQ(out.seqs.size(), 1u);  // the prompt runs once
+    ASSERT_EQ(out.seqs.size(), 1u);           // the prompt runs once
     EXPECT_EQ(f.kv.num_free_slots(), 8 - 3);  // but the children's slots are reserved
     ASSERT_EQ(out.seqs[0].num_tokens, 32);
     f.shadow.apply(out.state_ops);
