@@ -35,6 +35,7 @@ struct EngineConfig {
     std::string kv_cache_dtype = "auto";      // auto | bf16 | fp8 (fp8_ds_mla)
     int block_tokens = 256;                   // positions per state block (multiple of every compression ratio)
     bool enable_prefix_caching = true;
+    int num_prefix_snapshots = -1;            // boundary snapshots kept for prefix caching (-1 = auto: 2 per slot)
     uint64_t seed = 0;                        // seed of the engine's unseeded-request seeds (0 = random)
 };
 

@@ -71,6 +71,7 @@ struct StateConfig {
     int num_blocks = 0;            // paged blocks for compressed rows / indexer keys
     int block_tokens = 256;        // token positions covered by one block
     int rewind_capacity = 16;      // deepest truncation without recomputation
+    int num_snapshots = 0;         // prefix-cache boundary snapshots (save_snapshot / restore_snapshot); engine addition
 };
 
 // Which compressor of a layer an op addresses.
@@ -93,6 +94,24 @@ public:
     virtual void create_state(const ModelConfig& config, const StateConfig& state) = 0;
     virtual const StateConfig& state_config() const = 0;
     virtual void reset_slot(int32_t slot) = 0;  // a new sequence starts in this slot
+
+    // --- Prefix caching and forks (added for the serving engine: src/kv/kv_cache_manager.h) ---
+    // A boundary snapshot holds what a slot needs to resume a sequence at `boundary` (a positive multiple of
+    // block_tokens) on top of the paged blocks covering [0, boundary): every layer's K=V ring rows of positions
+    // [boundary - sliding_window, boundary) (those >= 0), and for every CSA layer the main and indexer compressor
+    // records (kv | gate + ape) of positions [boundary - ratio, boundary), the window the next entry overlaps. HCA
+    // layers need nothing: block_tokens is a multiple of their ratio, so no window is open at a boundary.
+    // save_snapshot copies them out of `slot`, whose sequence has computed up to some end with
+    // boundary <= end <= boundary + rewind_capacity (so its ring still holds those rows); the caller guarantees it.
+    virtual void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) = 0;
+    // Writes a snapshot into `slot` (after reset_slot); the sequence then continues at position `boundary`. It
+    // cannot be truncated below `boundary` afterwards.
+    virtual void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) = 0;
+    // Copies slot src's whole fixed state (rings, compressor records) into slot dst: n > 1 completions fork there.
+    virtual void copy_slot(int32_t src, int32_t dst) = 0;
+    // Copies paged block src (every layer's compressed rows and indexer keys) into block dst: copy-on-write of the
+    // partial last block a forked completion would otherwise share.
+    virtual void copy_block(int32_t src, int32_t dst) = 0;
 
     // --- Step ---
     // Per-step scratch memory; everything allocated is released by begin_step().

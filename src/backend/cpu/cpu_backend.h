@@ -24,6 +24,11 @@ struct CpuLayerState {
     std::vector<float> index_pending;   // [slots][pending_rows(indexer)][2 * width(indexer)]
     std::vector<float> entries;         // [blocks][entries_per_block][head_dim]
     std::vector<float> index_keys;      // [blocks][entries_per_block][index_head_dim]
+    // Prefix-cache boundary snapshots (cpu_snapshot.cpp): ring rows of [boundary - window, boundary) and, for CSA,
+    // the compressor records of [boundary - ratio, boundary), in position order.
+    std::vector<float> snap_ring;       // [snapshots][window][head_dim]
+    std::vector<float> snap_main;       // [snapshots][ratio][2 * width(main)]     (CSA only)
+    std::vector<float> snap_index;      // [snapshots][ratio][2 * width(indexer)]  (CSA only)
 };
 
 class CpuBackend final : public Backend {
@@ -41,6 +46,10 @@ public:
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
     void reset_slot(int32_t slot) override;
+    void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
+    void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
+    void copy_slot(int32_t src, int32_t dst) override;
+    void copy_block(int32_t src, int32_t dst) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.size(); }
@@ -88,6 +97,10 @@ public:
     const std::vector<float>& inv_freq(const RopeParams& rope);
 
 private:
+    void create_snapshot_state();  // cpu_snapshot.cpp
+    // Copies a snapshot's rows between slot storage and snapshot storage (to_snapshot: save, else restore).
+    void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);
+
     Numerics numerics_;
     int threads_;
     ModelConfig model_;

@@ -76,7 +76,8 @@ int CpuBackend::pending_rows(const CompressorWeights& w) const {
 }
 
 void CpuBackend::create_state(const ModelConfig& config, const StateConfig& state) {
-    DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0,
+    DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0 &&
+                   state.num_snapshots >= 0,
                "state: slots, blocks and block size must be positive");
     model_ = config;
     state_ = state;
@@ -105,6 +106,7 @@ void CpuBackend::create_state(const ModelConfig& config, const StateConfig& stat
                                  kPoison);
         }
     }
+    create_snapshot_state();
 }
 
 void CpuBackend::reset_slot(int32_t slot) {

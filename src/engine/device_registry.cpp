@@ -1,0 +1,85 @@
+#include "engine/device_registry.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace dsv4 {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// Half of the memory the system reports available (the CPU backend allocates and touches its state up front).
+int64_t available_host_bytes() {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 4 * kGiB;
+    return static_cast<int64_t>(pages) * page;
+}
+
+DeviceBackend cpu_device() {
+    DeviceBackend d;
+    d.create = [](const EngineConfig& c) { return make_cpu_backend(parse_numerics(c.numerics), c.threads); };
+    d.state_dtype = [](const EngineConfig& c) {
+        DSV4_CHECK(c.kv_cache_dtype == "auto" || c.kv_cache_dtype == "f32",
+                   "--kv-cache-dtype {}: the cpu device "
+                   "stores its state as float32 (auto)",
+                   c.kv_cache_dtype);
+        return StateDtype::kF32;
+    };
+    // The slots, plus 1 GiB for blocks and snapshots, within half of the available memory.
+    d.default_state_bytes = [](const EngineConfig&, int64_t fixed_bytes) {
+        return std::min(fixed_bytes + kGiB, std::max(fixed_bytes + kGiB / 16, available_host_bytes() / 2));
+    };
+    return d;
+}
+
+// Built-in devices. The CUDA backend adds its entry in this constructor under its build flag, e.g.
+//   #if defined(DSV4_HAS_CUDA) devices.emplace("cuda", cuda_device()); #endif
+struct Registry {
+    Registry() { devices.emplace("cpu", cpu_device()); }
+    std::mutex mutex;
+    std::map<std::string, DeviceBackend> devices;
+};
+
+Registry& registry() {
+    static Registry r;
+    return r;
+}
+
+}  // namespace
+
+void register_device_backend(const std::string& device, DeviceBackend backend) {
+    DSV4_CHECK(backend.create && backend.state_dtype && backend.default_state_bytes,
+               "device backend '{}' is "
+               "missing a function",
+               device);
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.devices[device] = std::move(backend);
+}
+
+const DeviceBackend& find_device_backend(const std::string& device) {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.devices.find(device);
+    if (it == r.devices.end()) {
+        std::string known;
+        for (const auto& [name, backend] : r.devices) known += (known.empty() ? "" : ", ") + name;
+        fail("device '{}' is not available in this build (known: {})", device, known);
+    }
+    return it->second;
+}
+
+std::vector<std::string> device_backend_names() {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    std::vector<std::string> names;
+    for (const auto& [name, backend] : r.devices) names.push_back(name);
+    return names;
+}
+
+}  // namespace dsv4
