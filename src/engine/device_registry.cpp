@@ -3,10 +3,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
 #include "core/error.h"
+#include "model/model_config.h"
+#include "model/tensor_spec.h"
+#ifdef DSV4_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_factory.h"
+#endif
 
 namespace dsv4 {
 namespace {
@@ -37,10 +45,48 @@ DeviceBackend cpu_device() {
     return d;
 }
 
-// Built-in devices. The CUDA backend adds its entry in this constructor under its build flag, e.g.
-//   #if defined(DSV4_HAS_CUDA) devices.emplace("cuda", cuda_device()); #endif
+#ifdef DSV4_WITH_CUDA
+// Bytes of the checkpoint's tensors for the model in `dir` (what the GPU will hold as weights).
+int64_t weight_bytes(const std::string& dir) {
+    const ModelConfig c = load_model_config(std::filesystem::path(dir) / "config.json");
+    int64_t bytes = 0;
+    for (const TensorSpec& s : expected_tensors(c)) {
+        int64_t n = 1;
+        for (int64_t d : s.shape) n *= d;
+        bytes += n * dtype_bits(s.dtype) / 8;
+    }
+    return bytes;
+}
+
+DeviceBackend cuda_device() {
+    DeviceBackend d;
+    d.create = [](const EngineConfig& c) { return make_cuda_backend(parse_numerics(c.numerics), 0); };
+    d.state_dtype = [](const EngineConfig& c) {
+        DSV4_CHECK(c.kv_cache_dtype == "auto" || c.kv_cache_dtype == "f32",
+                   "--kv-cache-dtype {}: the cuda device stores its state as float32 in this build (auto)",
+                   c.kv_cache_dtype);
+        return StateDtype::kF32;
+    };
+    // gpu_memory_utilization x total memory - weights - the 6 GiB workspace - 1 GiB slack.
+    d.default_state_bytes = [](const EngineConfig& c, int64_t fixed_bytes) {
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return fixed_bytes + kGiB;
+        const auto usable = static_cast<int64_t>(c.gpu_memory_utilization * static_cast<double>(total_bytes)) -
+                            weight_bytes(c.model_dir) - 7 * kGiB;
+        return std::max(fixed_bytes + kGiB / 16, usable);
+    };
+    return d;
+}
+#endif
+
+// Built-in devices.
 struct Registry {
-    Registry() { devices.emplace("cpu", cpu_device()); }
+    Registry() {
+        devices.emplace("cpu", cpu_device());
+#ifdef DSV4_WITH_CUDA
+        devices.emplace("cuda", cuda_device());
+#endif
+    }
     std::mutex mutex;
     std::map<std::string, DeviceBackend> devices;
 };

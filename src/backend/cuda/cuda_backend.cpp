@@ -175,6 +175,7 @@ void CudaBackend::create_state(const ModelConfig& config, const StateConfig& sta
             ls.index_keys = zeros(static_cast<size_t>(state.num_blocks) * ls.per_block * config.index_head_dim);
         }
     }
+    create_snapshot_state();
 }
 
 size_t CudaBackend::state_bytes(const ModelConfig& config, const StateConfig& state) const {

@@ -58,10 +58,10 @@ public:
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
     void reset_slot(int32_t slot) override;
-    void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary);
-    void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary);
-    void copy_slot(int32_t src, int32_t dst);
-    void copy_block(int32_t src, int32_t dst);
+    void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
+    void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
+    void copy_slot(int32_t src, int32_t dst) override;
+    void copy_block(int32_t src, int32_t dst) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.used(); }
