@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -15,8 +16,11 @@
 
 namespace dsv4::engine_test {
 
+// DSV4_SOURCE_DIR from the environment wins (test binaries run on another machine), else the build's.
 inline std::string fixture_dir(const std::string& name) {
-    return (std::filesystem::path(DSV4_SOURCE_DIR) / "tests" / "fixtures" / name).string();
+    const char* env = std::getenv("DSV4_SOURCE_DIR");
+    const std::filesystem::path root = env != nullptr ? std::filesystem::path(env) : std::filesystem::path(DSV4_SOURCE_DIR);
+    return (root / "tests" / "fixtures" / name).string();
 }
 
 inline std::vector<int32_t> fixture_tokens(const std::string& name) {
