@@ -260,7 +260,9 @@ TEST(CudaOps, MoeFlashWidths) {
         p.gpu->route(hg, mg, c, RoutingType::kLearned, wgt, ig);
         // Fast numerics compute the router logits on tensor cores (bf16 activations), so a near-tie between two
         // experts may pick differently: there the experts are compared under the CPU's routing instead.
-        if (numerics != Numerics::kFast) EXPECT_LE(rel_l2(read(*p.gpu, wgt), read(*p.cpu, wc)), 1e-5);
+        if (numerics != Numerics::kFast) {
+            EXPECT_LE(rel_l2(read(*p.gpu, wgt), read(*p.cpu, wc)), 1e-5);
+        }
         if (numerics == Numerics::kFast) {
             p.gpu->from_host(wgt, wc.data);
             p.gpu->from_host(ig, ic.data);
