@@ -4,8 +4,9 @@
 //   dims) and indexer keys to FP4 x 2^e per 32 dims (bf16 values): both storage dtypes hold exactly those values (fp8
 //   keys unless one key's block exponents span more than ~14 binades), so the logits equal the float32-state ones;
 // - exact numerics: the storage rounding is the only change, so the logits stay close to the float32-state ones
-//   (closer than the reference numerics are to exact), and every feeding mode (whole prompt, chunks that split windows, prefill then decode) gives the same logits under
-//   one dtype (this step's rows are rounded exactly like the ring's, so a query sees the same keys either way).
+//   (closer than the reference numerics are to exact), and every feeding mode (whole prompt, chunks that split
+//   windows, prefill then decode) gives the same logits under one dtype (this step's rows are rounded exactly like
+//   the ring's, so a query sees the same keys either way).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -78,7 +79,8 @@ TEST_P(KvDtypeGolden, ExactNumericsStayCloseToFloat32State) {
     const std::vector<float> got = logits_with(name, Numerics::kExact, dtype, 0, -1);
     ASSERT_EQ(got.size(), f32.size());
     const int64_t vocab = fixture_vocab(name);
-    const double err = relative_max_error(got, f32), l2 = relative_l2(got, f32), top1 = argmax_agreement(got, f32, vocab);
+    const double err = relative_max_error(got, f32), l2 = relative_l2(got, f32);
+    const double top1 = argmax_agreement(got, f32, vocab);
     // The scale of this fixture's sensitivity: HF's reference-numerics logits (DeepSeek's roundings, the FP8 cache
     // among them) against its exact ones.
     const std::vector<float> hf_exact = read_npy_f32((fixture_dir(name) / "logits.npy").string()).values;

@@ -62,7 +62,9 @@ TEST(StateFormat, Fp8KvRecordIsTheReferenceRounding) {
             for (float& v : rounded) v = round_to_bf16(v);
             std::vector<uint8_t> codes(nope), scales((nope + 63) / 64);
             act_quant_fp8(rounded.data(), nope, 64, codes.data(), scales.data());
-            for (int j = 0; j < nope; ++j) ASSERT_EQ(record[j], codes[j]) << "d " << d << " kind " << kind << " j " << j;
+            for (int j = 0; j < nope; ++j) {
+                ASSERT_EQ(record[j], codes[j]) << "d " << d << " kind " << kind << " j " << j;
+            }
             for (size_t b = 0; b < scales.size(); ++b) ASSERT_EQ(record[nope + 2 * r + b], scales[b]);
             for (int64_t p = nope + 2 * r + static_cast<int64_t>(scales.size()); p < f.bytes(); ++p) {
                 ASSERT_EQ(record[p], 0) << "padding";
