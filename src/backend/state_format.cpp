@@ -11,9 +11,13 @@
 namespace dsv4 {
 namespace {
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t round_up(int64_t x, int64_t m) {
+    return (x + m - 1) / m * m;
+}
 
-int64_t fp8_scale_bytes(int nope) { return round_up((nope + kFp8KvBlock - 1) / kFp8KvBlock, kFp8KvScaleAlign); }
+int64_t fp8_scale_bytes(int nope) {
+    return round_up((nope + kFp8KvBlock - 1) / kFp8KvBlock, kFp8KvScaleAlign);
+}
 
 void store_bf16(float v, uint8_t* dst) {
     const uint16_t bits = encode_bf16(v);

@@ -27,14 +27,14 @@
 
 namespace dsv4 {
 
-inline constexpr int kFp8KvBlock = 64;        // nope dims per UE8M0 scale in an fp8_ds_mla record
-inline constexpr int kFp8KvScaleAlign = 8;    // the scale bytes are padded to this many
+inline constexpr int kFp8KvBlock = 64;      // nope dims per UE8M0 scale in an fp8_ds_mla record
+inline constexpr int kFp8KvScaleAlign = 8;  // the scale bytes are padded to this many
 
 // One stored row kind: a K=V row (rope_dim >= 0 dims at the end stay bf16 in fp8) or an indexer key.
 struct StateRowFormat {
     StateDtype dtype = StateDtype::kF32;
     int dim = 0;
-    int rope_dim = 0;      // K=V rows only
+    int rope_dim = 0;  // K=V rows only
     bool index_key = false;
 
     int nope() const { return dim - rope_dim; }

@@ -56,8 +56,10 @@ TEST(CudaKvDtype, ReferenceNumericsFp8StateEqualsFloat32State) {
         const std::vector<float> fp8 = gpu_logits(name, Numerics::kReference, StateDtype::kFp8, 0, -1);
         ASSERT_EQ(f32.size(), fp8.size());
         const double err = relative_max_error(fp8, f32);
-        std::printf("[ golden-cuda ] %s reference numerics on the GPU, fp8 vs f32 state: max|diff|/max|logit| = %.3e, "
-                    "%zu logits differ in any bit\n", name.c_str(), err, differing_bits(fp8, f32));
+        std::printf(
+            "[ golden-cuda ] %s reference numerics on the GPU, fp8 vs f32 state: max|diff|/max|logit| = %.3e, "
+            "%zu logits differ in any bit\n",
+            name.c_str(), err, differing_bits(fp8, f32));
         EXPECT_LE(err, 1e-5) << name;
     }
 }
@@ -71,8 +73,10 @@ TEST(CudaKvDtype, ReferenceNumericsFp8StateMatchesCpu) {
         const std::vector<float> g = gpu_logits(name, Numerics::kReference, StateDtype::kFp8, 0, -1);
         const std::vector<float> c = cpu_logits(name, Numerics::kReference, StateDtype::kFp8);
         const double err = relative_max_error(g, c);
-        std::printf("[ golden-cuda ] %s reference numerics, fp8 state, GPU vs CPU: max|diff|/max|logit| = %.3e, rel. "
-                    "L2 %.3e\n", name.c_str(), err, relative_l2(g, c));
+        std::printf(
+            "[ golden-cuda ] %s reference numerics, fp8 state, GPU vs CPU: max|diff|/max|logit| = %.3e, rel. "
+            "L2 %.3e\n",
+            name.c_str(), err, relative_l2(g, c));
         if (name == "tame_reference") {
             EXPECT_LE(err, 0.1) << name;
         }
@@ -92,10 +96,10 @@ TEST(CudaKvDtype, ExactNumericsFp8StateMatchesCpu) {
         for (auto [chunk, decode_from] : {std::pair<int64_t, int64_t>{0, -1}, {37, -1}, {0, 130}}) {
             const std::vector<float> g = gpu_logits(name, Numerics::kExact, StateDtype::kFp8, chunk, decode_from);
             const double l2 = relative_l2(g, cpu_fp8), err = relative_max_error(g, cpu_fp8);
-            std::printf("[ golden-cuda ] %s exact numerics, fp8 state (chunk %lld, decode from %lld), GPU vs CPU: "
-                        "max|diff|/max|logit| = %.3e, rel. L2 %.3e (fp8 vs f32 state on the CPU: rel. L2 %.3e)\n",
-                        name.c_str(), static_cast<long long>(chunk), static_cast<long long>(decode_from), err, l2,
-                        storage_l2);
+            std::printf(
+                "[ golden-cuda ] %s exact numerics, fp8 state (chunk %lld, decode from %lld), GPU vs CPU: "
+                "max|diff|/max|logit| = %.3e, rel. L2 %.3e (fp8 vs f32 state on the CPU: rel. L2 %.3e)\n",
+                name.c_str(), static_cast<long long>(chunk), static_cast<long long>(decode_from), err, l2, storage_l2);
             EXPECT_LE(l2, storage_l2) << name << " chunk " << chunk << " decode from " << decode_from;
             if (name == "tame_reference") {
                 EXPECT_LE(err, 1e-2) << name;

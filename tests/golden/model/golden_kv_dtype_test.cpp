@@ -67,9 +67,10 @@ TEST_P(KvDtypeGolden, ReferenceNumericsMatchFloat32State) {
     const std::vector<float> got = logits_with(name, Numerics::kReference, dtype, 0, -1);
     ASSERT_EQ(got.size(), f32.size());
     const double err = relative_max_error(got, f32);
-    std::printf("[ kv-dtype ] %s reference numerics, %s vs f32 state: max|diff|/max|logit| = %.3e, %zu of %zu logits "
-                "differ in any bit\n", name.c_str(), std::string(state_dtype_name(dtype)).c_str(), err,
-                differing_bits(got, f32), got.size());
+    std::printf(
+        "[ kv-dtype ] %s reference numerics, %s vs f32 state: max|diff|/max|logit| = %.3e, %zu of %zu logits "
+        "differ in any bit\n",
+        name.c_str(), std::string(state_dtype_name(dtype)).c_str(), err, differing_bits(got, f32), got.size());
     EXPECT_LE(err, 1e-5);
 }
 
@@ -86,10 +87,11 @@ TEST_P(KvDtypeGolden, ExactNumericsStayCloseToFloat32State) {
     const std::vector<float> hf_exact = read_npy_f32((fixture_dir(name) / "logits.npy").string()).values;
     const std::vector<float> hf_ref = read_npy_f32((fixture_dir(name) / "logits_reference.npy").string()).values;
     const double ref_l2 = relative_l2(hf_ref, hf_exact);
-    std::printf("[ kv-dtype ] %s exact numerics, %s vs f32 state: max|diff|/max|logit| = %.3e, rel. L2 %.3e, top-1 "
-                "agreement %.4f (HF reference vs exact: rel. L2 %.3e, max %.3e, top-1 %.4f)\n",
-                name.c_str(), std::string(state_dtype_name(dtype)).c_str(), err, l2, top1, ref_l2,
-                relative_max_error(hf_ref, hf_exact), argmax_agreement(hf_ref, hf_exact, vocab));
+    std::printf(
+        "[ kv-dtype ] %s exact numerics, %s vs f32 state: max|diff|/max|logit| = %.3e, rel. L2 %.3e, top-1 "
+        "agreement %.4f (HF reference vs exact: rel. L2 %.3e, max %.3e, top-1 %.4f)\n",
+        name.c_str(), std::string(state_dtype_name(dtype)).c_str(), err, l2, top1, ref_l2,
+        relative_max_error(hf_ref, hf_exact), argmax_agreement(hf_ref, hf_exact, vocab));
     // Storing the state rounded must move the exact logits less than DeepSeek's own inference roundings (which round
     // the cache the same way and much else): fp8 measured at 0.32-0.49 of the reference's relative L2 distance, bf16
     // at 0.03-0.24 (2026-12 on the three fixtures), with the top-1 agreement above the reference's. max|diff| is
@@ -113,9 +115,10 @@ TEST_P(KvDtypeGolden, ExactNumericsFeedingModesAgree) {
     for (const Mode& m : {Mode{"chunk5", 5, -1}, Mode{"chunk37", 37, -1}, Mode{"prefill130_decode", 0, 130}}) {
         const std::vector<float> got = logits_with(name, Numerics::kExact, dtype, m.chunk, m.decode_from);
         const double err = relative_max_error(got, whole);
-        std::printf("[ kv-dtype ] %s exact numerics, %s state, %s vs whole: max|diff|/max|logit| = %.3e (%zu logits "
-                    "differ in any bit)\n", name.c_str(), std::string(state_dtype_name(dtype)).c_str(), m.name, err,
-                    differing_bits(got, whole));
+        std::printf(
+            "[ kv-dtype ] %s exact numerics, %s state, %s vs whole: max|diff|/max|logit| = %.3e (%zu logits "
+            "differ in any bit)\n",
+            name.c_str(), std::string(state_dtype_name(dtype)).c_str(), m.name, err, differing_bits(got, whole));
         EXPECT_LE(err, 1e-6) << m.name;
     }
 }

@@ -34,18 +34,32 @@ std::vector<float> random_row(std::mt19937& rng, int n, int kind) {
     for (int j = 0; j < n; ++j) {
         const float v = normal(rng);
         switch (kind % 6) {
-            case 0: x[j] = v; break;
-            case 1: x[j] = (j / 64) % 2 == 0 ? 0.0f : v * 3.0f; break;                  // zero blocks
-            case 2: x[j] = v * 1e-6f; break;                                          // under the amax floor
-            case 3: x[j] = v * 1e30f; break;                                          // huge
-            case 4: x[j] = v * std::exp2(exponent(rng)); break;                       // mixed magnitudes
-            default: x[j] = j % 3 == 0 ? -0.0f : v * std::numeric_limits<float>::denorm_min() * 1000.0f; break;
+            case 0:
+                x[j] = v;
+                break;
+            case 1:
+                x[j] = (j / 64) % 2 == 0 ? 0.0f : v * 3.0f;
+                break;  // zero blocks
+            case 2:
+                x[j] = v * 1e-6f;
+                break;  // under the amax floor
+            case 3:
+                x[j] = v * 1e30f;
+                break;  // huge
+            case 4:
+                x[j] = v * std::exp2(exponent(rng));
+                break;  // mixed magnitudes
+            default:
+                x[j] = j % 3 == 0 ? -0.0f : v * std::numeric_limits<float>::denorm_min() * 1000.0f;
+                break;
         }
     }
     return x;
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+bool same_bits(float a, float b) {
+    return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
 
 TEST(StateFormat, Fp8KvRecordIsTheReferenceRounding) {
     std::mt19937 rng(11);
@@ -76,8 +90,8 @@ TEST(StateFormat, Fp8KvRecordIsTheReferenceRounding) {
             std::vector<float> got(d);
             f.decode(record.data(), got.data());
             for (int j = 0; j < d; ++j) {
-                ASSERT_TRUE(same_bits(got[j], want[j])) << "d " << d << " kind " << kind << " j " << j << ": "
-                                                        << got[j] << " vs " << want[j] << " (x " << x[j] << ")";
+                ASSERT_TRUE(same_bits(got[j], want[j])) << "d " << d << " kind " << kind << " j " << j << ": " << got[j]
+                                                        << " vs " << want[j] << " (x " << x[j] << ")";
             }
         }
     }
