@@ -39,6 +39,7 @@ struct GenerateOptions {
     int threads = 0;
     int max_model_len = 0;
     int64_t kv_cache_bytes = 0;
+    std::string kv_cache_dtype = "auto";
 };
 
 std::vector<int32_t> parse_token_list(const std::string& text) {
@@ -105,6 +106,7 @@ EngineConfig engine_config(const GenerateOptions& o) {
     c.max_num_seqs = std::max(o.concurrency, 1);
     c.max_model_len = o.max_model_len;
     c.kv_cache_bytes = o.kv_cache_bytes;
+    c.kv_cache_dtype = o.kv_cache_dtype;
     return c;
 }
 
@@ -236,6 +238,8 @@ const CommandRegistrar kRegistrar{
         app.add_option("--threads", o->threads, "CPU threads (0 = all)");
         app.add_option("--max-model-len", o->max_model_len, "Context length (0 = the model's, capped by memory)");
         app.add_option("--kv-cache-bytes", o->kv_cache_bytes, "Bytes for the sequence state (0 = automatic)");
+        app.add_option("--kv-cache-dtype", o->kv_cache_dtype,
+                       "K=V rows and indexer keys as auto | f32 | bf16 | fp8 (auto: f32 in exact numerics, else fp8)");
         app.callback([o] { run(*o); });
     }};
 

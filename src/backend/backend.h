@@ -65,6 +65,18 @@ struct StepBatch {
                       std::vector<int32_t> block_table);
 };
 
+// How a backend stores K=V rows (ring rows, compressed entries, snapshot ring rows) and indexer keys; compressor
+// pending records are float32 in every mode. Byte layouts in backend/state_format.h.
+enum class StateDtype : uint8_t {
+    kF32,   // float32
+    kBf16,  // bf16 (round to nearest even)
+    kFp8,   // fp8_ds_mla K=V rows (model-spec 5.2) and FP8 indexer keys with one power-of-two scale (5.3)
+};
+
+std::string_view state_dtype_name(StateDtype dtype);
+// "f32" | "bf16" | "fp8"; anything else is a dsv4::Error naming the accepted values.
+StateDtype parse_state_dtype(std::string_view name);
+
 // Sizes of the state a backend allocates (derived from the model config and the engine's memory plan).
 struct StateConfig {
     int max_slots = 1;             // sequences that can run at once
@@ -72,6 +84,15 @@ struct StateConfig {
     int block_tokens = 256;        // token positions covered by one block
     int rewind_capacity = 16;      // deepest truncation without recomputation
     int num_snapshots = 0;         // prefix-cache boundary snapshots (save_snapshot / restore_snapshot); engine addition
+    StateDtype kv_dtype = StateDtype::kF32;  // storage of K=V rows and indexer keys
+};
+
+// Bytes of sequence state a backend allocated per slot, per paged block and per snapshot (kv/state_layout.h
+// computes the same numbers for planning; tests hold the two equal).
+struct StateBytes {
+    int64_t slot = 0;
+    int64_t block = 0;
+    int64_t snapshot = 0;
 };
 
 // Which compressor of a layer an op addresses.
@@ -93,6 +114,8 @@ public:
     // --- State ---
     virtual void create_state(const ModelConfig& config, const StateConfig& state) = 0;
     virtual const StateConfig& state_config() const = 0;
+    // What create_state allocated (zeros before it, or for a backend that does not report).
+    virtual StateBytes allocated_state_bytes() const { return {}; }
     virtual void reset_slot(int32_t slot) = 0;  // a new sequence starts in this slot
 
     // --- Prefix caching and forks (added for the serving engine: src/kv/kv_cache_manager.h) ---

@@ -31,13 +31,7 @@ int64_t available_host_bytes() {
 DeviceBackend cpu_device() {
     DeviceBackend d;
     d.create = [](const EngineConfig& c) { return make_cpu_backend(parse_numerics(c.numerics), c.threads); };
-    d.state_dtype = [](const EngineConfig& c) {
-        DSV4_CHECK(c.kv_cache_dtype == "auto" || c.kv_cache_dtype == "f32",
-                   "--kv-cache-dtype {}: the cpu device "
-                   "stores its state as float32 (auto)",
-                   c.kv_cache_dtype);
-        return StateDtype::kF32;
-    };
+    d.state_dtype = engine_state_dtype;
     // The slots, plus 1 GiB for blocks and snapshots, within half of the available memory.
     d.default_state_bytes = [](const EngineConfig&, int64_t fixed_bytes) {
         return std::min(fixed_bytes + kGiB, std::max(fixed_bytes + kGiB / 16, available_host_bytes() / 2));
@@ -61,12 +55,7 @@ int64_t weight_bytes(const std::string& dir) {
 DeviceBackend cuda_device() {
     DeviceBackend d;
     d.create = [](const EngineConfig& c) { return make_cuda_backend(parse_numerics(c.numerics), 0); };
-    d.state_dtype = [](const EngineConfig& c) {
-        DSV4_CHECK(c.kv_cache_dtype == "auto" || c.kv_cache_dtype == "f32",
-                   "--kv-cache-dtype {}: the cuda device stores its state as float32 in this build (auto)",
-                   c.kv_cache_dtype);
-        return StateDtype::kF32;
-    };
+    d.state_dtype = engine_state_dtype;
     // gpu_memory_utilization x total memory - weights - the 6 GiB workspace - 1 GiB slack.
     d.default_state_bytes = [](const EngineConfig& c, int64_t fixed_bytes) {
         size_t free_bytes = 0, total_bytes = 0;
@@ -97,6 +86,14 @@ Registry& registry() {
 }
 
 }  // namespace
+
+StateDtype engine_state_dtype(const EngineConfig& c) {
+    const std::string& name = c.kv_cache_dtype;
+    if (name == "auto") return parse_numerics(c.numerics) == Numerics::kExact ? StateDtype::kF32 : StateDtype::kFp8;
+    DSV4_CHECK(name == "f32" || name == "bf16" || name == "fp8",
+               "--kv-cache-dtype '{}' is not a sequence-state dtype (auto, f32, bf16 or fp8)", name);
+    return parse_state_dtype(name);
+}
 
 void register_device_backend(const std::string& device, DeviceBackend backend) {
     DSV4_CHECK(backend.create && backend.state_dtype && backend.default_state_bytes,

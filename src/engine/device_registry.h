@@ -27,6 +27,11 @@ struct DeviceBackend {
     std::function<int64_t(const EngineConfig&, int64_t fixed_bytes)> default_state_bytes;
 };
 
+// EngineConfig::kv_cache_dtype as a StateDtype: f32 | bf16 | fp8, or auto = f32 in exact numerics and fp8 in
+// reference and fast numerics (the reference's own roundings are exactly what fp8_ds_mla stores). Anything else is
+// a dsv4::Error naming the accepted values.
+StateDtype engine_state_dtype(const EngineConfig& config);
+
 void register_device_backend(const std::string& device, DeviceBackend backend);
 // Throws dsv4::Error listing the known devices when `device` is not one of them.
 const DeviceBackend& find_device_backend(const std::string& device);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/state_format.h"
 #include "core/error.h"
 
 namespace dsv4 {
@@ -9,59 +10,15 @@ namespace {
 
 constexpr int64_t kRecordElementBytes = 4;  // compressor records (kv | gate + ape) are float32 everywhere
 
-int64_t round_up(int64_t x, int64_t m) {
-    return (x + m - 1) / m * m;
-}
-
-int64_t row_bytes(const ModelConfig& c, StateDtype dtype) {
-    const int64_t d = c.head_dim;
-    switch (dtype) {
-        case StateDtype::kF32:
-            return 4 * d;
-        case StateDtype::kBf16:
-            return 2 * d;
-        case StateDtype::kFp8: {
-            const int64_t nope = d - c.rope_head_dim;
-            return nope + 2 * int64_t{c.rope_head_dim} + round_up((nope + 63) / 64, 8);
-        }
-    }
-    return 0;
-}
-
-int64_t indexer_key_bytes(const ModelConfig& c, StateDtype dtype) {
-    const int64_t d = c.index_head_dim;
-    switch (dtype) {
-        case StateDtype::kF32:
-            return 4 * d;
-        case StateDtype::kBf16:
-            return 2 * d;
-        case StateDtype::kFp8:
-            return d + 4;
-    }
-    return 0;
-}
-
 }  // namespace
-
-std::string_view state_dtype_name(StateDtype dtype) {
-    switch (dtype) {
-        case StateDtype::kF32:
-            return "f32";
-        case StateDtype::kBf16:
-            return "bf16";
-        case StateDtype::kFp8:
-            return "fp8";
-    }
-    return "?";
-}
 
 StateLayout compute_state_layout(const ModelConfig& c, int block_tokens, int rewind_capacity, StateDtype dtype) {
     DSV4_CHECK(block_tokens > 0 && rewind_capacity >= 0, "state layout: block size {} / rewind capacity {}",
                block_tokens, rewind_capacity);
     StateLayout s;
     s.dtype = dtype;
-    s.row_bytes = row_bytes(c, dtype);
-    s.indexer_key_bytes = indexer_key_bytes(c, dtype);
+    s.row_bytes = kv_row_format(dtype, c).bytes();  // throws when the dims do not fit the dtype
+    s.indexer_key_bytes = index_key_format(dtype, c).bytes();
     const int64_t window = c.sliding_window, rewind = rewind_capacity;
     const int64_t d = c.head_dim, di = c.index_head_dim;
     for (const LayerConfig& lc : c.layers) {
@@ -113,6 +70,7 @@ StatePlan plan_state(const ModelConfig& config, const StatePlanRequest& req, Sta
     plan.state.block_tokens = req.block_tokens;
     plan.state.rewind_capacity = req.rewind_capacity;
     plan.state.num_snapshots = static_cast<int>(snapshots);
+    plan.state.kv_dtype = dtype;
     plan.total_bytes = slots_bytes + snapshots * l.snapshot_bytes + blocks * l.block_bytes;
     plan.token_capacity = blocks * req.block_tokens;
     return plan;

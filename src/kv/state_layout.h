@@ -7,22 +7,17 @@
 //             of 2*2di fp32;  HCA: (r + R) records of 2*d fp32   (compressor records are float32 on every device)
 //   block     CSA: B/r compressed rows + B/r indexer keys;  HCA: B/r compressed rows;  sliding layers: nothing
 //   snapshot  all layers: W ring rows;  CSA: r main records + r indexer records (HCA: none at a boundary)
-// Row / key bytes by dtype: f32 4d / 4di (the CPU backend today); bf16 2d / 2di; fp8: fp8_ds_mla rows
-// (nope e4m3 + rope bf16 + one UE8M0 per 64 nope dims, padded to 8 bytes: 584 B for d = 512) and FP8 indexer keys
-// (di e4m3 + one fp32 scale: 132 B for di = 128).
+// Row / key bytes by dtype (backend/state_format.h, the formats the backends store): f32 4d / 4di; bf16 2d / 2di;
+// fp8: fp8_ds_mla rows (nope e4m3 + rope bf16 + one UE8M0 per 64 nope dims, padded to 8 bytes: 584 B for d = 512)
+// and FP8 indexer keys (di e4m3 + one fp32 scale: 132 B for di = 128).
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 #include "backend/backend.h"
 #include "model/model_config.h"
 
 namespace dsv4 {
-
-enum class StateDtype : uint8_t { kF32, kBf16, kFp8 };
-
-std::string_view state_dtype_name(StateDtype dtype);
 
 struct StateLayout {
     StateDtype dtype = StateDtype::kF32;

@@ -27,7 +27,8 @@ void copy_rows(float* dst, const float* src, int64_t floats) {
 void CpuBackend::create_snapshot_state() {
     const int64_t snaps = state_.num_snapshots;
     for (CpuLayerState& ls : layers_) {
-        ls.snap_ring.assign(static_cast<size_t>(snaps * model_.sliding_window * model_.head_dim), kPoison);
+        // Ring rows in the storage dtype (a multiple of 4 bytes each); never read before a save writes them.
+        ls.snap_ring.assign(static_cast<size_t>(snaps * model_.sliding_window * kv_format_.bytes() / 4), kPoison);
         if (ls.type != AttentionType::kCsa) continue;
         ls.snap_main.assign(static_cast<size_t>(snaps * ls.ratio * csa_record_floats(model_.head_dim)), kPoison);
         ls.snap_index.assign(static_cast<size_t>(snaps * ls.ratio * csa_record_floats(model_.index_head_dim)), kPoison);
@@ -43,20 +44,19 @@ void CpuBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t bound
                "{}: boundary {} is not a positive multiple of "
                "the block size {}",
                op, boundary, state_.block_tokens);
-    auto move = [&](float* slot_data, float* snap_data, int64_t floats) {
-        if (to_snapshot) {
-            copy_rows(snap_data, slot_data, floats);
-        } else {
-            copy_rows(slot_data, snap_data, floats);
-        }
+    auto move = [&](void* slot_data, void* snap_data, int64_t bytes) {
+        std::memcpy(to_snapshot ? snap_data : slot_data, to_snapshot ? slot_data : snap_data, bytes);
     };
-    const int window = model_.sliding_window, hd = model_.head_dim;
-    for (CpuLayerState& ls : layers_) {
+    const int window = model_.sliding_window;
+    const int64_t row_bytes = kv_format_.bytes();
+    for (size_t l = 0; l < layers_.size(); ++l) {
+        CpuLayerState& ls = layers_[l];
+        auto* snap_rows = reinterpret_cast<uint8_t*>(ls.snap_ring.data());
         for (int i = 0; i < window; ++i) {
             const int64_t pos = boundary - window + i;
             if (pos < 0) continue;  // never read: a query's window starts at position 0
-            move(ls.ring.data() + (static_cast<int64_t>(slot) * ring_rows_ + pos % ring_rows_) * hd,
-                 ls.snap_ring.data() + (static_cast<int64_t>(snapshot) * window + i) * hd, hd);
+            move(ring_row(static_cast<int>(l), slot, pos),
+                 snap_rows + (static_cast<int64_t>(snapshot) * window + i) * row_bytes, row_bytes);
         }
         if (ls.type != AttentionType::kCsa) continue;
         // CSA pending rings hold 2 * ratio + rewind_capacity records per slot (CpuBackend::pending_rows).
@@ -66,10 +66,10 @@ void CpuBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t bound
             for (int j = 0; j < ls.ratio; ++j) {
                 const int64_t pos = boundary - ls.ratio + j;
                 move(pending.data() + (static_cast<int64_t>(slot) * rows + pos % rows) * rec,
-                     snap.data() + (static_cast<int64_t>(snapshot) * ls.ratio + j) * rec, rec);
+                     snap.data() + (static_cast<int64_t>(snapshot) * ls.ratio + j) * rec, rec * 4);
             }
         };
-        records(ls.main_pending, ls.snap_main, hd);
+        records(ls.main_pending, ls.snap_main, model_.head_dim);
         records(ls.index_pending, ls.snap_index, model_.index_head_dim);
     }
 }

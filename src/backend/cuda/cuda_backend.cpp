@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
+#include "backend/state_format.h"
 #include "core/error.h"
 #include "model/rope.h"
 
@@ -143,23 +144,45 @@ TableRef CudaBackend::upload_table(const TensorView& values, int64_t max_value) 
             values.shape[1]};
 }
 
+namespace {
+
+RowFormatDev device_format(const StateRowFormat& f) {
+    static_assert(static_cast<int>(StateDtype::kF32) == kRowF32 && static_cast<int>(StateDtype::kBf16) == kRowBf16 &&
+                  static_cast<int>(StateDtype::kFp8) == kRowFp8 && kRowFp8Block == kFp8KvBlock);
+    RowFormatDev d;
+    d.dtype = static_cast<int>(f.dtype);
+    d.dim = f.dim;
+    d.rope_dim = f.rope_dim;
+    d.index_key = f.index_key;
+    d.bytes = static_cast<int>(f.bytes());
+    return d;
+}
+
+}  // namespace
+
 void CudaBackend::create_state(const ModelConfig& config, const StateConfig& state) {
     DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0,
                "state: slots, blocks and block size must be positive");
+    kv_format_ = device_format(kv_row_format(state.kv_dtype, config));  // throws when the dims do not fit the dtype
+    key_format_ = device_format(index_key_format(state.kv_dtype, config));
+    DSV4_CHECK(config.index_head_dim <= kMaxIndexDim, "state: index_head_dim {} exceeds the indexer kernel limit {}",
+               config.index_head_dim, kMaxIndexDim);
     model_ = config;
     state_ = state;
     ring_rows_ = config.sliding_window + state.rewind_capacity;
-    check_state_fits(config, state);
+    const StateBytes bytes = planned_state_bytes(config, state);
+    check_state_fits(state, bytes);
     layers_.assign(config.num_layers, {});
-    auto zeros = [&](size_t floats) {
-        auto* p = static_cast<float*>(device_copy(nullptr, floats * sizeof(float)));
-        DSV4_CUDA(cudaMemset(p, 0xff, floats * sizeof(float)));  // NaN poison: unwritten rows show up in tests
+    auto poisoned = [&](size_t n_bytes) {
+        void* p = device_copy(nullptr, n_bytes);
+        DSV4_CUDA(cudaMemset(p, 0xff, n_bytes));  // NaN in every dtype: unwritten rows show up in tests
         return p;
     };
+    const auto slots = static_cast<size_t>(state.max_slots), blocks = static_cast<size_t>(state.num_blocks);
     for (int l = 0; l < config.num_layers; ++l) {
         const LayerConfig& lc = config.layers[l];
         LayerStateDev& ls = layers_[l];
-        ls.ring = zeros(static_cast<size_t>(state.max_slots) * ring_rows_ * config.head_dim);
+        ls.ring = static_cast<uint8_t*>(poisoned(slots * ring_rows_ * kv_format_.bytes));
         if (lc.compress_ratio == 0) continue;
         DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0, "state: block size {} is not a multiple of the "
                    "compression ratio {} of layer {}", state.block_tokens, lc.compress_ratio, l);
@@ -167,58 +190,68 @@ void CudaBackend::create_state(const ModelConfig& config, const StateConfig& sta
         const bool overlap = lc.attention == AttentionType::kCsa;
         ls.main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
         const int main_width = (overlap ? 2 : 1) * config.head_dim;
-        ls.main_pending = zeros(static_cast<size_t>(state.max_slots) * ls.main_rows * 2 * main_width);
-        ls.entries = zeros(static_cast<size_t>(state.num_blocks) * ls.per_block * config.head_dim);
+        ls.main_pending = static_cast<float*>(poisoned(slots * ls.main_rows * 2 * main_width * sizeof(float)));
+        ls.entries = static_cast<uint8_t*>(poisoned(blocks * ls.per_block * kv_format_.bytes));
         if (overlap) {
             ls.index_rows = 2 * lc.compress_ratio + state.rewind_capacity;
-            ls.index_pending = zeros(static_cast<size_t>(state.max_slots) * ls.index_rows * 4 * config.index_head_dim);
-            ls.index_keys = zeros(static_cast<size_t>(state.num_blocks) * ls.per_block * config.index_head_dim);
+            ls.index_pending =
+                static_cast<float*>(poisoned(slots * ls.index_rows * 4 * config.index_head_dim * sizeof(float)));
+            ls.index_keys = static_cast<uint8_t*>(poisoned(blocks * ls.per_block * key_format_.bytes));
         }
     }
     create_snapshot_state();
+    state_bytes_ = bytes;
 }
 
-size_t CudaBackend::state_bytes(const ModelConfig& config, const StateConfig& state) const {
-    size_t floats = 0;
-    const size_t slots = static_cast<size_t>(state.max_slots), blocks = static_cast<size_t>(state.num_blocks);
+StateBytes CudaBackend::planned_state_bytes(const ModelConfig& config, const StateConfig& state) const {
+    StateBytes b;
+    const int64_t hd = config.head_dim, ihd = config.index_head_dim, row = kv_format_.bytes, key = key_format_.bytes;
     for (const LayerConfig& lc : config.layers) {
-        floats += slots * ring_rows_ * config.head_dim;
+        b.slot += int64_t{ring_rows_} * row;
+        b.snapshot += int64_t{config.sliding_window} * row;
         if (lc.compress_ratio == 0) continue;
         const bool overlap = lc.attention == AttentionType::kCsa;
-        const size_t per_block = static_cast<size_t>(state.block_tokens / lc.compress_ratio);
-        floats += slots * ((overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity) * 2 * (overlap ? 2 : 1) *
-                  config.head_dim;
-        floats += blocks * per_block * config.head_dim;
+        const int64_t r = lc.compress_ratio, per_block = state.block_tokens / lc.compress_ratio;
+        const int64_t main_record = 2 * (overlap ? 2 : 1) * hd * 4;  // kv | gate + ape, float32
+        b.slot += ((overlap ? 2 : 1) * r + state.rewind_capacity) * main_record;
+        b.block += per_block * row;
         if (overlap) {
-            floats += slots * (2 * lc.compress_ratio + state.rewind_capacity) * 4 * config.index_head_dim;
-            floats += blocks * per_block * config.index_head_dim;
+            b.slot += (2 * r + state.rewind_capacity) * 4 * ihd * 4;
+            b.block += per_block * key;
+            b.snapshot += r * (main_record + 4 * ihd * 4);
         }
     }
-    return floats * sizeof(float);
+    return b;
 }
 
-void CudaBackend::check_state_fits(const ModelConfig& config, const StateConfig& state) const {
+void CudaBackend::check_state_fits(const StateConfig& state, const StateBytes& bytes) const {
     size_t free_bytes = 0, total_bytes = 0;
     DSV4_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const size_t need = state_bytes(config, state);
+    const auto need = static_cast<size_t>(state.max_slots * bytes.slot + state.num_blocks * bytes.block +
+                                          int64_t{state.num_snapshots} * bytes.snapshot);
     const double gib = 1024.0 * 1024.0 * 1024.0;
     // Keep 1 GiB for weights uploaded after the state, kernels' runtime allocations and graphs.
     const size_t headroom = size_t{1} << 30;
     DSV4_CHECK(need + headroom <= free_bytes,
-               "the sequence state ({} slots, {} blocks of {} tokens) needs {:.2f} GiB but {:.2f} GiB of device memory "
-               "are free ({:.2f} GiB already held by this backend's weights and state, {:.2f} GiB workspace); lower "
-               "--max-num-seqs or the state budget",
-               state.max_slots, state.num_blocks, state.block_tokens, need / gib, free_bytes / gib,
-               resident_bytes_ / gib, arena_.capacity() / gib);
+               "the sequence state ({} slots, {} blocks of {} tokens, {} snapshots, {} rows) needs {:.2f} GiB but "
+               "{:.2f} GiB of device memory are free ({:.2f} GiB already held by this backend's weights and state, "
+               "{:.2f} GiB workspace); lower --max-num-seqs or the state budget",
+               state.max_slots, state.num_blocks, state.block_tokens, state.num_snapshots,
+               state_dtype_name(state.kv_dtype), need / gib, free_bytes / gib, resident_bytes_ / gib,
+               arena_.capacity() / gib);
 }
 
 std::string CudaBackend::memory_report() const {
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    return fmt::format("device memory: {:.2f} GiB held (weights + state), {:.2f} GiB workspace, {:.2f} GiB free of "
-                       "{:.2f} GiB",
-                       resident_bytes_ / gib, arena_.capacity() / gib, free_bytes / gib, total_bytes / gib);
+    const double state = static_cast<double>(state_.max_slots * state_bytes_.slot +
+                                             state_.num_blocks * state_bytes_.block +
+                                             int64_t{state_.num_snapshots} * state_bytes_.snapshot);
+    return fmt::format("device memory: {:.2f} GiB held (weights + state; state {:.2f} GiB with {} rows), {:.2f} GiB "
+                       "workspace, {:.2f} GiB free of {:.2f} GiB",
+                       resident_bytes_ / gib, state / gib, state_dtype_name(state_.kv_dtype), arena_.capacity() / gib,
+                       free_bytes / gib, total_bytes / gib);
 }
 
 void CudaBackend::reset_slot(int32_t slot) {

@@ -1,7 +1,9 @@
 // CudaBackend (host side, compiled by the host compiler; kernels are in kernels_*.cu behind kernels.h): every op of
 // backend.h on an NVIDIA GPU (built for sm_90a). Weights are uploaded in checkpoint form
 // (FP8 + UE8M0 block scales, FP4 + per-32 scales, BF16) and decoded inside the kernels; no dequantized copies are
-// resident. Activations and sequence state are float32 in exact and reference numerics. Every runtime index the
+// resident. Activations are float32 in exact and reference numerics; the sequence state stores K=V rows and indexer
+// keys in the StateConfig's kv_dtype (backend/state_format.h; device codec in state_codec.cuh) and compressor
+// records in float32. Every runtime index the
 // kernels read (block tables, indexer picks, expert ids) is bounds-checked on the device; violations set an error
 // flag that the host turns into a dsv4::Error at the next synchronisation.
 #pragma once
@@ -57,6 +59,7 @@ public:
 
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
+    StateBytes allocated_state_bytes() const override { return state_bytes_; }
     void reset_slot(int32_t slot) override;
     void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
     void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
@@ -148,9 +151,10 @@ private:
     void launched(const char* op, int kernels = 1);
     void create_snapshot_state();
     void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);
-    size_t state_bytes(const ModelConfig& config, const StateConfig& state) const;
+    // Bytes per slot / block / snapshot of the state create_state allocates (kv_format_ / key_format_ set).
+    StateBytes planned_state_bytes(const ModelConfig& config, const StateConfig& state) const;
     // Fails with a clear message (sizes, free memory) before allocating a state that cannot fit.
-    void check_state_fits(const ModelConfig& config, const StateConfig& state) const;
+    void check_state_fits(const StateConfig& state, const StateBytes& bytes) const;
     void record_mark(std::string_view name);
     void check_error_flag();
 
@@ -160,9 +164,12 @@ private:
     ModelConfig model_;
     StateConfig state_;
     int ring_rows_ = 0;
+    RowFormatDev kv_format_;   // stored K=V rows
+    RowFormatDev key_format_;  // stored indexer keys
+    StateBytes state_bytes_;
     std::vector<LayerStateDev> layers_;
     struct SnapshotDev {
-        float* ring = nullptr;   // [snapshots][window][head_dim]
+        uint8_t* ring = nullptr; // [snapshots][window] stored K=V rows
         float* main = nullptr;   // CSA: [snapshots][ratio][4 * head_dim]
         float* index = nullptr;  // CSA: [snapshots][ratio][4 * index_head_dim]
     };

@@ -200,6 +200,7 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
     c.norm = w.norm.data;
     c.pending = indexer ? ls.index_pending : ls.main_pending;
     c.store = indexer ? ls.index_keys : ls.entries;
+    c.format = indexer ? key_format_ : kv_format_;
     c.inv_freq = inv_freq(rope);
     c.rows = indexer ? ls.index_rows : ls.main_rows;
     c.width = w.overlap ? 2 * w.head_dim : w.head_dim;
@@ -216,7 +217,7 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
 }
 
 void CudaBackend::store_window(int layer, const Tensor& kv) {
-    launch_store_window(stream_, meta_, kv.f32(), model_.head_dim, ring_rows_, layers_[layer].ring);
+    launch_store_window(stream_, meta_, kv.f32(), kv_format_, ring_rows_, layers_[layer].ring);
     launched("store_window");
 }
 
@@ -224,9 +225,19 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
                             const Tensor* topk, float scale, Tensor out) {
     const int64_t dim = q.size(2);
     DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
+    DSV4_CHECK(dim == kv_format_.dim, "attention: head_dim {} differs from the state's {}", dim, kv_format_.dim);
     AttentionArgs a;
     a.q = q.f32();
-    a.kv = kv.f32();
+    // This step's rows as the ring stores them, so a query reads the same values whether its keys were fed in this
+    // step or an earlier one (float32: the kv tensor itself).
+    if (kv_format_.dtype == kRowF32) {
+        a.kv = reinterpret_cast<const uint8_t*>(kv.f32());
+    } else {
+        auto* encoded = static_cast<uint8_t*>(arena_.take(static_cast<size_t>(kv.size(0)) * kv_format_.bytes));
+        launch_encode_rows(stream_, kv.f32(), kv.size(0), kv_format_, encoded);
+        a.kv = encoded;
+    }
+    a.format = kv_format_;
     a.ring = layers_[layer].ring;
     a.store = layers_[layer].entries;
     a.sinks = sinks.data;
@@ -244,7 +255,7 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
     a.reference = reference();
     if (reference()) {
         launch_attention(stream_, meta_, a);  // the reference's two passes (global max, bf16 probabilities)
-        launched("attention");
+        launched("attention", kv_format_.dtype == kRowF32 ? 1 : 2);
         return;
     }
     // Key bound of this step's queries: window + (CSA picks | HCA entries, bucketed like the indexer).
@@ -254,7 +265,7 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
     float* part_acc = scratch(static_cast<size_t>(parts * dim));
     float* part_ml = scratch(static_cast<size_t>(parts * 2));
     launch_attention_split(stream_, meta_, a, max_keys, part_acc, part_ml);
-    launched("attention", 2);
+    launched("attention", kv_format_.dtype == kRowF32 ? 2 : 3);
 }
 
 void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
@@ -264,8 +275,10 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
     // skip the entries past each query's own count.
     const int64_t max_entries = indexer_entry_bucket(ratio);
     float* scores = scratch(static_cast<size_t>(n * max_entries));
-    launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, static_cast<int>(q.size(1)),
-                        static_cast<int>(q.size(2)), ratio, layers_[layer].per_block, max_entries, scores,
+    DSV4_CHECK(q.size(2) == key_format_.dim, "indexer_topk: query dim {} differs from the key dim {}", q.size(2),
+               key_format_.dim);
+    launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, key_format_,
+                        static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores,
                         static_cast<int>(topk.size(1)), topk.i32());
     launched("indexer_topk", 2);
 }

@@ -12,13 +12,24 @@
 
 namespace dsv4::cuda {
 
-// Device-side state of one layer for all slots and blocks (float32).
+// How K=V rows or indexer keys are stored (backend/state_format.h; dtype values are StateDtype's).
+enum RowDtype : int { kRowF32 = 0, kRowBf16 = 1, kRowFp8 = 2 };
+constexpr int kRowFp8Block = 64;  // nope dims per UE8M0 scale byte of an fp8_ds_mla record
+struct RowFormatDev {
+    int dtype = kRowF32;
+    int dim = 0;
+    int rope_dim = 0;      // K=V rows: trailing dims kept as bf16 in fp8
+    bool index_key = false;
+    int bytes = 0;         // of one stored row
+};
+
+// Device-side state of one layer for all slots and blocks. Stored rows: RowFormatDev bytes each.
 struct LayerStateDev {
-    float* ring = nullptr;           // [slots][ring_rows][head_dim]
-    float* main_pending = nullptr;   // [slots][main_rows][2 * main_width]
+    uint8_t* ring = nullptr;         // [slots][ring_rows] K=V rows
+    float* main_pending = nullptr;   // [slots][main_rows][2 * main_width]  (float32 in every dtype)
     float* index_pending = nullptr;  // [slots][index_rows][2 * index_width]
-    float* entries = nullptr;        // [blocks][per_block][head_dim]
-    float* index_keys = nullptr;     // [blocks][per_block][index_head_dim]
+    uint8_t* entries = nullptr;      // [blocks][per_block] K=V rows
+    uint8_t* index_keys = nullptr;   // [blocks][per_block] indexer keys
     int per_block = 0;
     int main_rows = 0;
     int index_rows = 0;
@@ -93,7 +104,8 @@ struct CompressArgs {
     const float* ape = nullptr;     // [ratio, width]
     const float* norm = nullptr;    // [head_dim]
     float* pending = nullptr;       // [slots][rows][2 * width]
-    float* store = nullptr;         // [blocks][per_block][head_dim]
+    uint8_t* store = nullptr;       // [blocks][per_block] stored rows of `format`
+    RowFormatDev format;
     const float* inv_freq = nullptr;
     int rows = 0;
     int width = 0;
@@ -109,14 +121,18 @@ struct CompressArgs {
 constexpr int kMaxCompressSlots = 256;   // 2 * ratio (CSA) or ratio (HCA)
 constexpr int kMaxCompressHeadDim = 1024;
 void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c);
-void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, int dim, int ring_rows, float* ring);
+void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, const RowFormatDev& f, int ring_rows,
+                         uint8_t* ring);
+// Encodes rows src[i * f.dim ..] into dst + i * f.bytes (i < n_rows): this step's rows for attention, synthetic state.
+void launch_encode_rows(cudaStream_t s, const float* src, int64_t n_rows, const RowFormatDev& f, uint8_t* dst);
 
 // kernels_attention.cu
 struct AttentionArgs {
     const float* q = nullptr;       // [N, H, d]
-    const float* kv = nullptr;      // [N, d] this step's rows
-    const float* ring = nullptr;    // [slots][ring_rows][d]
-    const float* store = nullptr;   // [blocks][per_block][d]
+    const uint8_t* kv = nullptr;    // [N] this step's rows, stored like the ring (float32: the kv tensor itself)
+    const uint8_t* ring = nullptr;  // [slots][ring_rows] stored rows
+    const uint8_t* store = nullptr; // [blocks][per_block] stored rows
+    RowFormatDev format;            // of kv, ring and store
     const float* sinks = nullptr;   // [H]
     const int32_t* topk = nullptr;  // [N, k] or null
     float* out = nullptr;           // [N, H, d]
@@ -139,9 +155,11 @@ int attention_splits(int64_t n_tokens, int heads, int max_keys);
 void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                             float* part_ml);
 // scores [N, max_entries] of sum_h w_h relu(q_h . K_e); then top-k per token (-1 padded; ties lowest index first).
-void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const float* keys,
-                         int heads, int dim, int ratio, int per_block, int64_t max_entries, float* scores, int k,
-                         int32_t* topk);
+// keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
+constexpr int kMaxIndexDim = 256;
+void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
+                         const uint8_t* keys, const RowFormatDev& key_format, int heads, int ratio, int per_block,
+                         int64_t max_entries, float* scores, int k, int32_t* topk);
 
 // kernels_moe.cu
 constexpr int kMaxRoutedExperts = 1024;

@@ -15,8 +15,9 @@ namespace {
         if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
     } while (0)
 
-Fixture open_gpu(const std::string& name, Numerics numerics, const std::string& logits = "logits.npy") {
-    return open_fixture(name, numerics, logits, make_cuda_backend(numerics, 0));
+Fixture open_gpu(const std::string& name, Numerics numerics, const std::string& logits = "logits.npy",
+                 StateDtype kv_dtype = StateDtype::kF32) {
+    return open_fixture(name, numerics, logits, make_cuda_backend(numerics, 0), kv_dtype);
 }
 
 struct Mode {

@@ -29,12 +29,14 @@ struct HarnessOptions {
     int block_tokens = 128;
     int num_snapshots = 8;
     bool prefix_caching = true;
+    Numerics numerics = Numerics::kExact;
+    StateDtype kv_dtype = StateDtype::kF32;
 };
 
 class RuntimeHarness {
   public:
     explicit RuntimeHarness(const HarnessOptions& o)
-        : backend_(make_cpu_backend(Numerics::kExact, 1)),
+        : backend_(make_cpu_backend(o.numerics, 1)),
           loaded_(load_model(dir(o.fixture), *backend_, state_config(o))),
           kv_(kv_config(o)),
           scheduler_(sched_config(o, loaded_->model->config()), kv_),
@@ -96,6 +98,7 @@ class RuntimeHarness {
         s.block_tokens = o.block_tokens;
         s.rewind_capacity = 16;
         s.num_snapshots = o.num_snapshots;
+        s.kv_dtype = o.kv_dtype;
         return s;
     }
     static KvCacheConfig kv_config(const HarnessOptions& o) {

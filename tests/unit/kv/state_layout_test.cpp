@@ -32,29 +32,66 @@ TEST(StateLayout, FlashFp8MatchesTheSpecPerTokenBytes) {
     EXPECT_EQ(bf16.snapshot_bytes, 43 * 128 * 1024 + 21 * 4 * (2048 + 512) * 4);
 }
 
-// Bytes the CPU backend holds per slot / block / snapshot, read back from its state.
-TEST(StateLayout, F32MatchesTheCpuBackendAllocation) {
+// Bytes the CPU backend holds per slot / block / snapshot, read back from its state, for every storage dtype.
+TEST(StateLayout, MatchesTheCpuBackendAllocation) {
     for (const char* name : {"flash_schedule", "odd_dims"}) {
         const ModelConfig c = load_model_config(source(std::string("tests/fixtures/") + name + "/config.json"));
-        StateConfig s;
-        s.max_slots = 3;
-        s.num_blocks = 5;
-        s.block_tokens = 128;
-        s.rewind_capacity = 16;
-        s.num_snapshots = 2;
-        CpuBackend cpu(Numerics::kExact, 1);
-        cpu.create_state(c, s);
-        int64_t slot = 0, block = 0, snapshot = 0;
-        for (int l = 0; l < c.num_layers; ++l) {
-            const CpuLayerState& ls = cpu.layer_state(l);
-            slot += static_cast<int64_t>(ls.ring.size() + ls.main_pending.size() + ls.index_pending.size()) * 4 / 3;
-            block += static_cast<int64_t>(ls.entries.size() + ls.index_keys.size()) * 4 / 5;
-            snapshot += static_cast<int64_t>(ls.snap_ring.size() + ls.snap_main.size() + ls.snap_index.size()) * 4 / 2;
+        for (StateDtype dtype : {StateDtype::kF32, StateDtype::kBf16, StateDtype::kFp8}) {
+            StateConfig s;
+            s.max_slots = 3;
+            s.num_blocks = 5;
+            s.block_tokens = 128;
+            s.rewind_capacity = 16;
+            s.num_snapshots = 2;
+            s.kv_dtype = dtype;
+            CpuBackend cpu(Numerics::kExact, 1);
+            cpu.create_state(c, s);
+            const StateBytes held = cpu.allocated_state_bytes();
+            const StateLayout layout = compute_state_layout(c, 128, 16, dtype);
+            const std::string what = std::string(name) + " " + std::string(state_dtype_name(dtype));
+            EXPECT_EQ(layout.slot_bytes, held.slot) << what;
+            EXPECT_EQ(layout.block_bytes, held.block) << what;
+            EXPECT_EQ(layout.snapshot_bytes, held.snapshot) << what;
+            if (dtype == StateDtype::kF32) {  // the hook against the raw vectors once
+                int64_t slot = 0;
+                for (int l = 0; l < c.num_layers; ++l) {
+                    const CpuLayerState& ls = cpu.layer_state(l);
+                    slot += static_cast<int64_t>(ls.ring.size() + ls.main_pending.size() + ls.index_pending.size());
+                }
+                EXPECT_EQ(held.slot, slot * 4 / 3) << what;
+            }
         }
-        const StateLayout layout = compute_state_layout(c, 128, 16, StateDtype::kF32);
-        EXPECT_EQ(layout.slot_bytes, slot) << name;
-        EXPECT_EQ(layout.block_bytes, block) << name;
-        EXPECT_EQ(layout.snapshot_bytes, snapshot) << name;
+    }
+}
+
+TEST(StateLayout, Fp8RowsOfTheFixtures) {
+    // flash_schedule: d 128 (64 rope), di 128; odd_dims: d 80 (16 rope), di 32.
+    const ModelConfig flash = load_model_config(source("tests/fixtures/flash_schedule/config.json"));
+    const ModelConfig odd = load_model_config(source("tests/fixtures/odd_dims/config.json"));
+    EXPECT_EQ(compute_state_layout(flash, 256, 0, StateDtype::kFp8).row_bytes, 64 + 128 + 8);
+    EXPECT_EQ(compute_state_layout(flash, 256, 0, StateDtype::kFp8).indexer_key_bytes, 132);
+    EXPECT_EQ(compute_state_layout(odd, 256, 0, StateDtype::kFp8).row_bytes, 64 + 32 + 8);
+    EXPECT_EQ(compute_state_layout(odd, 256, 0, StateDtype::kFp8).indexer_key_bytes, 36);
+    EXPECT_EQ(compute_state_layout(odd, 256, 0, StateDtype::kBf16).row_bytes, 160);
+}
+
+TEST(StateLayout, Fp8RejectsNopeDimsOutsideBlocksOf64) {
+    ModelConfig c = load_model_config(source("tests/fixtures/odd_dims/config.json"));
+    c.head_dim = 96;  // 80 nope dims
+    EXPECT_THROW(compute_state_layout(c, 256, 0, StateDtype::kFp8), Error);
+    EXPECT_NO_THROW(compute_state_layout(c, 256, 0, StateDtype::kBf16));
+    StateConfig s;
+    s.num_blocks = 2;
+    s.block_tokens = 128;
+    s.kv_dtype = StateDtype::kBf16;
+    CpuBackend cpu(Numerics::kExact, 1);
+    EXPECT_NO_THROW(cpu.create_state(c, s));
+    s.kv_dtype = StateDtype::kFp8;
+    try {
+        cpu.create_state(c, s);
+        ADD_FAILURE() << "fp8 state with 80 nope dims was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("blocks of 64"), std::string::npos) << e.what();
     }
 }
 
@@ -69,6 +106,8 @@ TEST(StateLayout, PlanSplitsTheBudget) {
     req.budget_bytes = 4 * l.slot_bytes + 3 * l.snapshot_bytes + 10 * l.block_bytes + 7;
     req.min_tokens = 1000;
     const StatePlan plan = plan_state(c, req, StateDtype::kF32);
+    EXPECT_EQ(plan.state.kv_dtype, StateDtype::kF32);
+    EXPECT_EQ(plan_state(c, req, StateDtype::kFp8).state.kv_dtype, StateDtype::kFp8);
     EXPECT_EQ(plan.state.max_slots, 4);
     EXPECT_EQ(plan.state.num_snapshots, 3);
     EXPECT_EQ(plan.state.num_blocks, 10);
