@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/state_format.h"
 #include "bench_registry.h"
 #include "core/error.h"
 #include "model/deepseek_v4.h"
@@ -31,6 +32,7 @@ struct OfflineOptions {
     int experts = 0;
     std::string device = "cuda";
     std::string numerics = "exact";
+    std::string kv_cache_dtype = "fp8";
     std::vector<int> batches{1, 8, 64};
     std::vector<int64_t> contexts{1024, 8192};
     std::vector<int64_t> prefills{1024, 8192};
@@ -73,9 +75,10 @@ WeightBytes weight_bytes(const ModelConfig& c) {
     return w;
 }
 
-// State bytes a decode token reads at context `ctx` (float32 state rows in this build).
-double state_bytes_per_token(const ModelConfig& c, int64_t ctx) {
-    const double row = 4.0 * c.head_dim, index_row = 4.0 * c.index_head_dim;
+// State bytes a decode token reads at context `ctx` with rows and indexer keys stored as `dtype`.
+double state_bytes_per_token(const ModelConfig& c, StateDtype dtype, int64_t ctx) {
+    const auto row = static_cast<double>(kv_row_format(dtype, c).bytes());
+    const auto index_row = static_cast<double>(index_key_format(dtype, c).bytes());
     double bytes = 0.0;
     for (const LayerConfig& l : c.layers) {
         bytes += std::min<int64_t>(ctx, c.sliding_window) * row;
@@ -119,12 +122,14 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     state.max_slots = max_batch;
     state.block_tokens = 256;
     state.rewind_capacity = 8;
+    state.kv_dtype = parse_state_dtype(o.kv_cache_dtype);
     s.blocks_per_slot = static_cast<int>((max_context + 1024 + 255) / 256);
     state.num_blocks = s.blocks_per_slot * max_batch;
-    s.backend->create_state(s.config, state);
     const auto t0 = Clock::now();
     ModelWeights weights = make_synthetic_weights(s.config, *s.backend, o.seed);
     s.backend->synchronize();
+    s.backend->create_state(s.config, state);  // after the weights: sized against what is left
+    std::fprintf(stderr, "%s\n", s.backend->memory_report().c_str());
     std::fprintf(stderr, "synthetic %s model (%d layers, %d experts) built in %.1f s\n", o.preset.c_str(),
                  s.config.num_layers, s.config.n_routed_experts, seconds_since(t0));
     s.model = std::make_unique<DeepseekV4>(s.config, std::move(weights), *s.backend);
@@ -160,7 +165,7 @@ nlohmann::json decode_run(Setup& s, int batch, int64_t ctx, int steps, const Wei
                                    (1.0 - std::pow(1.0 - static_cast<double>(s.config.n_experts_per_tok) /
                                                              s.config.n_routed_experts, batch));
     const double bytes = wb.non_expert + wb.per_expert * experts_touched * s.config.num_layers +
-                         batch * state_bytes_per_token(s.config, ctx);
+                         batch * state_bytes_per_token(s.config, s.backend->state_config().kv_dtype, ctx);
     const double roofline_s = bytes / (copy_tbps * 1e12);
     nlohmann::json r = {{"batch", batch},
                         {"context", ctx},
@@ -220,8 +225,9 @@ void run(const OfflineOptions& o) {
     for (int64_t p : o.prefills) max_ctx = std::max(max_ctx, p);
     Setup s = build(o, max_batch, max_ctx);
     const WeightBytes wb = weight_bytes(s.config);
-    out["config"] = {{"preset", o.preset}, {"layers", s.config.num_layers}, {"experts", s.config.n_routed_experts},
-                     {"numerics", o.numerics}};
+    out["config"] = {{"preset", o.preset},     {"layers", s.config.num_layers},
+                     {"experts", s.config.n_routed_experts}, {"numerics", o.numerics},
+                     {"kv_cache_dtype", o.kv_cache_dtype}};
     std::printf("%-6s %-8s %10s %10s %12s %9s %9s\n", "batch", "context", "step ms", "tok/s", "roofline", "fraction",
                 "launches");
     for (int64_t ctx : o.contexts) {
@@ -257,6 +263,7 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--experts", o->experts, "Routed experts (0 = the preset's)");
         app.add_option("--device", o->device, "cuda | cpu");
         app.add_option("--numerics", o->numerics, "exact | reference | fast");
+        app.add_option("--kv-cache-dtype", o->kv_cache_dtype, "K=V rows and indexer keys: fp8 | bf16 | f32");
         app.add_option("--batch", o->batches, "Decode batch sizes")->delimiter(',');
         app.add_option("--context", o->contexts, "Decode context lengths")->delimiter(',');
         app.add_option("--prefill", o->prefills, "Prefill prompt lengths (empty: none)")->delimiter(',');

@@ -27,6 +27,7 @@ struct LogitsOptions {
     std::string numerics = "exact";
     std::string device = "cpu";
     int threads = 0;
+    std::string kv_cache_dtype = "f32";
 };
 
 std::vector<int32_t> read_tokens(const std::string& path, int64_t vocab) {
@@ -62,6 +63,7 @@ void run(const LogitsOptions& o) {
     state.max_slots = 1;
     state.block_tokens = 256;
     state.rewind_capacity = 0;
+    state.kv_dtype = parse_state_dtype(o.kv_cache_dtype);
     state.num_blocks = static_cast<int>((t + state.block_tokens - 1) / state.block_tokens);
     auto loaded = load_model(o.model, *backend, state);
     DeepseekV4& model = *loaded->model;
@@ -95,6 +97,7 @@ const CommandRegistrar kRegistrar{
         app.add_option("--numerics", o->numerics, "exact | reference | fast");
         app.add_option("--device", o->device, "cpu | cuda");
         app.add_option("--threads", o->threads, "CPU threads (0 = all)");
+        app.add_option("--kv-cache-dtype", o->kv_cache_dtype, "Stored K=V rows and indexer keys: f32 | bf16 | fp8");
         app.callback([o] { run(*o); });
     }};
 

@@ -32,9 +32,10 @@ struct EngineConfig {
     // Sequence state memory.
     int64_t kv_cache_bytes = 0;              // 0 = derive from gpu_memory_utilization / a CPU default
     double gpu_memory_utilization = 0.9;
-    std::string kv_cache_dtype = "auto";      // auto | bf16 | fp8 (fp8_ds_mla)
+    std::string kv_cache_dtype = "auto";      // auto | f32 | bf16 | fp8 (fp8_ds_mla); auto: f32 exact, else fp8
     int block_tokens = 256;                   // positions per state block (multiple of every compression ratio)
     bool enable_prefix_caching = true;
+    int num_prefix_snapshots = -1;            // boundary snapshots kept for prefix caching (-1 = auto: 2 per slot)
     uint64_t seed = 0;                        // seed of the engine's unseeded-request seeds (0 = random)
 };
 

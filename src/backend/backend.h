@@ -65,12 +65,34 @@ struct StepBatch {
                       std::vector<int32_t> block_table);
 };
 
+// How a backend stores K=V rows (ring rows, compressed entries, snapshot ring rows) and indexer keys; compressor
+// pending records are float32 in every mode. Byte layouts in backend/state_format.h.
+enum class StateDtype : uint8_t {
+    kF32,   // float32
+    kBf16,  // bf16 (round to nearest even)
+    kFp8,   // fp8_ds_mla K=V rows (model-spec 5.2) and FP8 indexer keys with one power-of-two scale (5.3)
+};
+
+std::string_view state_dtype_name(StateDtype dtype);
+// "f32" | "bf16" | "fp8"; anything else is a dsv4::Error naming the accepted values.
+StateDtype parse_state_dtype(std::string_view name);
+
 // Sizes of the state a backend allocates (derived from the model config and the engine's memory plan).
 struct StateConfig {
     int max_slots = 1;             // sequences that can run at once
     int num_blocks = 0;            // paged blocks for compressed rows / indexer keys
     int block_tokens = 256;        // token positions covered by one block
     int rewind_capacity = 16;      // deepest truncation without recomputation
+    int num_snapshots = 0;         // prefix-cache boundary snapshots (save_snapshot / restore_snapshot); engine addition
+    StateDtype kv_dtype = StateDtype::kF32;  // storage of K=V rows and indexer keys
+};
+
+// Bytes of sequence state a backend allocated per slot, per paged block and per snapshot (kv/state_layout.h
+// computes the same numbers for planning; tests hold the two equal).
+struct StateBytes {
+    int64_t slot = 0;
+    int64_t block = 0;
+    int64_t snapshot = 0;
 };
 
 // Which compressor of a layer an op addresses.
@@ -92,7 +114,27 @@ public:
     // --- State ---
     virtual void create_state(const ModelConfig& config, const StateConfig& state) = 0;
     virtual const StateConfig& state_config() const = 0;
+    // What create_state allocated (zeros before it, or for a backend that does not report).
+    virtual StateBytes allocated_state_bytes() const { return {}; }
     virtual void reset_slot(int32_t slot) = 0;  // a new sequence starts in this slot
+
+    // --- Prefix caching and forks (added for the serving engine: src/kv/kv_cache_manager.h) ---
+    // A boundary snapshot holds what a slot needs to resume a sequence at `boundary` (a positive multiple of
+    // block_tokens) on top of the paged blocks covering [0, boundary): every layer's K=V ring rows of positions
+    // [boundary - sliding_window, boundary) (those >= 0), and for every CSA layer the main and indexer compressor
+    // records (kv | gate + ape) of positions [boundary - ratio, boundary), the window the next entry overlaps. HCA
+    // layers need nothing: block_tokens is a multiple of their ratio, so no window is open at a boundary.
+    // save_snapshot copies them out of `slot`, whose sequence has computed up to some end with
+    // boundary <= end <= boundary + rewind_capacity (so its ring still holds those rows); the caller guarantees it.
+    virtual void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) = 0;
+    // Writes a snapshot into `slot` (after reset_slot); the sequence then continues at position `boundary`. It
+    // cannot be truncated below `boundary` afterwards.
+    virtual void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) = 0;
+    // Copies slot src's whole fixed state (rings, compressor records) into slot dst: n > 1 completions fork there.
+    virtual void copy_slot(int32_t src, int32_t dst) = 0;
+    // Copies paged block src (every layer's compressed rows and indexer keys) into block dst: copy-on-write of the
+    // partial last block a forked completion would otherwise share.
+    virtual void copy_block(int32_t src, int32_t dst) = 0;
 
     // --- Step ---
     // Per-step scratch memory; everything allocated is released by begin_step().
@@ -166,6 +208,22 @@ public:
     // contexts without running the prefill. The block table must cover `length` positions.
     virtual void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed);
 
+    // --- Graphs (decode): the backend records the kernels of one forward pass and replays them for later steps with
+    // the same key. Device metadata is re-uploaded by begin_step; the captured launches may depend only on the key.
+    virtual bool graphs_supported() const { return false; }
+    // Launches the graph recorded under `key`, if any (after begin_step).
+    virtual bool graph_replay(uint64_t key) {
+        (void)key;
+        return false;
+    }
+    virtual void graph_capture_begin() {}
+    virtual void graph_capture_end(uint64_t key) { (void)key; }
+    // What the backend's launch shapes depend on besides the step's token, sequence and logit-row counts.
+    virtual uint64_t graph_shape_key(const StepBatch& batch) const {
+        (void)batch;
+        return 0;
+    }
+
     // Named timing regions of the forward pass (per-component breakdown); no-ops unless profiling is on.
     virtual void set_profiling(bool on) { (void)on; }
     virtual void region(std::string_view name) { (void)name; }
@@ -175,6 +233,8 @@ public:
         return {};
     }
     virtual int64_t launches() const { return 0; }
+    // One line on the memory the backend holds and what is free (logged at startup).
+    virtual std::string memory_report() const { return {}; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads = 0);

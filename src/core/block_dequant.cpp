@@ -89,7 +89,9 @@ void check_multi(const char* what, int64_t k, int n_vec, int64_t x_stride) {
 // Decoded weights are staged in chunks this long (fits L1 together with a few activation streams).
 constexpr int64_t kChunk = 1024;
 
-// out[v] = dot(row, x_v) where the row is produced chunk by chunk by `decode(begin, end, buffer)`.
+// out[v] = dot(row, x_v) where the row is produced chunk by chunk by `decode(begin, end, buffer)`. Used for every
+// n_vec, 1 included (no fused single-vector shortcut): a row's result must not depend on how many vectors share the
+// call, so that a sequence's logits are bit-identical alone or batched (engine batch invariance, prefix caching).
 template <typename DecodeChunk>
 void multi_dot_by_chunks(DecodeChunk decode, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out) {
     std::fill(out, out + n_vec, 0.0f);
@@ -167,10 +169,6 @@ void dot_f32_multi(const float* w, const float* x, int64_t x_stride, int64_t k, 
 
 void dot_bf16_row_multi(const uint16_t* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out) {
     check_multi("dot_bf16_row_multi", k, n_vec, x_stride);
-    if (n_vec == 1) {
-        out[0] = active().dot_bf16(w, x, k);
-        return;
-    }
     const simd::RowKernels& kernels = active();
     multi_dot_by_chunks([&](int64_t begin, int64_t end, float* buffer) {
         kernels.bf16_to_f32(w + begin, buffer, static_cast<size_t>(end - begin));
@@ -181,10 +179,6 @@ void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int bl
                        int64_t x_stride, int64_t k, int n_vec, float* out) {
     check_row("dot_fp8_row_multi", k, block_k);
     check_multi("dot_fp8_row_multi", k, n_vec, x_stride);
-    if (n_vec == 1) {
-        out[0] = active().dot_fp8(codes, ue8m0_scales, block_k, x, k);
-        return;
-    }
     const simd::RowKernels& kernels = active();
     multi_dot_by_chunks([&](int64_t begin, int64_t end, float* buffer) {
         kernels.dequant_fp8_range(codes, ue8m0_scales, block_k, begin, end, buffer);
@@ -195,10 +189,6 @@ void dot_fp4_row_multi(const uint8_t* packed, const uint8_t* ue8m0_scales, int b
                        int64_t x_stride, int64_t k, int n_vec, float* out) {
     check_fp4_row("dot_fp4_row_multi", k, block_k);
     check_multi("dot_fp4_row_multi", k, n_vec, x_stride);
-    if (n_vec == 1) {
-        out[0] = active().dot_fp4(packed, ue8m0_scales, block_k, x, k);
-        return;
-    }
     const simd::RowKernels& kernels = active();
     multi_dot_by_chunks([&](int64_t begin, int64_t end, float* buffer) {
         kernels.dequant_fp4_range(packed, ue8m0_scales, block_k, begin, end, buffer);

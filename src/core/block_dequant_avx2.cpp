@@ -207,26 +207,34 @@ DSV4_AVX2 float dot_fp4_avx2(const uint8_t* packed, const uint8_t* scales, int b
     return hsum(_mm256_add_ps(acc0, acc1)) + tail;
 }
 
-// Four activation vectors per pass so that each load of w feeds four FMAs.
+// kVecs activation vectors per pass so that each load of w feeds kVecs FMAs. Every vector gets the same arithmetic
+// (one 8-lane accumulator, then the scalar tail) whatever kVecs is, so out[v] does not depend on n_vec or on v:
+// a row's result is the same alone or in any batch (the engine's batch invariance rests on this).
+template <int kVecs>
+DSV4_AVX2 inline void dot_f32_group_avx2(const float* w, const float* x, int64_t x_stride, int64_t k, float* out) {
+    const float* xs[kVecs];
+    __m256 acc[kVecs];
+    for (int u = 0; u < kVecs; ++u) {
+        xs[u] = x + u * x_stride;
+        acc[u] = _mm256_setzero_ps();
+    }
+    int64_t j = 0;
+    for (; j + 8 <= k; j += 8) {
+        const __m256 wv = _mm256_loadu_ps(w + j);
+        for (int u = 0; u < kVecs; ++u) acc[u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xs[u] + j), acc[u]);
+    }
+    for (int u = 0; u < kVecs; ++u) {
+        float tail = 0.0f;
+        for (int64_t t = j; t < k; ++t) tail += w[t] * xs[u][t];
+        out[u] += hsum(acc[u]) + tail;
+    }
+}
+
 DSV4_AVX2 void dot_f32_multi_add_avx2(const float* w, const float* x, int64_t x_stride, int64_t k, int n_vec,
                                       float* out) {
     int v = 0;
-    for (; v + 4 <= n_vec; v += 4) {
-        const float* xs[4] = {x + v * x_stride, x + (v + 1) * x_stride, x + (v + 2) * x_stride,
-                              x + (v + 3) * x_stride};
-        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-        int64_t j = 0;
-        for (; j + 8 <= k; j += 8) {
-            const __m256 wv = _mm256_loadu_ps(w + j);
-            for (int u = 0; u < 4; ++u) acc[u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xs[u] + j), acc[u]);
-        }
-        for (int u = 0; u < 4; ++u) {
-            float tail = 0.0f;
-            for (int64_t t = j; t < k; ++t) tail += w[t] * xs[u][t];
-            out[v + u] += hsum(acc[u]) + tail;
-        }
-    }
-    for (; v < n_vec; ++v) out[v] += dot_f32_avx2(w, x + v * x_stride, k);
+    for (; v + 4 <= n_vec; v += 4) dot_f32_group_avx2<4>(w, x + v * x_stride, x_stride, k, out + v);
+    for (; v < n_vec; ++v) dot_f32_group_avx2<1>(w, x + v * x_stride, x_stride, k, out + v);
 }
 
 }  // namespace

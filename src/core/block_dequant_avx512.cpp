@@ -244,22 +244,31 @@ DSV4_AVX512 float dot_fp4_avx512(const uint8_t* packed, const uint8_t* scales, i
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail;
 }
 
-// Four activation vectors per pass so that each load of w feeds four FMAs.
+// kVecs activation vectors per pass so that each load of w feeds kVecs FMAs. Every vector gets the same arithmetic
+// (one 16-lane accumulator with a masked tail) whatever kVecs is, so out[v] does not depend on n_vec or on v:
+// a row's result is the same alone or in any batch (the engine's batch invariance rests on this).
+template <int kVecs>
+DSV4_AVX512 inline void dot_f32_group_avx512(const float* w, const float* x, int64_t x_stride, int64_t k,
+                                             float* out) {
+    const float* xs[kVecs];
+    __m512 acc[kVecs];
+    for (int u = 0; u < kVecs; ++u) {
+        xs[u] = x + u * x_stride;
+        acc[u] = _mm512_setzero_ps();
+    }
+    for (int64_t j = 0; j < k; j += 16) {
+        const __mmask16 m = k - j >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(k - j);
+        const __m512 wv = _mm512_maskz_loadu_ps(m, w + j);
+        for (int u = 0; u < kVecs; ++u) acc[u] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xs[u] + j), acc[u]);
+    }
+    for (int u = 0; u < kVecs; ++u) out[u] += _mm512_reduce_add_ps(acc[u]);
+}
+
 DSV4_AVX512 void dot_f32_multi_add_avx512(const float* w, const float* x, int64_t x_stride, int64_t k, int n_vec,
                                           float* out) {
     int v = 0;
-    for (; v + 4 <= n_vec; v += 4) {
-        const float* xs[4] = {x + v * x_stride, x + (v + 1) * x_stride, x + (v + 2) * x_stride,
-                              x + (v + 3) * x_stride};
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-        for (int64_t j = 0; j < k; j += 16) {
-            const __mmask16 m = k - j >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(k - j);
-            const __m512 wv = _mm512_maskz_loadu_ps(m, w + j);
-            for (int u = 0; u < 4; ++u) acc[u] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xs[u] + j), acc[u]);
-        }
-        for (int u = 0; u < 4; ++u) out[v + u] += _mm512_reduce_add_ps(acc[u]);
-    }
-    for (; v < n_vec; ++v) out[v] += dot_f32_avx512(w, x + v * x_stride, k);
+    for (; v + 4 <= n_vec; v += 4) dot_f32_group_avx512<4>(w, x + v * x_stride, x_stride, k, out + v);
+    for (; v < n_vec; ++v) dot_f32_group_avx512<1>(w, x + v * x_stride, x_stride, k, out + v);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,11 +26,17 @@ public:
     // Runs the step; returns float32 logits [batch.logit_rows.size(), vocab] on the host.
     std::vector<float> forward(const StepBatch& batch);
 
+    // Decode steps (every sequence feeding one token) run as recorded graphs where the backend supports them: the
+    // first step of a shape runs eagerly (warm-up), the second records, later ones replay.
+    bool use_graphs = true;
+
     // Called with named intermediates ("layer3" streams, "attn3" / "moe3" sub-layer outputs) when set; for
     // debugging and layer-by-layer comparisons with a reference.
     std::function<void(const std::string& name, const Tensor& value)> debug_hook;
 
 private:
+    // The device work of a step (layers + head); returns the logits tensor [rows, vocab].
+    Tensor run(const StepBatch& batch);
     void attention_site(int layer, Tensor streams);
     void ffn_site(int layer, Tensor streams);
     // x [N, D] (normed sub-layer input) -> attention output [N, D].
@@ -38,6 +46,8 @@ private:
     ModelConfig config_;
     ModelWeights weights_;
     Backend& backend_;
+    std::set<uint64_t> warmed_graph_keys_;
+    std::map<uint64_t, Tensor> graph_outputs_;
 };
 
 }  // namespace dsv4

@@ -11,8 +11,9 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
     ModelConfig config = load_model_config(dir / "config.json");
     auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr});
     BoundWeights bound = bind_weights(config, loaded->checkpoint);  // every problem reported at once
-    backend.create_state(config, state);
+    // Weights first: the state is then sized against the memory that is really left.
     ModelWeights weights = load_model_weights(config, bound, backend);
+    backend.create_state(config, state);
     loaded->model = std::make_unique<DeepseekV4>(std::move(config), std::move(weights), backend);
     return loaded;
 }

@@ -19,7 +19,7 @@ double log_sum_exp(std::span<const float> logits) {
     return max_logit + std::log(sum);
 }
 
-std::vector<TokenLogprob> top_tokens(std::span<const float> logits, int num_top, double lse) {
+std::vector<TopLogprob> top_tokens(std::span<const float> logits, int num_top, double lse) {
     size_t count = std::min(static_cast<size_t>(num_top), logits.size());
     if (count == 0) return {};
     // Order by logit descending, then id ascending; a partial sort touches each entry once plus O(V log count).
@@ -32,7 +32,7 @@ std::vector<TokenLogprob> top_tokens(std::span<const float> logits, int num_top,
         return la > lb || (la == lb && a < b);
     };
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(count), order.end(), better);
-    std::vector<TokenLogprob> top(count);
+    std::vector<TopLogprob> top(count);
     for (size_t i = 0; i < count; ++i) {
         top[i].token = order[i];
         top[i].logprob = static_cast<float>(static_cast<double>(logits[static_cast<size_t>(order[i])]) - lse);

@@ -9,7 +9,8 @@
 
 namespace dsv4 {
 
-struct TokenLogprob {
+// (Named TopLogprob, not TokenLogprob: include/dsv4/engine.h owns dsv4::TokenLogprob, the public int32 one.)
+struct TopLogprob {
     int64_t token = 0;
     float logprob = 0.0f;
 };
@@ -17,7 +18,7 @@ struct TokenLogprob {
 struct SampledLogprobs {
     float logprob = 0.0f;           // the sampled token's raw logprob
     int64_t rank = 0;               // 1-based: how many tokens have a raw logprob >= the sampled one (vLLM)
-    std::vector<TokenLogprob> top;  // the num_top most likely tokens, descending; ties -> lower id first
+    std::vector<TopLogprob> top;  // the num_top most likely tokens, descending; ties -> lower id first
 };
 
 // log_softmax(logits) at token, its rank and the num_top best tokens, computed in double. logits must be free of

@@ -93,34 +93,34 @@ std::string StopStringMatcher::flush() {
     return rest;
 }
 
-std::string_view openai_finish_reason(FinishReason reason) {
+std::string_view openai_finish_reason(FinishCause reason) {
     switch (reason) {
-        case FinishReason::kNone:
+        case FinishCause::kNone:
             return "";
-        case FinishReason::kEos:
+        case FinishCause::kEos:
             return "stop";
-        case FinishReason::kStopToken:
+        case FinishCause::kStopToken:
             return "stop";
-        case FinishReason::kStopString:
+        case FinishCause::kStopString:
             return "stop";
-        case FinishReason::kLength:
+        case FinishCause::kLength:
             return "length";
     }
     return "";
 }
 
-FinishReason check_finish(const SamplingParams& params, std::span<const int64_t> eos_token_ids,
+FinishCause check_finish(const SamplingParams& params, std::span<const int64_t> eos_token_ids,
                           const FinishInput& input) {
     if (input.num_output_tokens > params.min_tokens) {
         auto is = [&](std::span<const int64_t> ids) {
             return std::find(ids.begin(), ids.end(), input.last_token) != ids.end();
         };
-        if (!params.ignore_eos && is(eos_token_ids)) return FinishReason::kEos;
-        if (is(params.stop_token_ids)) return FinishReason::kStopToken;
+        if (!params.ignore_eos && is(eos_token_ids)) return FinishCause::kEos;
+        if (is(params.stop_token_ids)) return FinishCause::kStopToken;
     }
     bool context_full = input.max_model_len > 0 && input.num_total_tokens >= input.max_model_len;
-    if (input.num_output_tokens >= params.max_tokens || context_full) return FinishReason::kLength;
-    return FinishReason::kNone;
+    if (input.num_output_tokens >= params.max_tokens || context_full) return FinishCause::kLength;
+    return FinishCause::kNone;
 }
 
 }  // namespace dsv4

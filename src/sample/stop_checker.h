@@ -57,7 +57,9 @@ class StopStringMatcher {
     std::string matched_;
 };
 
-enum class FinishReason : uint8_t {
+// Why a completion finished, at token level. Named FinishCause (not FinishReason) because include/dsv4/engine.h owns
+// dsv4::FinishReason, the public one; the engine maps kEos / kStopToken / kStopString to FinishReason::kStop.
+enum class FinishCause : uint8_t {
     kNone,        // keep generating
     kEos,         // the model's end token (OpenAI "stop"; vLLM stop_reason null)
     kStopToken,   // an entry of stop_token_ids (OpenAI "stop"; stop_reason = the id)
@@ -66,7 +68,7 @@ enum class FinishReason : uint8_t {
 };
 
 // "stop", "length", or "" for kNone.
-std::string_view openai_finish_reason(FinishReason reason);
+std::string_view openai_finish_reason(FinishCause reason);
 
 struct FinishInput {
     int64_t last_token = -1;        // the token just generated
@@ -78,7 +80,7 @@ struct FinishInput {
 // Token-level finish check after each generated token. EOS (unless ignore_eos) and stop_token_ids finish only once
 // num_output_tokens > min_tokens (the sampler masks them before that, so this only matters for tokens chosen
 // elsewhere). A stop token at the last allowed position reports the stop, not kLength: the model did end.
-FinishReason check_finish(const SamplingParams& params, std::span<const int64_t> eos_token_ids,
+FinishCause check_finish(const SamplingParams& params, std::span<const int64_t> eos_token_ids,
                           const FinishInput& input);
 
 // Whether stop strings may match text produced by the token that brought the output to num_output_tokens

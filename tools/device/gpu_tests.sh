@@ -26,11 +26,13 @@ for suite in "$@"; do
         tame) run tame python3 tools/fixtures/make_fixtures.py /tmp/fx_tame --variants tame_reference \
                   && tar czf "$OUT/tame_fixture.tar.gz" -C /tmp/fx_tame . ;;
         bench4ops) DSV4_PROFILE_OPS=1 run bench4ops .devbin/dsv4 bench offline --preset flash --layers 4 --batch 1,64 \
-                    --context 8192 --prefill 0 --steps 2 ;;
+                    --context 7000 --prefill 0 --steps 2 ;;
         bench4) run bench4 .devbin/dsv4 bench offline --preset flash --layers 4 --batch 1,8,64 --context 2048,8192 \
                     --prefill 1024,8192 --steps 6 --json "$OUT/bench4.json" ;;
-        bench43) run bench43 .devbin/dsv4 bench offline --preset flash-160 --batch 1,8,64 --context 1024,8192 \
-                     --prefill 1024 --steps 4 --json "$OUT/bench43.json" ;;
+        bench43) run bench43 .devbin/dsv4 bench offline --preset flash-160 --batch 1,8,64 --context 1000,7000 \
+                     --prefill 2048 --steps 8 --json "$OUT/bench43.json" ;;
+        bench43fast) run bench43fast .devbin/dsv4 bench offline --preset flash-160 --numerics fast --batch 1,64 \
+                         --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/bench43fast.json" ;;
         hf) run hf python3 tools/bench/hf_baseline.py --layers 4 --prefill 1024,8192 --decode-batch 1,8 --context 2048 ;;
     esac
 done
@@ -38,5 +40,5 @@ grep -h "golden-cuda\|Failure\|error" "$OUT"/golden.log 2>/dev/null | head -40
 grep -h -B2 -A6 "Failure" "$OUT"/ops.log 2>/dev/null | head -60
 grep -h "ERROR SUMMARY\|========= " "$OUT"/sanitizer.log 2>/dev/null | head -20
 tail -5 "$OUT"/tame.log 2>/dev/null
-for f in bench4ops bench4 bench43 hf; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
+for f in bench4ops bench4 bench43 bench43fast hf; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
 printf '%s\n' "${summary[@]}"

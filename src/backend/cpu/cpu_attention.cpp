@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -17,18 +18,51 @@ namespace {
 // Number of compressed entries a query at `pos` may see (windows that ended at or before it).
 int64_t visible_entries(int64_t pos, int ratio) { return (pos + 1) / ratio; }
 
+// Float32 views of stored rows: the rows themselves when they are stored as float32, else every distinct row
+// decoded once into `decoded`.
+std::vector<std::vector<const float*>> float_rows(const std::vector<std::vector<const uint8_t*>>& rows,
+                                                  const StateRowFormat& format, std::vector<float>& decoded) {
+    std::vector<std::vector<const float*>> out(rows.size());
+    if (format.dtype == StateDtype::kF32) {
+        for (size_t t = 0; t < rows.size(); ++t) {
+            for (const uint8_t* row : rows[t]) out[t].push_back(reinterpret_cast<const float*>(row));
+        }
+        return out;
+    }
+    std::unordered_map<const uint8_t*, int64_t> index;
+    std::vector<const uint8_t*> unique;
+    for (const auto& list : rows) {
+        for (const uint8_t* row : list) {
+            if (index.emplace(row, static_cast<int64_t>(unique.size())).second) unique.push_back(row);
+        }
+    }
+    decoded.resize(unique.size() * format.dim);
+    parallel_for(static_cast<int64_t>(unique.size()),
+                 [&](int64_t i) { format.decode(unique[i], decoded.data() + i * format.dim); });
+    for (size_t t = 0; t < rows.size(); ++t) {
+        for (const uint8_t* row : rows[t]) out[t].push_back(decoded.data() + index[row] * format.dim);
+    }
+    return out;
+}
+
 }  // namespace
 
 void CpuBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
     const int64_t n = q.size(0), heads = q.size(1), dim = q.size(2);
     const int64_t k = topk.size(1);
+    const bool stored_f32 = key_format_.dtype == StateDtype::kF32;
     parallel_for(n, [&](int64_t t) {
         const SequenceSlice& seq = step_.seqs[step_.seq_index[t]];
         const int64_t eligible = visible_entries(step_.positions[t], ratio);
-        std::vector<float> scores(eligible);
+        std::vector<float> scores(eligible), decoded(stored_f32 ? 0 : dim);
         for (int64_t e = 0; e < eligible; ++e) {
-            const float* key = entry_row(layer, CompressorRole::kIndexer, seq, e);
-            DSV4_CHECK(key != nullptr, "indexer: entry {} is not covered by the block table", e);
+            const uint8_t* stored = entry_row(layer, CompressorRole::kIndexer, seq, e);
+            DSV4_CHECK(stored != nullptr, "indexer: entry {} is not covered by the block table", e);
+            const float* key = reinterpret_cast<const float*>(stored);
+            if (!stored_f32) {
+                key_format_.decode(stored, decoded.data());
+                key = decoded.data();
+            }
             float s = 0.0f;
             for (int64_t h = 0; h < heads; ++h) {
                 const float dot = dot_f32(q.f32() + (t * heads + h) * dim, key, dim);
@@ -47,23 +81,21 @@ void CpuBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights,
     });
 }
 
-void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
-                           const Tensor* topk, float scale, Tensor out) {
-    const int64_t n = q.size(0), heads = q.size(1), dim = q.size(2);
+std::vector<std::vector<const uint8_t*>> CpuBackend::stored_key_rows(int layer, const LayerConfig& lc,
+                                                                     const uint8_t* step_rows, const Tensor* topk) {
+    const auto n = static_cast<int64_t>(step_.tokens.size());
     const int window = model_.sliding_window;
-    CpuLayerState& ls = layers_[layer];
-
-    // Key rows of every query: its window (this step's rows or the ring), then the visible compressed rows.
-    std::vector<std::vector<const float*>> keys(n);
+    const int64_t row_bytes = kv_format_.bytes();
+    std::vector<std::vector<const uint8_t*>> stored(n);
     parallel_for(n, [&](int64_t t) {
         const SequenceSlice& seq = step_.seqs[step_.seq_index[t]];
         const int64_t pos = step_.positions[t];
-        auto& list = keys[t];
+        auto& list = stored[t];
         for (int64_t j = std::max<int64_t>(0, pos - window + 1); j <= pos; ++j) {
             if (j >= seq.start_pos) {
-                list.push_back(kv.f32() + (seq.token_begin + j - seq.start_pos) * dim);
+                list.push_back(step_rows + (seq.token_begin + j - seq.start_pos) * row_bytes);
             } else {
-                list.push_back(ls.ring.data() + (static_cast<int64_t>(seq.slot) * ring_rows_ + j % ring_rows_) * dim);
+                list.push_back(ring_row(layer, seq.slot, j));
             }
         }
         if (lc.attention == AttentionType::kSliding) return;
@@ -78,8 +110,29 @@ void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, co
                 list.push_back(entry_row(layer, CompressorRole::kMain, seq, e));
             }
         }
-        for (const float* row : list) DSV4_CHECK(row != nullptr, "attention: a key row is not covered by the state");
+        for (const uint8_t* row : list) DSV4_CHECK(row != nullptr, "attention: a key row is not covered by the state");
     });
+    return stored;
+}
+
+void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                           const Tensor* topk, float scale, Tensor out) {
+    const int64_t n = q.size(0), heads = q.size(1), dim = q.size(2);
+    // This step's own rows as the ring will store them (float32: the tensor itself), so that a query reads the same
+    // values whether its keys were fed in this step or an earlier one.
+    const int64_t row_bytes = kv_format_.bytes();
+    auto step_rows = reinterpret_cast<const uint8_t*>(kv.f32());
+    std::vector<float> step_storage;
+    if (kv_format_.dtype != StateDtype::kF32) {
+        step_storage.resize(static_cast<size_t>(n * row_bytes / 4));
+        auto* dst = reinterpret_cast<uint8_t*>(step_storage.data());
+        parallel_for(n, [&](int64_t t) { kv_format_.encode(kv.f32() + t * dim, dst + t * row_bytes); });
+        step_rows = dst;
+    }
+
+    const std::vector<std::vector<const uint8_t*>> stored = stored_key_rows(layer, lc, step_rows, topk);
+    std::vector<float> decoded;
+    const std::vector<std::vector<const float*>> keys = float_rows(stored, kv_format_, decoded);
 
     const bool ref = reference();
 #pragma omp parallel for collapse(2) schedule(dynamic)

@@ -1,7 +1,9 @@
 // CpuBackend: the numerical reference implementation of every op (design.md: "the CPU backend in exact numerics is
 // the single source of numerical truth"), with OpenMP threads and the SIMD row kernels of core/block_dequant.h.
 // Weights are read in place from the memory-mapped checkpoint (zero copy); only small vectors are converted to
-// float32. State (rings, compressor pending data, paged compressed rows) is float32 host memory.
+// float32. State is host memory: compressor pending data in float32; K=V rows (rings, compressed entries, snapshot
+// rings) and indexer keys in the StateConfig's kv_dtype (backend/state_format.h), encoded when written and decoded
+// into float32 scratch when read.
 #pragma once
 
 #include <deque>
@@ -11,19 +13,26 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/state_format.h"
 
 namespace dsv4 {
 
-// Per-layer state of all slots and blocks.
+// Per-layer state of all slots and blocks. Stored rows ("row" = kv_row_format, "key" = index_key_format bytes) live
+// in float vectors (aligned storage; every row size is a multiple of 4 bytes) and are addressed as bytes.
 struct CpuLayerState {
     AttentionType type = AttentionType::kSliding;
     int ratio = 0;
     int entries_per_block = 0;
-    std::vector<float> ring;            // [slots][ring_rows][head_dim]
+    std::vector<float> ring;            // [slots][ring_rows] rows
     std::vector<float> main_pending;    // [slots][pending_rows(main)][2 * width(main)]  (kv | gate + ape)
     std::vector<float> index_pending;   // [slots][pending_rows(indexer)][2 * width(indexer)]
-    std::vector<float> entries;         // [blocks][entries_per_block][head_dim]
-    std::vector<float> index_keys;      // [blocks][entries_per_block][index_head_dim]
+    std::vector<float> entries;         // [blocks][entries_per_block] rows
+    std::vector<float> index_keys;      // [blocks][entries_per_block] keys
+    // Prefix-cache boundary snapshots (cpu_snapshot.cpp): ring rows of [boundary - window, boundary) and, for CSA,
+    // the compressor records of [boundary - ratio, boundary), in position order.
+    std::vector<float> snap_ring;       // [snapshots][window] rows
+    std::vector<float> snap_main;       // [snapshots][ratio][2 * width(main)]     (CSA only)
+    std::vector<float> snap_index;      // [snapshots][ratio][2 * width(indexer)]  (CSA only)
 };
 
 class CpuBackend final : public Backend {
@@ -40,7 +49,12 @@ public:
 
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
+    StateBytes allocated_state_bytes() const override;
     void reset_slot(int32_t slot) override;
+    void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
+    void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
+    void copy_slot(int32_t src, int32_t dst) override;
+    void copy_block(int32_t src, int32_t dst) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.size(); }
@@ -83,16 +97,31 @@ public:
     CpuLayerState& layer_state(int layer) { return layers_[layer]; }
     int ring_rows() const { return ring_rows_; }
     int pending_rows(const CompressorWeights& w) const;
-    // Row of the paged store holding entry `entry` of sequence `seq` (null when the block table does not cover it).
-    float* entry_row(int layer, CompressorRole role, const SequenceSlice& seq, int64_t entry);
+    // Stored row of the paged store holding entry `entry` of sequence `seq` (null when the block table does not
+    // cover it): a K=V row (kMain) or an indexer key (kIndexer).
+    uint8_t* entry_row(int layer, CompressorRole role, const SequenceSlice& seq, int64_t entry);
+    // Stored ring row of position `pos` of a slot.
+    uint8_t* ring_row(int layer, int32_t slot, int64_t pos);
+    const StateRowFormat& kv_format() const { return kv_format_; }
+    const StateRowFormat& key_format() const { return key_format_; }
     const std::vector<float>& inv_freq(const RopeParams& rope);
 
 private:
+    // Stored key rows of every step token (cpu_attention.cpp): its window (this step's rows, `step_rows` in the
+    // storage format, or the ring), then the visible compressed rows (all HCA entries, or the CSA picks).
+    std::vector<std::vector<const uint8_t*>> stored_key_rows(int layer, const LayerConfig& lc, const uint8_t* step_rows,
+                                                             const Tensor* topk);
+    void create_snapshot_state();  // cpu_snapshot.cpp
+    // Copies a snapshot's rows between slot storage and snapshot storage (to_snapshot: save, else restore).
+    void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);
+
     Numerics numerics_;
     int threads_;
     ModelConfig model_;
     StateConfig state_;
     int ring_rows_ = 0;
+    StateRowFormat kv_format_;   // K=V rows as stored
+    StateRowFormat key_format_;  // indexer keys as stored
     std::vector<CpuLayerState> layers_;
     StepBatch step_;
     std::deque<std::vector<float>> arena_;   // step scratch (stable addresses)

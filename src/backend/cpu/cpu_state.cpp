@@ -1,6 +1,7 @@
 // Sequence state on the CPU: sliding-window rings, compressor pending data, and the paged compressed rows / indexer
 // keys; plus the compressor op that turns per-token projections into compressed entries (model-spec 2.7, 2.8, 2.10).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -69,6 +70,15 @@ void pool_window(const RecordSource& src, const CompressorWeights& w, int64_t wi
     }
 }
 
+// Floats of storage for `rows` stored rows of `format` (row sizes are multiples of 4 bytes: checked in create_state).
+size_t row_floats(const StateRowFormat& format, int64_t rows) { return static_cast<size_t>(rows * format.bytes() / 4); }
+
+// NaN in every storage dtype: float32 quiet NaN (as before the dtypes existed), else all-ones bytes (bf16 0xFFFF,
+// e4m3 0xFF and UE8M0 0xFF are NaN).
+float poison_for(StateDtype dtype) {
+    return dtype == StateDtype::kF32 ? kPoison : std::bit_cast<float>(0xFFFFFFFFu);
+}
+
 }  // namespace
 
 int CpuBackend::pending_rows(const CompressorWeights& w) const {
@@ -76,18 +86,25 @@ int CpuBackend::pending_rows(const CompressorWeights& w) const {
 }
 
 void CpuBackend::create_state(const ModelConfig& config, const StateConfig& state) {
-    DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0,
+    DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0 &&
+                   state.num_snapshots >= 0,
                "state: slots, blocks and block size must be positive");
+    kv_format_ = kv_row_format(state.kv_dtype, config);
+    key_format_ = index_key_format(state.kv_dtype, config);
+    DSV4_CHECK(kv_format_.bytes() % 4 == 0 && key_format_.bytes() % 4 == 0,
+               "state: {} rows of {} bytes / indexer keys of {} bytes are not a multiple of 4 bytes",
+               state_dtype_name(state.kv_dtype), kv_format_.bytes(), key_format_.bytes());
     model_ = config;
     state_ = state;
     ring_rows_ = config.sliding_window + state.rewind_capacity;
+    const float poison = poison_for(state.kv_dtype);
     layers_.assign(config.num_layers, {});
     for (int l = 0; l < config.num_layers; ++l) {
         const LayerConfig& lc = config.layers[l];
         CpuLayerState& ls = layers_[l];
         ls.type = lc.attention;
         ls.ratio = lc.compress_ratio;
-        ls.ring.assign(static_cast<size_t>(state.max_slots) * ring_rows_ * config.head_dim, kPoison);
+        ls.ring.assign(row_floats(kv_format_, int64_t{state.max_slots} * ring_rows_), poison);
         if (lc.compress_ratio == 0) continue;
         DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0, "state: block size {} is not a multiple of the "
                    "compression ratio {} of layer {}", state.block_tokens, lc.compress_ratio, l);
@@ -95,42 +112,63 @@ void CpuBackend::create_state(const ModelConfig& config, const StateConfig& stat
         const bool overlap = lc.attention == AttentionType::kCsa;
         const int main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
         const int main_width = (overlap ? 2 : 1) * config.head_dim;
+        const int64_t block_rows = int64_t{state.num_blocks} * ls.entries_per_block;
         ls.main_pending.assign(static_cast<size_t>(state.max_slots) * main_rows * 2 * main_width, kPoison);
-        ls.entries.assign(static_cast<size_t>(state.num_blocks) * ls.entries_per_block * config.head_dim, kPoison);
+        ls.entries.assign(row_floats(kv_format_, block_rows), poison);
         if (overlap) {
             const int index_rows = 2 * lc.compress_ratio + state.rewind_capacity;
             ls.index_pending.assign(static_cast<size_t>(state.max_slots) * index_rows * 4 * config.index_head_dim,
                                     kPoison);
-            ls.index_keys.assign(static_cast<size_t>(state.num_blocks) * ls.entries_per_block * config.index_head_dim,
-                                 kPoison);
+            ls.index_keys.assign(row_floats(key_format_, block_rows), poison);
         }
     }
+    create_snapshot_state();
+}
+
+StateBytes CpuBackend::allocated_state_bytes() const {
+    StateBytes b;
+    if (layers_.empty()) return b;
+    for (const CpuLayerState& ls : layers_) {
+        b.slot += static_cast<int64_t>(ls.ring.size() + ls.main_pending.size() + ls.index_pending.size()) * 4;
+        b.block += static_cast<int64_t>(ls.entries.size() + ls.index_keys.size()) * 4;
+        b.snapshot += static_cast<int64_t>(ls.snap_ring.size() + ls.snap_main.size() + ls.snap_index.size()) * 4;
+    }
+    b.slot /= state_.max_slots;
+    b.block /= state_.num_blocks;
+    if (state_.num_snapshots > 0) b.snapshot /= state_.num_snapshots;
+    return b;
 }
 
 void CpuBackend::reset_slot(int32_t slot) {
     DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "reset_slot: slot {} is outside [0, {})", slot,
                state_.max_slots);
     // Poison the slot so that a read of a position this sequence never wrote shows up as NaN in the tests.
+    const float row_poison = poison_for(state_.kv_dtype);
     for (auto& ls : layers_) {
-        auto poison = [&](std::vector<float>& v) {
+        auto poison = [&](std::vector<float>& v, float value) {
             if (v.empty()) return;
             const size_t per_slot = v.size() / state_.max_slots;
-            std::fill_n(v.begin() + static_cast<ptrdiff_t>(per_slot * slot), per_slot, kPoison);
+            std::fill_n(v.begin() + static_cast<ptrdiff_t>(per_slot * slot), per_slot, value);
         };
-        poison(ls.ring);
-        poison(ls.main_pending);
-        poison(ls.index_pending);
+        poison(ls.ring, row_poison);
+        poison(ls.main_pending, kPoison);
+        poison(ls.index_pending, kPoison);
     }
 }
 
-float* CpuBackend::entry_row(int layer, CompressorRole role, const SequenceSlice& seq, int64_t entry) {
+uint8_t* CpuBackend::entry_row(int layer, CompressorRole role, const SequenceSlice& seq, int64_t entry) {
     CpuLayerState& ls = layers_[layer];
     const int64_t block = entry / ls.entries_per_block;
     if (entry < 0 || block >= static_cast<int64_t>(seq.block_table.size())) return nullptr;
     const int64_t physical = seq.block_table[block];
     const int64_t row = physical * ls.entries_per_block + entry % ls.entries_per_block;
-    if (role == CompressorRole::kMain) return ls.entries.data() + row * model_.head_dim;
-    return ls.index_keys.data() + row * model_.index_head_dim;
+    if (role == CompressorRole::kMain) return reinterpret_cast<uint8_t*>(ls.entries.data()) + row * kv_format_.bytes();
+    return reinterpret_cast<uint8_t*>(ls.index_keys.data()) + row * key_format_.bytes();
+}
+
+uint8_t* CpuBackend::ring_row(int layer, int32_t slot, int64_t pos) {
+    const int64_t row = static_cast<int64_t>(slot) * ring_rows_ + pos % ring_rows_;
+    return reinterpret_cast<uint8_t*>(layers_[layer].ring.data()) + row * kv_format_.bytes();
 }
 
 void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g,
@@ -177,9 +215,9 @@ void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const
                     cpu::fp4_sim(entry.data(), hd, 32);
                 }
             }
-            float* dst = entry_row(layer, role, seq, win);
+            uint8_t* dst = entry_row(layer, role, seq, win);
             DSV4_CHECK(dst != nullptr, "compress: entry {} of layer {} is not covered by the block table", win, layer);
-            std::memcpy(dst, entry.data(), hd * sizeof(float));
+            (role == CompressorRole::kMain ? kv_format_ : key_format_).encode(entry.data(), dst);
         }
         // Keep the records later windows (and rewinds) may still need.
         for (int64_t pos = std::max(seq.start_pos, end - rows); pos < end; ++pos) {
@@ -191,13 +229,11 @@ void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const
 }
 
 void CpuBackend::store_window(int layer, const Tensor& kv) {
-    CpuLayerState& ls = layers_[layer];
     const int hd = model_.head_dim;
     for (const SequenceSlice& seq : step_.seqs) {
         const int64_t end = seq.start_pos + seq.n_tokens;
         for (int64_t pos = std::max(seq.start_pos, end - ring_rows_); pos < end; ++pos) {
-            float* dst = ls.ring.data() + (static_cast<int64_t>(seq.slot) * ring_rows_ + pos % ring_rows_) * hd;
-            std::memcpy(dst, kv.f32() + (seq.token_begin + pos - seq.start_pos) * hd, hd * sizeof(float));
+            kv_format_.encode(kv.f32() + (seq.token_begin + pos - seq.start_pos) * hd, ring_row(layer, seq.slot, pos));
         }
     }
 }

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
+#include "backend/state_format.h"
 #include "core/error.h"
 #include "model/rope.h"
 
@@ -65,10 +66,15 @@ CudaBackend::CudaBackend(Numerics numerics, int device) : numerics_(numerics), d
     size_t workspace_mb = 6144;
     if (const char* env = std::getenv("DSV4_CUDA_WORKSPACE_MB")) workspace_mb = std::strtoull(env, nullptr, 10);
     arena_.reserve(workspace_mb << 20);
+    // One metadata buffer at a fixed address for the backend's life (recorded graphs point into it).
+    meta_capacity_ = size_t{1} << 22;
+    DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
+    if (const char* env = std::getenv("DSV4_CUDA_GRAPHS")) graphs_enabled_ = std::string(env) != "0";
 }
 
 CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (void* p : allocations_) cudaFree(p);
     for (auto& [key, p] : inv_freq_) cudaFree(p);
     if (meta_dev_ != nullptr) cudaFree(meta_dev_);
@@ -138,22 +144,45 @@ TableRef CudaBackend::upload_table(const TensorView& values, int64_t max_value) 
             values.shape[1]};
 }
 
+namespace {
+
+RowFormatDev device_format(const StateRowFormat& f) {
+    static_assert(static_cast<int>(StateDtype::kF32) == kRowF32 && static_cast<int>(StateDtype::kBf16) == kRowBf16 &&
+                  static_cast<int>(StateDtype::kFp8) == kRowFp8 && kRowFp8Block == kFp8KvBlock);
+    RowFormatDev d;
+    d.dtype = static_cast<int>(f.dtype);
+    d.dim = f.dim;
+    d.rope_dim = f.rope_dim;
+    d.index_key = f.index_key;
+    d.bytes = static_cast<int>(f.bytes());
+    return d;
+}
+
+}  // namespace
+
 void CudaBackend::create_state(const ModelConfig& config, const StateConfig& state) {
     DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0,
                "state: slots, blocks and block size must be positive");
+    kv_format_ = device_format(kv_row_format(state.kv_dtype, config));  // throws when the dims do not fit the dtype
+    key_format_ = device_format(index_key_format(state.kv_dtype, config));
+    DSV4_CHECK(config.index_head_dim <= kMaxIndexDim, "state: index_head_dim {} exceeds the indexer kernel limit {}",
+               config.index_head_dim, kMaxIndexDim);
     model_ = config;
     state_ = state;
     ring_rows_ = config.sliding_window + state.rewind_capacity;
+    const StateBytes bytes = planned_state_bytes(config, state);
+    check_state_fits(state, bytes);
     layers_.assign(config.num_layers, {});
-    auto zeros = [&](size_t floats) {
-        auto* p = static_cast<float*>(device_copy(nullptr, floats * sizeof(float)));
-        DSV4_CUDA(cudaMemset(p, 0xff, floats * sizeof(float)));  // NaN poison: unwritten rows show up in tests
+    auto poisoned = [&](size_t n_bytes) {
+        void* p = device_copy(nullptr, n_bytes);
+        DSV4_CUDA(cudaMemset(p, 0xff, n_bytes));  // NaN in every dtype: unwritten rows show up in tests
         return p;
     };
+    const auto slots = static_cast<size_t>(state.max_slots), blocks = static_cast<size_t>(state.num_blocks);
     for (int l = 0; l < config.num_layers; ++l) {
         const LayerConfig& lc = config.layers[l];
         LayerStateDev& ls = layers_[l];
-        ls.ring = zeros(static_cast<size_t>(state.max_slots) * ring_rows_ * config.head_dim);
+        ls.ring = static_cast<uint8_t*>(poisoned(slots * ring_rows_ * kv_format_.bytes));
         if (lc.compress_ratio == 0) continue;
         DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0, "state: block size {} is not a multiple of the "
                    "compression ratio {} of layer {}", state.block_tokens, lc.compress_ratio, l);
@@ -161,14 +190,68 @@ void CudaBackend::create_state(const ModelConfig& config, const StateConfig& sta
         const bool overlap = lc.attention == AttentionType::kCsa;
         ls.main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
         const int main_width = (overlap ? 2 : 1) * config.head_dim;
-        ls.main_pending = zeros(static_cast<size_t>(state.max_slots) * ls.main_rows * 2 * main_width);
-        ls.entries = zeros(static_cast<size_t>(state.num_blocks) * ls.per_block * config.head_dim);
+        ls.main_pending = static_cast<float*>(poisoned(slots * ls.main_rows * 2 * main_width * sizeof(float)));
+        ls.entries = static_cast<uint8_t*>(poisoned(blocks * ls.per_block * kv_format_.bytes));
         if (overlap) {
             ls.index_rows = 2 * lc.compress_ratio + state.rewind_capacity;
-            ls.index_pending = zeros(static_cast<size_t>(state.max_slots) * ls.index_rows * 4 * config.index_head_dim);
-            ls.index_keys = zeros(static_cast<size_t>(state.num_blocks) * ls.per_block * config.index_head_dim);
+            ls.index_pending =
+                static_cast<float*>(poisoned(slots * ls.index_rows * 4 * config.index_head_dim * sizeof(float)));
+            ls.index_keys = static_cast<uint8_t*>(poisoned(blocks * ls.per_block * key_format_.bytes));
         }
     }
+    create_snapshot_state();
+    state_bytes_ = bytes;
+}
+
+StateBytes CudaBackend::planned_state_bytes(const ModelConfig& config, const StateConfig& state) const {
+    StateBytes b;
+    const int64_t hd = config.head_dim, ihd = config.index_head_dim, row = kv_format_.bytes, key = key_format_.bytes;
+    for (const LayerConfig& lc : config.layers) {
+        b.slot += int64_t{ring_rows_} * row;
+        b.snapshot += int64_t{config.sliding_window} * row;
+        if (lc.compress_ratio == 0) continue;
+        const bool overlap = lc.attention == AttentionType::kCsa;
+        const int64_t r = lc.compress_ratio, per_block = state.block_tokens / lc.compress_ratio;
+        const int64_t main_record = 2 * (overlap ? 2 : 1) * hd * 4;  // kv | gate + ape, float32
+        b.slot += ((overlap ? 2 : 1) * r + state.rewind_capacity) * main_record;
+        b.block += per_block * row;
+        if (overlap) {
+            b.slot += (2 * r + state.rewind_capacity) * 4 * ihd * 4;
+            b.block += per_block * key;
+            b.snapshot += r * (main_record + 4 * ihd * 4);
+        }
+    }
+    return b;
+}
+
+void CudaBackend::check_state_fits(const StateConfig& state, const StateBytes& bytes) const {
+    size_t free_bytes = 0, total_bytes = 0;
+    DSV4_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const auto need = static_cast<size_t>(state.max_slots * bytes.slot + state.num_blocks * bytes.block +
+                                          int64_t{state.num_snapshots} * bytes.snapshot);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    // Keep 1 GiB for weights uploaded after the state, kernels' runtime allocations and graphs.
+    const size_t headroom = size_t{1} << 30;
+    DSV4_CHECK(need + headroom <= free_bytes,
+               "the sequence state ({} slots, {} blocks of {} tokens, {} snapshots, {} rows) needs {:.2f} GiB but "
+               "{:.2f} GiB of device memory are free ({:.2f} GiB already held by this backend's weights and state, "
+               "{:.2f} GiB workspace); lower --max-num-seqs or the state budget",
+               state.max_slots, state.num_blocks, state.block_tokens, state.num_snapshots,
+               state_dtype_name(state.kv_dtype), need / gib, free_bytes / gib, resident_bytes_ / gib,
+               arena_.capacity() / gib);
+}
+
+std::string CudaBackend::memory_report() const {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const double state = static_cast<double>(state_.max_slots * state_bytes_.slot +
+                                             state_.num_blocks * state_bytes_.block +
+                                             int64_t{state_.num_snapshots} * state_bytes_.snapshot);
+    return fmt::format("device memory: {:.2f} GiB held (weights + state; state {:.2f} GiB with {} rows), {:.2f} GiB "
+                       "workspace, {:.2f} GiB free of {:.2f} GiB",
+                       resident_bytes_ / gib, state / gib, state_dtype_name(state_.kv_dtype), arena_.capacity() / gib,
+                       free_bytes / gib, total_bytes / gib);
 }
 
 void CudaBackend::reset_slot(int32_t slot) {
@@ -192,11 +275,13 @@ void CudaBackend::begin_step(const StepBatch& batch) {
         DSV4_CHECK(token >= 0 && token < model_.vocab_size, "token id {} is outside the vocabulary [0, {})", token,
                    model_.vocab_size);
     }
-    // One int32 buffer: tokens | positions | seq_of_token | slot | begin | count | start | offset | len | tables.
+    // One int32 buffer: tokens | positions | seq_of_token | logit rows | slot | begin | count | start | offset | len
+    // | tables. Every offset depends only on the token, logit-row and sequence counts (a graph's key).
     meta_host_.clear();
     meta_host_.insert(meta_host_.end(), batch.tokens.begin(), batch.tokens.end());
     meta_host_.insert(meta_host_.end(), batch.positions.begin(), batch.positions.end());
     meta_host_.insert(meta_host_.end(), batch.seq_index.begin(), batch.seq_index.end());
+    meta_host_.insert(meta_host_.end(), batch.logit_rows.begin(), batch.logit_rows.end());
     std::vector<int32_t> tables;
     std::vector<int32_t> fields[6];
     for (const auto& seq : batch.seqs) {
@@ -219,19 +304,18 @@ void CudaBackend::begin_step(const StepBatch& batch) {
     }
     for (const auto& f : fields) meta_host_.insert(meta_host_.end(), f.begin(), f.end());
     meta_host_.insert(meta_host_.end(), tables.begin(), tables.end());
-    if (meta_host_.size() > meta_capacity_) {
-        if (meta_dev_ != nullptr) DSV4_CUDA(cudaFree(meta_dev_));
-        meta_capacity_ = std::max<size_t>(meta_host_.size() * 2, 4096);
-        DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
-    }
+    DSV4_CHECK(meta_host_.size() <= meta_capacity_, "step metadata of {} entries exceeds the buffer ({}); too many "
+               "tokens or blocks in one step", meta_host_.size(), meta_capacity_);
     DSV4_CUDA(cudaMemcpyAsync(meta_dev_, meta_host_.data(), meta_host_.size() * sizeof(int32_t),
                               cudaMemcpyHostToDevice, stream_));
     const int32_t* p = meta_dev_;
-    meta_ = {};
+    meta_ = StepMeta{};
     meta_.tokens = p;
     meta_.positions = p + n;
     meta_.seq_of_token = p + 2 * n;
-    const int32_t* per_seq = p + 3 * n;
+    const auto m = static_cast<int32_t>(batch.logit_rows.size());
+    logit_rows_dev_ = p + 3 * n;
+    const int32_t* per_seq = p + 3 * n + m;
     meta_.seq_slot = per_seq;
     meta_.seq_token_begin = per_seq + s;
     meta_.seq_n_tokens = per_seq + 2 * s;
@@ -244,6 +328,9 @@ void CudaBackend::begin_step(const StepBatch& batch) {
     meta_.num_blocks = state_.num_blocks;
     meta_.error_flag = error_flag_;
     host_positions_ = batch.positions;
+    host_logit_rows_ = batch.logit_rows;
+    max_position_ = 0;
+    for (int32_t pos : batch.positions) max_position_ = std::max<int64_t>(max_position_, pos);
 }
 
 void CudaBackend::check_error_flag() {
@@ -269,6 +356,44 @@ void CudaBackend::to_host(const Tensor& t, float* out) {
 void CudaBackend::from_host(Tensor t, const void* data) {
     DSV4_CUDA(cudaMemcpyAsync(t.data, data, t.numel() * dtype_bits(t.dtype) / 8, cudaMemcpyHostToDevice, stream_));
     DSV4_CUDA(cudaStreamSynchronize(stream_));
+}
+
+int64_t CudaBackend::indexer_entry_bucket(int ratio) const {
+    const int64_t entries = std::max<int64_t>(1, (max_position_ + 1) / ratio);
+    int64_t bucket = 64;
+    while (bucket < entries) bucket *= 2;
+    return bucket;
+}
+
+uint64_t CudaBackend::graph_shape_key(const StepBatch& batch) const {
+    (void)batch;  // begin_step has seen it: the largest position decides the indexer's bucket
+    uint64_t key = 0;
+    for (const LayerConfig& l : model_.layers) {  // the indexer's and the HCA attention's launch shapes
+        if (l.compress_ratio > 0) key = key * 31 + static_cast<uint64_t>(indexer_entry_bucket(l.compress_ratio));
+    }
+    return key;
+}
+
+bool CudaBackend::graph_replay(uint64_t key) {
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) return false;
+    DSV4_CUDA(cudaGraphLaunch(it->second, stream_));
+    return true;
+}
+
+void CudaBackend::graph_capture_begin() {
+    DSV4_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    capturing_ = true;
+}
+
+void CudaBackend::graph_capture_end(uint64_t key) {
+    cudaGraph_t graph = nullptr;
+    capturing_ = false;
+    DSV4_CUDA(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    DSV4_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    DSV4_CUDA(cudaGraphDestroy(graph));
+    graphs_[key] = exec;
 }
 
 const float* CudaBackend::inv_freq(const RopeParams& rope) {

@@ -1,7 +1,9 @@
 // CudaBackend (host side, compiled by the host compiler; kernels are in kernels_*.cu behind kernels.h): every op of
 // backend.h on an NVIDIA GPU (built for sm_90a). Weights are uploaded in checkpoint form
 // (FP8 + UE8M0 block scales, FP4 + per-32 scales, BF16) and decoded inside the kernels; no dequantized copies are
-// resident. Activations and sequence state are float32 in exact and reference numerics. Every runtime index the
+// resident. Activations are float32 in exact and reference numerics; the sequence state stores K=V rows and indexer
+// keys in the StateConfig's kv_dtype (backend/state_format.h; device codec in state_codec.cuh) and compressor
+// records in float32. Every runtime index the
 // kernels read (block tables, indexer picks, expert ids) is bounds-checked on the device; violations set an error
 // flag that the host turns into a dsv4::Error at the next synchronisation.
 #pragma once
@@ -57,7 +59,12 @@ public:
 
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
+    StateBytes allocated_state_bytes() const override { return state_bytes_; }
     void reset_slot(int32_t slot) override;
+    void save_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
+    void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
+    void copy_slot(int32_t src, int32_t dst) override;
+    void copy_block(int32_t src, int32_t dst) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.used(); }
@@ -95,19 +102,29 @@ public:
     VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
     TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed) override;
     void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
+    bool graphs_supported() const override { return graphs_enabled_ && !profiling_ && !op_profiling_; }
+    bool graph_replay(uint64_t key) override;
+    void graph_capture_begin() override;
+    void graph_capture_end(uint64_t key) override;
+    uint64_t graph_shape_key(const StepBatch& batch) const override;
     void set_profiling(bool on) override;
     void region(std::string_view name) override;
     std::vector<std::pair<std::string, double>> profile(bool reset) override;
     int64_t launches() const override { return launches_; }
     // Device bytes held by weights and state (for the memory report).
     size_t resident_bytes() const { return resident_bytes_; }
+    std::string memory_report() const override;
 
     // For the kernels' launchers.
     bool reference() const { return numerics_ == Numerics::kReference; }
+    bool fast() const { return numerics_ == Numerics::kFast; }
     cudaStream_t stream() const { return stream_; }
     const StepMeta& meta() const { return meta_; }
     int ring_rows() const { return ring_rows_; }
     const float* inv_freq(const RopeParams& rope);
+    // Compressed entries the indexer scores per token this step: a power-of-two bucket of the largest position's
+    // count (a graph replayed within the bucket keeps its launch shapes).
+    int64_t indexer_entry_bucket(int ratio) const;
     // Rounds a float32 tensor to bf16 values in place (reference numerics).
     void round_bf16(Tensor x);
     // Reference numerics: the per-128 FP8 activation quantization of x's rows of length k, in scratch memory.
@@ -117,12 +134,27 @@ public:
     // Rows [row0, row0 + count) of a weight as a weight of their own (FP8: row0 on a 128-row scale boundary).
     static WeightRef weight_rows(const WeightRef& w, int64_t row0, int64_t count);
     float* scratch(size_t floats) { return static_cast<float*>(arena_.take(floats * sizeof(float))); }
+    // (token, expert) pairs grouped by expert for the tensor-core expert GEMMs (device arrays in scratch).
+    struct ExpertGroups {
+        int tiles = 0;
+        const int32_t* tile_expert = nullptr;
+        const int32_t* tile_row0 = nullptr;
+        const int32_t* tile_rows = nullptr;
+        int32_t* row_ids = nullptr;
+    };
+    ExpertGroups group_pairs(const Tensor& ids, int64_t pairs, int n_experts);
     // Device array of the experts' w1 (0), w2 (1) or w3 (2) handles, built once per MoE layer.
     const WeightRef* expert_table(const MoeWeights& w, int which);
 
 private:
     void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
     void launched(const char* op, int kernels = 1);
+    void create_snapshot_state();
+    void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);
+    // Bytes per slot / block / snapshot of the state create_state allocates (kv_format_ / key_format_ set).
+    StateBytes planned_state_bytes(const ModelConfig& config, const StateConfig& state) const;
+    // Fails with a clear message (sizes, free memory) before allocating a state that cannot fit.
+    void check_state_fits(const StateConfig& state, const StateBytes& bytes) const;
     void record_mark(std::string_view name);
     void check_error_flag();
 
@@ -132,7 +164,16 @@ private:
     ModelConfig model_;
     StateConfig state_;
     int ring_rows_ = 0;
+    RowFormatDev kv_format_;   // stored K=V rows
+    RowFormatDev key_format_;  // stored indexer keys
+    StateBytes state_bytes_;
     std::vector<LayerStateDev> layers_;
+    struct SnapshotDev {
+        uint8_t* ring = nullptr; // [snapshots][window] stored K=V rows
+        float* main = nullptr;   // CSA: [snapshots][ratio][4 * head_dim]
+        float* index = nullptr;  // CSA: [snapshots][ratio][4 * index_head_dim]
+    };
+    std::vector<SnapshotDev> snapshots_;
     std::vector<void*> allocations_;  // weights, vectors, tables, state
     DeviceArena arena_;
     // Step metadata: host staging and device copy.
@@ -142,6 +183,12 @@ private:
     int32_t* error_flag_ = nullptr;
     StepMeta meta_;
     std::vector<int32_t> host_positions_;  // for host-side decisions (none on the hot path)
+    std::vector<int32_t> host_logit_rows_;
+    const int32_t* logit_rows_dev_ = nullptr;  // the step's logit rows inside the metadata buffer
+    int64_t max_position_ = 0;
+    bool graphs_enabled_ = true;
+    bool capturing_ = false;
+    std::map<uint64_t, cudaGraphExec_t> graphs_;
     std::map<std::tuple<double, int, bool>, float*> inv_freq_;
     std::map<std::pair<const void*, int>, const WeightRef*> expert_tables_;
     size_t resident_bytes_ = 0;

@@ -56,8 +56,13 @@ void CudaBackend::round_bf16(Tensor x) {
 void CudaBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) {
     for (int32_t r : rows) DSV4_CHECK(r >= 0 && r < x.size(0), "gather_rows: row {} outside [0, {})", r, x.size(0));
     if (rows.empty()) return;
-    auto* dev_rows = static_cast<int32_t*>(arena_.take(rows.size() * sizeof(int32_t)));
-    DSV4_CUDA(cudaMemcpyAsync(dev_rows, rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    const int32_t* dev_rows = logit_rows_dev_;  // the step's logit rows were uploaded with its metadata
+    if (!std::equal(rows.begin(), rows.end(), host_logit_rows_.begin(), host_logit_rows_.end())) {
+        DSV4_CHECK(!capturing_, "gather_rows: rows other than the step's logit rows cannot be recorded in a graph");
+        auto* copy = static_cast<int32_t*>(arena_.take(rows.size() * sizeof(int32_t)));
+        DSV4_CUDA(cudaMemcpyAsync(copy, rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+        dev_rows = copy;
+    }
     launch_gather_rows(stream_, x.f32(), dev_rows, static_cast<int64_t>(rows.size()), x.numel() / x.size(0), y.f32());
     launched("gather_rows");
 }
@@ -135,7 +140,9 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
+    if (fast() && m >= kMinGemmRows && gemm_supported(w.cols)) {
+        launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
+    } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode: 16-byte weight loads
     } else {
         launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out);
@@ -193,6 +200,7 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
     c.norm = w.norm.data;
     c.pending = indexer ? ls.index_pending : ls.main_pending;
     c.store = indexer ? ls.index_keys : ls.entries;
+    c.format = indexer ? key_format_ : kv_format_;
     c.inv_freq = inv_freq(rope);
     c.rows = indexer ? ls.index_rows : ls.main_rows;
     c.width = w.overlap ? 2 * w.head_dim : w.head_dim;
@@ -209,7 +217,7 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
 }
 
 void CudaBackend::store_window(int layer, const Tensor& kv) {
-    launch_store_window(stream_, meta_, kv.f32(), model_.head_dim, ring_rows_, layers_[layer].ring);
+    launch_store_window(stream_, meta_, kv.f32(), kv_format_, ring_rows_, layers_[layer].ring);
     launched("store_window");
 }
 
@@ -217,9 +225,19 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
                             const Tensor* topk, float scale, Tensor out) {
     const int64_t dim = q.size(2);
     DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
+    DSV4_CHECK(dim == kv_format_.dim, "attention: head_dim {} differs from the state's {}", dim, kv_format_.dim);
     AttentionArgs a;
     a.q = q.f32();
-    a.kv = kv.f32();
+    // This step's rows as the ring stores them, so a query reads the same values whether its keys were fed in this
+    // step or an earlier one (float32: the kv tensor itself).
+    if (kv_format_.dtype == kRowF32) {
+        a.kv = reinterpret_cast<const uint8_t*>(kv.f32());
+    } else {
+        auto* encoded = static_cast<uint8_t*>(arena_.take(static_cast<size_t>(kv.size(0)) * kv_format_.bytes));
+        launch_encode_rows(stream_, kv.f32(), kv.size(0), kv_format_, encoded);
+        a.kv = encoded;
+    }
+    a.format = kv_format_;
     a.ring = layers_[layer].ring;
     a.store = layers_[layer].entries;
     a.sinks = sinks.data;
@@ -235,20 +253,32 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
     a.csa = lc.attention == AttentionType::kCsa;
     a.scale = scale;
     a.reference = reference();
-    launch_attention(stream_, meta_, a);
-    launched("attention");
+    if (reference()) {
+        launch_attention(stream_, meta_, a);  // the reference's two passes (global max, bf16 probabilities)
+        launched("attention", kv_format_.dtype == kRowF32 ? 1 : 2);
+        return;
+    }
+    // Key bound of this step's queries: window + (CSA picks | HCA entries, bucketed like the indexer).
+    int max_keys = model_.sliding_window;
+    if (lc.compress_ratio > 0) max_keys += a.csa ? a.topk_k : static_cast<int>(indexer_entry_bucket(lc.compress_ratio));
+    const int64_t parts = q.size(0) * a.heads * attention_splits(q.size(0), a.heads, max_keys);
+    float* part_acc = scratch(static_cast<size_t>(parts * dim));
+    float* part_ml = scratch(static_cast<size_t>(parts * 2));
+    launch_attention_split(stream_, meta_, a, max_keys, part_acc, part_ml);
+    launched("attention", kv_format_.dtype == kRowF32 ? 2 : 3);
 }
 
 void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
     const int64_t n = q.size(0);
     if (n == 0) return;
-    // Entries any query of this step can see: the largest position decides.
-    int64_t max_pos = 0;
-    for (int32_t p : host_positions_) max_pos = std::max<int64_t>(max_pos, p);
-    const int64_t max_entries = std::max<int64_t>(1, (max_pos + 1) / ratio);
+    // Entries any query of this step can see, rounded up to a power-of-two bucket (graph shapes); the kernels
+    // skip the entries past each query's own count.
+    const int64_t max_entries = indexer_entry_bucket(ratio);
     float* scores = scratch(static_cast<size_t>(n * max_entries));
-    launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, static_cast<int>(q.size(1)),
-                        static_cast<int>(q.size(2)), ratio, layers_[layer].per_block, max_entries, scores,
+    DSV4_CHECK(q.size(2) == key_format_.dim, "indexer_topk: query dim {} differs from the key dim {}", q.size(2),
+               key_format_.dim);
+    launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, key_format_,
+                        static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores,
                         static_cast<int>(topk.size(1)), topk.i32());
     launched("indexer_topk", 2);
 }
@@ -262,6 +292,43 @@ const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {
     auto* dev = static_cast<const WeightRef*>(device_copy(host.data(), host.size() * sizeof(WeightRef)));
     expert_tables_.emplace(key, dev);
     return dev;
+}
+
+CudaBackend::ExpertGroups CudaBackend::group_pairs(const Tensor& ids, int64_t pairs, int n_experts) {
+    ExpertGroups g;
+    auto* counts = reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(n_experts)));
+    launch_count_experts(stream_, ids.i32(), pairs, n_experts, counts);
+    std::vector<int32_t> host_counts(n_experts);
+    DSV4_CUDA(cudaMemcpyAsync(host_counts.data(), counts, n_experts * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                              stream_));
+    DSV4_CUDA(cudaStreamSynchronize(stream_));
+    std::vector<int32_t> offsets(n_experts), tile_expert, tile_row0, tile_rows;
+    const int rows_per_tile = gemm_tile_rows();
+    int32_t total = 0;
+    for (int e = 0; e < n_experts; ++e) {
+        offsets[e] = total;
+        for (int32_t r = 0; r < host_counts[e]; r += rows_per_tile) {
+            tile_expert.push_back(e);
+            tile_row0.push_back(total + r);
+            tile_rows.push_back(std::min(rows_per_tile, host_counts[e] - r));
+        }
+        total += host_counts[e];
+    }
+    g.tiles = static_cast<int>(tile_expert.size());
+    auto upload = [&](const std::vector<int32_t>& v) {
+        auto* dev = reinterpret_cast<int32_t*>(scratch(std::max<size_t>(v.size(), 1)));
+        DSV4_CUDA(cudaMemcpyAsync(dev, v.data(), v.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+        return dev;
+    };
+    int32_t* cursor = upload(offsets);
+    g.tile_expert = upload(tile_expert);
+    g.tile_row0 = upload(tile_row0);
+    g.tile_rows = upload(tile_rows);
+    g.row_ids = reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(pairs)));
+    launch_scatter_pairs(stream_, ids.i32(), pairs, n_experts, cursor, g.row_ids);
+    DSV4_CUDA(cudaStreamSynchronize(stream_));  // the host vectors above must outlive the copies
+    launched("moe grouping", 2);
+    return g;
 }
 
 void CudaBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
@@ -293,10 +360,19 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     float* act = scratch(pairs * inter);
     float* routed = scratch(pairs * d);
     const WeightFormat format = w.experts.front().w1.format;
-    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; larger ones the generic kernel.
-    const bool gemv = pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
+    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; in fast numerics large steps group the
+    // pairs by expert for tensor-core GEMMs (the grouping syncs with the host: never inside a recorded graph).
+    const bool grouped = fast() && pairs >= kMinGroupedPairs && !capturing_ && gemm_supported(d) &&
+                         gemm_supported(inter);
+    const bool gemv = !grouped && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) &&
+                      gemv_supported(format, inter, 1);
+    const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};
     auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
-        if (gemv) {
+        if (grouped) {
+            launch_expert_gemm_bf16(stream_, expert_table(w, which), rows, groups.tiles, groups.tile_expert,
+                                    groups.tile_row0, groups.tile_rows, groups.row_ids, x_div, in, k_in, out, rows,
+                                    ref);
+        } else if (gemv) {
             launch_expert_gemv(stream_, meta_, format, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in,
                                k_in, rows, ref, out);
         } else {

@@ -1,4 +1,5 @@
 // Synthetic weights and contexts on the device, and the profiling regions (benchmarks).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -86,11 +87,19 @@ void CudaBackend::synthetic_context(int32_t slot, int64_t length, std::span<cons
     DSV4_CHECK(static_cast<int64_t>(block_table.size()) * state_.block_tokens >= length, "synthetic_context: the "
                "block table covers fewer than {} positions", length);
     const int hd = model_.head_dim, ihd = model_.index_head_dim;
+    // K=V rows and indexer keys: N(0, 1) float32 rows in a temporary buffer, encoded into the storage dtype.
+    int64_t max_rows = ring_rows_;
+    for (const LayerStateDev& ls : layers_) max_rows = std::max<int64_t>(max_rows, ls.per_block);
+    float* values = nullptr;
+    DSV4_CUDA(cudaMalloc(&values, static_cast<size_t>(max_rows * std::max(hd, ihd)) * sizeof(float)));
+    auto fill_rows = [&](uint8_t* dst, int64_t rows, const RowFormatDev& f, uint64_t s) {
+        launch_fill_f32(stream_, values, rows * f.dim, 0.0f, 1.0f, s);
+        launch_encode_rows(stream_, values, rows, f, dst);
+    };
     for (size_t l = 0; l < layers_.size(); ++l) {
         const LayerStateDev& ls = layers_[l];
         const uint64_t s = seed + 1000003ull * l;
-        launch_fill_f32(stream_, ls.ring + static_cast<int64_t>(slot) * ring_rows_ * hd, int64_t{ring_rows_} * hd, 0.0f,
-                        1.0f, s);
+        fill_rows(ls.ring + static_cast<int64_t>(slot) * ring_rows_ * kv_format_.bytes, ring_rows_, kv_format_, s);
         if (ls.per_block == 0) continue;
         const bool csa = ls.index_keys != nullptr;
         const int main_width = (csa ? 2 : 1) * hd;
@@ -104,16 +113,18 @@ void CudaBackend::synthetic_context(int32_t slot, int64_t length, std::span<cons
         const int64_t entries = length / ratio;
         for (int64_t b = 0; b * ls.per_block < entries; ++b) {
             const int64_t block = block_table[b];
-            launch_fill_f32(stream_, ls.entries + block * ls.per_block * hd, int64_t{ls.per_block} * hd, 0.0f, 1.0f,
-                            s + 3 + b);
+            fill_rows(ls.entries + block * ls.per_block * kv_format_.bytes, ls.per_block, kv_format_, s + 3 + b);
             if (csa) {
-                launch_fill_f32(stream_, ls.index_keys + block * ls.per_block * ihd, int64_t{ls.per_block} * ihd,
-                                0.0f, 1.0f, s + 7 + b);
+                fill_rows(ls.index_keys + block * ls.per_block * key_format_.bytes, ls.per_block, key_format_,
+                          s + 7 + b);
             }
         }
     }
-    DSV4_CUDA(cudaGetLastError());
-    DSV4_CUDA(cudaStreamSynchronize(stream_));
+    const cudaError_t launch_status = cudaGetLastError();
+    const cudaError_t sync_status = cudaStreamSynchronize(stream_);
+    cudaFree(values);
+    DSV4_CUDA(launch_status);
+    DSV4_CUDA(sync_status);
 }
 
 void CudaBackend::set_profiling(bool on) {

@@ -12,13 +12,24 @@
 
 namespace dsv4::cuda {
 
-// Device-side state of one layer for all slots and blocks (float32).
+// How K=V rows or indexer keys are stored (backend/state_format.h; dtype values are StateDtype's).
+enum RowDtype : int { kRowF32 = 0, kRowBf16 = 1, kRowFp8 = 2 };
+constexpr int kRowFp8Block = 64;  // nope dims per UE8M0 scale byte of an fp8_ds_mla record
+struct RowFormatDev {
+    int dtype = kRowF32;
+    int dim = 0;
+    int rope_dim = 0;      // K=V rows: trailing dims kept as bf16 in fp8
+    bool index_key = false;
+    int bytes = 0;         // of one stored row
+};
+
+// Device-side state of one layer for all slots and blocks. Stored rows: RowFormatDev bytes each.
 struct LayerStateDev {
-    float* ring = nullptr;           // [slots][ring_rows][head_dim]
-    float* main_pending = nullptr;   // [slots][main_rows][2 * main_width]
+    uint8_t* ring = nullptr;         // [slots][ring_rows] K=V rows
+    float* main_pending = nullptr;   // [slots][main_rows][2 * main_width]  (float32 in every dtype)
     float* index_pending = nullptr;  // [slots][index_rows][2 * index_width]
-    float* entries = nullptr;        // [blocks][per_block][head_dim]
-    float* index_keys = nullptr;     // [blocks][per_block][index_head_dim]
+    uint8_t* entries = nullptr;      // [blocks][per_block] K=V rows
+    uint8_t* index_keys = nullptr;   // [blocks][per_block] indexer keys
     int per_block = 0;
     int main_rows = 0;
     int index_rows = 0;
@@ -57,10 +68,28 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
                  int64_t y_stride, bool round_out);
 // Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
 constexpr int64_t kMaxGemvRows = 256;
+// Fast numerics: activation row counts from which linears run on tensor cores, and (token, expert) pair counts from
+// which the routed experts are grouped by expert for tensor-core GEMMs.
+constexpr int64_t kMinGemmRows = 16;
+constexpr int64_t kMinGroupedPairs = 512;
 // Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
 void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
                         const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,
                         bool round_out, float* out);
+
+// kernels_gemm.cu: tensor-core GEMM (fast numerics): bf16 activations x bf16-decoded weights, float32 accumulation.
+void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
+                      int64_t y_stride, bool round_out);
+// Routed experts over pairs grouped by expert: tile t covers rows [tile_row0[t], + tile_rows[t]) of row_ids, all of
+// expert tile_expert[t]; x row of pair p is x[(p / x_div) * x_stride], output row y[p * y_stride].
+void launch_expert_gemm_bf16(cudaStream_t s, const WeightRef* table, int64_t rows_out, int tiles,
+                             const int32_t* tile_expert, const int32_t* tile_row0, const int32_t* tile_rows,
+                             const int32_t* row_ids, int x_div, const float* x, int64_t x_stride, float* y,
+                             int64_t y_stride, bool round_out);
+int gemm_tile_rows();
+// The tensor-core GEMM reads 16-element groups with vector loads: the reduction dim must be a multiple of 32 (and
+// activation rows 16-byte aligned).
+bool gemm_supported(int64_t cols);
 
 // kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride + j]
 void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,
@@ -75,7 +104,8 @@ struct CompressArgs {
     const float* ape = nullptr;     // [ratio, width]
     const float* norm = nullptr;    // [head_dim]
     float* pending = nullptr;       // [slots][rows][2 * width]
-    float* store = nullptr;         // [blocks][per_block][head_dim]
+    uint8_t* store = nullptr;       // [blocks][per_block] stored rows of `format`
+    RowFormatDev format;
     const float* inv_freq = nullptr;
     int rows = 0;
     int width = 0;
@@ -91,14 +121,18 @@ struct CompressArgs {
 constexpr int kMaxCompressSlots = 256;   // 2 * ratio (CSA) or ratio (HCA)
 constexpr int kMaxCompressHeadDim = 1024;
 void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c);
-void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, int dim, int ring_rows, float* ring);
+void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, const RowFormatDev& f, int ring_rows,
+                         uint8_t* ring);
+// Encodes rows src[i * f.dim ..] into dst + i * f.bytes (i < n_rows): this step's rows for attention, synthetic state.
+void launch_encode_rows(cudaStream_t s, const float* src, int64_t n_rows, const RowFormatDev& f, uint8_t* dst);
 
 // kernels_attention.cu
 struct AttentionArgs {
     const float* q = nullptr;       // [N, H, d]
-    const float* kv = nullptr;      // [N, d] this step's rows
-    const float* ring = nullptr;    // [slots][ring_rows][d]
-    const float* store = nullptr;   // [blocks][per_block][d]
+    const uint8_t* kv = nullptr;    // [N] this step's rows, stored like the ring (float32: the kv tensor itself)
+    const uint8_t* ring = nullptr;  // [slots][ring_rows] stored rows
+    const uint8_t* store = nullptr; // [blocks][per_block] stored rows
+    RowFormatDev format;            // of kv, ring and store
     const float* sinks = nullptr;   // [H]
     const int32_t* topk = nullptr;  // [N, k] or null
     float* out = nullptr;           // [N, H, d]
@@ -115,10 +149,17 @@ struct AttentionArgs {
 };
 constexpr int kMaxAttentionDim = 1024;
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a);
+// Exact / fast numerics: key splits with online softmax, merged with the sink. max_keys bounds every query's key
+// count; part_acc [N * H * splits * dim] and part_ml [N * H * splits * 2] are scratch.
+int attention_splits(int64_t n_tokens, int heads, int max_keys);
+void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
+                            float* part_ml);
 // scores [N, max_entries] of sum_h w_h relu(q_h . K_e); then top-k per token (-1 padded; ties lowest index first).
-void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const float* keys,
-                         int heads, int dim, int ratio, int per_block, int64_t max_entries, float* scores, int k,
-                         int32_t* topk);
+// keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
+constexpr int kMaxIndexDim = 256;
+void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
+                         const uint8_t* keys, const RowFormatDev& key_format, int heads, int ratio, int per_block,
+                         int64_t max_entries, float* scores, int k, int32_t* topk);
 
 // kernels_moe.cu
 constexpr int kMaxRoutedExperts = 1024;
@@ -129,6 +170,11 @@ void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int ex
 // out[p][r] = W_{ids[p]}[r] . x[p / x_div] (table: device array of the experts' WeightRef).
 void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* table, int n_experts, const int32_t* ids,
                           int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out, float* out);
+// Grouping (token, expert) pairs by expert for the tensor-core expert GEMMs (prefill): counts per expert, then
+// row_ids[offset[e] ..] = the pairs of expert e (cursor starts as a copy of the offsets).
+void launch_count_experts(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts);
+void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
+                          int32_t* row_ids);
 void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows, int64_t width, float limit,
                    const float* row_weights, bool round, float* act);
 void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,

@@ -3,19 +3,21 @@
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/state_codec.cuh"
 
 namespace dsv4::cuda {
 namespace {
 
-// Pointer to key j of query t (window rows first, then compressed rows), or null when j is not a valid key.
-__device__ const float* key_row(const StepMeta& m, const AttentionArgs& a, int t, int j, int n_window) {
+// Stored row of key j of query t (window rows first, then compressed rows), or null when j is not a valid key.
+__device__ const uint8_t* key_row(const StepMeta& m, const AttentionArgs& a, int t, int j, int n_window) {
     const int seq = m.seq_of_token[t];
     const int64_t pos = m.positions[t];
+    const int64_t bytes = a.format.bytes;
     if (j < n_window) {
         const int64_t p = pos - (n_window - 1) + j;
         const int64_t start = m.seq_start[seq];
-        if (p >= start) return a.kv + (m.seq_token_begin[seq] + (p - start)) * a.dim;
-        return a.ring + (static_cast<int64_t>(m.seq_slot[seq]) * a.ring_rows + p % a.ring_rows) * a.dim;
+        if (p >= start) return a.kv + (m.seq_token_begin[seq] + (p - start)) * bytes;
+        return a.ring + (static_cast<int64_t>(m.seq_slot[seq]) * a.ring_rows + p % a.ring_rows) * bytes;
     }
     const int64_t visible = (pos + 1) / a.ratio;
     int64_t entry = j - n_window;
@@ -32,17 +34,22 @@ __device__ const float* key_row(const StepMeta& m, const AttentionArgs& a, int t
         flag_error(m, kErrorBlockTable);
         return nullptr;
     }
-    return a.store + row * a.dim;
+    return a.store + row * bytes;
 }
 
-__device__ float dot_warp(const float* q, const float* k, int dim) {
+constexpr int kMaxPerLane = kMaxAttentionDim / 32;
+
+// q . k over a warp, k a stored row of dtype D.
+template <int D>
+__device__ float dot_warp(const float* q, const uint8_t* k, const RowFormatDev& f) {
     float s = 0.0f;
-    for (int i = threadIdx.x % 32; i < dim; i += 32) s += q[i] * k[i];
+    for (int i = threadIdx.x % 32; i < f.dim; i += 32) s += q[i] * row_elem<D>(k, i, f);
     return warp_sum(s);
 }
 
 // One warp per (token, head): pass 1 finds the max score, pass 2 accumulates exp(s - M) v (probabilities rounded
 // to bf16 in reference numerics) and the denominator with the sink.
+template <int D>
 __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t th = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
@@ -55,25 +62,24 @@ __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     const float* q = a.q + th * a.dim;
     float mx = -INFINITY;
     for (int j = 0; j < n_keys; ++j) {
-        const float* k = key_row(m, a, t, j, n_window);
+        const uint8_t* k = key_row(m, a, t, j, n_window);
         if (k == nullptr) continue;
-        mx = fmaxf(mx, dot_warp(q, k, a.dim) * a.scale);
+        mx = fmaxf(mx, dot_warp<D>(q, k, a.format) * a.scale);
     }
     const float sink = a.sinks[h];
     if (!a.reference) mx = fmaxf(mx, sink);
     float denom = expf(sink - mx);
-    constexpr int kMaxPerLane = kMaxAttentionDim / 32;
     float acc[kMaxPerLane] = {};
     for (int j = 0; j < n_keys; ++j) {
-        const float* k = key_row(m, a, t, j, n_window);
+        const uint8_t* k = key_row(m, a, t, j, n_window);
         if (k == nullptr) continue;
-        const float p = expf(dot_warp(q, k, a.dim) * a.scale - mx);
+        const float p = expf(dot_warp<D>(q, k, a.format) * a.scale - mx);
         denom += p;
         const float pv = a.reference ? to_bf16(p) : p;
 #pragma unroll
         for (int r = 0; r < kMaxPerLane; ++r) {
             const int i = lane + 32 * r;
-            if (i < a.dim) acc[r] += pv * k[i];
+            if (i < a.dim) acc[r] += pv * row_elem<D>(k, i, a.format);
         }
     }
     float* o = a.out + th * a.dim;
@@ -84,9 +90,99 @@ __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     }
 }
 
-// Index scores: one warp per (token, entry): sum_h w_h relu(q_h . K_e); ineligible entries get -inf.
-__global__ void index_scores_kernel(StepMeta m, const float* q, const float* weights, const float* keys, int heads,
-                                    int dim, int ratio, int per_block, int64_t max_entries, float* scores) {
+// Split-K decode/prefill attention for exact and fast numerics (online softmax per split, merged by
+// attention_combine_kernel). Grid: (token, head group of kHeadsPerBlock, key split of kKeysPerSplit). All heads share
+// the single K=V head (MQA), so the warps of a block read the same rows (L1 serves the repeats).
+constexpr int kHeadsPerBlock = 8;
+constexpr int kKeysPerSplit = 64;
+
+template <int D>
+__global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, int keys_per_split, float* part_acc,
+                                       float* part_ml) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int t = blockIdx.x;
+    const int h = blockIdx.y * kHeadsPerBlock + warp;
+    const int split = blockIdx.z;
+    if (h >= a.heads) return;
+    const int64_t pos = m.positions[t];
+    const int n_window = static_cast<int>(min64(a.window, pos + 1));
+    int n_keys = n_window;
+    if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
+    const int64_t th = static_cast<int64_t>(t) * a.heads + h;
+    const float* q = a.q + th * a.dim;
+    float qr[kMaxPerLane];
+#pragma unroll
+    for (int r = 0; r < kMaxPerLane; ++r) {
+        const int i = lane + 32 * r;
+        qr[r] = i < a.dim ? q[i] : 0.0f;
+    }
+    float mx = -INFINITY, l = 0.0f;
+    float acc[kMaxPerLane] = {};
+    const int begin = split * keys_per_split, end = min(n_keys, begin + keys_per_split);
+    for (int j = begin; j < end; ++j) {
+        const uint8_t* k = key_row(m, a, t, j, n_window);
+        if (k == nullptr) continue;
+        float kr[kMaxPerLane];
+        float dot = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kMaxPerLane; ++r) {
+            const int i = lane + 32 * r;
+            kr[r] = i < a.dim ? row_elem<D>(k, i, a.format) : 0.0f;
+            dot += qr[r] * kr[r];
+        }
+        const float s = warp_sum(dot) * a.scale;
+        const float m_new = fmaxf(mx, s);
+        const float correction = expf(mx - m_new);  // 0 on the first key (mx = -inf)
+        const float p = expf(s - m_new);
+        l = l * correction + p;
+#pragma unroll
+        for (int r = 0; r < kMaxPerLane; ++r) acc[r] = acc[r] * correction + p * kr[r];
+        mx = m_new;
+    }
+    const int64_t part = th * splits + split;
+#pragma unroll
+    for (int r = 0; r < kMaxPerLane; ++r) {
+        const int i = lane + 32 * r;
+        if (i < a.dim) part_acc[part * a.dim + i] = acc[r];
+    }
+    if (lane == 0) {
+        part_ml[2 * part] = mx;
+        part_ml[2 * part + 1] = l;
+    }
+}
+
+// Merges the splits with the sink: out = sum_s e^(m_s - M) acc_s / (sum_s e^(m_s - M) l_s + e^(sink - M)).
+__global__ void attention_combine_kernel(AttentionArgs a, int64_t rows, int splits, const float* part_acc,
+                                         const float* part_ml) {
+    const int64_t th = blockIdx.x;
+    if (th >= rows) return;
+    const int h = static_cast<int>(th % a.heads);
+    const float sink = a.sinks[h];
+    float mx = sink;
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[2 * (th * splits + s)]);
+    float denom = expf(sink - mx);
+    for (int s = 0; s < splits; ++s) {
+        const float ms = part_ml[2 * (th * splits + s)];
+        if (ms != -INFINITY) denom += part_ml[2 * (th * splits + s) + 1] * expf(ms - mx);
+    }
+    for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < splits; ++s) {
+            const float ms = part_ml[2 * (th * splits + s)];
+            if (ms != -INFINITY) acc += part_acc[(th * splits + s) * a.dim + i] * expf(ms - mx);
+        }
+        a.out[th * a.dim + i] = acc / denom;
+    }
+}
+
+constexpr int kMaxIndexPerLane = kMaxIndexDim / 32;
+
+// Index scores: one warp per (token, entry): sum_h w_h relu(q_h . K_e); ineligible entries get -inf. The key is
+// decoded once into registers (lane holds dims lane + 32 r).
+template <int D>
+__global__ void index_scores_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys,
+                                    RowFormatDev f, int heads, int ratio, int per_block, int64_t max_entries,
+                                    float* scores) {
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (id >= static_cast<int64_t>(m.n_tokens) * max_entries) return;
     const int t = static_cast<int>(id / max_entries);
@@ -99,10 +195,23 @@ __global__ void index_scores_kernel(StepMeta m, const float* q, const float* wei
             if (threadIdx.x % 32 == 0) flag_error(m, kErrorBlockTable);
         } else {
             s = 0.0f;
-            const float* key = keys + row * dim;
+            const uint8_t* key = keys + row * f.bytes;
+            const int lane = threadIdx.x % 32, dim = f.dim;
+            float kr[kMaxIndexPerLane];
+#pragma unroll
+            for (int r = 0; r < kMaxIndexPerLane; ++r) {
+                const int i = lane + 32 * r;
+                kr[r] = i < dim ? row_elem<D>(key, i, f) : 0.0f;
+            }
             for (int h = 0; h < heads; ++h) {
-                const float d = dot_warp(q + (static_cast<int64_t>(t) * heads + h) * dim, key, dim);
-                s += weights[static_cast<int64_t>(t) * heads + h] * fmaxf(d, 0.0f);
+                const float* qh = q + (static_cast<int64_t>(t) * heads + h) * dim;
+                float part = 0.0f;
+#pragma unroll
+                for (int r = 0; r < kMaxIndexPerLane; ++r) {
+                    const int i = lane + 32 * r;
+                    if (i < dim) part += qh[i] * kr[r];
+                }
+                s += weights[static_cast<int64_t>(t) * heads + h] * fmaxf(warp_sum(part), 0.0f);
             }
         }
     }
@@ -173,15 +282,66 @@ __global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries
 
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a) {
     const int64_t rows = static_cast<int64_t>(m.n_tokens) * a.heads;
-    if (rows > 0) attention_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(m, a);
+    if (rows == 0) return;
+    const unsigned blocks = blocks_for(rows, 4);
+    switch (a.format.dtype) {
+        case kRowBf16: attention_kernel<kRowBf16><<<blocks, 128, 0, s>>>(m, a); break;
+        case kRowFp8: attention_kernel<kRowFp8><<<blocks, 128, 0, s>>>(m, a); break;
+        default: attention_kernel<kRowF32><<<blocks, 128, 0, s>>>(m, a); break;
+    }
 }
 
-void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const float* keys,
-                         int heads, int dim, int ratio, int per_block, int64_t max_entries, float* scores, int k,
-                         int32_t* topk) {
+// Decode-sized steps split the keys for parallelism; large steps have enough (token, head) rows already.
+int keys_per_split(int64_t n_tokens, int heads, int max_keys) {
+    return n_tokens * heads >= 2048 ? max_keys : kKeysPerSplit;
+}
+
+int attention_splits(int64_t n_tokens, int heads, int max_keys) {
+    const int per = keys_per_split(n_tokens, heads, max_keys);
+    return (max_keys + per - 1) / per;
+}
+
+void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
+                            float* part_ml) {
+    const int64_t rows = static_cast<int64_t>(m.n_tokens) * a.heads;
+    if (rows == 0) return;
+    const int per = keys_per_split(m.n_tokens, a.heads, max_keys);
+    const int splits = attention_splits(m.n_tokens, a.heads, max_keys);
+    const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(a.heads, kHeadsPerBlock), static_cast<unsigned>(splits));
+    switch (a.format.dtype) {
+        case kRowBf16:
+            attention_split_kernel<kRowBf16><<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            break;
+        case kRowFp8:
+            attention_split_kernel<kRowFp8><<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            break;
+        default:
+            attention_split_kernel<kRowF32><<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            break;
+    }
+    attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
+}
+
+void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
+                         const uint8_t* keys, const RowFormatDev& key_format, int heads, int ratio, int per_block,
+                         int64_t max_entries, float* scores, int k, int32_t* topk) {
     if (m.n_tokens == 0) return;
-    index_scores_kernel<<<blocks_for(m.n_tokens * max_entries, 4), 128, 0, s>>>(m, q, weights, keys, heads, dim, ratio,
-                                                                                per_block, max_entries, scores);
+    const unsigned blocks = blocks_for(m.n_tokens * max_entries, 4);
+    const RowFormatDev& f = key_format;
+    switch (f.dtype) {
+        case kRowBf16:
+            index_scores_kernel<kRowBf16><<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block,
+                                                                 max_entries, scores);
+            break;
+        case kRowFp8:
+            index_scores_kernel<kRowFp8><<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block,
+                                                                max_entries, scores);
+            break;
+        default:
+            index_scores_kernel<kRowF32><<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block,
+                                                                max_entries, scores);
+            break;
+    }
     topk_kernel<<<static_cast<unsigned>(m.n_tokens), 256, 0, s>>>(m, scores, max_entries, ratio, k, topk);
 }
 

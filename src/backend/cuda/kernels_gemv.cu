@@ -90,33 +90,47 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
     float acc[kVectors] = {};
     const int64_t chunks = cols / kElems;
     const auto* row = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(wr.data) + r * row_bytes<kFormat>(cols));
-    for (int64_t c = lane; c < chunks; c += 32) {
-        const uint4 raw = __ldg(row + c);
-        float vals[kElems];
-        const int64_t j0 = c * kElems;
-        if constexpr (kFormat == static_cast<int>(WeightFormat::kFp8Block)) {
-            decode16_fp8(raw, decode_ue8m0(wr.scales[(r / wr.block_rows) * wr.scale_cols + j0 / wr.block_cols]), vals);
-        } else if constexpr (kFormat == static_cast<int>(WeightFormat::kFp4Row)) {
-            decode32_fp4(raw, decode_ue8m0(wr.scales[r * wr.scale_cols + j0 / wr.block_cols]), vals);
-        } else if constexpr (kFormat == static_cast<int>(WeightFormat::kBF16)) {
-            decode8_bf16(raw, vals);
-        } else {
-            vals[0] = __uint_as_float(raw.x);
-            vals[1] = __uint_as_float(raw.y);
-            vals[2] = __uint_as_float(raw.z);
-            vals[3] = __uint_as_float(raw.w);
+    // kUnroll 16-byte loads in flight per lane before any is decoded (latency, not bandwidth, bounds short rows).
+    constexpr int kUnroll = 4;
+    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+        uint4 raw[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t c = c0 + 32 * u;
+            raw[u] = c < chunks ? __ldg(row + c) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
-        for (int v = 0; v < kVectors; ++v) {
-            if (v < nv) {
-                const auto* xr = reinterpret_cast<const float4*>(xv + v * x_stride + j0);
-                float s = 0.0f;
+        for (int u = 0; u < kUnroll; ++u) {
+            const int64_t c = c0 + 32 * u;
+            if (c >= chunks) break;
+            float vals[kElems];
+            const int64_t j0 = c * kElems;
+            if constexpr (kFormat == static_cast<int>(WeightFormat::kFp8Block)) {
+                decode16_fp8(raw[u], decode_ue8m0(wr.scales[(r / wr.block_rows) * wr.scale_cols + j0 / wr.block_cols]),
+                             vals);
+            } else if constexpr (kFormat == static_cast<int>(WeightFormat::kFp4Row)) {
+                decode32_fp4(raw[u], decode_ue8m0(wr.scales[r * wr.scale_cols + j0 / wr.block_cols]), vals);
+            } else if constexpr (kFormat == static_cast<int>(WeightFormat::kBF16)) {
+                decode8_bf16(raw[u], vals);
+            } else {
+                vals[0] = __uint_as_float(raw[u].x);
+                vals[1] = __uint_as_float(raw[u].y);
+                vals[2] = __uint_as_float(raw[u].z);
+                vals[3] = __uint_as_float(raw[u].w);
+            }
 #pragma unroll
-                for (int i = 0; i < kElems / 4; ++i) {
-                    const float4 xx = __ldg(xr + i);
-                    s += vals[4 * i] * xx.x + vals[4 * i + 1] * xx.y + vals[4 * i + 2] * xx.z + vals[4 * i + 3] * xx.w;
+            for (int v = 0; v < kVectors; ++v) {
+                if (v < nv) {
+                    const auto* xr = reinterpret_cast<const float4*>(xv + v * x_stride + j0);
+                    float sum = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < kElems / 4; ++i) {
+                        const float4 xx = __ldg(xr + i);
+                        sum += vals[4 * i] * xx.x + vals[4 * i + 1] * xx.y + vals[4 * i + 2] * xx.z +
+                               vals[4 * i + 3] * xx.w;
+                    }
+                    acc[v] += sum;
                 }
-                acc[v] += s;
             }
         }
     }

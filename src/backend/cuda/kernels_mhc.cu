@@ -10,6 +10,29 @@ constexpr int kMaxHc = kMaxHcStreams;
 
 __device__ float sigmoidf_dev(float v) { return 1.0f / (1.0f + expf(-v)); }
 
+// Sum of squares of x[0..n) over the block, 4 independent float4 loads in flight per thread (n % 4 == 0 and x
+// 16-byte aligned take that path; otherwise a plain loop).
+__device__ float sum_squares(const float* x, int64_t n, float* scratch) {
+    float sq = 0.0f;
+    if (n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0) {
+        const auto* x4 = reinterpret_cast<const float4*>(x);
+        const int64_t n4 = n / 4;
+        for (int64_t i = threadIdx.x; i < n4; i += 4 * blockDim.x) {
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int64_t k = i + u * blockDim.x;
+                v[u] = k < n4 ? x4[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) sq += v[u].x * v[u].x + v[u].y * v[u].y + v[u].z * v[u].z + v[u].w * v[u].w;
+        }
+    } else {
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sq += x[i] * x[i];
+    }
+    return block_sum(sq, scratch);
+}
+
 __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
     for (int j = 0; j < hc; ++j) {
         float mx = c[j * hc];
@@ -45,9 +68,7 @@ __global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int
     const int n_mix = (2 + hc) * hc;
     const int64_t width = hc * d;
     const float* xs = x + static_cast<int64_t>(t) * width;
-    float sq = 0.0f;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sq += xs[i] * xs[i];
-    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(width) + norm_eps);
+    const float inv = 1.0f / sqrtf(sum_squares(xs, width, scratch) / static_cast<float>(width) + norm_eps);
     if (threadIdx.x == 0) {
         const float* mix = raw_mixes + static_cast<int64_t>(t) * n_mix;
         for (int j = 0; j < hc; ++j) {
@@ -92,9 +113,7 @@ __global__ void hc_head_finish_kernel(const float* x, const float* raw_mixes, in
     const int t = blockIdx.x;
     const int64_t width = hc * d;
     const float* xs = x + static_cast<int64_t>(t) * width;
-    float sq = 0.0f;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) sq += xs[i] * xs[i];
-    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(width) + norm_eps);
+    const float inv = 1.0f / sqrtf(sum_squares(xs, width, scratch) / static_cast<float>(width) + norm_eps);
     if (threadIdx.x < hc) {
         const float m = raw_mixes[static_cast<int64_t>(t) * hc + threadIdx.x] * inv;
         pre[threadIdx.x] = sigmoidf_dev(m * w.scale.data[0] + w.base.data[threadIdx.x]) + hc_eps;

@@ -145,7 +145,34 @@ __global__ void combine_kernel(const float* routed, const float* weights, const 
     y[id] = round ? to_bf16(acc) : acc;
 }
 
+__global__ void count_experts_kernel(const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts) {
+    const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (p >= pairs) return;
+    const int32_t e = ids[p];
+    if (e >= 0 && e < n_experts) atomicAdd(&counts[e], 1);
+}
+
+// Pairs grouped by expert: cursor[e] starts at the expert's offset; the order inside an expert does not matter
+// (every row is computed on its own).
+__global__ void scatter_pairs_kernel(const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
+                                     int32_t* row_ids) {
+    const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (p >= pairs) return;
+    const int32_t e = ids[p];
+    if (e >= 0 && e < n_experts) row_ids[atomicAdd(&cursor[e], 1)] = static_cast<int32_t>(p);
+}
+
 }  // namespace
+
+void launch_count_experts(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts) {
+    cudaMemsetAsync(counts, 0, n_experts * sizeof(int32_t), s);
+    if (pairs > 0) count_experts_kernel<<<blocks_for(pairs, 256), 256, 0, s>>>(ids, pairs, n_experts, counts);
+}
+
+void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
+                          int32_t* row_ids) {
+    if (pairs > 0) scatter_pairs_kernel<<<blocks_for(pairs, 256), 256, 0, s>>>(ids, pairs, n_experts, cursor, row_ids);
+}
 
 void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int experts, int k, int func,
                   const float* bias, const int32_t* tid2eid, bool hash, bool normalize, float route_scale,

@@ -3,6 +3,7 @@
 // step's token count: which tokens complete a window is decided on the device from their positions.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_sim.cuh"
+#include "backend/cuda/state_codec.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -105,7 +106,7 @@ __global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
         if (threadIdx.x == 0) flag_error(m, kErrorBlockTable);
         return;
     }
-    for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) c.store[row * hd + ch] = entry[ch];
+    if (threadIdx.x < 32) warp_encode_row(entry, c.store + row * c.format.bytes, c.format);
 }
 
 // One block per step token: keep (kv, gate + ape) of the positions later windows (or a rewind) may still read.
@@ -123,14 +124,23 @@ __global__ void compress_keep_kernel(StepMeta m, CompressArgs c) {
     }
 }
 
-__global__ void store_window_kernel(StepMeta m, const float* kv, int dim, int ring_rows, float* ring) {
-    const int t = blockIdx.x;
+// One warp per step token: encode its K=V row into the ring (the last ring_rows positions of each sequence).
+__global__ void store_window_kernel(StepMeta m, const float* kv, RowFormatDev f, int ring_rows, uint8_t* ring) {
+    const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+    if (t >= m.n_tokens) return;
     const int seq = m.seq_of_token[t];
     const int64_t pos = m.positions[t];
     const int64_t end = m.seq_start[seq] + m.seq_n_tokens[seq];
     if (pos < end - ring_rows) return;
-    float* dst = ring + (static_cast<int64_t>(m.seq_slot[seq]) * ring_rows + pos % ring_rows) * dim;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = kv[static_cast<int64_t>(t) * dim + i];
+    uint8_t* dst = ring + (static_cast<int64_t>(m.seq_slot[seq]) * ring_rows + pos % ring_rows) * f.bytes;
+    warp_encode_row(kv + t * f.dim, dst, f);
+}
+
+// One warp per row.
+__global__ void encode_rows_kernel(const float* src, int64_t n_rows, RowFormatDev f, uint8_t* dst) {
+    const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+    if (r >= n_rows) return;
+    warp_encode_row(src + r * f.dim, dst + r * f.bytes, f);
 }
 
 }  // namespace
@@ -141,8 +151,13 @@ void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c) {
     compress_keep_kernel<<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);  // after every emission's reads
 }
 
-void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, int dim, int ring_rows, float* ring) {
-    if (m.n_tokens > 0) store_window_kernel<<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, kv, dim, ring_rows, ring);
+void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, const RowFormatDev& f, int ring_rows,
+                         uint8_t* ring) {
+    if (m.n_tokens > 0) store_window_kernel<<<blocks_for(m.n_tokens, 4), 128, 0, s>>>(m, kv, f, ring_rows, ring);
+}
+
+void launch_encode_rows(cudaStream_t s, const float* src, int64_t n_rows, const RowFormatDev& f, uint8_t* dst) {
+    if (n_rows > 0) encode_rows_kernel<<<blocks_for(n_rows, 4), 128, 0, s>>>(src, n_rows, f, dst);
 }
 
 }  // namespace dsv4::cuda

@@ -15,8 +15,9 @@ namespace {
         if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
     } while (0)
 
-Fixture open_gpu(const std::string& name, Numerics numerics, const std::string& logits = "logits.npy") {
-    return open_fixture(name, numerics, logits, make_cuda_backend(numerics, 0));
+Fixture open_gpu(const std::string& name, Numerics numerics, const std::string& logits = "logits.npy",
+                 StateDtype kv_dtype = StateDtype::kF32) {
+    return open_fixture(name, numerics, logits, make_cuda_backend(numerics, 0), kv_dtype);
 }
 
 struct Mode {
@@ -78,6 +79,40 @@ TEST(CudaGolden, BatchedSequencesMatchAlone) {
         }
         EXPECT_LE(relative_max_error(got0, f.reference.values), 1e-4) << name;
         EXPECT_LE(relative_max_error(got1, f.reference.values), 1e-4) << name;
+    }
+}
+
+// Decode steps replayed from recorded graphs give the same bits as eager launches.
+TEST(CudaGolden, GraphReplayMatchesEager) {
+    DSV4_REQUIRE_GPU();
+    for (const auto& name : fixture_names()) {
+        Fixture graphs = open_gpu(name, Numerics::kExact), eager = open_gpu(name, Numerics::kExact);
+        eager.model().use_graphs = false;
+        std::vector<float> a = run_logits(graphs, 0, 200), b = run_logits(eager, 0, 200);
+        ASSERT_EQ(a.size(), b.size());
+        size_t differing = 0;
+        for (size_t i = 0; i < a.size(); ++i) differing += a[i] != b[i] || !std::isfinite(a[i]);
+        EXPECT_EQ(differing, 0u) << name;
+        EXPECT_LE(relative_max_error(a, graphs.reference.values), 1e-4) << name;
+    }
+}
+
+// Fast numerics depart from the reference's roundings (bf16 activations into tensor-core GEMMs instead of FP8
+// activation quantization): their error against exact must be no larger than the reference numerics' own.
+TEST(CudaGolden, FastNumericsErrorBelowReference) {
+    DSV4_REQUIRE_GPU();
+    for (const auto& name : fixture_names()) {
+        Fixture fast = open_gpu(name, Numerics::kFast);
+        const std::vector<float> hf_reference =
+            read_npy_f32((fixture_dir(name) / "logits_reference.npy").string()).values;
+        for (auto [chunk, decode_from] : {std::pair<int64_t, int64_t>{0, -1}, {64, 250}}) {
+            std::vector<float> got = run_logits(fast, chunk, decode_from);
+            const double err = relative_max_error(got, fast.reference.values);
+            const double reference_err = relative_max_error(hf_reference, fast.reference.values);
+            std::printf("[ golden-cuda ] %s fast numerics (chunk %lld): vs exact %.3e; reference numerics vs exact "
+                        "%.3e\n", name.c_str(), static_cast<long long>(chunk), err, reference_err);
+            EXPECT_LE(err, reference_err) << name;
+        }
     }
 }
 

@@ -37,8 +37,9 @@ struct Fixture {
     int64_t vocab() const { return reference.shape[1]; }
 };
 
-inline StateConfig test_state(int slots = 2) {
+inline StateConfig test_state(int slots = 2, StateDtype kv_dtype = StateDtype::kF32) {
     StateConfig s;
+    s.kv_dtype = kv_dtype;
     s.max_slots = slots;
     s.block_tokens = 256;
     s.num_blocks = slots * 8;
@@ -47,10 +48,10 @@ inline StateConfig test_state(int slots = 2) {
 }
 
 inline Fixture open_fixture(const std::string& name, Numerics numerics, const std::string& logits_file = "logits.npy",
-                            std::unique_ptr<Backend> backend = nullptr) {
+                            std::unique_ptr<Backend> backend = nullptr, StateDtype kv_dtype = StateDtype::kF32) {
     Fixture f;
     f.backend = backend ? std::move(backend) : make_cpu_backend(numerics, 0);
-    f.loaded = load_model(fixture_dir(name), *f.backend, test_state());
+    f.loaded = load_model(fixture_dir(name), *f.backend, test_state(2, kv_dtype));
     f.tokens = read_npy_i32((fixture_dir(name) / "tokens.npy").string()).values;
     f.reference = read_npy_f32((fixture_dir(name) / logits_file).string());
     return f;

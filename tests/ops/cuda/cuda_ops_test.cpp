@@ -11,76 +11,6 @@
 namespace dsv4::ops_test {
 namespace {
 
-// Tolerances (relative L2): float32 with another summation order; bf16 outputs can differ by one bf16 ulp where the
-// float32 sums straddle a rounding boundary (and FP8 activation codes then differ downstream).
-constexpr double kExactTol = 2e-5;
-constexpr double kReferenceTol = 6e-3;
-
-ModelConfig op_config(int64_t d = 4096) {
-    ModelConfig c;
-    c.model_type = "deepseek_v4";
-    c.vocab_size = 1000;
-    c.hidden_size = d;
-    c.num_layers = 3;
-    c.num_heads = 8;
-    c.head_dim = 512;
-    c.rope_head_dim = 64;
-    c.q_lora_rank = 1024;
-    c.o_groups = 8;
-    c.o_lora_rank = 1024;
-    c.sliding_window = 128;
-    c.index_n_heads = 64;
-    c.index_head_dim = 128;
-    c.index_topk = 32;
-    c.n_routed_experts = 16;
-    c.n_experts_per_tok = 6;
-    c.moe_intermediate_size = 2048;
-    c.hc_mult = 4;
-    c.hc_sinkhorn_iters = 20;
-    c.routed_scaling_factor = 1.5;
-    c.swiglu_limit = 10.0;
-    YarnParams yarn;
-    c.yarn = yarn;
-    c.layers.resize(3);
-    const AttentionType types[3] = {AttentionType::kSliding, AttentionType::kCsa, AttentionType::kHca};
-    for (int l = 0; l < 3; ++l) {
-        c.layers[l].attention = types[l];
-        c.layers[l].compress_ratio = l == 0 ? 0 : l == 1 ? 4 : 128;
-        c.layers[l].rope.rope_dim = 64;
-        c.layers[l].rope.theta = l == 0 ? 10000.0 : 160000.0;
-        if (l > 0) c.layers[l].rope.yarn = yarn;
-    }
-    return c;
-}
-
-struct Pair {
-    std::unique_ptr<Backend> cpu, gpu;
-    explicit Pair(Numerics n, const ModelConfig& c = op_config(), int slots = 2, int blocks = 16) {
-        cpu = make_cpu_backend(n, 0);
-        gpu = make_cuda_backend(n, 0);
-        StateConfig s;
-        s.max_slots = slots;
-        s.num_blocks = blocks;
-        s.block_tokens = 256;
-        s.rewind_capacity = 8;
-        cpu->create_state(c, s);
-        gpu->create_state(c, s);
-    }
-    void step(const StepBatch& b) {
-        cpu->begin_step(b);
-        gpu->begin_step(b);
-    }
-};
-
-StepBatch simple_batch(int64_t n, int64_t start = 0) {
-    StepBatch b;
-    std::vector<int32_t> tokens(n);
-    for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<int32_t>(i % 997);
-    b.add_sequence(0, start, tokens, std::vector<int32_t>(8, 0));
-    for (int i = 0; i < 8; ++i) b.seqs[0].block_table[i] = i;
-    return b;
-}
-
 struct LinearCase {
     WeightFormat format;
     int64_t rows, cols, m;
@@ -102,8 +32,8 @@ TEST_P(CudaLinear, MatchesCpu) {
         p.cpu->linear(xc, wc, kind, yc);
         p.gpu->linear(xg, wg, kind, yg);
         const double err = rel_l2(read(*p.gpu, yg), read(*p.cpu, yc));
-        EXPECT_LE(err, numerics == Numerics::kExact ? kExactTol : kReferenceTol)
-            << "kind " << static_cast<int>(kind) << " rows " << lc.rows << " cols " << lc.cols;
+        EXPECT_LE(err, tolerance(numerics)) << "kind " << static_cast<int>(kind) << " rows " << lc.rows << " cols "
+                                            << lc.cols << " m " << lc.m;
     }
 }
 
@@ -115,11 +45,16 @@ const LinearCase kLinearCases[] = {
     {WeightFormat::kFp8Block, 4096, 8192, 2},   // wo_b
     {WeightFormat::kFp4Row, 2048, 4096, 2},     // expert w1
     {WeightFormat::kBF16, 1024, 4096, 4},       // CSA compressor wkv
+    {WeightFormat::kFp8Block, 1024, 4096, 300}, // prefill-sized: tensor cores in fast numerics
+    {WeightFormat::kFp4Row, 2048, 4096, 64},
+    {WeightFormat::kBF16, 200, 96, 17},
+    {WeightFormat::kFp8Block, 130, 256, 33},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaLinear,
                          ::testing::Combine(::testing::ValuesIn(kLinearCases),
-                                            ::testing::Values(Numerics::kExact, Numerics::kReference)));
+                                            ::testing::Values(Numerics::kExact, Numerics::kReference,
+                                                              Numerics::kFast)));
 
 TEST(CudaOps, GroupedLinearFlashShape) {
     DSV4_REQUIRE_GPU();
@@ -211,11 +146,14 @@ TEST(CudaOps, HyperConnectionsFlashShape) {
 // Router + routed experts (FP4) + shared expert (FP8) at Flash widths, learned and hash routing.
 TEST(CudaOps, MoeFlashWidths) {
     DSV4_REQUIRE_GPU();
-    for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) {
+    // (numerics, tokens): 5 tokens run the per-pair GEMV; 100 tokens in fast numerics the grouped tensor-core GEMMs.
+    const std::pair<Numerics, int64_t> cases[] = {
+        {Numerics::kExact, 5}, {Numerics::kReference, 5}, {Numerics::kFast, 5}, {Numerics::kFast, 100}};
+    for (auto [numerics, n] : cases) {
         ModelConfig c = op_config();
         c.n_routed_experts = 8;
         Pair p(numerics, c);
-        const int64_t n = 5, d = 4096, inter = 2048, k = 6;
+        const int64_t d = 4096, inter = 2048, k = 6;
         p.step(simple_batch(n));
         std::deque<HostWeight> host;  // the CPU backend reads weights in place: keep them alive
         MoeWeights mc, mg;
@@ -243,7 +181,15 @@ TEST(CudaOps, MoeFlashWidths) {
         Tensor ic = p.cpu->alloc(DType::kI32, {n, k}), ig = p.gpu->alloc(DType::kI32, {n, k});
         p.cpu->route(hc_, mc, c, RoutingType::kLearned, wc, ic);
         p.gpu->route(hg, mg, c, RoutingType::kLearned, wgt, ig);
-        EXPECT_LE(rel_l2(read(*p.gpu, wgt), read(*p.cpu, wc)), 1e-5);
+        // Fast numerics compute the router logits on tensor cores (bf16 activations), so a near-tie between two
+        // experts may pick differently: there the experts are compared under the CPU's routing instead.
+        if (numerics != Numerics::kFast) {
+            EXPECT_LE(rel_l2(read(*p.gpu, wgt), read(*p.cpu, wc)), 1e-5);
+        }
+        if (numerics == Numerics::kFast) {
+            p.gpu->from_host(wgt, wc.data);
+            p.gpu->from_host(ig, ic.data);
+        }
         // Same picks (as sets per token).
         std::vector<int32_t> ids_c(n * k), ids_g(n * k);
         std::memcpy(ids_c.data(), ic.data, ids_c.size() * 4);
@@ -255,114 +201,9 @@ TEST(CudaOps, MoeFlashWidths) {
         Tensor yc = make_tensor(*p.cpu, {n, d}), yg = make_tensor(*p.gpu, {n, d});
         p.cpu->moe(hc_, mc, wc, ic, 10.0f, yc);
         p.gpu->moe(hg, mg, wgt, ig, 10.0f, yg);
-        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), numerics == Numerics::kExact ? kExactTol : 2e-2);
-    }
-}
-
-// The stateful path (compressors, indexer top-k, sparse attention, ring) at the Flash head dims, two sequences of
-// different lengths in one step, chunk boundaries inside compression windows, then decode steps.
-TEST(CudaOps, StatefulAttentionFlashDims) {
-    DSV4_REQUIRE_GPU();
-    for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) {
-        const ModelConfig c = op_config();
-        Pair p(numerics, c, 2, 16);
-        p.cpu->reset_slot(0);
-        p.gpu->reset_slot(0);
-        p.cpu->reset_slot(1);
-        p.gpu->reset_slot(1);
-        auto weights_for = [&](Backend& b, int ratio, int hd, bool overlap, std::vector<float>& ape,
-                               std::vector<float>& norm, std::vector<int64_t>& s1, std::vector<int64_t>& s2) {
-            CompressorWeights w;
-            w.ratio = ratio;
-            w.head_dim = hd;
-            w.overlap = overlap;
-            w.ape = upload_vec(b, ape, s1);
-            w.norm = upload_vec(b, norm, s2);
-            return w;
-        };
-        const int64_t lengths[2][4] = {{301, 1, 1, 1}, {139, 1, 1, 1}};
-        int64_t pos[2] = {0, 0};
-        const int hd = 512, ihd = 128, heads = 8, iheads = 64;
-        std::vector<float> ape_csa = random_floats(4 * 2 * hd, 0.5f), ape_hca = random_floats(128 * hd, 0.5f),
-                           ape_ix = random_floats(4 * 2 * ihd, 0.5f);
-        std::vector<float> norm = random_floats(hd, 0.1f), norm_ix = random_floats(ihd, 0.1f);
-        for (auto& v : norm) v += 1.0f;
-        for (auto& v : norm_ix) v += 1.0f;
-        std::vector<float> sinks = random_floats(heads, 0.5f);
-        std::vector<int64_t> a1, a2, a3, a4, a5, a6, a7;
-        CompressorWeights csa_c = weights_for(*p.cpu, 4, hd, true, ape_csa, norm, a1, a2);
-        CompressorWeights csa_g = weights_for(*p.gpu, 4, hd, true, ape_csa, norm, a1, a2);
-        CompressorWeights hca_c = weights_for(*p.cpu, 128, hd, false, ape_hca, norm, a3, a4);
-        CompressorWeights hca_g = weights_for(*p.gpu, 128, hd, false, ape_hca, norm, a3, a4);
-        CompressorWeights ix_c = weights_for(*p.cpu, 4, ihd, true, ape_ix, norm_ix, a5, a6);
-        CompressorWeights ix_g = weights_for(*p.gpu, 4, ihd, true, ape_ix, norm_ix, a5, a6);
-        VecRef sink_c = upload_vec(*p.cpu, sinks, a7), sink_g = upload_vec(*p.gpu, sinks, a7);
-        for (int step = 0; step < 4; ++step) {
-            StepBatch b;
-            for (int s = 0; s < 2; ++s) {
-                std::vector<int32_t> tok(lengths[s][step], 7);
-                std::vector<int32_t> table(8);
-                std::iota(table.begin(), table.end(), s * 8);
-                b.add_sequence(s, pos[s], tok, table);
-                pos[s] += lengths[s][step];
-            }
-            p.step(b);
-            const int64_t n = b.n_tokens();
-            auto run_compress = [&](int layer, CompressorRole role, int width, const CompressorWeights& wc,
-                                    const CompressorWeights& wg, const RopeParams& rope) {
-                auto a = random_floats(n * width), g = random_floats(n * width);
-                Tensor ac = make_tensor(*p.cpu, {n, width}, a), gc = make_tensor(*p.cpu, {n, width}, g);
-                Tensor ag = make_tensor(*p.gpu, {n, width}, a), gg = make_tensor(*p.gpu, {n, width}, g);
-                p.cpu->compress(layer, role, ac, gc, wc, rope, 1e-6f);
-                p.gpu->compress(layer, role, ag, gg, wg, rope, 1e-6f);
-            };
-            run_compress(1, CompressorRole::kMain, 2 * hd, csa_c, csa_g, c.layers[1].rope);
-            run_compress(1, CompressorRole::kIndexer, 2 * ihd, ix_c, ix_g, c.layers[1].rope);
-            run_compress(2, CompressorRole::kMain, hd, hca_c, hca_g, c.layers[2].rope);
-            // Indexer top-k (compared as sets per token).
-            auto qi = random_floats(n * iheads * ihd), wi = random_floats(n * iheads, 0.05f);
-            Tensor qic = make_tensor(*p.cpu, {n, iheads, ihd}, qi), qig = make_tensor(*p.gpu, {n, iheads, ihd}, qi);
-            p.cpu->indexer_query_sim(qic);
-            p.gpu->indexer_query_sim(qig);
-            Tensor wic = make_tensor(*p.cpu, {n, iheads}, wi), wig = make_tensor(*p.gpu, {n, iheads}, wi);
-            Tensor tc = p.cpu->alloc(DType::kI32, {n, c.index_topk}), tg = p.gpu->alloc(DType::kI32, {n, c.index_topk});
-            p.cpu->indexer_topk(1, qic, wic, 4, tc);
-            p.gpu->indexer_topk(1, qig, wig, 4, tg);
-            std::vector<float> tg_host(n * c.index_topk);
-            p.gpu->to_host(Tensor(tg.data, DType::kF32, {n, c.index_topk}), tg_host.data());
-            int64_t differing = 0;
-            for (int64_t t = 0; t < n; ++t) {
-                std::set<int32_t> sc, sg;
-                for (int i = 0; i < c.index_topk; ++i) {
-                    sc.insert(tc.i32()[t * c.index_topk + i]);
-                    int32_t v;
-                    std::memcpy(&v, &tg_host[t * c.index_topk + i], 4);
-                    sg.insert(v);
-                }
-                differing += sc != sg;
-            }
-            EXPECT_EQ(differing, 0) << "step " << step;
-            // Attention for the sliding, CSA (with the CPU's picks on both sides) and HCA layers.
-            for (int layer = 0; layer < 3; ++layer) {
-                auto q = random_floats(n * heads * hd), kv = random_floats(n * hd);
-                Tensor qc = make_tensor(*p.cpu, {n, heads, hd}, q), qg = make_tensor(*p.gpu, {n, heads, hd}, q);
-                Tensor kc = make_tensor(*p.cpu, {n, hd}, kv), kg = make_tensor(*p.gpu, {n, hd}, kv);
-                Tensor oc = make_tensor(*p.cpu, {n, heads, hd}), og = make_tensor(*p.gpu, {n, heads, hd});
-                const Tensor* topk_c = layer == 1 ? &tc : nullptr;
-                Tensor topk_g;
-                if (layer == 1) {
-                    topk_g = p.gpu->alloc(DType::kI32, {n, c.index_topk});
-                    p.gpu->from_host(topk_g, tc.data);
-                }
-                p.cpu->attention(layer, c.layers[layer], qc, kc, sink_c, topk_c, 0.0441942f, oc);
-                p.gpu->attention(layer, c.layers[layer], qg, kg, sink_g, layer == 1 ? &topk_g : nullptr, 0.0441942f, og);
-                EXPECT_LE(rel_l2(read(*p.gpu, og), read(*p.cpu, oc)),
-                          numerics == Numerics::kExact ? kExactTol : kReferenceTol)
-                    << "layer " << layer << " step " << step;
-                p.cpu->store_window(layer, kc);
-                p.gpu->store_window(layer, kg);
-            }
-        }
+        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)),
+                  numerics == Numerics::kExact ? kExactTol : numerics == Numerics::kFast ? kFastTol : 2e-2)
+            << "tokens " << n;
     }
 }
 

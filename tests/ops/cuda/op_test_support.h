@@ -162,4 +162,86 @@ inline double rel_l2(const std::vector<float>& got, const std::vector<float>& wa
     return std::sqrt(num / std::max(den, 1e-300));
 }
 
+// Tolerances (relative L2): float32 with another summation order; bf16 outputs can differ by one bf16 ulp where the
+// float32 sums straddle a rounding boundary (and FP8 activation codes then differ downstream).
+inline constexpr double kExactTol = 2e-5;
+inline constexpr double kReferenceTol = 6e-3;
+// Fast numerics round activations to bf16 into tensor-core GEMMs (2^-9 relative per element).
+inline constexpr double kFastTol = 1e-2;
+
+inline double tolerance(Numerics n) {
+    return n == Numerics::kExact ? kExactTol : n == Numerics::kReference ? kReferenceTol : kFastTol;
+}
+
+// A 3-layer config with the Flash attention dims: sliding, CSA (ratio 4) and HCA (ratio 128) layers.
+inline ModelConfig op_config(int64_t d = 4096) {
+    ModelConfig c;
+    c.model_type = "deepseek_v4";
+    c.vocab_size = 1000;
+    c.hidden_size = d;
+    c.num_layers = 3;
+    c.num_heads = 8;
+    c.head_dim = 512;
+    c.rope_head_dim = 64;
+    c.q_lora_rank = 1024;
+    c.o_groups = 8;
+    c.o_lora_rank = 1024;
+    c.sliding_window = 128;
+    c.index_n_heads = 64;
+    c.index_head_dim = 128;
+    c.index_topk = 32;
+    c.n_routed_experts = 16;
+    c.n_experts_per_tok = 6;
+    c.moe_intermediate_size = 2048;
+    c.hc_mult = 4;
+    c.hc_sinkhorn_iters = 20;
+    c.routed_scaling_factor = 1.5;
+    c.swiglu_limit = 10.0;
+    YarnParams yarn;
+    c.yarn = yarn;
+    c.layers.resize(3);
+    const AttentionType types[3] = {AttentionType::kSliding, AttentionType::kCsa, AttentionType::kHca};
+    for (int l = 0; l < 3; ++l) {
+        c.layers[l].attention = types[l];
+        c.layers[l].compress_ratio = l == 0 ? 0 : l == 1 ? 4 : 128;
+        c.layers[l].rope.rope_dim = 64;
+        c.layers[l].rope.theta = l == 0 ? 10000.0 : 160000.0;
+        if (l > 0) c.layers[l].rope.yarn = yarn;
+    }
+    return c;
+}
+
+// The CPU and CUDA backends with the same state (K=V rows and indexer keys stored as kv_dtype on both).
+struct Pair {
+    std::unique_ptr<Backend> cpu, gpu;
+    // Fast numerics (GPU only) are compared with the CPU's exact numerics.
+    explicit Pair(Numerics n, const ModelConfig& c = op_config(), int slots = 2, int blocks = 16,
+                  StateDtype kv_dtype = StateDtype::kF32, int snapshots = 0) {
+        cpu = make_cpu_backend(n == Numerics::kFast ? Numerics::kExact : n, 0);
+        gpu = make_cuda_backend(n, 0);
+        StateConfig s;
+        s.max_slots = slots;
+        s.num_blocks = blocks;
+        s.block_tokens = 256;
+        s.rewind_capacity = 8;
+        s.kv_dtype = kv_dtype;
+        s.num_snapshots = snapshots;
+        cpu->create_state(c, s);
+        gpu->create_state(c, s);
+    }
+    void step(const StepBatch& b) {
+        cpu->begin_step(b);
+        gpu->begin_step(b);
+    }
+};
+
+inline StepBatch simple_batch(int64_t n, int64_t start = 0) {
+    StepBatch b;
+    std::vector<int32_t> tokens(n);
+    for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<int32_t>(i % 997);
+    b.add_sequence(0, start, tokens, std::vector<int32_t>(8, 0));
+    for (int i = 0; i < 8; ++i) b.seqs[0].block_table[i] = i;
+    return b;
+}
+
 }  // namespace dsv4::ops_test

@@ -19,6 +19,7 @@ namespace dsv4::testing {
 // Probability of every token (zeros included) after temperature -> min_p -> top_k -> top_p on processed logits.
 inline std::vector<double> reference_probs(std::span<const float> logits, const SamplingParams& params) {
     const size_t vocab = logits.size();
+    if (vocab == 0) return {};
     double max_logit = *std::max_element(logits.begin(), logits.end());
     std::vector<double> p(vocab, 0.0);
     for (size_t i = 0; i < vocab; ++i) p[i] = std::exp((double(logits[i]) - max_logit) / params.temperature);

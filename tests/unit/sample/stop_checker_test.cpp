@@ -208,10 +208,10 @@ TEST(CheckFinish, EosStopsUnlessIgnored) {
     SamplingParams params;
     params.max_tokens = 10;
     std::vector<int64_t> eos = {1};
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 3}), FinishReason::kEos);
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 2, .num_output_tokens = 3}), FinishReason::kNone);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 3}), FinishCause::kEos);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 2, .num_output_tokens = 3}), FinishCause::kNone);
     params.ignore_eos = true;
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 3}), FinishReason::kNone);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 3}), FinishCause::kNone);
 }
 
 TEST(CheckFinish, StopTokensAndMinTokens) {
@@ -220,31 +220,31 @@ TEST(CheckFinish, StopTokensAndMinTokens) {
     params.min_tokens = 3;
     params.stop_token_ids = {7};
     std::vector<int64_t> eos = {1};
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 7, .num_output_tokens = 3}), FinishReason::kNone);
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 3}), FinishReason::kNone);
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 7, .num_output_tokens = 4}), FinishReason::kStopToken);
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 4}), FinishReason::kEos);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 7, .num_output_tokens = 3}), FinishCause::kNone);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 3}), FinishCause::kNone);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 7, .num_output_tokens = 4}), FinishCause::kStopToken);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 4}), FinishCause::kEos);
 }
 
 TEST(CheckFinish, LengthFromMaxTokensOrContext) {
     SamplingParams params;
     params.max_tokens = 5;
     std::vector<int64_t> eos = {1};
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 2, .num_output_tokens = 4}), FinishReason::kNone);
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 2, .num_output_tokens = 5}), FinishReason::kLength);
-    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 5}), FinishReason::kEos);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 2, .num_output_tokens = 4}), FinishCause::kNone);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 2, .num_output_tokens = 5}), FinishCause::kLength);
+    EXPECT_EQ(check_finish(params, eos, {.last_token = 1, .num_output_tokens = 5}), FinishCause::kEos);
     FinishInput full{.last_token = 2, .num_output_tokens = 2, .num_total_tokens = 100, .max_model_len = 100};
-    EXPECT_EQ(check_finish(params, eos, full), FinishReason::kLength);
+    EXPECT_EQ(check_finish(params, eos, full), FinishCause::kLength);
     full.max_model_len = 101;
-    EXPECT_EQ(check_finish(params, eos, full), FinishReason::kNone);
+    EXPECT_EQ(check_finish(params, eos, full), FinishCause::kNone);
 }
 
 TEST(CheckFinish, OpenAiNamesAndStopStringWindow) {
-    EXPECT_EQ(openai_finish_reason(FinishReason::kEos), "stop");
-    EXPECT_EQ(openai_finish_reason(FinishReason::kStopToken), "stop");
-    EXPECT_EQ(openai_finish_reason(FinishReason::kStopString), "stop");
-    EXPECT_EQ(openai_finish_reason(FinishReason::kLength), "length");
-    EXPECT_EQ(openai_finish_reason(FinishReason::kNone), "");
+    EXPECT_EQ(openai_finish_reason(FinishCause::kEos), "stop");
+    EXPECT_EQ(openai_finish_reason(FinishCause::kStopToken), "stop");
+    EXPECT_EQ(openai_finish_reason(FinishCause::kStopString), "stop");
+    EXPECT_EQ(openai_finish_reason(FinishCause::kLength), "length");
+    EXPECT_EQ(openai_finish_reason(FinishCause::kNone), "");
     SamplingParams params;
     params.min_tokens = 2;
     EXPECT_FALSE(stop_strings_active(params, 2));

@@ -1,0 +1,85 @@
+// Device codec of the stored sequence-state rows (layouts in backend/state_format.h; the CPU backend's host codec
+// writes the same bytes): a warp-cooperative encoder used by every kernel that writes K=V rows or indexer keys
+// (ring writes, compressor emission, this step's rows for attention, synthetic contexts), and element loaders
+// templated on the dtype for the kernels that read them (attention, indexer scores).
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_sim.cuh"
+
+namespace dsv4::cuda {
+
+// e4m3 code of v as core encode_e4m3(clamp(v, +-448)) writes it: NaN keeps its sign (S.1111.111), the rest
+// saturates and rounds to nearest even.
+__device__ __forceinline__ uint8_t encode_e4m3_dev(float v) {
+    if (isnan(v)) return signbit(v) ? 0xffu : 0x7fu;
+    const float clamped = fminf(fmaxf(v, -448.0f), 448.0f);
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(clamped, __NV_SATFINITE, __NV_E4M3));
+}
+
+// bf16 bits of v (core encode_bf16: round to nearest even, NaN made quiet with its sign kept).
+__device__ __forceinline__ uint16_t encode_bf16_dev(float v) {
+    const uint32_t u = __float_as_uint(v);
+    if (isnan(v)) return static_cast<uint16_t>((u >> 16) | 0x40u);
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// FP8 codes of x[begin, end) under one power-of-two scale: the amax of the bf16-rounded values (NaN ignored),
+// floored at 1e-4, e = ceil(log2(amax / 448)). Returns e. Called by all 32 lanes of a warp.
+__device__ __forceinline__ int warp_encode_fp8_block(const float* x, int begin, int end, uint8_t* codes) {
+    const int lane = threadIdx.x & 31;
+    float amax = 0.0f;
+    for (int j = begin + lane; j < end; j += 32) amax = fmaxf(amax, fabsf(to_bf16(x[j])));
+    amax = warp_max(amax);
+    const int e = pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, 448.0f);
+    const float inverse = ldexpf(1.0f, -e);
+    for (int j = begin + lane; j < end; j += 32) codes[j - begin] = encode_e4m3_dev(to_bf16(x[j]) * inverse);
+    return e;
+}
+
+// Encodes the row x[0, f.dim) (readable by every lane) into dst[0, f.bytes). Called by all 32 lanes of one warp.
+__device__ __forceinline__ void warp_encode_row(const float* x, uint8_t* dst, const RowFormatDev& f) {
+    const int lane = threadIdx.x & 31;
+    if (f.dtype == kRowF32) {
+        float* out = reinterpret_cast<float*>(dst);
+        for (int j = lane; j < f.dim; j += 32) out[j] = x[j];
+    } else if (f.dtype == kRowBf16) {
+        uint16_t* out = reinterpret_cast<uint16_t*>(dst);
+        for (int j = lane; j < f.dim; j += 32) out[j] = encode_bf16_dev(x[j]);
+    } else if (f.index_key) {
+        const int e = warp_encode_fp8_block(x, 0, f.dim, dst);
+        if (lane == 0) *reinterpret_cast<float*>(dst + f.dim) = ldexpf(1.0f, e);
+    } else {
+        const int nope = f.dim - f.rope_dim;
+        uint8_t* scales = dst + nope + 2 * f.rope_dim;
+        for (int b = 0; b * kRowFp8Block < nope; ++b) {
+            const int begin = b * kRowFp8Block;
+            const int e = warp_encode_fp8_block(x, begin, min(nope, begin + kRowFp8Block), dst + begin);
+            if (lane == 0) scales[b] = static_cast<uint8_t>(e + 127);
+        }
+        uint16_t* rope = reinterpret_cast<uint16_t*>(dst + nope);
+        for (int j = lane; j < f.rope_dim; j += 32) rope[j] = encode_bf16_dev(x[nope + j]);
+        const int used = (nope + kRowFp8Block - 1) / kRowFp8Block;
+        for (int j = used + lane; j < f.bytes - (nope + 2 * f.rope_dim); j += 32) scales[j] = 0;
+    }
+    __syncwarp();
+}
+
+// Element i of a stored row of dtype D (exactly the host decoder's value).
+template <int D>
+__device__ __forceinline__ float row_elem(const uint8_t* row, int i, const RowFormatDev& f) {
+    if constexpr (D == kRowF32) {
+        return reinterpret_cast<const float*>(row)[i];
+    } else if constexpr (D == kRowBf16) {
+        return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+    } else {
+        if (f.index_key) return decode_e4m3(row[i]) * *reinterpret_cast<const float*>(row + f.dim);
+        const int nope = f.dim - f.rope_dim;
+        if (i >= nope) return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row + nope)[i - nope]);
+        return decode_e4m3(row[i]) * decode_ue8m0(row[nope + 2 * f.rope_dim + i / kRowFp8Block]);
+    }
+}
+
+}  // namespace dsv4::cuda

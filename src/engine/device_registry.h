@@ -1,0 +1,40 @@
+// Device backends the engine can run on, by EngineConfig::device name. "cpu" is built in. The CUDA build hooks in
+// by registering "cuda" (register_device_backend, before Engine::create; or add it to builtin_devices() in
+// device_registry.cpp under its build flag). Registration from a static initializer inside a static library is
+// not enough: the linker drops unreferenced objects.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "dsv4/engine.h"
+#include "kv/state_layout.h"
+
+namespace dsv4 {
+
+struct DeviceBackend {
+    // A fresh backend for the configuration (numerics, threads, device index ...).
+    std::function<std::unique_ptr<Backend>(const EngineConfig&)> create;
+    // How the backend stores K=V rows and indexer keys (sizes the state: kv/state_layout.h).
+    std::function<StateDtype(const EngineConfig&)> state_dtype;
+    // Bytes for the whole sequence state when EngineConfig::kv_cache_bytes is 0. `fixed_bytes` is what the slots
+    // need (max_num_seqs x slot bytes); the rest goes to snapshots and blocks. E.g. GPU: gpu_memory_utilization x
+    // total memory - weights - activations.
+    std::function<int64_t(const EngineConfig&, int64_t fixed_bytes)> default_state_bytes;
+};
+
+// EngineConfig::kv_cache_dtype as a StateDtype: f32 | bf16 | fp8, or auto = f32 in exact numerics and fp8 in
+// reference and fast numerics (the reference's own roundings are exactly what fp8_ds_mla stores). Anything else is
+// a dsv4::Error naming the accepted values.
+StateDtype engine_state_dtype(const EngineConfig& config);
+
+void register_device_backend(const std::string& device, DeviceBackend backend);
+// Throws dsv4::Error listing the known devices when `device` is not one of them.
+const DeviceBackend& find_device_backend(const std::string& device);
+std::vector<std::string> device_backend_names();
+
+}  // namespace dsv4

@@ -1,0 +1,94 @@
+// Engine::create: checks the configuration, sizes the sequence state from the memory budget (kv/state_layout.h),
+// loads the model on the device backend and starts the engine thread.
+#include <filesystem>
+
+#include "core/error.h"
+#include "engine/device_registry.h"
+#include "engine/engine_core.h"
+#include "kv/state_layout.h"
+#include "model/model_config.h"
+
+namespace dsv4 {
+namespace {
+
+// Positions a slot can be rewound without recompute (speculative decoding); also how far past a block boundary a
+// step may end and still save that boundary's prefix-cache snapshot.
+constexpr int kRewindCapacity = 16;
+
+void check_config(const EngineConfig& c) {
+    DSV4_CHECK(c.max_num_seqs > 0, "max_num_seqs must be positive, got {}", c.max_num_seqs);
+    DSV4_CHECK(c.max_num_batched_tokens > 0, "max_num_batched_tokens must be positive, got {}",
+               c.max_num_batched_tokens);
+    DSV4_CHECK(c.long_prefill_token_threshold >= 0, "long_prefill_token_threshold must be >= 0 (0 = no cap), got {}",
+               c.long_prefill_token_threshold);
+    DSV4_CHECK(c.max_model_len >= 0, "max_model_len must be >= 0 (0 = the model's), got {}", c.max_model_len);
+    DSV4_CHECK(c.max_queued_requests >= 0 && c.max_queued_tokens >= 0, "queue limits must be >= 0");
+    DSV4_CHECK(c.kv_cache_bytes >= 0, "kv_cache_bytes must be >= 0 (0 = automatic), got {}", c.kv_cache_bytes);
+    DSV4_CHECK(c.block_tokens > 0, "block_tokens must be positive, got {}", c.block_tokens);
+    DSV4_CHECK(c.num_prefix_snapshots >= -1, "num_prefix_snapshots must be >= -1 (-1 = automatic), got {}",
+               c.num_prefix_snapshots);
+}
+
+std::string model_name(const std::string& dir) {
+    std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();
+    return p.filename().string();
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
+    check_config(config);
+    const DeviceBackend& device = find_device_backend(config.device);
+    const std::filesystem::path dir(config.model_dir);
+    DSV4_CHECK(std::filesystem::is_directory(dir), "model directory '{}' does not exist", config.model_dir);
+    const ModelConfig model_config = load_model_config(dir / "config.json");
+    DSV4_CHECK(config.max_model_len <= model_config.max_position_embeddings,
+               "max_model_len {} exceeds the model's "
+               "max_position_embeddings {}",
+               config.max_model_len, model_config.max_position_embeddings);
+
+    const StateDtype dtype = device.state_dtype(config);
+    const StateLayout layout = compute_state_layout(model_config, config.block_tokens, kRewindCapacity, dtype);
+    StatePlanRequest request;
+    request.max_slots = config.max_num_seqs;
+    request.block_tokens = config.block_tokens;
+    request.rewind_capacity = kRewindCapacity;
+    request.num_snapshots = config.enable_prefix_caching ? config.num_prefix_snapshots : 0;
+    request.budget_bytes = config.kv_cache_bytes > 0
+                               ? config.kv_cache_bytes
+                               : device.default_state_bytes(config, int64_t{config.max_num_seqs} * layout.slot_bytes);
+    // An explicit max_model_len must fit; the default is capped by what fits.
+    request.min_tokens = config.max_model_len > 0 ? config.max_model_len : config.block_tokens;
+    const StatePlan plan = plan_state(model_config, request, dtype);
+    const int64_t max_model_len = config.max_model_len > 0
+                                      ? config.max_model_len
+                                      : std::min<int64_t>(model_config.max_position_embeddings, plan.token_capacity);
+
+    EngineParts parts;
+    parts.config = config;
+    parts.config.max_model_len = static_cast<int>(std::min<int64_t>(max_model_len, INT32_MAX));
+    parts.backend = device.create(config);
+    parts.model = load_model(dir, *parts.backend, plan.state);
+    parts.kv.max_slots = plan.state.max_slots;
+    parts.kv.num_blocks = plan.state.num_blocks;
+    parts.kv.block_tokens = plan.state.block_tokens;
+    parts.kv.num_snapshots = plan.state.num_snapshots;
+    parts.kv.rewind_capacity = plan.state.rewind_capacity;
+    parts.kv.enable_prefix_caching = config.enable_prefix_caching;
+    parts.scheduler.max_num_seqs = config.max_num_seqs;
+    parts.scheduler.max_num_batched_tokens = config.max_num_batched_tokens;
+    parts.scheduler.long_prefill_token_threshold = config.long_prefill_token_threshold;
+    parts.scheduler.max_model_len = parts.config.max_model_len;
+    parts.scheduler.vocab_size = model_config.vocab_size;
+    parts.scheduler.eos_token_ids = {model_config.eos_token_id};
+    parts.scheduler.seed = config.seed;
+    parts.info.name = model_name(config.model_dir);
+    parts.info.vocab_size = model_config.vocab_size;
+    parts.info.max_model_len = parts.config.max_model_len;
+    parts.info.eos_token_ids = {static_cast<int32_t>(model_config.eos_token_id)};
+    parts.info.bos_token_id = static_cast<int32_t>(model_config.bos_token_id);
+    return std::make_unique<EngineCore>(std::move(parts));
+}
+
+}  // namespace dsv4

@@ -1,0 +1,40 @@
+// ModelRunner: carries out a scheduled step on the model. It applies the step's state ops to the backend, flattens
+// the scheduled sequences into one StepBatch (tokens, positions, slots, block tables, the rows whose logits are
+// wanted), runs DeepseekV4::forward, and samples the next token of every sequence that reached its last known
+// token (src/sample), n > 1 completions from the same row. The batch is passed explicitly; no global context.
+#pragma once
+
+#include <functional>
+#include <span>
+
+#include "backend/backend.h"
+#include "kv/state_ops.h"
+#include "model/deepseek_v4.h"
+#include "sched/scheduler_output.h"
+
+namespace dsv4 {
+
+// The forward batch of a step: sequences in scheduling order, one logit row per sampling sequence (its chunk's
+// last token), in the same order.
+StepBatch build_step_batch(const SchedulerOutput& output);
+
+// Applies state ops to a backend, in order.
+void apply_state_ops(Backend& backend, std::span<const StateOp> ops);
+
+class ModelRunner {
+  public:
+    explicit ModelRunner(DeepseekV4& model) : model_(model) {}
+
+    void apply(std::span<const StateOp> ops) { apply_state_ops(model_.backend(), ops); }
+    // Runs one step. A failure of the forward pass throws (the whole step is lost); a failure to sample one
+    // sequence (e.g. non-finite logits) is reported in its SequenceSample::error.
+    RunnerOutput execute(const SchedulerOutput& output);
+
+    // Called on the engine thread with each sampled sequence's logits row before sampling (tests, debugging).
+    std::function<void(const ScheduledSequence& entry, std::span<const float> logits)> logits_hook;
+
+  private:
+    DeepseekV4& model_;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,234 @@
+// The stateful ops of the CUDA backend against the CPU backend with the same storage dtype (StateConfig::kv_dtype:
+// float32, bf16, fp8_ds_mla rows + FP8 indexer keys): compressors, indexer top-k, sparse attention over the ring
+// and the paged rows, ring writes; boundary snapshots, slot copies and block copies; the bytes each backend
+// allocates. Both backends encode the same float rows with the same roundings (backend/state_format.h and
+// backend/cuda/state_codec.cuh), so the stored values agree except where a float32 compressor sum that differs in
+// its last bit crosses a bf16 / e4m3 rounding boundary. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <numeric>
+#include <set>
+
+#include "op_test_support.h"
+
+namespace dsv4::ops_test {
+namespace {
+
+std::string dtype_label(Numerics n, StateDtype d) {
+    return std::string(numerics_name(n)) + " / " + std::string(state_dtype_name(d));
+}
+
+// Attention tolerance (relative L2). Stored bf16 / fp8 rows of random kv inputs are identical on both backends; the
+// compressed entries are computed (pooling, norm, RoPE) and may straddle a rounding boundary: one e4m3 step is 2^-4
+// relative on one element of one key.
+double attention_tolerance(Numerics n, StateDtype d) {
+    if (n == Numerics::kExact && d == StateDtype::kF32) return kExactTol;
+    return kReferenceTol;
+}
+
+// Compressor weights and sinks uploaded to both backends, and the ops of one step on both.
+struct StatefulRig {
+    static constexpr int kHd = 512, kIhd = 128, kHeads = 8, kIheads = 64;
+    const ModelConfig c = op_config();
+    Pair& p;
+    std::deque<std::vector<int64_t>> shapes;  // upload_vec shape storage
+    CompressorWeights csa[2], hca[2], ix[2];  // [cpu, gpu]
+    VecRef sinks[2];
+
+    explicit StatefulRig(Pair& pair) : p(pair) {
+        const std::vector<float> ape_csa = random_floats(4 * 2 * kHd, 0.5f), ape_hca = random_floats(128 * kHd, 0.5f),
+                                 ape_ix = random_floats(4 * 2 * kIhd, 0.5f);
+        std::vector<float> norm = random_floats(kHd, 0.1f), norm_ix = random_floats(kIhd, 0.1f);
+        for (auto& v : norm) v += 1.0f;
+        for (auto& v : norm_ix) v += 1.0f;
+        const std::vector<float> sink_values = random_floats(kHeads, 0.5f);
+        Backend* backends[2] = {p.cpu.get(), p.gpu.get()};
+        for (int i = 0; i < 2; ++i) {
+            csa[i] = weights(*backends[i], 4, kHd, true, ape_csa, norm);
+            hca[i] = weights(*backends[i], 128, kHd, false, ape_hca, norm);
+            ix[i] = weights(*backends[i], 4, kIhd, true, ape_ix, norm_ix);
+            sinks[i] = upload_vec(*backends[i], sink_values, shapes.emplace_back());
+        }
+    }
+
+    CompressorWeights weights(Backend& b, int ratio, int hd, bool overlap, const std::vector<float>& ape,
+                              const std::vector<float>& norm) {
+        CompressorWeights w;
+        w.ratio = ratio;
+        w.head_dim = hd;
+        w.overlap = overlap;
+        w.ape = upload_vec(b, ape, shapes.emplace_back());
+        w.norm = upload_vec(b, norm, shapes.emplace_back());
+        return w;
+    }
+
+    void compress(int64_t n) {
+        auto run = [&](int layer, CompressorRole role, int width, const CompressorWeights* w, const RopeParams& rope) {
+            const auto a = random_floats(n * width), g = random_floats(n * width);
+            Tensor ac = make_tensor(*p.cpu, {n, width}, a), gc = make_tensor(*p.cpu, {n, width}, g);
+            Tensor ag = make_tensor(*p.gpu, {n, width}, a), gg = make_tensor(*p.gpu, {n, width}, g);
+            p.cpu->compress(layer, role, ac, gc, w[0], rope, 1e-6f);
+            p.gpu->compress(layer, role, ag, gg, w[1], rope, 1e-6f);
+        };
+        run(1, CompressorRole::kMain, 2 * kHd, csa, c.layers[1].rope);
+        run(1, CompressorRole::kIndexer, 2 * kIhd, ix, c.layers[1].rope);
+        run(2, CompressorRole::kMain, kHd, hca, c.layers[2].rope);
+    }
+
+    // Indexer top-k on both; returns the CPU's picks (a tensor of the CPU backend) and counts the tokens whose pick
+    // sets differ.
+    Tensor indexer(int64_t n, int64_t* differing) {
+        const auto qi = random_floats(n * kIheads * kIhd), wi = random_floats(n * kIheads, 0.05f);
+        Tensor qic = make_tensor(*p.cpu, {n, kIheads, kIhd}, qi), qig = make_tensor(*p.gpu, {n, kIheads, kIhd}, qi);
+        p.cpu->indexer_query_sim(qic);
+        p.gpu->indexer_query_sim(qig);
+        Tensor wic = make_tensor(*p.cpu, {n, kIheads}, wi), wig = make_tensor(*p.gpu, {n, kIheads}, wi);
+        const int k = c.index_topk;
+        Tensor tc = p.cpu->alloc(DType::kI32, {n, k}), tg = p.gpu->alloc(DType::kI32, {n, k});
+        p.cpu->indexer_topk(1, qic, wic, 4, tc);
+        p.gpu->indexer_topk(1, qig, wig, 4, tg);
+        std::vector<float> tg_host(n * k);
+        p.gpu->to_host(Tensor(tg.data, DType::kF32, {n, k}), tg_host.data());
+        *differing = 0;
+        for (int64_t t = 0; t < n; ++t) {
+            std::set<int32_t> sc, sg;
+            for (int i = 0; i < k; ++i) {
+                sc.insert(tc.i32()[t * k + i]);
+                int32_t v;
+                std::memcpy(&v, &tg_host[t * k + i], 4);
+                sg.insert(v);
+            }
+            *differing += sc != sg;
+        }
+        return tc;
+    }
+
+    // Attention of every layer (CSA with the CPU's picks on both sides), then the ring writes; returns the largest
+    // relative L2 difference of the outputs.
+    double attention_and_store(int64_t n, const Tensor& picks) {
+        double worst = 0.0;
+        for (int layer = 0; layer < 3; ++layer) {
+            const auto q = random_floats(n * kHeads * kHd), kv = random_floats(n * kHd);
+            Tensor qc = make_tensor(*p.cpu, {n, kHeads, kHd}, q), qg = make_tensor(*p.gpu, {n, kHeads, kHd}, q);
+            Tensor kc = make_tensor(*p.cpu, {n, kHd}, kv), kg = make_tensor(*p.gpu, {n, kHd}, kv);
+            Tensor oc = make_tensor(*p.cpu, {n, kHeads, kHd}), og = make_tensor(*p.gpu, {n, kHeads, kHd});
+            Tensor topk_g;
+            if (layer == 1) {
+                topk_g = p.gpu->alloc(DType::kI32, {n, c.index_topk});
+                p.gpu->from_host(topk_g, picks.data);
+            }
+            p.cpu->attention(layer, c.layers[layer], qc, kc, sinks[0], layer == 1 ? &picks : nullptr, 0.0441942f, oc);
+            p.gpu->attention(layer, c.layers[layer], qg, kg, sinks[1], layer == 1 ? &topk_g : nullptr, 0.0441942f, og);
+            worst = std::max(worst, rel_l2(read(*p.gpu, og), read(*p.cpu, oc)));
+            p.cpu->store_window(layer, kc);
+            p.gpu->store_window(layer, kg);
+        }
+        return worst;
+    }
+};
+
+// Two sequences of different lengths in one step, chunk boundaries inside compression windows, then decode steps.
+void stateful_attention_case(Numerics numerics, StateDtype dtype) {
+    const std::string label = dtype_label(numerics, dtype);
+    Pair p(numerics, op_config(), 2, 16, dtype);
+    for (int32_t slot : {0, 1}) {
+        p.cpu->reset_slot(slot);
+        p.gpu->reset_slot(slot);
+    }
+    StatefulRig rig(p);
+    const int64_t lengths[2][4] = {{301, 1, 1, 1}, {139, 1, 1, 1}};
+    int64_t pos[2] = {0, 0};
+    for (int step = 0; step < 4; ++step) {
+        StepBatch b;
+        for (int s = 0; s < 2; ++s) {
+            std::vector<int32_t> tok(lengths[s][step], 7);
+            std::vector<int32_t> table(8);
+            std::iota(table.begin(), table.end(), s * 8);
+            b.add_sequence(s, pos[s], tok, table);
+            pos[s] += lengths[s][step];
+        }
+        p.step(b);
+        const int64_t n = b.n_tokens();
+        rig.compress(n);
+        int64_t differing = 0;
+        const Tensor picks = rig.indexer(n, &differing);
+        // Exact numerics with rounded keys: a compressor sum one bit apart may change one key code; allow a pick-set
+        // difference on at most one token of a step (float32 keys: none).
+        const bool exact_rounded = numerics == Numerics::kExact && dtype != StateDtype::kF32;
+        EXPECT_LE(differing, exact_rounded ? 1 : 0) << label << " step " << step;
+        EXPECT_LE(rig.attention_and_store(n, picks), attention_tolerance(numerics, dtype)) << label << " step " << step;
+    }
+}
+
+TEST(CudaState, StatefulAttentionFlashDims) {
+    DSV4_REQUIRE_GPU();
+    for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) {
+        stateful_attention_case(numerics, StateDtype::kF32);
+    }
+}
+
+TEST(CudaState, StatefulAttentionStoredBf16AndFp8) {
+    DSV4_REQUIRE_GPU();
+    for (StateDtype dtype : {StateDtype::kBf16, StateDtype::kFp8}) {
+        for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) stateful_attention_case(numerics, dtype);
+    }
+}
+
+// Boundary snapshots, slot copies and block copies move stored rows as bytes: after save / restore / copy, the three
+// resulting sequences attend over exactly the rows the CPU backend holds.
+TEST(CudaState, SnapshotsAndCopiesOfStoredRows) {
+    DSV4_REQUIRE_GPU();
+    for (StateDtype dtype : {StateDtype::kF32, StateDtype::kBf16, StateDtype::kFp8}) {
+        const std::string label = dtype_label(Numerics::kExact, dtype);
+        Pair p(Numerics::kExact, op_config(), 3, 16, dtype, 2);
+        for (int32_t slot : {0, 1, 2}) {
+            p.cpu->reset_slot(slot);
+            p.gpu->reset_slot(slot);
+        }
+        StatefulRig rig(p);
+        std::vector<int32_t> table(8);
+        std::iota(table.begin(), table.end(), 0);
+        // Slot 0: 260 positions (boundary 256 + 4 <= rewind capacity 8 past it).
+        StepBatch prefill;
+        prefill.add_sequence(0, 0, std::vector<int32_t>(260, 7), table);
+        p.step(prefill);
+        rig.compress(260);
+        int64_t differing = 0;
+        Tensor picks = rig.indexer(260, &differing);
+        EXPECT_LE(differing, dtype == StateDtype::kF32 ? 0 : 1) << label << " prefill";
+        EXPECT_LE(rig.attention_and_store(260, picks), attention_tolerance(Numerics::kExact, dtype)) << label;
+        for (Backend* b : {p.cpu.get(), p.gpu.get()}) {
+            b->save_snapshot(0, 1, 256);
+            b->restore_snapshot(1, 1, 256);  // slot 1 resumes at 256 on the shared blocks
+            b->copy_slot(0, 2);              // slot 2: a fork of slot 0 at 260
+            b->copy_block(1, 9);             // slot 0 continues on a copy of its partial block
+        }
+        std::vector<int32_t> copied = table;
+        copied[1] = 9;
+        StepBatch next;
+        next.add_sequence(1, 256, std::vector<int32_t>(1, 7), table);
+        next.add_sequence(2, 260, std::vector<int32_t>(1, 7), table);
+        next.add_sequence(0, 260, std::vector<int32_t>(1, 7), copied);
+        p.step(next);
+        rig.compress(3);
+        picks = rig.indexer(3, &differing);
+        EXPECT_LE(differing, dtype == StateDtype::kF32 ? 0 : 1) << label;
+        EXPECT_LE(rig.attention_and_store(3, picks), attention_tolerance(Numerics::kExact, dtype)) << label;
+    }
+}
+
+TEST(CudaState, AllocatedBytesMatchTheCpuBackend) {
+    DSV4_REQUIRE_GPU();
+    for (StateDtype dtype : {StateDtype::kF32, StateDtype::kBf16, StateDtype::kFp8}) {
+        Pair p(Numerics::kExact, op_config(), 3, 16, dtype, 2);
+        const StateBytes cpu = p.cpu->allocated_state_bytes(), gpu = p.gpu->allocated_state_bytes();
+        EXPECT_GT(gpu.slot, 0);
+        EXPECT_EQ(gpu.slot, cpu.slot) << state_dtype_name(dtype);
+        EXPECT_EQ(gpu.block, cpu.block) << state_dtype_name(dtype);
+        EXPECT_EQ(gpu.snapshot, cpu.snapshot) << state_dtype_name(dtype);
+    }
+}
+
+}  // namespace
+}  // namespace dsv4::ops_test

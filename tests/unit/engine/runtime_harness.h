@@ -1,0 +1,150 @@
+// The engine's step loop without its thread, on a fixture model: KvCacheManager + Scheduler + ModelRunner, with
+// the runner's logits hook recording every sampled row. Lets tests compare the exact logits a request sees in
+// different situations (alone, batched, after a prefix-cache hit).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/npy.h"
+#include "model/model_loader.h"
+#include "runtime/model_runner.h"
+#include "sched/scheduler.h"
+
+namespace dsv4::engine_test {
+
+struct HarnessOptions {
+    std::string fixture = "flash_schedule";
+    int max_num_seqs = 6;
+    int budget = 2048;
+    int long_prefill = 1024;
+    int num_blocks = 40;
+    int block_tokens = 128;
+    int num_snapshots = 8;
+    bool prefix_caching = true;
+    Numerics numerics = Numerics::kExact;
+    StateDtype kv_dtype = StateDtype::kF32;
+};
+
+class RuntimeHarness {
+  public:
+    explicit RuntimeHarness(const HarnessOptions& o)
+        : backend_(make_cpu_backend(o.numerics, 1)),
+          loaded_(load_model(dir(o.fixture), *backend_, state_config(o))),
+          kv_(kv_config(o)),
+          scheduler_(sched_config(o, loaded_->model->config()), kv_),
+          runner_(*loaded_->model) {
+        runner_.logits_hook = [this](const ScheduledSequence& e, std::span<const float> row) {
+            logits_[{e.seq->group->request_id, e.seq->completion_index}].emplace_back(row.begin(), row.end());
+        };
+    }
+
+    static std::filesystem::path dir(const std::string& fixture) {
+        return std::filesystem::path(DSV4_SOURCE_DIR) / "tests" / "fixtures" / fixture;
+    }
+    static std::vector<int32_t> tokens(const std::string& fixture) {
+        return read_npy_i32((dir(fixture) / "tokens.npy").string()).values;
+    }
+
+    void add(const std::string& id, std::vector<int32_t> prompt, int max_tokens, int n = 1) {
+        GenerateRequest r;
+        r.request_id = id;
+        r.prompt_tokens = std::move(prompt);
+        r.params.temperature = 0.0;
+        r.params.max_tokens = max_tokens;
+        r.params.ignore_eos = true;
+        r.params.n = n;
+        scheduler_.add(r);
+    }
+
+    void step() {
+        SchedulerOutput out = scheduler_.schedule();
+        RunnerOutput ro = runner_.execute(out);
+        UpdateResult r = scheduler_.update(out, ro);
+        runner_.apply(r.state_ops);
+        for (const CompletionUpdate& u : r.outputs) {
+            auto& info = outputs_[{u.request_id, u.output.completion_index}];
+            if (u.output.prompt_tokens > 0) info.cached = u.output.cached_prompt_tokens;
+            for (const GeneratedToken& t : u.output.tokens) info.tokens.push_back(t.token);
+        }
+    }
+    void run() {
+        for (int i = 0; i < 100000 && scheduler_.has_work(); ++i) step();
+    }
+
+    struct Output {
+        std::vector<int32_t> tokens;
+        int cached = -1;
+    };
+    const Output& output(const std::string& id, int completion = 0) { return outputs_[{id, completion}]; }
+    const std::vector<std::vector<float>>& logits(const std::string& id, int completion = 0) {
+        return logits_[{id, completion}];
+    }
+    Scheduler& scheduler() { return scheduler_; }
+    KvCacheManager& kv() { return kv_; }
+
+  private:
+    static StateConfig state_config(const HarnessOptions& o) {
+        StateConfig s;
+        s.max_slots = o.max_num_seqs;
+        s.num_blocks = o.num_blocks;
+        s.block_tokens = o.block_tokens;
+        s.rewind_capacity = 16;
+        s.num_snapshots = o.num_snapshots;
+        s.kv_dtype = o.kv_dtype;
+        return s;
+    }
+    static KvCacheConfig kv_config(const HarnessOptions& o) {
+        KvCacheConfig k;
+        k.max_slots = o.max_num_seqs;
+        k.num_blocks = o.num_blocks;
+        k.block_tokens = o.block_tokens;
+        k.num_snapshots = o.num_snapshots;
+        k.rewind_capacity = 16;
+        k.enable_prefix_caching = o.prefix_caching;
+        return k;
+    }
+    static SchedulerConfig sched_config(const HarnessOptions& o, const ModelConfig& m) {
+        SchedulerConfig s;
+        s.max_num_seqs = o.max_num_seqs;
+        s.max_num_batched_tokens = o.budget;
+        s.long_prefill_token_threshold = o.long_prefill;
+        s.max_model_len = 4096;
+        s.vocab_size = m.vocab_size;
+        s.eos_token_ids = {m.eos_token_id};
+        return s;
+    }
+
+    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<LoadedModel> loaded_;
+    KvCacheManager kv_;
+    Scheduler scheduler_;
+    ModelRunner runner_;
+    std::map<std::pair<std::string, int>, std::vector<std::vector<float>>> logits_;
+    std::map<std::pair<std::string, int>, Output> outputs_;
+};
+
+// Bitwise equality of logits rows (NaN never passes).
+inline ::testing::AssertionResult same_rows(const std::vector<std::vector<float>>& a,
+                                            const std::vector<std::vector<float>>& b) {
+    if (a.size() != b.size()) return ::testing::AssertionFailure() << a.size() << " rows vs " << b.size();
+    for (size_t r = 0; r < a.size(); ++r) {
+        if (a[r].size() != b[r].size()) return ::testing::AssertionFailure() << "row " << r << " length differs";
+        for (size_t i = 0; i < a[r].size(); ++i) {
+            if (std::isnan(a[r][i]) || std::memcmp(&a[r][i], &b[r][i], sizeof(float)) != 0) {
+                return ::testing::AssertionFailure()
+                       << "row " << r << " logit " << i << ": " << a[r][i] << " vs " << b[r][i];
+            }
+        }
+    }
+    return ::testing::AssertionSuccess();
+}
+
+}  // namespace dsv4::engine_test
