@@ -20,8 +20,7 @@ const CommandRegistrar kRegistrar{"serve", "OpenAI-compatible HTTP server (chat,
                                       auto values = std::make_shared<server::ServeCliValues>();
                                       server::add_serve_options(app, *values);
                                       app.callback([values] {
-                                          const server::ServeOptions options =
-                                              server::finalize_serve_options(*values);
+                                          const server::ServeOptions options = server::finalize_serve_options(*values);
                                           const int status = server::run_server(options, create_engine);
                                           if (status != 0) std::exit(status);
                                       });

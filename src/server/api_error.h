@@ -12,13 +12,16 @@ namespace dsv4::server {
 class ApiError : public std::runtime_error {
   public:
     ApiError(int status, std::string type, std::string message, std::string param = {}, std::string code = {})
-        : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)),
+        : std::runtime_error(message),
+          status_(status),
+          type_(std::move(type)),
+          param_(std::move(param)),
           code_(std::move(code)) {}
 
     int status() const { return status_; }
     const std::string& type() const { return type_; }
-    const std::string& param() const { return param_; }  // empty: null
-    const std::string& code() const { return code_; }    // empty: null
+    const std::string& param() const { return param_; }   // empty: null
+    const std::string& code() const { return code_; }     // empty: null
     int retry_after_s() const { return retry_after_s_; }  // > 0: send a Retry-After header
     ApiError& with_retry_after(int seconds) {
         retry_after_s_ = seconds;

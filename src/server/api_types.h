@@ -20,28 +20,28 @@ struct StreamOptions {
 
 // What chat and completion requests share.
 struct GenerationOptions {
-    std::string model;               // empty: the served model
-    SamplingParams sampling;         // max_tokens filled in later when the request did not give one
-    std::optional<int> max_tokens;   // as requested (max_tokens or max_completion_tokens)
+    std::string model;              // empty: the served model
+    SamplingParams sampling;        // max_tokens filled in later when the request did not give one
+    std::optional<int> max_tokens;  // as requested (max_tokens or max_completion_tokens)
     bool stream = false;
     StreamOptions stream_options;
-    bool logprobs = false;           // return logprobs of the sampled tokens
-    int top_logprobs = 0;            // alternatives per position
-    std::string user;                // informational only
+    bool logprobs = false;  // return logprobs of the sampled tokens
+    int top_logprobs = 0;   // alternatives per position
+    std::string user;       // informational only
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
 
 struct ChatRequest {
     GenerationOptions options;
-    ChatConversation conversation;   // messages and request-level tools (function objects)
+    ChatConversation conversation;  // messages and request-level tools (function objects)
     ToolChoice tool_choice = ToolChoice::kAuto;
-    std::string tool_choice_name;    // kNamed
+    std::string tool_choice_name;  // kNamed
     bool parallel_tool_calls = true;
     // Reasoning controls; unset fields take the server defaults.
-    std::optional<bool> thinking;                   // chat_template_kwargs.thinking / enable_thinking
+    std::optional<bool> thinking;                     // chat_template_kwargs.thinking / enable_thinking
     std::optional<ReasoningEffort> reasoning_effort;  // reasoning_effort or chat_template_kwargs.reasoning_effort
-    std::optional<bool> drop_thinking;              // chat_template_kwargs.drop_thinking
+    std::optional<bool> drop_thinking;                // chat_template_kwargs.drop_thinking
 };
 
 // One prompt of a completion request: text or token ids.
@@ -61,8 +61,8 @@ struct CompletionRequest {
 struct TokenizeRequest {
     std::string model;
     bool is_chat = false;
-    std::string prompt;        // !is_chat
-    ChatRequest chat;          // is_chat: the conversation is rendered like /v1/chat/completions would
+    std::string prompt;  // !is_chat
+    ChatRequest chat;    // is_chat: the conversation is rendered like /v1/chat/completions would
     bool add_special_tokens = true;
 };
 

@@ -25,8 +25,8 @@ std::string presented_api_key(std::string_view authorization, std::string_view x
         for (size_t i = 0; i < kBearer.size(); ++i) {
             const char c = authorization[i];
             const char lower = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-            const char want = (kBearer[i] >= 'A' && kBearer[i] <= 'Z') ? static_cast<char>(kBearer[i] - 'A' + 'a')
-                                                                        : kBearer[i];
+            const char want =
+                (kBearer[i] >= 'A' && kBearer[i] <= 'Z') ? static_cast<char>(kBearer[i] - 'A' + 'a') : kBearer[i];
             prefix_matches = prefix_matches && lower == want;
         }
         if (prefix_matches) return std::string(authorization.substr(kBearer.size()));

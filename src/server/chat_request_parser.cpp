@@ -17,7 +17,8 @@ ChatRole parse_role(const Json& message, const std::string& path) {
     try {
         return parse_chat_role(*role);
     } catch (const Error&) {
-        fail_request(field_path(path, "role"), "'{}' must be one of system, developer, user, assistant, tool (got '{}')",
+        fail_request(field_path(path, "role"),
+                     "'{}' must be one of system, developer, user, assistant, tool (got '{}')",
                      field_path(path, "role"), *role);
     }
 }
@@ -37,7 +38,8 @@ std::string parse_content(const Json& message, const std::string& path) {
     for (size_t i = 0; i < content.size(); ++i) {
         const Json& part = content.at(i);
         const std::string part_path = index_path(content_path, i);
-        if (!part.is_object()) fail_request(part_path, "'{}' must be an object, not {}", part_path, json_type_name(part));
+        if (!part.is_object())
+            fail_request(part_path, "'{}' must be an object, not {}", part_path, json_type_name(part));
         const std::string type = get_string(part, "type", part_path).value_or("");
         if (type != "text") {
             fail_request(part_path, "'{}' has type '{}'; only 'text' content parts are supported", part_path, type);
@@ -64,7 +66,8 @@ ChatToolCall parse_tool_call(const Json& call, const std::string& path) {
     if (function->contains("arguments")) {
         const Json& arguments = function->at("arguments");
         // OpenAI sends a JSON string; some clients send the object itself.
-        if (!arguments.is_null()) out.arguments = arguments.is_string() ? arguments.get<std::string>() : arguments.dump();
+        if (!arguments.is_null())
+            out.arguments = arguments.is_string() ? arguments.get<std::string>() : arguments.dump();
     }
     return out;
 }
@@ -135,8 +138,10 @@ void parse_tool_choice(const Json& body, ChatRequest& request) {
             } else if (value == "required") {
                 request.tool_choice = ToolChoice::kRequired;
             } else {
-                fail_request("tool_choice", "'tool_choice' must be 'auto', 'none', 'required' or a named function "
-                             "(got '{}')", value);
+                fail_request("tool_choice",
+                             "'tool_choice' must be 'auto', 'none', 'required' or a named function "
+                             "(got '{}')",
+                             value);
             }
         } else if (choice.is_object()) {
             const Json* function = get_object(choice, "function", "tool_choice");
@@ -155,7 +160,8 @@ void parse_tool_choice(const Json& body, ChatRequest& request) {
     }
     if (request.tool_choice == ToolChoice::kNamed) {
         bool found = false;
-        for (const auto& tool : request.conversation.tools) found = found || tool.value("name", "") == request.tool_choice_name;
+        for (const auto& tool : request.conversation.tools)
+            found = found || tool.value("name", "") == request.tool_choice_name;
         if (!found) {
             fail_request("tool_choice", "'tool_choice' names the function '{}', which is not in 'tools'",
                          request.tool_choice_name);

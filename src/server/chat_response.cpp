@@ -10,8 +10,8 @@ ChatStreamSink::ChatStreamSink(ByteSink& out, ResponseIdentity identity, ChatRes
     : out_(&out), identity_(std::move(identity)), options_(options) {
     prefix_ = "{\"id\":";
     append_json_string(prefix_, identity_.id);
-    fmt::format_to(std::back_inserter(prefix_), ",\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":",
-                   identity_.created);
+    fmt::format_to(std::back_inserter(prefix_),
+                   ",\"object\":\"chat.completion.chunk\",\"created\":{},\"model\":", identity_.created);
     append_json_string(prefix_, identity_.model);
     prefix_ += ",\"choices\":[";
 }
@@ -61,8 +61,8 @@ void ChatStreamSink::append_delta(std::string& body, const OutputDelta& delta) c
             body += ",\"arguments\":\"\"}}]";
             break;
         case OutputDeltaKind::kToolCallArguments:
-            fmt::format_to(std::back_inserter(body), "\"tool_calls\":[{{\"index\":{},\"function\":{{\"arguments\":",
-                           delta.tool_index);
+            fmt::format_to(std::back_inserter(body),
+                           "\"tool_calls\":[{{\"index\":{},\"function\":{{\"arguments\":", delta.tool_index);
             append_json_string(body, delta.text);
             body += "}}]";
             break;
@@ -168,9 +168,9 @@ std::string ChatAccumulator::response_json() const {
                            {"finish_reason", c.end.finish_reason},
                            {"stop_reason", stop_reason_json(c.end)}});
     }
-    json response = {{"id", identity_.id},         {"object", "chat.completion"},
-                     {"created", identity_.created}, {"model", identity_.model},
-                     {"choices", std::move(choices)}, {"usage", usage_json(usage_, options_.thinking)}};
+    json response = {
+        {"id", identity_.id},       {"object", "chat.completion"},   {"created", identity_.created},
+        {"model", identity_.model}, {"choices", std::move(choices)}, {"usage", usage_json(usage_, options_.thinking)}};
     return response.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -30,8 +30,8 @@ ChoicePipeline::ChoicePipeline(const tokenizer::Tokenizer& tokenizer, ChoiceConf
       stop_(config_.stop, config_.include_stop_str_in_output),
       in_reasoning_(config_.chat && config_.thinking) {
     if (config_.chat) {
-        parser_.emplace(OutputParserOptions{.thinking = config_.thinking,
-                                            .tool_call_id_prefix = config_.tool_call_id_prefix});
+        parser_.emplace(
+            OutputParserOptions{.thinking = config_.thinking, .tool_call_id_prefix = config_.tool_call_id_prefix});
     }
 }
 

@@ -26,7 +26,7 @@ struct ChoiceConfig {
     bool include_stop_str_in_output = false;
     int min_tokens = 0;  // stop strings are not matched in text of the first min_tokens tokens (vLLM)
     std::string tool_call_id_prefix = "call_";
-    bool parallel_tool_calls = true;  // false: only the first tool call is returned
+    bool parallel_tool_calls = true;   // false: only the first tool call is returned
     int32_t reasoning_end_token = -1;  // the </think> id: tokens up to it count as reasoning tokens
     bool logprobs = false;
 };

@@ -17,7 +17,8 @@ std::string content_text(const ChoiceUpdate& update) {
 }
 
 json completion_response_header(const ResponseIdentity& identity) {
-    return {{"id", identity.id}, {"object", "text_completion"}, {"created", identity.created}, {"model", identity.model}};
+    return {
+        {"id", identity.id}, {"object", "text_completion"}, {"created", identity.created}, {"model", identity.model}};
 }
 
 std::string echo_of(const CompletionResponseOptions& options, size_t choice) {
@@ -30,8 +31,8 @@ CompletionStreamSink::CompletionStreamSink(ByteSink& out, ResponseIdentity ident
     : out_(&out), identity_(std::move(identity)), options_(std::move(options)) {
     prefix_ = "{\"id\":";
     append_json_string(prefix_, identity_.id);
-    fmt::format_to(std::back_inserter(prefix_), ",\"object\":\"text_completion\",\"created\":{},\"model\":",
-                   identity_.created);
+    fmt::format_to(std::back_inserter(prefix_),
+                   ",\"object\":\"text_completion\",\"created\":{},\"model\":", identity_.created);
     append_json_string(prefix_, identity_.model);
     prefix_ += ",\"choices\":[";
     text_offsets_.resize(static_cast<size_t>(options_.num_choices), 0);
@@ -101,7 +102,9 @@ void CompletionStreamSink::on_error(const ApiError& error) {
 }
 
 CompletionAccumulator::CompletionAccumulator(ResponseIdentity identity, CompletionResponseOptions options)
-    : identity_(std::move(identity)), options_(std::move(options)), choices_(static_cast<size_t>(options_.num_choices)) {
+    : identity_(std::move(identity)),
+      options_(std::move(options)),
+      choices_(static_cast<size_t>(options_.num_choices)) {
     for (size_t i = 0; i < choices_.size(); ++i) choices_[i].text = echo_of(options_, i);
 }
 
@@ -129,11 +132,12 @@ std::string CompletionAccumulator::response_json() const {
     for (size_t i = 0; i < choices_.size(); ++i) {
         const Choice& c = choices_[i];
         size_t offset = echo_of(options_, i).size();
-        choices.push_back({{"index", i},
-                           {"text", c.text},
-                           {"logprobs", options_.logprobs ? completion_logprobs_json(c.logprobs, offset) : json(nullptr)},
-                           {"finish_reason", c.end.finish_reason},
-                           {"stop_reason", stop_reason_json(c.end)}});
+        choices.push_back(
+            {{"index", i},
+             {"text", c.text},
+             {"logprobs", options_.logprobs ? completion_logprobs_json(c.logprobs, offset) : json(nullptr)},
+             {"finish_reason", c.end.finish_reason},
+             {"stop_reason", stop_reason_json(c.end)}});
     }
     json response = completion_response_header(identity_);
     response["choices"] = std::move(choices);

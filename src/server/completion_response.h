@@ -31,8 +31,8 @@ class CompletionStreamSink : public ResponseSink {
     void on_error(const ApiError& error) override;
 
   private:
-    bool send_chunk(int choice, std::string_view text, const std::vector<LogprobEntry>* logprobs,
-                    const ChoiceEnd* end, const UsageCounts& usage);
+    bool send_chunk(int choice, std::string_view text, const std::vector<LogprobEntry>* logprobs, const ChoiceEnd* end,
+                    const UsageCounts& usage);
 
     ByteSink* out_;
     ResponseIdentity identity_;

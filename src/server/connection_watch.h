@@ -46,8 +46,8 @@ class ConnectionWatcher {
     void run();
 
     int epoll_fd_ = -1;
-    int wake_fd_ = -1;  // eventfd that stops the thread
-    std::mutex mutex_;  // guards callbacks_; held while a callback runs
+    int wake_fd_ = -1;                                                // eventfd that stops the thread
+    std::mutex mutex_;                                                // guards callbacks_; held while a callback runs
     std::map<int, std::pair<int, std::function<void()>>> callbacks_;  // id -> (fd, callback)
     int next_id_ = 1;
     std::thread thread_;
@@ -56,7 +56,8 @@ class ConnectionWatcher {
 // RAII registration that also sets a flag, for one request.
 class WatchedConnection {
   public:
-    WatchedConnection(ConnectionWatcher* watcher, const ConnectionAddress& address, std::function<void()> on_disconnect);
+    WatchedConnection(ConnectionWatcher* watcher, const ConnectionAddress& address,
+                      std::function<void()> on_disconnect);
     ~WatchedConnection();
     WatchedConnection(const WatchedConnection&) = delete;
     WatchedConnection& operator=(const WatchedConnection&) = delete;

@@ -24,9 +24,9 @@ struct EngineJob {
 };
 
 struct GenerationSpec {
-    SamplingParams params;          // validated; params.n completions per job
-    ChoiceConfig choice;            // per-choice copies get a unique tool-call id prefix
-    std::vector<EngineJob> jobs;    // choice index = job index * n + completion index
+    SamplingParams params;        // validated; params.n completions per job
+    ChoiceConfig choice;          // per-choice copies get a unique tool-call id prefix
+    std::vector<EngineJob> jobs;  // choice index = job index * n + completion index
     std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
 };
 

@@ -4,9 +4,9 @@
 #include <climits>
 #include <cmath>
 
+#include "sample/sampling_params.h"
 #include "server/api_error.h"
 #include "server/request_parser.h"
-#include "sample/sampling_params.h"
 
 namespace dsv4::server {
 namespace {
@@ -21,7 +21,8 @@ void parse_stop(const Json& body, SamplingParams& params) {
         params.stop.push_back(stop.get<std::string>());
         return;
     }
-    if (!stop.is_array()) fail_request("stop", "'stop' must be a string or an array of strings, not {}", json_type_name(stop));
+    if (!stop.is_array())
+        fail_request("stop", "'stop' must be a string or an array of strings, not {}", json_type_name(stop));
     size_t i = 0;
     for (const Json& entry : stop) {
         if (!entry.is_string()) {

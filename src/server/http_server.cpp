@@ -162,7 +162,9 @@ void HttpServer::start() {
     listener_ = std::thread([this] { http_->listen_after_bind(); });
 }
 
-void HttpServer::begin_drain() { state_->gate().set_phase(ServerPhase::kDraining); }
+void HttpServer::begin_drain() {
+    state_->gate().set_phase(ServerPhase::kDraining);
+}
 
 void HttpServer::stop(std::chrono::milliseconds in_flight_wait) {
     if (stopped_) return;
@@ -172,8 +174,8 @@ void HttpServer::stop(std::chrono::milliseconds in_flight_wait) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (listener_.joinable()) {
-        http_->stop();                          // closes the listening socket
-        shutdown_connections_on_port(port_);    // ends idle keep-alive connections now, not at their timeout
+        http_->stop();                        // closes the listening socket
+        shutdown_connections_on_port(port_);  // ends idle keep-alive connections now, not at their timeout
         listener_.join();
     }
 }

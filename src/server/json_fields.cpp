@@ -65,7 +65,9 @@ std::string field_path(std::string_view parent, std::string_view key) {
     return fmt::format("{}.{}", parent, key);
 }
 
-std::string index_path(std::string_view parent, size_t index) { return fmt::format("{}[{}]", parent, index); }
+std::string index_path(std::string_view parent, size_t index) {
+    return fmt::format("{}[{}]", parent, index);
+}
 
 std::string_view json_type_name(const Json& value) {
     switch (value.type()) {

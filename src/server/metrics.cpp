@@ -9,13 +9,13 @@ namespace dsv4::server {
 namespace {
 
 // vLLM's buckets, so histograms from both servers can be compared directly.
-const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
                                           1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
-const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.4, 0.5,
+const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
                                          0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-const std::vector<double> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+const std::vector<double> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
                                          30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
-const std::vector<double> kTokenCountBuckets = {1,    2,    5,     10,    20,    50,     100,    200,    500,
+const std::vector<double> kTokenCountBuckets = {1,    2,    5,    10,    20,    50,    100,    200,    500,
                                                 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000};
 const std::vector<double> kOverheadBuckets = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2, 0.1};
 
@@ -24,7 +24,8 @@ constexpr std::array<std::string_view, static_cast<size_t>(FinishLabel::kCount)>
 
 class Writer {
   public:
-    explicit Writer(std::string_view model_name) : labels_(fmt::format("model_name=\"{}\"", escape_label_value(model_name))) {}
+    explicit Writer(std::string_view model_name)
+        : labels_(fmt::format("model_name=\"{}\"", escape_label_value(model_name))) {}
 
     void header(std::string_view name, std::string_view type, std::string_view help) {
         fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
@@ -95,7 +96,8 @@ Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
 
 void Histogram::observe(double value) {
-    const size_t bucket = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+    const size_t bucket =
+        static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
     std::lock_guard lock(mutex_);
     ++counts_[bucket];
     sum_ += value;

@@ -45,12 +45,12 @@ class ServerMetrics {
   public:
     ServerMetrics();
 
-    Histogram time_to_first_token;   // vllm:time_to_first_token_seconds
-    Histogram inter_token_latency;   // vllm:inter_token_latency_seconds (per engine event)
-    Histogram e2e_latency;           // vllm:e2e_request_latency_seconds
+    Histogram time_to_first_token;        // vllm:time_to_first_token_seconds
+    Histogram inter_token_latency;        // vllm:inter_token_latency_seconds (per engine event)
+    Histogram e2e_latency;                // vllm:e2e_request_latency_seconds
     Histogram request_prompt_tokens;      // vllm:request_prompt_tokens
     Histogram request_generation_tokens;  // vllm:request_generation_tokens
-    Histogram event_overhead;        // dsv4:stream_event_overhead_seconds: engine event popped -> bytes written
+    Histogram event_overhead;             // dsv4:stream_event_overhead_seconds: engine event popped -> bytes written
 
     void count_finish(FinishLabel label) { finished_[static_cast<size_t>(label)].fetch_add(1); }
     void count_http_status(int status);

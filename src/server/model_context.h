@@ -18,13 +18,13 @@
 namespace dsv4::server {
 
 struct ModelContext {
-    Engine* engine = nullptr;                         // outlives every worker thread of the server
+    Engine* engine = nullptr;  // outlives every worker thread of the server
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
     ChatEncoder encoder{ChatTemplateRevision::kV4};
     ModelInfo info;
-    std::string served_name;  // what requests must name in "model"
-    std::string model_dir;    // reported by /v1/models as "root"
-    int64_t created = 0;      // load time (Unix seconds), reported by /v1/models
+    std::string served_name;       // what requests must name in "model"
+    std::string model_dir;         // reported by /v1/models as "root"
+    int64_t created = 0;           // load time (Unix seconds), reported by /v1/models
     int32_t think_end_token = -1;  // </think>, for reasoning token counts
     int32_t bos_token = 0;
 };

@@ -25,10 +25,11 @@ std::string resolve_model_dir(const std::string& requested) {
     }
     const std::string bundled = default_bundled_model_dir();
     if (!fs::exists(fs::path(bundled) / "config.json")) {
-        fail("no --model given and the bundled model is missing at {}. Create it with `scripts/run.sh` (builds it and "
-             "serves it), or `dsv4 make-model --preset bundled --out {} --tokenizer "
-             "build/release/tokenizer/deepseek_v4/tokenizer.json`, or pass --model DIR",
-             bundled, bundled);
+        fail(
+            "no --model given and the bundled model is missing at {}. Create it with `scripts/run.sh` (builds it and "
+            "serves it), or `dsv4 make-model --preset bundled --out {} --tokenizer "
+            "build/release/tokenizer/deepseek_v4/tokenizer.json`, or pass --model DIR",
+            bundled, bundled);
     }
     return bundled;
 }

@@ -121,9 +121,9 @@ void finalize_sampling(GenerationOptions& options, size_t longest_prompt, const 
 
 void check_model_name(const std::string& requested, const ModelContext& model) {
     if (!requested.empty() && requested != model.served_name) {
-        throw not_found_error(fmt::format("The model '{}' does not exist; this server serves '{}'", requested,
-                                          model.served_name),
-                              "model_not_found");
+        throw not_found_error(
+            fmt::format("The model '{}' does not exist; this server serves '{}'", requested, model.served_name),
+            "model_not_found");
     }
 }
 

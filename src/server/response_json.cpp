@@ -15,7 +15,9 @@ json byte_list(std::string_view bytes) {
     return list;
 }
 
-double finite_logprob(float value) { return std::isfinite(value) ? static_cast<double>(value) : -9999.0; }
+double finite_logprob(float value) {
+    return std::isfinite(value) ? static_cast<double>(value) : -9999.0;
+}
 
 }  // namespace
 

@@ -129,8 +129,10 @@ void handle_chat(ServerState& state, const httplib::Request& request, httplib::R
     PreparedChat prompt = prepare_chat_prompt(chat, model, state.config().default_thinking);
     finalize_sampling(chat.options, prompt.prompt_tokens.size(), model, 0, "messages");
 
-    GenerationSpec spec{.params = chat.options.sampling, .choice = base_choice_config(chat.options, model),
-                        .jobs = {}, .arrival = arrival};
+    GenerationSpec spec{.params = chat.options.sampling,
+                        .choice = base_choice_config(chat.options, model),
+                        .jobs = {},
+                        .arrival = arrival};
     spec.choice.chat = true;
     spec.choice.thinking = prompt.thinking;
     spec.choice.parallel_tool_calls = chat.parallel_tool_calls;
@@ -138,8 +140,10 @@ void handle_chat(ServerState& state, const httplib::Request& request, httplib::R
     spec.jobs.push_back({prepared->identity.id, std::move(prompt.prompt_tokens)});
     prepared->run = std::make_shared<GenerationRun>(*model.engine, *model.tokenizer, state.metrics(), std::move(spec));
 
-    const ChatResponseOptions options{.num_choices = chat.options.sampling.n, .logprobs = chat.options.logprobs,
-                                      .thinking = prompt.thinking, .stream = chat.options.stream_options};
+    const ChatResponseOptions options{.num_choices = chat.options.sampling.n,
+                                      .logprobs = chat.options.logprobs,
+                                      .thinking = prompt.thinking,
+                                      .stream = chat.options.stream_options};
     const ResponseIdentity identity = prepared->identity;
     prepared->make_sink = [identity, options](ByteSink* out) -> std::unique_ptr<ResponseSink> {
         if (out != nullptr) return std::make_unique<ChatStreamSink>(*out, identity, options);
@@ -170,12 +174,12 @@ void handle_completion(ServerState& state, const httplib::Request& request, http
             prepare_completion_prompt(completion.prompts[i], completion.add_special_tokens, model, param);
         longest = std::max(longest, tokens.size());
         if (completion.echo) {
-            const std::string text = completion.prompts[i].is_text ? completion.prompts[i].text
-                                                                   : model.tokenizer->decode(tokens, false);
+            const std::string text =
+                completion.prompts[i].is_text ? completion.prompts[i].text : model.tokenizer->decode(tokens, false);
             echo_text.insert(echo_text.end(), static_cast<size_t>(completion.options.sampling.n), text);
         }
-        spec.jobs.push_back({single ? prepared->identity.id : fmt::format("{}-{}", prepared->identity.id, i),
-                             std::move(tokens)});
+        spec.jobs.push_back(
+            {single ? prepared->identity.id : fmt::format("{}-{}", prepared->identity.id, i), std::move(tokens)});
     }
     finalize_sampling(completion.options, longest, model, 16, "prompt");
     spec.params = completion.options.sampling;
@@ -183,7 +187,8 @@ void handle_completion(ServerState& state, const httplib::Request& request, http
     const int num_choices = static_cast<int>(spec.jobs.size()) * completion.options.sampling.n;
     prepared->run = std::make_shared<GenerationRun>(*model.engine, *model.tokenizer, state.metrics(), std::move(spec));
 
-    const CompletionResponseOptions options{.num_choices = num_choices, .logprobs = completion.options.logprobs,
+    const CompletionResponseOptions options{.num_choices = num_choices,
+                                            .logprobs = completion.options.logprobs,
                                             .stream = completion.options.stream_options,
                                             .echo_text = std::move(echo_text)};
     const ResponseIdentity identity = prepared->identity;
@@ -203,7 +208,8 @@ void handle_completion(ServerState& state, const httplib::Request& request, http
 
 void method_not_allowed(httplib::Response& response) {
     response.set_header("Allow", "POST");
-    send_error(response, ApiError(405, "invalid_request_error", "Method not allowed: use POST", {}, "method_not_allowed"));
+    send_error(response,
+               ApiError(405, "invalid_request_error", "Method not allowed: use POST", {}, "method_not_allowed"));
 }
 
 }  // namespace

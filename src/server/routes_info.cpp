@@ -11,9 +11,12 @@ namespace {
 using nlohmann::json;
 
 json model_card(const ModelContext& model) {
-    return {{"id", model.served_name},          {"object", "model"},
-            {"created", model.created},         {"owned_by", "dsv4"},
-            {"root", model.model_dir},          {"parent", nullptr},
+    return {{"id", model.served_name},
+            {"object", "model"},
+            {"created", model.created},
+            {"owned_by", "dsv4"},
+            {"root", model.model_dir},
+            {"parent", nullptr},
             {"max_model_len", model.info.max_model_len}};
 }
 

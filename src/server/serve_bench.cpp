@@ -22,7 +22,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
 
 httplib::Headers auth_headers(const ServeBenchOptions& o) {
     httplib::Headers headers;
@@ -50,14 +52,14 @@ json get_json(const ServeBenchOptions& o, const std::string& path) {
 // A pool of valid token ids for this server's tokenizer (from /tokenize on synthetic text).
 std::vector<int32_t> token_pool(const ServeBenchOptions& o, const std::string& model) {
     std::string text;
-    static constexpr const char* kWords[] = {"the", "river", "stone", "light", "quiet", "number", "city", "green",
+    static constexpr const char* kWords[] = {"the",    "river", "stone", "light",  "quiet",  "number", "city",  "green",
                                              "system", "music", "paper", "engine", "winter", "garden", "signal"};
     std::mt19937_64 rng(o.seed + 17);
     for (int i = 0; i < 3000; ++i) text += std::string(kWords[rng() % std::size(kWords)]) + " ";
     httplib::Client client = make_client(o);
-    auto response = client.Post("/tokenize", auth_headers(o),
-                                json{{"model", model}, {"prompt", text}, {"add_special_tokens", false}}.dump(),
-                                "application/json");
+    auto response =
+        client.Post("/tokenize", auth_headers(o),
+                    json{{"model", model}, {"prompt", text}, {"add_special_tokens", false}}.dump(), "application/json");
     DSV4_CHECK(response && response->status == 200, "POST /tokenize failed; the benchmark needs it for prompts");
     return json::parse(response->body)["tokens"].get<std::vector<int32_t>>();
 }
@@ -65,9 +67,8 @@ std::vector<int32_t> token_pool(const ServeBenchOptions& o, const std::string& m
 std::string request_body(const ServeBenchOptions& o, const std::string& model, const std::vector<int32_t>& pool,
                          int index) {
     std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(index));
-    json body = {{"model", model},           {"max_tokens", o.output_len}, {"temperature", o.temperature},
-                 {"stream", true},           {"ignore_eos", o.ignore_eos},
-                 {"stream_options", {{"include_usage", true}}}};
+    json body = {{"model", model}, {"max_tokens", o.output_len}, {"temperature", o.temperature},
+                 {"stream", true}, {"ignore_eos", o.ignore_eos}, {"stream_options", {{"include_usage", true}}}};
     if (o.endpoint == "chat") {
         std::string text = "Request " + std::to_string(index) + ":";
         for (int i = 0; i < o.input_len; ++i) text += " w" + std::to_string(rng() % 1000);
@@ -192,7 +193,8 @@ void print_summary(const char* title, const char* key, const Summary& s) {
     std::printf("Mean %s (ms):%*.2f\n", key, static_cast<int>(37 - std::strlen(key)), s.mean * 1e3);
     std::printf("Median %s (ms):%*.2f\n", key, static_cast<int>(35 - std::strlen(key)), s.median * 1e3);
     for (const auto& [p, v] : s.percentiles) {
-        std::printf("P%g %s (ms):%*.2f\n", p, key, static_cast<int>(37 - std::strlen(key) - std::to_string(static_cast<int>(p)).size()), v * 1e3);
+        std::printf("P%g %s (ms):%*.2f\n", p, key,
+                    static_cast<int>(37 - std::strlen(key) - std::to_string(static_cast<int>(p)).size()), v * 1e3);
     }
 }
 
@@ -235,7 +237,8 @@ LevelResult run_level(const ServeBenchOptions& o, const std::string& model, cons
     for (int w = 0; w < concurrency; ++w) {
         workers.emplace_back([&] {
             httplib::Client client = make_client(o);
-            for (int i = next++; i < total; i = next++) timings[static_cast<size_t>(i)] = timed_request(client, o, bodies[i]);
+            for (int i = next++; i < total; i = next++)
+                timings[static_cast<size_t>(i)] = timed_request(client, o, bodies[i]);
         });
     }
     for (auto& w : workers) w.join();
@@ -274,19 +277,26 @@ json summary_json(const Summary& s) {
 void write_json(const ServeBenchOptions& o, const std::vector<LevelResult>& results) {
     json levels = json::array();
     for (const LevelResult& r : results) {
-        levels.push_back({{"concurrency", r.concurrency}, {"completed", r.completed}, {"failed", r.failed},
-                          {"duration_s", r.duration_s}, {"input_tokens", r.input_tokens},
-                          {"output_tokens", r.output_tokens},
-                          {"request_throughput", r.completed / r.duration_s},
-                          {"output_throughput", static_cast<double>(r.output_tokens) / r.duration_s},
-                          {"ttft", summary_json(r.ttft)}, {"tpot", summary_json(r.tpot)},
-                          {"itl", summary_json(r.itl)}, {"e2el", summary_json(r.e2el)},
-                          {"server_overhead_mean_us", r.has_overhead ? json(r.overhead_mean_us) : json(nullptr)},
-                          {"server_overhead_p99_bound_us",
-                           r.has_overhead ? json(r.overhead_p99_bound_us) : json(nullptr)}});
+        levels.push_back(
+            {{"concurrency", r.concurrency},
+             {"completed", r.completed},
+             {"failed", r.failed},
+             {"duration_s", r.duration_s},
+             {"input_tokens", r.input_tokens},
+             {"output_tokens", r.output_tokens},
+             {"request_throughput", r.completed / r.duration_s},
+             {"output_throughput", static_cast<double>(r.output_tokens) / r.duration_s},
+             {"ttft", summary_json(r.ttft)},
+             {"tpot", summary_json(r.tpot)},
+             {"itl", summary_json(r.itl)},
+             {"e2el", summary_json(r.e2el)},
+             {"server_overhead_mean_us", r.has_overhead ? json(r.overhead_mean_us) : json(nullptr)},
+             {"server_overhead_p99_bound_us", r.has_overhead ? json(r.overhead_p99_bound_us) : json(nullptr)}});
     }
-    std::ofstream(o.json_out) << json{{"endpoint", o.endpoint}, {"input_len", o.input_len},
-                                      {"output_len", o.output_len}, {"levels", levels}}
+    std::ofstream(o.json_out) << json{{"endpoint", o.endpoint},
+                                      {"input_len", o.input_len},
+                                      {"output_len", o.output_len},
+                                      {"levels", levels}}
                                      .dump(2)
                               << "\n";
 }

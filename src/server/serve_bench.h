@@ -16,17 +16,17 @@ struct ServeBenchOptions {
     std::string host = "127.0.0.1";
     int port = 8000;
     std::string api_key;
-    std::string model;                  // "" = the first of /v1/models
+    std::string model;                     // "" = the first of /v1/models
     std::string endpoint = "completions";  // completions (random token-id prompts) | chat (synthetic text)
     std::vector<int> concurrency = {1, 8, 64};
-    int requests_per_level = 0;          // 0 = max(16, 4 x concurrency)
-    int input_len = 128;                 // prompt tokens (completions) / words (chat)
+    int requests_per_level = 0;  // 0 = max(16, 4 x concurrency)
+    int input_len = 128;         // prompt tokens (completions) / words (chat)
     int output_len = 128;
-    bool ignore_eos = true;              // every request generates output_len tokens
+    bool ignore_eos = true;  // every request generates output_len tokens
     double temperature = 0.0;
-    uint64_t seed = 0;                   // prompt generator seed
+    uint64_t seed = 0;  // prompt generator seed
     std::vector<double> percentiles = {50, 90, 99};
-    std::string json_out;                // also write the results as JSON here
+    std::string json_out;  // also write the results as JSON here
 };
 
 struct LevelResult {

@@ -8,8 +8,9 @@ namespace {
 
 void add_http_options(CLI::App& app, ServeCliValues& v) {
     ServerConfig& s = v.options.server;
-    app.add_option("--model", v.model, "Model directory (config.json, safetensors, tokenizer.json); default: the "
-                                       "bundled tiny model at <repo>/models/bundled");
+    app.add_option("--model", v.model,
+                   "Model directory (config.json, safetensors, tokenizer.json); default: the "
+                   "bundled tiny model at <repo>/models/bundled");
     app.add_option("--tokenizer", v.options.tokenizer_path, "tokenizer.json (default: the model directory's)");
     app.add_option("--host", s.host, "Address to bind (default 127.0.0.1: put a TLS proxy in front to expose it)");
     app.add_option("--port", s.port, "Port (0 = any free port, printed at startup)")->check(CLI::Range(0, 65535));
@@ -17,8 +18,9 @@ void add_http_options(CLI::App& app, ServeCliValues& v) {
         ->envname("DSV4_API_KEY");
     app.add_flag("--public-health", s.public_health, "/health answers without the API key");
     app.add_flag("--public-metrics", s.public_metrics, "/metrics answers without the API key");
-    app.add_option("--served-model-name", s.served_model_name, "The model name clients send (default: the model "
-                                                               "directory's name)");
+    app.add_option("--served-model-name", s.served_model_name,
+                   "The model name clients send (default: the model "
+                   "directory's name)");
     app.add_option("--shutdown-timeout", s.shutdown_timeout_s,
                    "SIGTERM: seconds running requests may take before they are aborted")
         ->check(CLI::Range(0.0, 86400.0));
@@ -52,7 +54,8 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
     app.add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
                    "Longest prefill chunk per request per step")
         ->check(CLI::Range(1, 1 << 24));
-    app.add_option("--max-model-len", e.max_model_len, "Context length (0 = the model's)")->check(CLI::Range(0, 1 << 30));
+    app.add_option("--max-model-len", e.max_model_len, "Context length (0 = the model's)")
+        ->check(CLI::Range(0, 1 << 30));
     app.add_option("--max-num-queued-reqs", e.max_queued_requests, "Engine queue cap (429 above)")
         ->check(CLI::Range(1, 1 << 24));
     app.add_option("--max-num-queued-tokens", e.max_queued_tokens, "Engine queued-prompt-token cap (429 above)")

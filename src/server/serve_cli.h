@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "server/serve_runner.h"
@@ -12,7 +11,7 @@ namespace dsv4::server {
 
 struct ServeCliValues {
     ServeOptions options;
-    std::string model;                    // --model ("" = the bundled model)
+    std::string model;                     // --model ("" = the bundled model)
     std::string default_thinking = "off";  // --default-thinking on|off
     bool no_prefix_caching = false;
 };

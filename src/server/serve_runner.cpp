@@ -33,7 +33,9 @@ using Clock = std::chrono::steady_clock;
     std::fflush(stderr);
 }
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // Prints "still loading (N s)" every few seconds until destroyed, so a long load never looks like a hang.
 class LoadTicker {
@@ -73,8 +75,10 @@ std::shared_ptr<const tokenizer::Tokenizer> load_tokenizer(const ServeOptions& o
     const std::string path = options.tokenizer_path.empty()
                                  ? (std::filesystem::path(options.engine.model_dir) / "tokenizer.json").string()
                                  : options.tokenizer_path;
-    DSV4_CHECK(std::filesystem::exists(path), "no tokenizer at {}: put tokenizer.json in the model directory or pass "
-               "--tokenizer FILE", path);
+    DSV4_CHECK(std::filesystem::exists(path),
+               "no tokenizer at {}: put tokenizer.json in the model directory or pass "
+               "--tokenizer FILE",
+               path);
     const auto start = Clock::now();
     auto tokenizer = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::load(path));
     log_line("tokenizer %s loaded in %.1f s (%d ids)", path.c_str(), seconds_since(start), tokenizer->vocab_size());
@@ -152,8 +156,8 @@ int run_server(const ServeOptions& options, const EngineFactory& create_engine) 
         stop_wake.wait(lock, [&] { return stop_requested; });
     }
     const auto drain_start = Clock::now();
-    log_line("shutting down: refusing new requests, waiting up to %.0f s for %d running ones", config.shutdown_timeout_s,
-             http.state().gate().in_flight());
+    log_line("shutting down: refusing new requests, waiting up to %.0f s for %d running ones",
+             config.shutdown_timeout_s, http.state().gate().in_flight());
     http.begin_drain();
     model.engine->shutdown(std::chrono::milliseconds(static_cast<int64_t>(config.shutdown_timeout_s * 1000)));
     http.stop(std::chrono::seconds(5));

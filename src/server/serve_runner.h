@@ -15,8 +15,8 @@ namespace dsv4::server {
 
 struct ServeOptions {
     ServerConfig server;
-    EngineConfig engine;             // engine.model_dir: resolved model directory
-    std::string tokenizer_path;      // "" = <model_dir>/tokenizer.json
+    EngineConfig engine;                     // engine.model_dir: resolved model directory
+    std::string tokenizer_path;              // "" = <model_dir>/tokenizer.json
     std::string template_revision = "auto";  // auto | v4 | v4-0731
 };
 

@@ -31,7 +31,11 @@ StopFilter& StopFilter::operator=(StopFilter&&) noexcept = default;
 StopFilter::Result StopFilter::push(std::string_view text, bool detect_stops) {
     return impl_->push(text, detect_stops);
 }
-std::string StopFilter::flush() { return impl_->flush(); }
-bool StopFilter::stopped() const { return impl_->stopped(); }
+std::string StopFilter::flush() {
+    return impl_->flush();
+}
+bool StopFilter::stopped() const {
+    return impl_->stopped();
+}
 
 }  // namespace dsv4::server

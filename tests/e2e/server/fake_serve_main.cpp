@@ -2,7 +2,6 @@
 // flags, plus --fake-* knobs; the e2e suite drives it with real clients (openai SDK, curl, Caddy) to test the HTTP
 // layer under controlled timing, and bench/server_overhead measures the server's own cost per token with it.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <thread>
 
@@ -25,8 +24,8 @@ int main(int argc, char** argv) {
         const server::ServeOptions options = server::finalize_serve_options(values);
         const auto create = [&](const EngineConfig& config) -> std::unique_ptr<Engine> {
             std::this_thread::sleep_for(std::chrono::milliseconds(load_ms));
-            const std::string path = options.tokenizer_path.empty() ? config.model_dir + "/tokenizer.json"
-                                                                    : options.tokenizer_path;
+            const std::string path =
+                options.tokenizer_path.empty() ? config.model_dir + "/tokenizer.json" : options.tokenizer_path;
             auto tokenizer = std::make_shared<const tokenizer::Tokenizer>(tokenizer::Tokenizer::load(path));
             testing::FakeEngineOptions fake;
             fake.info = testing::fake_model_info(*tokenizer, config.max_model_len > 0 ? config.max_model_len : 4096);

@@ -30,8 +30,9 @@ prepare_model_dir() {
     echo '{}' >"$MODEL_DIR/config.json"
   else
     MODEL_DIR=${DSV4_BUNDLED_MODEL:-$E2E_REPO/models/bundled}
-    if [[ ! -f $MODEL_DIR/config.json || ! -f $MODEL_DIR/tokenizer.json ]]; then
-      # No bundled model in the checkout: make one in the build tree (seconds), once for all suites.
+    if [[ ! -f $MODEL_DIR/model.safetensors.index.json || ! -f $MODEL_DIR/tokenizer.json ]]; then
+      # No bundled model in the checkout: make one in the build tree (seconds), once for all suites. Suites run in
+      # parallel, so the check happens under the lock (a half-written model must never be served).
       [[ -f $E2E_TOKENIZER ]] || skip "the V4 tokenizer.json is missing ($E2E_TOKENIZER): run scripts/install-deps.sh"
       MODEL_DIR=$(dirname "$E2E_WORK")/bundled_model
       (

@@ -8,14 +8,14 @@ const net = require('node:net');
 const url = new URL(process.env.DSV4_BASE_URL);
 const key = process.env.DSV4_API_KEY;
 
-// Sends raw bytes, returns everything received until the server closes or 3 s pass.
+// Sends raw bytes, returns everything received until the server closes or 20 s pass.
 function raw(bytes, { closeWrite = false } = {}) {
   return new Promise((resolve) => {
     const socket = net.connect({ host: url.hostname, port: Number(url.port) });
     const chunks = [];
-    const timer = setTimeout(() => socket.destroy(), 3000);
+    const timer = setTimeout(() => socket.destroy(), 20000);
     socket.on('connect', () => {
-      socket.write(bytes);
+      socket.write(Buffer.from(bytes, 'latin1'));  // one byte per char: invalid UTF-8 stays invalid
       if (closeWrite) socket.end();
     });
     socket.on('data', (d) => {
@@ -60,9 +60,24 @@ const jsonBodies = [
   '{"messages":[{"role":"user","content":"\xff\xfe\xfd"}]}',
 ];
 
+// Some bodies are valid after all (e.g. unparsable tool-call arguments are accepted, as DeepSeek's encoder does):
+// cap their generation so the real engine answers quickly. Broken JSON stays broken.
+function capped(body) {
+  try {
+    const value = JSON.parse(body);
+    if (value && typeof value === 'object' && !Array.isArray(value) && !('max_tokens' in value)) {
+      return JSON.stringify({ ...value, max_tokens: 2 });
+    }
+  } catch (e) {
+    // not JSON: sent as is
+  }
+  return body;
+}
+
 test('malformed JSON bodies get 4xx JSON errors', async () => {
   for (const path of ['/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize']) {
-    for (const body of jsonBodies) {
+    for (const original of jsonBodies) {
+      const body = capped(original);
       const response = await raw(post(path, body));
       const status = /^HTTP\/1\.1 (\d{3})/.exec(response);
       assert.ok(status, `no HTTP response for ${path} ${body.slice(0, 60)}`);

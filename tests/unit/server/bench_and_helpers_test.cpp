@@ -1,7 +1,6 @@
 // Small pieces: benchmark statistics, auth helpers, admission gate, metrics exposition, SSE/JSON text helpers and
 // the choice pipeline's merging.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
@@ -141,7 +140,9 @@ TEST(Sse, FramingAndJsonHelpers) {
     append_json_float(out, -INFINITY);
     EXPECT_EQ(out, "-9999.0");
     out.clear();
-    append_json_byte_array(out, "\xff" "a");
+    append_json_byte_array(out,
+                           "\xff"
+                           "a");
     EXPECT_EQ(out, "[255,97]");
 }
 
@@ -183,7 +184,8 @@ TEST(ModelFiles, NamesAndTemplateRevision) {
     const fs::path dir = fs::temp_directory_path() / ("dsv4_model_files_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const fs::path data = fs::path(DSV4_SOURCE_DIR) / "tests" / "data";
-    fs::copy_file(data / "deepseek_v4_flash_0731_config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+    fs::copy_file(data / "deepseek_v4_flash_0731_config.json", dir / "config.json",
+                  fs::copy_options::overwrite_existing);
     EXPECT_EQ(resolve_template_revision("auto", dir.string()), ChatTemplateRevision::kV4_0731);
     EXPECT_EQ(resolve_model_dir(dir.string()), dir.string());
     fs::copy_file(data / "deepseek_v4_flash_config.json", dir / "config.json", fs::copy_options::overwrite_existing);

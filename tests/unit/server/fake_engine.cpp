@@ -240,8 +240,8 @@ void FakeEngine::step_locked(std::vector<std::pair<std::shared_ptr<Stream>, Requ
             }
             events.emplace_back(live.stream, std::move(event));
         }
-        const bool all_finished =
-            std::all_of(live.completions.begin(), live.completions.end(), [](const Completion& c) { return c.finished; });
+        const bool all_finished = std::all_of(live.completions.begin(), live.completions.end(),
+                                              [](const Completion& c) { return c.finished; });
         if (all_finished) done.push_back(id);
     }
     for (const std::string& id : done) {

@@ -15,7 +15,8 @@ std::string tool_block(std::string_view invokes) {
 
 std::string weather_invoke(bool with_days) {
     std::string invoke =
-        "<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>";
+        "<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" "
+        "string=\"true\">Paris</｜DSML｜parameter>";
     if (with_days) invoke += "\n<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>";
     return invoke + "\n</｜DSML｜invoke>";
 }
@@ -48,9 +49,9 @@ std::string script_text(std::string_view prompt) {
 
 std::vector<int32_t> fake_word_tokens(const tokenizer::Tokenizer& tokenizer) {
     static constexpr std::string_view kWords[] = {
-        " alpha", " bravo", " charlie", " delta", " echo",  " foxtrot", " golf",   " hotel", " india",
-        " juliet", " kilo", " lima",    " mike",  " oscar", " papa",    " romeo",  " sierra", " tango",
-        " victor", " whiskey", " yankee", " zulu", " red",  " green",   " blue",   " river", " stone"};
+        " alpha",  " bravo",   " charlie", " delta", " echo",  " foxtrot", " golf",  " hotel",  " india",
+        " juliet", " kilo",    " lima",    " mike",  " oscar", " papa",    " romeo", " sierra", " tango",
+        " victor", " whiskey", " yankee",  " zulu",  " red",   " green",   " blue",  " river",  " stone"};
     std::vector<int32_t> tokens;
     for (std::string_view word : kWords) {
         const std::vector<int32_t> ids = tokenizer.encode(word, false);

@@ -1,8 +1,9 @@
 // Request parser: valid bodies become the right structs; every kind of bad input is a 400 ApiError naming the field.
+#include "server/request_parser.h"
+
 #include <gtest/gtest.h>
 
 #include "server/api_error.h"
-#include "server/request_parser.h"
 
 namespace dsv4::server {
 namespace {
@@ -21,8 +22,12 @@ std::string rejected_param(Parse parse, const std::string& body) {
     return "<accepted>";
 }
 
-std::string chat_rejects(const std::string& body) { return rejected_param(parse_chat_request, body); }
-std::string completion_rejects(const std::string& body) { return rejected_param(parse_completion_request, body); }
+std::string chat_rejects(const std::string& body) {
+    return rejected_param(parse_chat_request, body);
+}
+std::string completion_rejects(const std::string& body) {
+    return rejected_param(parse_completion_request, body);
+}
 
 constexpr const char* kHello = R"("messages":[{"role":"user","content":"hi"}])";
 
@@ -117,8 +122,9 @@ TEST(RequestParser, ToolsAndToolChoice) {
     EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
     EXPECT_TRUE(r.parallel_tool_calls);
 
-    r = parse_chat_request(std::string("{") + kHello + "," + tools +
-                           R"(,"tool_choice":{"type":"function","function":{"name":"get_time"}},"parallel_tool_calls":false})");
+    r = parse_chat_request(
+        std::string("{") + kHello + "," + tools +
+        R"(,"tool_choice":{"type":"function","function":{"name":"get_time"}},"parallel_tool_calls":false})");
     EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
     EXPECT_EQ(r.tool_choice_name, "get_time");
     EXPECT_FALSE(r.parallel_tool_calls);
@@ -143,8 +149,9 @@ TEST(RequestParser, ReasoningControls) {
     EXPECT_EQ(*r.reasoning_effort, ReasoningEffort::kMax);
     EXPECT_FALSE(r.thinking.has_value());
 
-    r = parse_chat_request(std::string("{") + kHello +
-                           R"(,"chat_template_kwargs":{"thinking":true,"reasoning_effort":"low","drop_thinking":false}})");
+    r = parse_chat_request(
+        std::string("{") + kHello +
+        R"(,"chat_template_kwargs":{"thinking":true,"reasoning_effort":"low","drop_thinking":false}})");
     EXPECT_EQ(r.thinking, true);
     EXPECT_EQ(*r.reasoning_effort, ReasoningEffort::kLow);
     EXPECT_EQ(r.drop_thinking, false);

@@ -73,8 +73,8 @@ TEST(ServerChat, GreedyOutputIsTheEngineTokensDecoded) {
 TEST(ServerChat, StreamingChunksAddUpAndEndWithUsageAndDone) {
     DSV4_REQUIRE_TOKENIZER();
     TestServer server;
-    const std::string body =
-        chat_body("Tell me a story", R"("temperature":0,"max_tokens":9,"stream":true,"stream_options":{"include_usage":true})");
+    const std::string body = chat_body(
+        "Tell me a story", R"("temperature":0,"max_tokens":9,"stream":true,"stream_options":{"include_usage":true})");
     const HttpResult result = post_json(server, "/v1/chat/completions", body);
     ASSERT_EQ(result.status, 200) << result.body;
     EXPECT_NE(result.headers.find("Content-Type")->second.find("text/event-stream"), std::string::npos);
@@ -89,8 +89,8 @@ TEST(ServerChat, StreamingChunksAddUpAndEndWithUsageAndDone) {
     EXPECT_TRUE(last["choices"].empty());
     EXPECT_EQ(last["usage"]["completion_tokens"], 9);
 
-    const HttpResult once = post_json(server, "/v1/chat/completions",
-                                      chat_body("Tell me a story", R"("temperature":0,"max_tokens":9)"));
+    const HttpResult once =
+        post_json(server, "/v1/chat/completions", chat_body("Tell me a story", R"("temperature":0,"max_tokens":9)"));
     EXPECT_EQ(stream_field(chunks, "content"), once.json()["choices"][0]["message"]["content"]);
     EXPECT_EQ(finish_reason_of(chunks), "length");
 }
@@ -116,19 +116,18 @@ TEST(ServerChat, ReasoningIsSeparatedAndReportedUnderBothNames) {
     EXPECT_TRUE(chat.json()["choices"][0]["message"]["reasoning_content"].is_null());
 
     // Streamed: reasoning deltas under both names, then content.
-    const HttpResult stream = post_json(
-        server, "/v1/chat/completions",
-        chat_body("[[think]] six times seven?", R"("stream":true,"chat_template_kwargs":{"thinking":true})"));
+    const HttpResult stream =
+        post_json(server, "/v1/chat/completions",
+                  chat_body("[[think]] six times seven?", R"("stream":true,"chat_template_kwargs":{"thinking":true})"));
     const std::vector<json> chunks = parse_sse(stream.body);
     EXPECT_EQ(stream_field(chunks, "reasoning_content"), kFakeThinkReasoning);
     EXPECT_EQ(stream_field(chunks, "reasoning"), kFakeThinkReasoning);
     EXPECT_EQ(stream_field(chunks, "content"), kFakeThinkAnswer);
     // reasoning_effort "none" forces chat mode even when thinking is the server default.
-    TestServer thinking_default({.engine = {}, .server = [](server::ServerConfig& c) {
-        c.default_thinking = ThinkingMode::kThinking;
-    }});
-    const HttpResult none = post_json(thinking_default, "/v1/chat/completions",
-                                      chat_body("[[think]] q", R"("reasoning_effort":"none")"));
+    TestServer thinking_default(
+        {.engine = {}, .server = [](server::ServerConfig& c) { c.default_thinking = ThinkingMode::kThinking; }});
+    const HttpResult none =
+        post_json(thinking_default, "/v1/chat/completions", chat_body("[[think]] q", R"("reasoning_effort":"none")"));
     EXPECT_TRUE(none.json()["choices"][0]["message"]["reasoning_content"].is_null());
     const HttpResult by_default = post_json(thinking_default, "/v1/chat/completions", chat_body("[[think]] q"));
     EXPECT_EQ(by_default.json()["choices"][0]["message"]["reasoning_content"], kFakeThinkReasoning);
@@ -150,7 +149,8 @@ TEST(ServerChat, ToolCallsNonStreaming) {
     const json& call = choice["message"]["tool_calls"][0];
     EXPECT_EQ(call["type"], "function");
     EXPECT_EQ(call["function"]["name"], "get_weather");
-    EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()), json::parse(R"({"city":"Paris","days":3})"));
+    EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()),
+              json::parse(R"({"city":"Paris","days":3})"));
     EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
 }
 
@@ -193,8 +193,9 @@ TEST(ServerChat, ParallelToolCallsAndTheSwitch) {
     EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
     EXPECT_EQ(calls[1]["function"]["name"], "get_time");
     EXPECT_NE(calls[0]["id"], calls[1]["id"]);
-    const HttpResult one = post_json(server, "/v1/chat/completions",
-                                     chat_body("[[parallel]]", std::string(kTools) + R"(,"parallel_tool_calls":false)"));
+    const HttpResult one =
+        post_json(server, "/v1/chat/completions",
+                  chat_body("[[parallel]]", std::string(kTools) + R"(,"parallel_tool_calls":false)"));
     EXPECT_EQ(one.json()["choices"][0]["message"]["tool_calls"].size(), 1u);
 }
 
@@ -204,14 +205,14 @@ TEST(ServerChat, ToolResultsGoBackIntoThePrompt) {
     const std::string body = std::string(R"({"messages":[{"role":"user","content":"weather?"},
         {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
             "function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},
-        {"role":"tool","tool_call_id":"call_1","content":"sunny, 21C"}],)") + kTools + "}";
+        {"role":"tool","tool_call_id":"call_1","content":"sunny, 21C"}],)") +
+                             kTools + "}";
     const HttpResult result = post_json(server, "/v1/chat/completions", body);
     ASSERT_EQ(result.status, 200) << result.body;
     EXPECT_EQ(result.json()["choices"][0]["message"]["content"], kFakeToolResultAnswer);
     // The rendered prompt carries the result block (what the scripted model keyed on).
     const HttpResult tokens = post_json(server, "/tokenize", body);
-    const std::string prompt =
-        server.tokenizer().decode(tokens.json()["tokens"].get<std::vector<int32_t>>(), false);
+    const std::string prompt = server.tokenizer().decode(tokens.json()["tokens"].get<std::vector<int32_t>>(), false);
     EXPECT_NE(prompt.find("<tool_result>sunny, 21C</tool_result>"), std::string::npos) << prompt;
 }
 
@@ -231,7 +232,8 @@ TEST(ServerChat, ToolChoiceNoneHidesToolsAndNamedShowsOnlyThatOne) {
     EXPECT_NE(named.find("get_time"), std::string::npos);
     // required without constrained decoding: what the model produced is returned as is (documented).
     const HttpResult required =
-        post_json(server, "/v1/chat/completions", chat_body("no tools here", std::string(kTools) + R"(,"tool_choice":"required","max_tokens":4)"));
+        post_json(server, "/v1/chat/completions",
+                  chat_body("no tools here", std::string(kTools) + R"(,"tool_choice":"required","max_tokens":4)"));
     EXPECT_EQ(required.status, 200);
     EXPECT_EQ(required.json()["choices"][0]["finish_reason"], "length");
 }
@@ -250,8 +252,8 @@ TEST(ServerChat, StopStringCutsTheOutputAndEndsTheChoice) {
                                       chat_body("[[stop]]", R"("stop":["STOP"],"include_stop_str_in_output":true)"));
     EXPECT_EQ(kept.json()["choices"][0]["message"]["content"], "Hello world. STOP");
 
-    const HttpResult stream = post_json(server, "/v1/chat/completions",
-                                        chat_body("[[stop]]", R"("stop":["STOP"],"stream":true)"));
+    const HttpResult stream =
+        post_json(server, "/v1/chat/completions", chat_body("[[stop]]", R"("stop":["STOP"],"stream":true)"));
     const std::vector<json> chunks = parse_sse(stream.body);
     EXPECT_EQ(stream_field(chunks, "content"), "Hello world. ");
     EXPECT_EQ(finish_reason_of(chunks), "stop");
@@ -287,8 +289,9 @@ TEST(ServerChat, LogprobsAndTopLogprobs) {
     }
     EXPECT_EQ(joined, result.json()["choices"][0]["message"]["content"]);
 
-    const HttpResult stream = post_json(server, "/v1/chat/completions",
-                                        chat_body("hi", R"("max_tokens":5,"logprobs":true,"top_logprobs":2,"stream":true)"));
+    const HttpResult stream =
+        post_json(server, "/v1/chat/completions",
+                  chat_body("hi", R"("max_tokens":5,"logprobs":true,"top_logprobs":2,"stream":true)"));
     size_t streamed = 0;
     for (const json& chunk : parse_sse(stream.body)) {
         for (const json& choice : chunk["choices"]) {
@@ -301,8 +304,8 @@ TEST(ServerChat, LogprobsAndTopLogprobs) {
 TEST(ServerChat, SeveralChoices) {
     DSV4_REQUIRE_TOKENIZER();
     TestServer server;
-    const HttpResult greedy = post_json(server, "/v1/chat/completions",
-                                        chat_body("story", R"("n":3,"temperature":0,"max_tokens":6)"));
+    const HttpResult greedy =
+        post_json(server, "/v1/chat/completions", chat_body("story", R"("n":3,"temperature":0,"max_tokens":6)"));
     const json choices = greedy.json()["choices"];
     ASSERT_EQ(choices.size(), 3u);
     for (int i = 0; i < 3; ++i) {

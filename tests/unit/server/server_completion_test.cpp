@@ -9,8 +9,7 @@ namespace {
 using nlohmann::json;
 
 std::vector<int32_t> tokenize(const TestServer& server, const std::string& text, bool special = true) {
-    const HttpResult r =
-        post_json(server, "/tokenize", json{{"prompt", text}, {"add_special_tokens", special}}.dump());
+    const HttpResult r = post_json(server, "/tokenize", json{{"prompt", text}, {"add_special_tokens", special}}.dump());
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["tokens"].get<std::vector<int32_t>>();
 }
@@ -59,9 +58,9 @@ TEST(ServerCompletion, TokenIdPromptsListsAndSeveralChoices) {
     EXPECT_EQ(result.json()["usage"]["completion_tokens"], 16);
 
     // The same request streamed: every choice index appears and ends.
-    const HttpResult stream = post_json(
-        server, "/v1/completions",
-        json{{"prompt", {a, b}}, {"n", 2}, {"max_tokens", 4}, {"temperature", 0}, {"stream", true}}.dump());
+    const HttpResult stream =
+        post_json(server, "/v1/completions",
+                  json{{"prompt", {a, b}}, {"n", 2}, {"max_tokens", 4}, {"temperature", 0}, {"stream", true}}.dump());
     std::vector<std::string> texts(4);
     std::vector<std::string> finish(4);
     for (const json& chunk : parse_sse(stream.body)) {
@@ -117,8 +116,8 @@ TEST(ServerCompletion, StopTokenIdsAndEos) {
     EXPECT_EQ(ignored.json()["usage"]["completion_tokens"], 40);
     // A stop token id: reported as stop_reason.
     const int32_t world = tokenize(server, " world", false).at(0);
-    const HttpResult by_id = post_json(server, "/v1/completions",
-                                       json{{"prompt", "[[stop]]"}, {"stop_token_ids", {world}}}.dump());
+    const HttpResult by_id =
+        post_json(server, "/v1/completions", json{{"prompt", "[[stop]]"}, {"stop_token_ids", {world}}}.dump());
     EXPECT_EQ(by_id.json()["choices"][0]["text"], "Hello");
     EXPECT_EQ(by_id.json()["choices"][0]["stop_reason"], world);
 }

@@ -29,21 +29,23 @@ TEST(ServerErrors, BadRequestsGet400NamingTheParameter) {
     DSV4_REQUIRE_TOKENIZER();
     TestServer server;
     expect_error(post_json(server, "/v1/chat/completions", "{\"messages\": ["), 400, "invalid_request_error");
-    expect_error(post_json(server, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"top_p":"x"})"),
-                 400, "invalid_request_error", "top_p");
-    expect_error(post_json(server, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"top_p":0})"),
-                 400, "invalid_request_error", "top_p");
-    expect_error(post_json(server, "/v1/chat/completions",
-                           R"({"messages":[{"role":"user","content":"hi"}],"temperature":-1})"),
-                 400, "invalid_request_error", "temperature");
+    expect_error(
+        post_json(server, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"top_p":"x"})"), 400,
+        "invalid_request_error", "top_p");
+    expect_error(
+        post_json(server, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"top_p":0})"), 400,
+        "invalid_request_error", "top_p");
+    expect_error(
+        post_json(server, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}],"temperature":-1})"),
+        400, "invalid_request_error", "temperature");
     expect_error(post_json(server, "/v1/chat/completions",
                            R"({"messages":[{"role":"user","content":"hi"}],"logit_bias":{"999999999":1}})"),
                  400, "invalid_request_error", "logit_bias");
     expect_error(post_json(server, "/v1/completions", R"({"prompt":[1, 99999999]})"), 400, "invalid_request_error",
                  "prompt");
-    expect_error(post_json(server, "/v1/chat/completions",
-                           R"({"messages":[{"role":"tool","tool_call_id":"x","content":"r"}]})"),
-                 400, "invalid_request_error", "messages");
+    expect_error(
+        post_json(server, "/v1/chat/completions", R"({"messages":[{"role":"tool","tool_call_id":"x","content":"r"}]})"),
+        400, "invalid_request_error", "messages");
     expect_error(post_json(server, "/v1/chat/completions",
                            R"({"messages":[{"role":"user","content":"hi"}],"min_tokens":10,"max_tokens":5})"),
                  400, "invalid_request_error", "min_tokens");
@@ -60,7 +62,8 @@ TEST(ServerErrors, ContextOverflowIs400) {
     expect_error(post_json(server, "/v1/completions", json{{"prompt", long_prompt}}.dump()), 400,
                  "invalid_request_error", "prompt");
     // No max_tokens on chat: the rest of the context is used.
-    const HttpResult rest = post_json(server, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})");
+    const HttpResult rest =
+        post_json(server, "/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})");
     ASSERT_EQ(rest.status, 200) << rest.body;
     EXPECT_EQ(rest.json()["usage"]["total_tokens"], 64);
 }
@@ -68,9 +71,9 @@ TEST(ServerErrors, ContextOverflowIs400) {
 TEST(ServerErrors, UnknownModelRouteAndMethod) {
     DSV4_REQUIRE_TOKENIZER();
     TestServer server;
-    expect_error(post_json(server, "/v1/chat/completions",
-                           R"({"model":"gpt-9","messages":[{"role":"user","content":"hi"}]})"),
-                 404, "not_found_error");
+    expect_error(
+        post_json(server, "/v1/chat/completions", R"({"model":"gpt-9","messages":[{"role":"user","content":"hi"}]})"),
+        404, "not_found_error");
     expect_error(post_json(server, "/v1/nothing", "{}"), 404, "not_found_error");
     const HttpResult wrong_method = get(server, "/v1/chat/completions");
     expect_error(wrong_method, 405, "invalid_request_error");
@@ -114,14 +117,14 @@ TEST(ServerErrors, ApiKey) {
 
 TEST(ServerErrors, EngineQueueFullIs429WithRetryAfter) {
     DSV4_REQUIRE_TOKENIZER();
-    TestServer server({.engine = [](FakeEngineOptions& o) {
-                           o.max_queued_requests = 1;
-                           o.step_interval = std::chrono::microseconds(20000);
-                       },
+    TestServer server({.engine =
+                           [](FakeEngineOptions& o) {
+                               o.max_queued_requests = 1;
+                               o.step_interval = std::chrono::microseconds(20000);
+                           },
                        .server = {}});
-    std::thread long_request([&] {
-        EXPECT_EQ(post_json(server, "/v1/completions", R"({"prompt":"a","max_tokens":15})").status, 200);
-    });
+    std::thread long_request(
+        [&] { EXPECT_EQ(post_json(server, "/v1/completions", R"({"prompt":"a","max_tokens":15})").status, 200); });
     while (server.engine().live_requests() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const HttpResult rejected = post_json(server, "/v1/completions", R"({"prompt":"b","max_tokens":2})");
     expect_error(rejected, 429, "rate_limit_error");
@@ -136,9 +139,8 @@ TEST(ServerErrors, TooManyInFlightIs429) {
                        .server = [](server::ServerConfig& c) { c.max_in_flight = 2; }});
     std::vector<std::thread> holders;
     for (int i = 0; i < 2; ++i) {
-        holders.emplace_back([&] {
-            EXPECT_EQ(post_json(server, "/v1/completions", R"({"prompt":"a","max_tokens":15})").status, 200);
-        });
+        holders.emplace_back(
+            [&] { EXPECT_EQ(post_json(server, "/v1/completions", R"({"prompt":"a","max_tokens":15})").status, 200); });
     }
     while (server.http().state().gate().in_flight() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const HttpResult rejected = post_json(server, "/v1/completions", R"({"prompt":"b","max_tokens":2})");
@@ -155,10 +157,17 @@ TEST(ServerErrors, ServerStillAnswersAfterGarbage) {
     DSV4_REQUIRE_TOKENIZER();
     TestServer server;
     const std::vector<std::string> bodies = {
-        "", "null", "[]", "\"x\"", "{\"messages\":null}", "{\"messages\":[null]}", "{\"messages\":[[]]}",
+        "",
+        "null",
+        "[]",
+        "\"x\"",
+        "{\"messages\":null}",
+        "{\"messages\":[null]}",
+        "{\"messages\":[[]]}",
         "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"\"}}]}]}",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":1e999}",
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"function\":{\"name\":\"f\",\"parameters\":5}}]}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"function\":{\"name\":\"f\",\"parameters\":"
+        "5}}]}",
         std::string("{\"messages\":[{\"role\":\"user\",\"content\":\"\xc3\"}]}"),
         "{\"messages\":[{\"role\":\"user\",\"content\":\"\\ud800\"}]}"};
     for (const std::string& body : bodies) {

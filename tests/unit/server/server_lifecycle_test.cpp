@@ -51,8 +51,8 @@ TEST(ServerLifecycle, LoadingAnswers503UntilTheModelIsSet) {
     EXPECT_EQ(health->status, 503);
     EXPECT_EQ(json::parse(health->body)["error"]["message"], "Loading model");
     EXPECT_EQ(health->get_header_value("Retry-After"), "5");
-    auto chat = client.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})",
-                            "application/json");
+    auto chat =
+        client.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", "application/json");
     ASSERT_TRUE(chat);
     EXPECT_EQ(chat->status, 503);
     auto metrics = client.Get("/metrics");
@@ -81,9 +81,8 @@ TEST(ServerLifecycle, DrainLetsRunningStreamsFinish) {
     DSV4_REQUIRE_TOKENIZER();
     TestServer server({.engine = [](FakeEngineOptions& o) { o.step_interval = 10ms; }, .server = {}});
     std::string body;
-    std::thread client([&] {
-        body = post_json(server, "/v1/completions", R"({"prompt":"a","max_tokens":30,"stream":true})").body;
-    });
+    std::thread client(
+        [&] { body = post_json(server, "/v1/completions", R"({"prompt":"a","max_tokens":30,"stream":true})").body; });
     while (server.engine().live_requests() == 0) std::this_thread::sleep_for(1ms);
     server.http().begin_drain();
     // Draining: new work and health checks get 503 (load balancers stop sending), the running stream goes on.
@@ -166,9 +165,9 @@ TEST(ServerLifecycle, DisconnectDuringPrefillAbortsToo) {
     TestServer server({.engine = [](FakeEngineOptions& o) { o.first_token_delay = 30s; }, .server = {}});
     for (const bool stream : {true, false}) {
         RawConnection connection(server.port());
-        connection.send_all(http_post_request(
-            "/v1/chat/completions",
-            json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream", stream}}.dump()));
+        connection.send_all(
+            http_post_request("/v1/chat/completions",
+                              json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stream", stream}}.dump()));
         while (server.engine().live_requests() == 0) std::this_thread::sleep_for(1ms);
         const auto closed_at = Clock::now();
         connection.close_now();
@@ -191,11 +190,11 @@ TEST(ServerLifecycle, ConcurrentStreamsAreIsolated) {
     std::atomic<int> failures{0};
     for (int i = 0; i < kStreams; ++i) {
         clients.emplace_back([&, i] {
-            const std::string body = json{{"prompt", "request number " + std::to_string(i)},
-                                          {"max_tokens", 20 + i % 7},
-                                          {"temperature", 0},
-                                          {"stream", true}}
-                                         .dump();
+            const std::string body = json{
+                {"prompt", "request number " + std::to_string(i)},
+                {"max_tokens", 20 + i % 7},
+                {"temperature", 0},
+                {"stream", true}}.dump();
             const HttpResult result = post_json(server, "/v1/completions", body);
             if (result.status != 200) ++failures;
             bodies[static_cast<size_t>(i)] = result.body;
@@ -204,11 +203,10 @@ TEST(ServerLifecycle, ConcurrentStreamsAreIsolated) {
     for (auto& c : clients) c.join();
     EXPECT_EQ(failures.load(), 0);
     for (int i = 0; i < kStreams; ++i) {
-        const HttpResult alone = post_json(server, "/v1/completions",
-                                           json{{"prompt", "request number " + std::to_string(i)},
-                                                {"max_tokens", 20 + i % 7},
-                                                {"temperature", 0}}
-                                               .dump());
+        const HttpResult alone = post_json(
+            server, "/v1/completions",
+            json{{"prompt", "request number " + std::to_string(i)}, {"max_tokens", 20 + i % 7}, {"temperature", 0}}
+                .dump());
         EXPECT_EQ(stream_text(bodies[static_cast<size_t>(i)]), alone.json()["choices"][0]["text"]) << i;
     }
 }

@@ -55,7 +55,9 @@ TestServer::TestServer(TestServerOptions options) : tokenizer_(v4_tokenizer()) {
     server_->set_model(model);
 }
 
-TestServer::~TestServer() { shutdown(std::chrono::milliseconds(0)); }
+TestServer::~TestServer() {
+    shutdown(std::chrono::milliseconds(0));
+}
 
 void TestServer::shutdown(std::chrono::milliseconds grace) {
     if (shut_down_) return;
@@ -127,7 +129,9 @@ RawConnection::RawConnection(int port) {
     }
 }
 
-RawConnection::~RawConnection() { close_now(); }
+RawConnection::~RawConnection() {
+    close_now();
+}
 
 void RawConnection::send_all(const std::string& bytes) {
     size_t sent = 0;

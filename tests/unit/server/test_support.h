@@ -18,12 +18,12 @@ namespace dsv4::testing {
 // The generated DeepSeek-V4 tokenizer, or null when it is absent (callers GTEST_SKIP; under CI they fail).
 std::shared_ptr<const tokenizer::Tokenizer> v4_tokenizer();
 
-#define DSV4_REQUIRE_TOKENIZER()                                                                           \
-    do {                                                                                                   \
-        if (!::dsv4::testing::v4_tokenizer()) {                                                            \
-            if (std::getenv("CI") != nullptr) FAIL() << "the V4 tokenizer.json is missing under CI";      \
+#define DSV4_REQUIRE_TOKENIZER()                                                                         \
+    do {                                                                                                 \
+        if (!::dsv4::testing::v4_tokenizer()) {                                                          \
+            if (std::getenv("CI") != nullptr) FAIL() << "the V4 tokenizer.json is missing under CI";     \
             GTEST_SKIP() << "the V4 tokenizer.json is missing: run scripts/install-deps.sh and rebuild"; \
-        }                                                                                                  \
+        }                                                                                                \
     } while (0)
 
 struct TestServerOptions {
