@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Stages what the server e2e suites need on the device machine (which has no node, npm packages or tokenizer build):
+# node (xz-compressed), the openai npm SDK, curl with its shared libraries, and the V4 tokenizer.json. Goes into
+# .devbin/e2e/ next to tools/device/stage.sh's binaries; gpu_tests.sh's `e2e` suite unpacks it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+dest=.devbin/e2e
+rm -rf "$dest" && mkdir -p "$dest/lib"
+xz -T2 -6 -c "$(command -v node)" >"$dest/node.xz"
+tar cJf "$dest/node_modules.tar.xz" -C tests/node node_modules/openai
+cp "$(command -v curl)" "$dest/"
+ldd "$(command -v curl)" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' \
+    | xargs -r -I{} cp -L {} "$dest/lib/"
+xz -T2 -c build/dev/tokenizer/deepseek_v4/tokenizer.json >"$dest/tokenizer.json.xz"
+du -sh .devbin "$dest"
