@@ -1,5 +1,6 @@
 # Shared helpers for the e2e server suites (sourced by run_suite.sh and the suite scripts).
 # Expects: E2E_MODE (fake|engine), E2E_SERVER (binary), E2E_TOKENIZER, E2E_WORK, E2E_REPO.
+# Optional: DSV4_BUNDLED_MODEL (engine mode: the model to serve), DSV4_E2E_SERVE_FLAGS (extra `dsv4 serve` flags).
 
 # Exit 77 (CTest "skipped") with a reason, except under CI, where a missing prerequisite is a failure.
 skip() {
@@ -57,7 +58,9 @@ start_server() {
   SERVER_LOG=$E2E_WORK/server-$((++SERVER_COUNT)).log
   local args=(--model "$MODEL_DIR" --port 0 --served-model-name dsv4-e2e)
   if [[ $E2E_MODE == engine ]]; then
-    "$E2E_SERVER" serve "${args[@]}" "$@" >"$SERVER_LOG" 2>&1 &
+    # DSV4_E2E_SERVE_FLAGS: extra engine flags, e.g. "--device cuda --numerics exact" (tools/device/e2e_cuda.sh).
+    # shellcheck disable=SC2086
+    "$E2E_SERVER" serve "${args[@]}" ${DSV4_E2E_SERVE_FLAGS:-} "$@" >"$SERVER_LOG" 2>&1 &
   else
     "$E2E_SERVER" "${args[@]}" "$@" >"$SERVER_LOG" 2>&1 &
   fi
