@@ -1,6 +1,6 @@
-// StopFilter: the sampler's StopStringMatcher behind an interface that does not include sample/stop_checker.h.
-// That header declares its own dsv4::FinishReason, which clashes with the one in include/dsv4/engine.h, so server
-// code that sees engine.h uses this wrapper instead. Semantics are StopStringMatcher's exactly.
+// StopFilter: the sampler's StopStringMatcher (sample/stop_checker.h) as the server uses it: a request without stop
+// strings passes text straight through (no per-byte automaton work), and the sampler header stays out of the
+// server's other headers. Semantics are StopStringMatcher's exactly.
 #pragma once
 
 #include <memory>

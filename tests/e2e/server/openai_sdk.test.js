@@ -167,6 +167,39 @@ test('n > 1: indexed choices; greedy choices are identical', async () => {
   assert.deepEqual(texts, [many.choices[0].message.content ?? '', many.choices[0].message.content ?? '']);
 });
 
+test('stop strings cut the output at the first match; the same seed gives the same text', async () => {
+  const request = { model, prompt: 'Once upon a time', max_tokens: 24, temperature: 0, ignore_eos: true };
+  const full = (await client.completions.create(request)).choices[0].text;
+  assert.ok(full.length >= 8, `greedy output too short to pick a stop string from: ${JSON.stringify(full)}`);
+  // A stop string taken from the middle of the greedy output: the output must end right before its first match.
+  const stop = full.slice(Math.floor(full.length / 2), Math.floor(full.length / 2) + 3);
+  const cut = full.slice(0, full.indexOf(stop));
+  for (const stream of [false, true]) {
+    const response = await client.completions.create({ ...request, stop: [stop], stream });
+    let text = '';
+    let finish = null;
+    let stopReason;
+    if (stream) {
+      for await (const chunk of response) {
+        for (const c of chunk.choices) {
+          text += c.text;
+          if (c.finish_reason) [finish, stopReason] = [c.finish_reason, c.stop_reason];
+        }
+      }
+    } else {
+      [text, finish, stopReason] = [response.choices[0].text, response.choices[0].finish_reason,
+        response.choices[0].stop_reason];
+    }
+    assert.equal(text, cut, `stream=${stream}`);
+    assert.equal(finish, 'stop');
+    assert.equal(stopReason, stop);
+  }
+  const sampled = { model, prompt: 'Once upon a time', max_tokens: 12, temperature: 1.0, seed: 1234 };
+  const first = await client.completions.create(sampled);
+  const second = await client.completions.create(sampled);
+  assert.equal(second.choices[0].text, first.choices[0].text);
+});
+
 test('logprobs: one entry per generated token, top alternatives', async () => {
   const chat = await client.chat.completions.create({ model, messages: user('Say something.'), max_tokens: 6,
     temperature: 0, logprobs: true, top_logprobs: 2 });
