@@ -18,6 +18,8 @@ cmake --preset dev >/dev/null
 cmake --build --preset dev -j "$jobs"
 
 stage "tests"
+# (the dev test preset sets OMP_WAIT_POLICY=PASSIVE: tests run side by side on few cores, and spinning OpenMP workers
+# would steal the other tests' cores)
 ctest --preset dev -j "$jobs" --timeout 900
 
 if [[ ${DSV4_SKIP_FUZZ:-0} != 1 ]]; then

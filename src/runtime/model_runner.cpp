@@ -95,7 +95,7 @@ RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
         }
     }
     // Each entry owns its samplers and reads its own row: independent, so in parallel.
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (n > 1)
     for (int64_t i = 0; i < n; ++i) {
         const ScheduledSequence& entry = output.seqs[entries[i]];
         result.samples[entries[i]] =

@@ -159,7 +159,13 @@ int HttpServer::bind() {
 }
 
 void HttpServer::start() {
-    listener_ = std::thread([this] { http_->listen_after_bind(); });
+    listener_ = std::thread([this] {
+        http_->listen_after_bind();
+        listener_done_ = true;
+    });
+    // cpp-httplib's stop() does nothing to a server whose accept loop has not begun yet, so a stop() right after
+    // start() would leave the listener blocked in accept() forever: wait for the loop (or its failure).
+    while (!http_->is_running() && !listener_done_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void HttpServer::begin_drain() {

@@ -6,6 +6,7 @@
 // is stopped: closing it earlier would cut streams admitted just before the drain.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -28,7 +29,7 @@ class HttpServer {
 
     // Binds host:port (port 0 = any free port). Returns the port; throws dsv4::Error naming the address on failure.
     int bind();
-    void start();  // serves on a background thread
+    void start();  // serves on a background thread; returns once the listener is accepting
     void set_model(std::shared_ptr<const ModelContext> model) { state_->set_model(std::move(model)); }
     void begin_drain();
     // Waits up to `in_flight_wait` for generation responses still being written, then closes the listener and joins
@@ -44,6 +45,7 @@ class HttpServer {
     std::unique_ptr<ServerState> state_;
     std::unique_ptr<httplib::Server> http_;
     std::thread listener_;
+    std::atomic<bool> listener_done_{false};
     int port_ = -1;
     int listen_fd_ = -1;
     bool stopped_ = false;

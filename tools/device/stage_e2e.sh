@@ -11,5 +11,7 @@ tar cJf "$dest/node_modules.tar.xz" -C tests/node node_modules/openai
 cp "$(command -v curl)" "$dest/"
 ldd "$(command -v curl)" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' \
     | xargs -r -I{} cp -L {} "$dest/lib/"
-xz -T2 -c build/dev/tokenizer/deepseek_v4/tokenizer.json >"$dest/tokenizer.json.xz"
+tokenizer=$(ls build/{cuda,dev,release}/tokenizer/deepseek_v4/tokenizer.json 2>/dev/null | head -n 1)
+[[ -n $tokenizer ]] || { echo "stage_e2e: no generated tokenizer.json; build the dsv4 target first" >&2; exit 1; }
+xz -T2 -c "$tokenizer" >"$dest/tokenizer.json.xz"
 du -sh .devbin "$dest"

@@ -37,7 +37,7 @@ std::vector<std::vector<const float*>> float_rows(const std::vector<std::vector<
         }
     }
     decoded.resize(unique.size() * format.dim);
-    parallel_for(static_cast<int64_t>(unique.size()),
+    parallel_for(static_cast<int64_t>(unique.size()), format.dim,
                  [&](int64_t i) { format.decode(unique[i], decoded.data() + i * format.dim); });
     for (size_t t = 0; t < rows.size(); ++t) {
         for (const uint8_t* row : rows[t]) out[t].push_back(decoded.data() + index[row] * format.dim);
@@ -51,7 +51,9 @@ void CpuBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights,
     const int64_t n = q.size(0), heads = q.size(1), dim = q.size(2);
     const int64_t k = topk.size(1);
     const bool stored_f32 = key_format_.dtype == StateDtype::kF32;
-    parallel_for(n, [&](int64_t t) {
+    int64_t max_visible = 1;
+    for (int64_t t = 0; t < n; ++t) max_visible = std::max(max_visible, visible_entries(step_.positions[t], ratio));
+    parallel_for(n, max_visible * heads * dim, [&](int64_t t) {
         const SequenceSlice& seq = step_.seqs[step_.seq_index[t]];
         const int64_t eligible = visible_entries(step_.positions[t], ratio);
         std::vector<float> scores(eligible), decoded(stored_f32 ? 0 : dim);
@@ -87,7 +89,7 @@ std::vector<std::vector<const uint8_t*>> CpuBackend::stored_key_rows(int layer, 
     const int window = model_.sliding_window;
     const int64_t row_bytes = kv_format_.bytes();
     std::vector<std::vector<const uint8_t*>> stored(n);
-    parallel_for(n, [&](int64_t t) {
+    parallel_for(n, int64_t{8} * window, [&](int64_t t) {  // pointer gathering: a few operations per row
         const SequenceSlice& seq = step_.seqs[step_.seq_index[t]];
         const int64_t pos = step_.positions[t];
         auto& list = stored[t];
@@ -126,7 +128,7 @@ void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, co
     if (kv_format_.dtype != StateDtype::kF32) {
         step_storage.resize(static_cast<size_t>(n * row_bytes / 4));
         auto* dst = reinterpret_cast<uint8_t*>(step_storage.data());
-        parallel_for(n, [&](int64_t t) { kv_format_.encode(kv.f32() + t * dim, dst + t * row_bytes); });
+        parallel_for(n, dim, [&](int64_t t) { kv_format_.encode(kv.f32() + t * dim, dst + t * row_bytes); });
         step_rows = dst;
     }
 
@@ -135,7 +137,9 @@ void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, co
     const std::vector<std::vector<const float*>> keys = float_rows(stored, kv_format_, decoded);
 
     const bool ref = reference();
-#pragma omp parallel for collapse(2) schedule(dynamic)
+    int64_t key_rows = 0;
+    for (const auto& list : keys) key_rows += static_cast<int64_t>(list.size());
+#pragma omp parallel for collapse(2) schedule(dynamic) if (worth_parallel(2 * key_rows * heads * dim))
     for (int64_t t = 0; t < n; ++t) {
         for (int64_t h = 0; h < heads; ++h) {
             const float* qh = q.f32() + (t * heads + h) * dim;

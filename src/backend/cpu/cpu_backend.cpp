@@ -8,6 +8,7 @@
 
 #include "core/block_dequant.h"
 #include "core/float_formats.h"
+#include "core/parallel.h"
 #include "model/rope.h"
 
 namespace dsv4 {
@@ -118,7 +119,7 @@ void CpuBackend::from_host(Tensor t, const void* data) {
 void CpuBackend::embed(const WeightRef& table, Tensor x) {
     const int64_t n = x.size(0), hc = x.size(1), d = x.size(2);
     const auto* base = static_cast<const uint8_t*>(table.data);
-#pragma omp parallel for
+#pragma omp parallel for if (worth_parallel(n * hc * d))
     for (int64_t t = 0; t < n; ++t) {
         const uint8_t* row = base + static_cast<int64_t>(step_.tokens[t]) * d * 2;
         float* out = x.f32() + t * hc * d;
@@ -130,7 +131,7 @@ void CpuBackend::embed(const WeightRef& table, Tensor x) {
 void CpuBackend::rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) {
     const int64_t k = x.size(-1);
     const int64_t rows = x.numel() / k;
-#pragma omp parallel for
+#pragma omp parallel for if (worth_parallel(rows * k))
     for (int64_t r = 0; r < rows; ++r) {
         const float* in = x.f32() + r * k;
         float* out = y.f32() + r * k;
@@ -157,7 +158,7 @@ void CpuBackend::rope(Tensor x, const RopeParams& rope, bool inverse) {
     const int pairs = rope.rope_dim / 2;
     const auto& freqs = inv_freq(rope);
     const bool round = reference();
-#pragma omp parallel for
+#pragma omp parallel for if (worth_parallel(n * heads * rope.rope_dim))
     for (int64_t t = 0; t < n; ++t) {
         std::vector<float> c(pairs), s(pairs);
         rope_cos_sin(freqs, step_.positions[t], c.data(), s.data());

@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_numerics.h"
 #include "core/block_dequant.h"
+#include "core/parallel.h"
 
 namespace dsv4 {
 namespace {
@@ -41,7 +42,7 @@ void matmul(const WeightRef& w, int64_t row0, int64_t count, const float* x, int
     constexpr int64_t kVecBlock = 64;  // activation rows per pass: keeps the x block in L2
     for (int64_t m0 = 0; m0 < m; m0 += kVecBlock) {
         const int n_vec = static_cast<int>(std::min(kVecBlock, m - m0));
-#pragma omp parallel
+#pragma omp parallel if (worth_parallel(count * k * n_vec))
         {
             std::vector<float> out(n_vec);
 #pragma omp for schedule(static)
@@ -63,7 +64,7 @@ void CpuBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, Te
     std::vector<float> quantized;
     if (reference() && kind == LinearKind::kQuantized) {
         quantized.assign(in, in + x.numel());
-#pragma omp parallel for
+#pragma omp parallel for if (worth_parallel(m * w.cols))
         for (int64_t r = 0; r < m; ++r) cpu::act_quant_sim(quantized.data() + r * w.cols, w.cols);
         in = quantized.data();
     }

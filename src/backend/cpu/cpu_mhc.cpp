@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_numerics.h"
 #include "core/block_dequant.h"
+#include "core/parallel.h"
 
 namespace dsv4 {
 namespace {
@@ -54,7 +55,7 @@ void CpuBackend::hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iters
     const int hc = static_cast<int>(x.size(1));
     const int64_t d = x.size(2);
     const int n_mix = (2 + hc) * hc;
-#pragma omp parallel for
+#pragma omp parallel for if (worth_parallel(n * hc * d * n_mix))
     for (int64_t t = 0; t < n; ++t) {
         const float* xs = x.f32() + t * hc * d;
         std::vector<float> mix(n_mix);
@@ -80,7 +81,7 @@ void CpuBackend::hc_post(Tensor x, const Tensor& y, const Tensor& post, const Te
     const int64_t n = x.size(0);
     const int hc = static_cast<int>(x.size(1));
     const int64_t d = x.size(2);
-#pragma omp parallel for
+#pragma omp parallel for if (worth_parallel(n * hc * hc * d))
     for (int64_t t = 0; t < n; ++t) {
         float* xs = x.f32() + t * hc * d;
         const float* ys = y.f32() + t * d;
@@ -101,7 +102,7 @@ void CpuBackend::hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, 
     const int64_t n = x.size(0);
     const int hc = static_cast<int>(x.size(1));
     const int64_t d = x.size(2);
-#pragma omp parallel for
+#pragma omp parallel for if (worth_parallel(n * hc * hc * d))
     for (int64_t t = 0; t < n; ++t) {
         const float* xs = x.f32() + t * hc * d;
         std::vector<float> mix(hc), pre(hc);

@@ -189,7 +189,9 @@ void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const
     const auto& freqs = inv_freq(rope);
     const int nope = hd - rope.rope_dim;
 
-    parallel_for(static_cast<int64_t>(step_.seqs.size()), [&](int64_t si) {
+    const auto seqs = static_cast<int64_t>(step_.seqs.size());
+    // Per sequence: its tokens' records copied and, at window ends, pooled (a few operations per channel).
+    parallel_for(seqs, std::max<int64_t>(1, n / std::max<int64_t>(1, seqs)) * width * 8, [&](int64_t si) {
         const SequenceSlice& seq = step_.seqs[si];
         RecordSource src{a.f32(), gate.data(), pending.data() + seq.slot * slot_floats, rows, width, &seq};
         const int64_t end = seq.start_pos + seq.n_tokens;
