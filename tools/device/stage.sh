@@ -7,6 +7,7 @@ rm -rf .devbin && mkdir -p .devbin/lib
 for bin in build/cuda/tests/ops/cuda/ops_cuda build/cuda/tests/golden/cuda/golden_cuda build/cuda/dsv4 "$@"; do
     [[ -x $bin ]] || continue
     cp "$bin" .devbin/
+    strip --strip-debug ".devbin/$(basename "$bin")"  # the carry to the device is size-limited
     ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'libfmt|libonig|libcrypto|libssl|libgomp|libxxhash|libcpp-httplib|libbrotli|libz\.|libcudart' \
         | xargs -r -I{} cp -L {} .devbin/lib/
 done

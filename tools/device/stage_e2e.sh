@@ -10,8 +10,13 @@ xz -T2 -6 -c "$(command -v node)" >"$dest/node.xz"
 tar cJf "$dest/node_modules.tar.xz" -C tests/node node_modules/openai
 cp "$(command -v curl)" "$dest/"
 ldd "$(command -v curl)" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' \
-    | xargs -r -I{} cp -L {} "$dest/lib/"
-tokenizer=$(ls build/{cuda,dev,release}/tokenizer/deepseek_v4/tokenizer.json 2>/dev/null | head -n 1)
+    | while read -r lib; do  # (the carry is size-limited: libraries stage.sh already copied are not repeated)
+        [[ -f .devbin/lib/$(basename "$lib") ]] || cp -L "$lib" "$dest/lib/"
+      done
+tokenizer=""
+for candidate in build/{cuda,dev,release}/tokenizer/deepseek_v4/tokenizer.json; do
+  if [[ -f $candidate ]]; then tokenizer=$candidate && break; fi
+done
 [[ -n $tokenizer ]] || { echo "stage_e2e: no generated tokenizer.json; build the dsv4 target first" >&2; exit 1; }
 xz -T2 -c "$tokenizer" >"$dest/tokenizer.json.xz"
 du -sh .devbin "$dest"
