@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 dest=.devbin/e2e
 rm -rf "$dest" && mkdir -p "$dest/lib"
-xz -T2 -6 -c "$(command -v node)" >"$dest/node.xz"
+cp "$(command -v node)" "$dest/node" && strip "$dest/node"  # symbols off and xz -9: the carry is size-limited
+xz -T2 -9 "$dest/node"
 tar cJf "$dest/node_modules.tar.xz" -C tests/node node_modules/openai
 cp "$(command -v curl)" "$dest/"
 ldd "$(command -v curl)" | awk '/=> \// {print $3}' | grep -vE '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' \
