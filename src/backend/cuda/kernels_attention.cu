@@ -90,15 +90,50 @@ __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     }
 }
 
+// The element of a row held by lane `lane` in register r. Generic rows: lane + 32 r (consecutive lanes read
+// consecutive elements). fp8 rows in quads: each lane holds 4 consecutive elements of every 128-element chunk, so one
+// 32-bit load brings its 4 codes and one scale byte covers them.
+template <bool kQuad>
+__device__ __forceinline__ int lane_elem(int lane, int r) {
+    if constexpr (kQuad) {
+        return (r / 4) * 128 + lane * 4 + (r % 4);
+    } else {
+        return lane + 32 * r;
+    }
+}
+
+// Elements [i, i + 4) of an fp8_ds_mla row, i a multiple of 4, decoded exactly as row_elem does (e4m3 -> half is
+// exact, so the hardware conversion gives the same values). Needs the layout that quad_rows_ok() checks.
+__device__ __forceinline__ void fp8_row_quad(const uint8_t* row, int i, const RowFormatDev& f, float out[4]) {
+    const int nope = f.dim - f.rope_dim;
+    if (i >= nope) {
+        const uint2 bits = *reinterpret_cast<const uint2*>(row + nope + 2 * (i - nope));
+        out[0] = bf16_bits_to_float(static_cast<uint16_t>(bits.x & 0xffffu));
+        out[1] = bf16_bits_to_float(static_cast<uint16_t>(bits.x >> 16));
+        out[2] = bf16_bits_to_float(static_cast<uint16_t>(bits.y & 0xffffu));
+        out[3] = bf16_bits_to_float(static_cast<uint16_t>(bits.y >> 16));
+        return;
+    }
+    const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + i);
+    const float scale = decode_ue8m0(row[nope + 2 * f.rope_dim + i / kRowFp8Block]);
+    const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
+    const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes >> 16), __NV_E4M3);
+    out[0] = __half2float(__half(__half_raw{lo.x})) * scale;
+    out[1] = __half2float(__half(__half_raw{lo.y})) * scale;
+    out[2] = __half2float(__half(__half_raw{hi.x})) * scale;
+    out[3] = __half2float(__half(__half_raw{hi.y})) * scale;
+}
+
 // Split-K decode/prefill attention for exact and fast numerics (online softmax per split, merged by
 // attention_combine_kernel). Grid: (token, head group of kHeadsPerBlock, key split of kKeysPerSplit). All heads share
 // the single K=V head (MQA), so the warps of a block read the same rows (L1 serves the repeats).
 constexpr int kHeadsPerBlock = 8;
 constexpr int kKeysPerSplit = 64;
 
-template <int D>
+template <int D, bool kQuad>
 __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, int keys_per_split, float* part_acc,
                                        float* part_ml) {
+    static_assert(!kQuad || (D == kRowFp8 && kMaxPerLane % 4 == 0), "quads: fp8 rows only");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int t = blockIdx.x;
     const int h = blockIdx.y * kHeadsPerBlock + warp;
@@ -113,7 +148,7 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
     float qr[kMaxPerLane];
 #pragma unroll
     for (int r = 0; r < kMaxPerLane; ++r) {
-        const int i = lane + 32 * r;
+        const int i = lane_elem<kQuad>(lane, r);
         qr[r] = i < a.dim ? q[i] : 0.0f;
     }
     float mx = -INFINITY, l = 0.0f;
@@ -123,13 +158,26 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
         const uint8_t* k = key_row(m, a, t, j, n_window);
         if (k == nullptr) continue;
         float kr[kMaxPerLane];
+        if constexpr (kQuad) {
+#pragma unroll
+            for (int r = 0; r < kMaxPerLane; r += 4) {
+                const int i = lane_elem<kQuad>(lane, r);
+                if (i < a.dim) {
+                    fp8_row_quad(k, i, a.format, kr + r);
+                } else {
+                    kr[r] = kr[r + 1] = kr[r + 2] = kr[r + 3] = 0.0f;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int r = 0; r < kMaxPerLane; ++r) {
+                const int i = lane_elem<kQuad>(lane, r);
+                kr[r] = i < a.dim ? row_elem<D>(k, i, a.format) : 0.0f;
+            }
+        }
         float dot = 0.0f;
 #pragma unroll
-        for (int r = 0; r < kMaxPerLane; ++r) {
-            const int i = lane + 32 * r;
-            kr[r] = i < a.dim ? row_elem<D>(k, i, a.format) : 0.0f;
-            dot += qr[r] * kr[r];
-        }
+        for (int r = 0; r < kMaxPerLane; ++r) dot += qr[r] * kr[r];
         const float s = warp_sum(dot) * a.scale;
         const float m_new = fmaxf(mx, s);
         const float correction = expf(mx - m_new);  // 0 on the first key (mx = -inf)
@@ -142,7 +190,7 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
     const int64_t part = th * splits + split;
 #pragma unroll
     for (int r = 0; r < kMaxPerLane; ++r) {
-        const int i = lane + 32 * r;
+        const int i = lane_elem<kQuad>(lane, r);
         if (i < a.dim) part_acc[part * a.dim + i] = acc[r];
     }
     if (lane == 0) {
@@ -301,6 +349,14 @@ int attention_splits(int64_t n_tokens, int heads, int max_keys) {
     return (max_keys + per - 1) / per;
 }
 
+// fp8 K=V rows can be read in quads (fp8_row_quad) when every 4-element group lies inside one part of the row and
+// the loads are aligned: chunks of 128 cover the row, the bf16 tail starts on a multiple of 4 and rows are 8-byte
+// multiples (the stores are 256-byte aligned allocations).
+static bool quad_rows_ok(const RowFormatDev& f) {
+    return !f.index_key && f.dim % 128 == 0 && f.dim <= kMaxAttentionDim && (f.dim - f.rope_dim) % 4 == 0 &&
+           f.bytes % 8 == 0;
+}
+
 void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                             float* part_ml) {
     const int64_t rows = static_cast<int64_t>(m.n_tokens) * a.heads;
@@ -310,13 +366,21 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
     const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(a.heads, kHeadsPerBlock), static_cast<unsigned>(splits));
     switch (a.format.dtype) {
         case kRowBf16:
-            attention_split_kernel<kRowBf16><<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            attention_split_kernel<kRowBf16, false>
+                <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
             break;
         case kRowFp8:
-            attention_split_kernel<kRowFp8><<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            if (quad_rows_ok(a.format)) {
+                attention_split_kernel<kRowFp8, true>
+                    <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            } else {
+                attention_split_kernel<kRowFp8, false>
+                    <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            }
             break;
         default:
-            attention_split_kernel<kRowF32><<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            attention_split_kernel<kRowF32, false>
+                <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
             break;
     }
     attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
