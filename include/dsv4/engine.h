@@ -37,6 +37,12 @@ struct EngineConfig {
     bool enable_prefix_caching = true;
     int num_prefix_snapshots = -1;            // boundary snapshots kept for prefix caching (-1 = auto: 2 per slot)
     uint64_t seed = 0;                        // seed of the engine's unseeded-request seeds (0 = random)
+
+    // Benchmarks without a checkpoint: random weights made in device memory, in the checkpoint's formats, for a
+    // built-in full-size configuration ("flash", "flash-0731", "flash-160": model/flash_preset.h) instead of
+    // model_dir's config.json and safetensors. model_dir still provides the tokenizer and the chat template.
+    std::string synthetic_preset;
+    int synthetic_layers = 0;  // > 0: the preset truncated to this depth
 };
 
 enum class FinishReason : uint8_t {

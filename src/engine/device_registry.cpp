@@ -40,9 +40,9 @@ DeviceBackend cpu_device() {
 }
 
 #ifdef DSV4_WITH_CUDA
-// Bytes of the checkpoint's tensors for the model in `dir` (what the GPU will hold as weights).
-int64_t weight_bytes(const std::string& dir) {
-    const ModelConfig c = load_model_config(std::filesystem::path(dir) / "config.json");
+// Bytes of the checkpoint's tensors for the engine's model (what the GPU will hold as weights).
+int64_t weight_bytes(const EngineConfig& config) {
+    const ModelConfig c = engine_model_config(config);
     int64_t bytes = 0;
     for (const TensorSpec& s : expected_tensors(c)) {
         int64_t n = 1;
@@ -61,7 +61,7 @@ DeviceBackend cuda_device() {
         size_t free_bytes = 0, total_bytes = 0;
         if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return fixed_bytes + kGiB;
         const auto usable = static_cast<int64_t>(c.gpu_memory_utilization * static_cast<double>(total_bytes)) -
-                            weight_bytes(c.model_dir) - 7 * kGiB;
+                            weight_bytes(c) - 7 * kGiB;
         return std::max(fixed_bytes + kGiB / 16, usable);
     };
     return d;

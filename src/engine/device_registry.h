@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "dsv4/engine.h"
 #include "kv/state_layout.h"
+#include "model/model_config.h"
 
 namespace dsv4 {
 
@@ -31,6 +32,10 @@ struct DeviceBackend {
 // reference and fast numerics (the reference's own roundings are exactly what fp8_ds_mla stores). Anything else is
 // a dsv4::Error naming the accepted values.
 StateDtype engine_state_dtype(const EngineConfig& config);
+
+// The model the engine will run: model_dir's config.json, or the synthetic preset's (EngineConfig::synthetic_preset).
+// Throws dsv4::Error for a missing directory or an unknown preset.
+ModelConfig engine_model_config(const EngineConfig& config);
 
 void register_device_backend(const std::string& device, DeviceBackend backend);
 // Throws dsv4::Error listing the known devices when `device` is not one of them.

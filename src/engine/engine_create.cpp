@@ -6,6 +6,7 @@
 #include "engine/device_registry.h"
 #include "engine/engine_core.h"
 #include "kv/state_layout.h"
+#include "model/flash_preset.h"
 #include "model/model_config.h"
 
 namespace dsv4 {
@@ -14,6 +15,7 @@ namespace {
 // Positions a slot can be rewound without recompute (speculative decoding); also how far past a block boundary a
 // step may end and still save that boundary's prefix-cache snapshot.
 constexpr int kRewindCapacity = 16;
+constexpr uint64_t kSyntheticSeed = 1;  // synthetic weights: the same model on every run
 
 void check_config(const EngineConfig& c) {
     DSV4_CHECK(c.max_num_seqs > 0, "max_num_seqs must be positive, got {}", c.max_num_seqs);
@@ -37,12 +39,22 @@ std::string model_name(const std::string& dir) {
 
 }  // namespace
 
+ModelConfig engine_model_config(const EngineConfig& config) {
+    if (!config.synthetic_preset.empty()) {
+        DSV4_CHECK(config.synthetic_layers >= 0, "synthetic_layers must be >= 0, got {}", config.synthetic_layers);
+        return flash_preset_config(config.synthetic_preset, config.synthetic_layers);
+    }
+    const std::filesystem::path dir(config.model_dir);
+    DSV4_CHECK(std::filesystem::is_directory(dir), "model directory '{}' does not exist", config.model_dir);
+    return load_model_config(dir / "config.json");
+}
+
 std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     check_config(config);
     const DeviceBackend& device = find_device_backend(config.device);
     const std::filesystem::path dir(config.model_dir);
-    DSV4_CHECK(std::filesystem::is_directory(dir), "model directory '{}' does not exist", config.model_dir);
-    const ModelConfig model_config = load_model_config(dir / "config.json");
+    const bool synthetic = !config.synthetic_preset.empty();
+    const ModelConfig model_config = engine_model_config(config);
     DSV4_CHECK(config.max_model_len <= model_config.max_position_embeddings,
                "max_model_len {} exceeds the model's "
                "max_position_embeddings {}",
@@ -69,7 +81,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.config = config;
     parts.config.max_model_len = static_cast<int>(std::min<int64_t>(max_model_len, INT32_MAX));
     parts.backend = device.create(config);
-    parts.model = load_model(dir, *parts.backend, plan.state);
+    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed)
+                            : load_model(dir, *parts.backend, plan.state);
     parts.kv.max_slots = plan.state.max_slots;
     parts.kv.num_blocks = plan.state.num_blocks;
     parts.kv.block_tokens = plan.state.block_tokens;

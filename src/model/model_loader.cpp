@@ -1,6 +1,7 @@
 #include "model/model_loader.h"
 
 #include "core/error.h"
+#include "model/synthetic_weights.h"
 #include "model/weight_binding.h"
 #include "model/weights_loader.h"
 
@@ -10,11 +11,21 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
     DSV4_CHECK(std::filesystem::is_directory(dir), "model directory {} does not exist", dir.string());
     ModelConfig config = load_model_config(dir / "config.json");
     auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr});
-    BoundWeights bound = bind_weights(config, loaded->checkpoint);  // every problem reported at once
+    BoundWeights bound = bind_weights(config, *loaded->checkpoint);  // every problem reported at once
     // Weights first: the state is then sized against the memory that is really left.
     ModelWeights weights = load_model_weights(config, bound, backend);
     backend.create_state(config, state);
     loaded->model = std::make_unique<DeepseekV4>(std::move(config), std::move(weights), backend);
+    return loaded;
+}
+
+std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend,
+                                                  const StateConfig& state, uint64_t seed) {
+    ModelWeights weights = make_synthetic_weights(config, backend, seed);
+    backend.synchronize();
+    backend.create_state(config, state);  // after the weights, as in load_model
+    auto loaded = std::make_unique<LoadedModel>();
+    loaded->model = std::make_unique<DeepseekV4>(config, std::move(weights), backend);
     return loaded;
 }
 

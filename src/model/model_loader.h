@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "backend/backend.h"
 #include "loader/checkpoint.h"
@@ -12,10 +13,14 @@
 namespace dsv4 {
 
 struct LoadedModel {
-    Checkpoint checkpoint;  // must outlive the model: CPU weights point into its mapping
+    std::optional<Checkpoint> checkpoint;  // must outlive the model: CPU weights point into its mapping
     std::unique_ptr<DeepseekV4> model;
 };
 
 std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backend& backend, const StateConfig& state);
+
+// A model with random weights made directly on the backend (model/synthetic_weights.h): no checkpoint.
+std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend,
+                                                  const StateConfig& state, uint64_t seed);
 
 }  // namespace dsv4

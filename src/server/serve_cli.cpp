@@ -69,6 +69,12 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
     app.add_option("--block-size", e.block_tokens, "Positions per state block")->check(CLI::Range(1, 1 << 20));
     app.add_flag("--no-enable-prefix-caching", v.no_prefix_caching, "Disable prefix caching");
     app.add_option("--seed", e.seed, "Seed of the seeds of unseeded requests (0 = random)");
+    app.add_option("--synthetic-weights", e.synthetic_preset,
+                   "Benchmarks: serve random weights made on the device for a full-size preset (flash, flash-0731, "
+                   "flash-160) instead of the model directory's weights (its tokenizer is still used)")
+        ->check(CLI::IsMember({"flash", "flash-0731", "flash-160"}));
+    app.add_option("--synthetic-layers", e.synthetic_layers, "With --synthetic-weights: keep only the first N layers")
+        ->check(CLI::Range(0, 1 << 10));
 }
 
 }  // namespace
@@ -83,7 +89,11 @@ ServeOptions finalize_serve_options(ServeCliValues& values) {
     options.engine.model_dir = resolve_model_dir(values.model);
     options.engine.enable_prefix_caching = !values.no_prefix_caching;
     ServerConfig& server = options.server;
-    if (server.served_model_name.empty()) server.served_model_name = default_served_name(options.engine.model_dir);
+    if (server.served_model_name.empty()) {
+        server.served_model_name = options.engine.synthetic_preset.empty()
+                                       ? default_served_name(options.engine.model_dir)
+                                       : "synthetic-" + options.engine.synthetic_preset;
+    }
     server.default_thinking = values.default_thinking == "on" ? ThinkingMode::kThinking : ThinkingMode::kChat;
     server.template_revision = resolve_template_revision(options.template_revision, options.engine.model_dir);
     if (server.max_in_flight <= 0) server.max_in_flight = 2 * options.engine.max_num_seqs + 64;

@@ -89,7 +89,10 @@ LoadedModel load_model(const ServeOptions& options, const EngineFactory& create_
     LoadedModel loaded;
     auto tokenizer = load_tokenizer(options);
     const EngineConfig& config = options.engine;
-    log_line("loading model %s (device %s, numerics %s) ...", config.model_dir.c_str(), config.device.c_str(),
+    const std::string source = config.synthetic_preset.empty()
+                                   ? config.model_dir
+                                   : "synthetic " + config.synthetic_preset + " (random weights made on the device)";
+    log_line("loading model %s (device %s, numerics %s) ...", source.c_str(), config.device.c_str(),
              config.numerics.c_str());
     const auto start = Clock::now();
     {
