@@ -9,7 +9,7 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
 jobs=${DSV4_JOBS:-$(nproc)}
 stage() { echo "== $* ($(date -u +%H:%M:%S), ${SECONDS}s elapsed)"; }
-fuzz_seconds=${DSV4_FUZZ_SECONDS:-30}
+fuzz_seconds=${DSV4_FUZZ_SECONDS:-20}
 
 scripts/install-deps.sh
 

@@ -21,6 +21,8 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--output-len", o->output_len, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
         app.add_flag("!--no-ignore-eos", o->ignore_eos, "Let requests stop at EOS");
         app.add_option("--temperature", o->temperature, "Sampling temperature");
+        app.add_option("--top-p", o->top_p, "Nucleus sampling mass (the seeds' protocol: 0.95)")
+            ->check(CLI::Range(0.0, 1.0));
         app.add_option("--seed", o->seed, "Prompt generator seed");
         app.add_option("--percentiles", o->percentiles, "Percentiles to report, e.g. 50,90,99")->delimiter(',');
         app.add_option("--json", o->json_out, "Also write the results to this JSON file");

@@ -24,6 +24,7 @@ struct ServeBenchOptions {
     int output_len = 128;
     bool ignore_eos = true;  // every request generates output_len tokens
     double temperature = 0.0;
+    double top_p = 1.0;
     uint64_t seed = 0;  // prompt generator seed
     std::vector<double> percentiles = {50, 90, 99};
     std::string json_out;  // also write the results as JSON here

@@ -11,4 +11,8 @@ for bin in build/cuda/tests/ops/cuda/ops_cuda build/cuda/tests/golden/cuda/golde
     ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'libfmt|libonig|libcrypto|libssl|libgomp|libxxhash|libcpp-httplib|libbrotli|libz\.|libcudart' \
         | xargs -r -I{} cp -L {} .devbin/lib/
 done
+# The V4 tokenizer for the serving benchmark (tools/device/serve_bench.sh), from whichever build generated it.
+for tokenizer in build/{cuda,dev,release}/tokenizer/deepseek_v4/tokenizer.json; do
+    if [[ -f $tokenizer ]]; then xz -T2 -c "$tokenizer" >.devbin/tokenizer.json.xz && break; fi
+done
 du -sh .devbin

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Serving benchmark on the device machine: `dsv4 serve --synthetic-weights PRESET --device cuda` (a full-size model
+# made in GPU memory; the bundled model directory provides the tokenizer and chat template) loaded by
+# `dsv4 bench serve` with the seeds' protocol: distinct ~400-word chat prompts, streaming, temperature 1.0, top_p 0.95;
+# C1/C2/C4/C8 with 512 output tokens, C64 with 256. One round of requests per level (device time is scarce).
+# Needs tools/device/stage.sh (binaries and tokenizer.json.xz in .devbin/). Results: $OUT/serve_*.json.
+#   tools/device/serve_bench.sh [PRESET=flash-160] [LEVELS="1 2 4 8 64"]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+preset=${1:-flash-160}
+levels=${2:-"1 2 4 8 64"}
+OUT=${OUT:-/tmp/out}
+work=${SERVE_BENCH_WORK:-/tmp/dsv4-serve-bench}
+rm -rf "$work" && mkdir -p "$work" "$OUT"
+xz -dc .devbin/tokenizer.json.xz >"$work/tokenizer.json"
+.devbin/dsv4 make-model --preset bundled --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
+
+# SERVE_BENCH_MODEL overrides the model flags (e.g. "--device cpu" to try this script on the bundled model here).
+# shellcheck disable=SC2086
+.devbin/dsv4 serve --model "$work/bundled" ${SERVE_BENCH_MODEL:---synthetic-weights $preset --device cuda --numerics fast} \
+  --port 0 --max-num-seqs 64 --quiet >"$OUT/serve_server.log" 2>&1 &
+server=$!
+trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+port=""
+for _ in $(seq 1 600); do
+  port=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$OUT/serve_server.log" | head -n 1)
+  if [[ -n $port ]] && python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/health')" \
+       2>/dev/null; then
+    break
+  fi
+  kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -20 "$OUT/serve_server.log"; exit 1; }
+  sleep 0.5
+done
+echo "server ready on port $port"
+
+for c in $levels; do
+  output_len=512
+  [[ $c -ge 64 ]] && output_len=256
+  prompts=$((c < 2 ? 2 : c))
+  .devbin/dsv4 bench serve --port "$port" --endpoint chat --input-len "${INPUT_LEN:-400}" \
+    --output-len "${OUTPUT_LEN:-$output_len}" \
+    --concurrency "$c" --num-prompts "$prompts" --temperature 1.0 --top-p 0.95 --json "$OUT/serve_c$c.json"
+done
+
+if [[ ${QUEUED_TTFT:-0} == 1 ]]; then
+  python3 tools/bench/queued_ttft.py --port "$port" --long-tokens "${LONG_TOKENS:-52000}" --json "$OUT/queued_ttft.json"
+fi
