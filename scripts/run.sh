@@ -32,12 +32,5 @@ if [[ ! -f $bundled/tokenizer.json ]]; then
   fi
 fi
 
-# The main job: `dsv4 serve` on the bundled model once that command exists in this build; until then the best
-# available demo. SWITCH-TO-SERVE (when serve has landed, this single line can replace everything below it):
-# exec "$dsv4" serve --model "$bundled" "$@"
-commands=$("$dsv4" --help)
-has_command() { grep -qE "^  $1 " <<<"$commands"; }
-if has_command serve; then exec "$dsv4" serve --model "$bundled" "$@"; fi
-if has_command generate; then exec "$dsv4" generate --model "$bundled" --prompt "Hello from dsv4" -n 16; fi
-echo "run: 'dsv4 serve' is not in this build yet; showing the bundled model instead"
-exec "$dsv4" inspect --model "$bundled"
+# The main job: the OpenAI-compatible server on the bundled model (http://127.0.0.1:8000/v1 unless --port says).
+exec "$dsv4" serve --model "$bundled" "$@"
