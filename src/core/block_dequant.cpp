@@ -104,6 +104,21 @@ void multi_dot_by_chunks(DecodeChunk decode, const float* x, int64_t x_stride, i
     }
 }
 
+// multi_dot_by_chunks for one vector (decode steps), trying `fused(begin, end, out)` per chunk first: a kernel that
+// decodes in registers with the same arithmetic, so the result stays bit-identical to the batched path.
+template <typename FusedChunk, typename DecodeChunk>
+void single_dot_by_chunks(FusedChunk fused, DecodeChunk decode, const float* x, int64_t k, float* out) {
+    out[0] = 0.0f;
+    alignas(64) float buffer[kChunk];
+    const simd::RowKernels& kernels = active();
+    for (int64_t begin = 0; begin < k; begin += kChunk) {
+        const int64_t end = std::min(k, begin + kChunk);
+        if (fused(begin, end, out)) continue;
+        decode(begin, end, buffer);
+        kernels.dot_f32_multi_add(buffer, x + begin, 0, end - begin, 1, out);
+    }
+}
+
 }  // namespace
 
 std::string_view simd_isa_name(SimdIsa isa) {
@@ -170,6 +185,18 @@ void dot_f32_multi(const float* w, const float* x, int64_t x_stride, int64_t k, 
 void dot_bf16_row_multi(const uint16_t* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out) {
     check_multi("dot_bf16_row_multi", k, n_vec, x_stride);
     const simd::RowKernels& kernels = active();
+    if (n_vec == 1 && kernels.dot_bf16_add_one != nullptr) {
+        single_dot_by_chunks(
+            [&](int64_t begin, int64_t end, float* acc) {
+                kernels.dot_bf16_add_one(w + begin, x + begin, end - begin, acc);
+                return true;
+            },
+            [&](int64_t begin, int64_t end, float* buffer) {
+                kernels.bf16_to_f32(w + begin, buffer, static_cast<size_t>(end - begin));
+            },
+            x, k, out);
+        return;
+    }
     multi_dot_by_chunks([&](int64_t begin, int64_t end, float* buffer) {
         kernels.bf16_to_f32(w + begin, buffer, static_cast<size_t>(end - begin));
     }, x, x_stride, k, n_vec, out);
@@ -180,9 +207,17 @@ void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int bl
     check_row("dot_fp8_row_multi", k, block_k);
     check_multi("dot_fp8_row_multi", k, n_vec, x_stride);
     const simd::RowKernels& kernels = active();
-    multi_dot_by_chunks([&](int64_t begin, int64_t end, float* buffer) {
+    auto decode = [&](int64_t begin, int64_t end, float* buffer) {
         kernels.dequant_fp8_range(codes, ue8m0_scales, block_k, begin, end, buffer);
-    }, x, x_stride, k, n_vec, out);
+    };
+    if (n_vec == 1 && kernels.dot_fp8_add_one != nullptr) {
+        auto fused = [&](int64_t begin, int64_t end, float* acc) {
+            return kernels.dot_fp8_add_one(codes, ue8m0_scales, block_k, begin, end, x + begin, acc);
+        };
+        single_dot_by_chunks(fused, decode, x, k, out);
+        return;
+    }
+    multi_dot_by_chunks(decode, x, x_stride, k, n_vec, out);
 }
 
 void dot_fp4_row_multi(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_k, const float* x,
@@ -190,9 +225,17 @@ void dot_fp4_row_multi(const uint8_t* packed, const uint8_t* ue8m0_scales, int b
     check_fp4_row("dot_fp4_row_multi", k, block_k);
     check_multi("dot_fp4_row_multi", k, n_vec, x_stride);
     const simd::RowKernels& kernels = active();
-    multi_dot_by_chunks([&](int64_t begin, int64_t end, float* buffer) {
+    auto decode = [&](int64_t begin, int64_t end, float* buffer) {
         kernels.dequant_fp4_range(packed, ue8m0_scales, block_k, begin, end, buffer);
-    }, x, x_stride, k, n_vec, out);
+    };
+    if (n_vec == 1 && kernels.dot_fp4_add_one != nullptr) {
+        auto fused = [&](int64_t begin, int64_t end, float* acc) {
+            return kernels.dot_fp4_add_one(packed, ue8m0_scales, block_k, begin, end, x + begin, acc);
+        };
+        single_dot_by_chunks(fused, decode, x, k, out);
+        return;
+    }
+    multi_dot_by_chunks(decode, x, x_stride, k, n_vec, out);
 }
 
 }  // namespace dsv4

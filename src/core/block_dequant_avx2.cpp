@@ -243,7 +243,7 @@ const RowKernels* avx2_kernels() {
     static const RowKernels kernels{
         bf16_to_f32_avx2,       f32_to_bf16_avx2, fp8_to_f32_avx2, dequant_fp8_range_avx2,
         dequant_fp4_range_avx2, dot_f32_avx2,     dot_bf16_avx2,   dot_fp8_avx2,
-        dot_fp4_avx2,           dot_f32_multi_add_avx2,
+        dot_fp4_avx2,           dot_f32_multi_add_avx2, nullptr, nullptr, nullptr,
     };
     return &kernels;
 }

@@ -247,6 +247,11 @@ DSV4_AVX512 float dot_fp4_avx512(const uint8_t* packed, const uint8_t* scales, i
 // kVecs activation vectors per pass so that each load of w feeds kVecs FMAs. Every vector gets the same arithmetic
 // (one 16-lane accumulator with a masked tail) whatever kVecs is, so out[v] does not depend on n_vec or on v:
 // a row's result is the same alone or in any batch (the engine's batch invariance rests on this).
+// Lanes of the 16-element group that starts `remaining` elements before the end.
+DSV4_AVX512 inline __mmask16 group_mask(int64_t remaining) {
+    return remaining >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(remaining);
+}
+
 template <int kVecs>
 DSV4_AVX512 inline void dot_f32_group_avx512(const float* w, const float* x, int64_t x_stride, int64_t k,
                                              float* out) {
@@ -257,7 +262,7 @@ DSV4_AVX512 inline void dot_f32_group_avx512(const float* w, const float* x, int
         acc[u] = _mm512_setzero_ps();
     }
     for (int64_t j = 0; j < k; j += 16) {
-        const __mmask16 m = k - j >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(k - j);
+        const __mmask16 m = group_mask(k - j);
         const __m512 wv = _mm512_maskz_loadu_ps(m, w + j);
         for (int u = 0; u < kVecs; ++u) acc[u] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, xs[u] + j), acc[u]);
     }
@@ -271,13 +276,68 @@ DSV4_AVX512 void dot_f32_multi_add_avx512(const float* w, const float* x, int64_
     for (; v < n_vec; ++v) dot_f32_group_avx512<1>(w, x + v * x_stride, x_stride, k, out + v);
 }
 
+// dot_f32_group_avx512<1> over a bf16 row decoded in registers: the same masked loads (decoded lanes past the end
+// are +0, as the buffer's masked loads are), FMAs and reduction, so the sum is bit-identical to decoding the row into
+// a buffer first and calling dot_f32_multi_add.
+DSV4_AVX512 void dot_bf16_add_one_avx512(const uint16_t* w, const float* x, int64_t k, float* out) {
+    __m512 acc = _mm512_setzero_ps();  // one FMA chain, as dot_f32_group_avx512 keeps per vector
+    for (int64_t j = 0; j < k; j += 16) {
+        const __mmask16 m = group_mask(k - j);
+        const __m512 wv = decode16_bf16(_mm256_maskz_loadu_epi16(m, w + j));
+        acc = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + j), acc);
+    }
+    *out += _mm512_reduce_add_ps(acc);
+}
+
+// dequant_fp8_range_avx512 then dot_f32_group_avx512<1>, fused: each 16-element group is decoded exactly as the
+// range decoder decodes it (whole groups stay inside one scale block when block_k is a multiple of 16).
+DSV4_AVX512 bool dot_fp8_add_one_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin,
+                                        int64_t end, const float* x, float* out) {
+    if (block_k % 16 != 0 || begin % block_k != 0) return false;
+    __m512 acc = _mm512_setzero_ps();  // one FMA chain, as dot_f32_group_avx512 keeps per vector
+    __m512 f = _mm512_setzero_ps();
+    for (int64_t j = begin; j < end; j += 16) {
+        if ((j - begin) % block_k == 0) {
+            float factor = 0.0f;
+            if (!e4m3_block_factor(scales[j / block_k], 8, &factor)) return false;
+            f = _mm512_set1_ps(factor);
+        }
+        const __mmask16 m = group_mask(end - j);
+        const __m512 wv = decode16_e4m3(_mm_maskz_loadu_epi8(m, codes + j), f, false);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + (j - begin));
+        acc = _mm512_fmadd_ps(_mm512_maskz_mov_ps(m, wv), xv, acc);
+    }
+    *out += _mm512_reduce_add_ps(acc);
+    return true;
+}
+
+// The same for FP4 (dequant_fp4_range_avx512's table decode).
+DSV4_AVX512 bool dot_fp4_add_one_avx512(const uint8_t* packed, const uint8_t* scales, int block_k, int64_t begin,
+                                        int64_t end, const float* x, float* out) {
+    if (block_k % 16 != 0 || begin % block_k != 0 || (end - begin) % 2 != 0) return false;
+    __m512 acc = _mm512_setzero_ps();  // one FMA chain, as dot_f32_group_avx512 keeps per vector
+    __m512 table = _mm512_setzero_ps();
+    for (int64_t j = begin; j < end; j += 16) {
+        if ((j - begin) % block_k == 0) table = e2m1_table_scaled(scales[j / block_k]);
+        const int64_t count = std::min<int64_t>(16, end - j);
+        const __mmask16 m = count == 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(count);
+        const __m128i bytes = _mm_maskz_loadu_epi8(tail_mask(count / 2), packed + j / 2);
+        const __m512 wv = decode16_e2m1(bytes, table);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + (j - begin));
+        acc = _mm512_fmadd_ps(_mm512_maskz_mov_ps(m, wv), xv, acc);
+    }
+    *out += _mm512_reduce_add_ps(acc);
+    return true;
+}
+
 }  // namespace
 
 const RowKernels* avx512_kernels() {
     static const RowKernels kernels{
         bf16_to_f32_avx512,       f32_to_bf16_avx512, fp8_to_f32_avx512, dequant_fp8_range_avx512,
         dequant_fp4_range_avx512, dot_f32_avx512,     dot_bf16_avx512,   dot_fp8_avx512,
-        dot_fp4_avx512,           dot_f32_multi_add_avx512,
+        dot_fp4_avx512,           dot_f32_multi_add_avx512, dot_bf16_add_one_avx512,
+        dot_fp8_add_one_avx512,   dot_fp4_add_one_avx512,
     };
     return &kernels;
 }

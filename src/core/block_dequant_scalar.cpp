@@ -95,7 +95,7 @@ const RowKernels& scalar_kernels() {
     static const RowKernels kernels{
         bf16_to_f32_scalar,       f32_to_bf16_scalar, fp8_to_f32_scalar, scalar_dequant_fp8_range,
         scalar_dequant_fp4_range, dot_f32_scalar,     dot_bf16_scalar,   dot_fp8_scalar,
-        dot_fp4_scalar,           dot_f32_multi_add_scalar,
+        dot_fp4_scalar,           dot_f32_multi_add_scalar, nullptr, nullptr, nullptr,
     };
     return kernels;
 }

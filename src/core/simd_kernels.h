@@ -27,6 +27,17 @@ struct RowKernels {
     float (*dot_fp4)(const uint8_t* packed, const uint8_t* scales, int block_k, const float* x, int64_t k);
     // out[v] += dot(w, x + v * x_stride) for v < n_vec.
     void (*dot_f32_multi_add)(const float* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out);
+    // *out += dot(bf16 w, x) with exactly dot_f32_multi_add's arithmetic for one vector, the row decoded in registers
+    // instead of through a buffer (bf16 -> f32 is exact): the single-vector fast path of dot_bf16_row_multi, which
+    // must stay bit-identical to the batched path. Null where an ISA does not provide it.
+    void (*dot_bf16_add_one)(const uint16_t* w, const float* x, int64_t k, float* out);
+    // The same for elements [begin, end) of a block-scaled FP8 / FP4 row against x (x[0] pairs with element begin;
+    // begin a multiple of block_k). Returns false, adding nothing, where a block needs the scalar decoder or the
+    // blocks do not split into whole 16-element groups; the caller then decodes into a buffer.
+    bool (*dot_fp8_add_one)(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
+                            const float* x, float* out);
+    bool (*dot_fp4_add_one)(const uint8_t* packed, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
+                            const float* x, float* out);
 };
 
 const RowKernels& scalar_kernels();
