@@ -202,17 +202,24 @@ void dot_bf16_row_multi(const uint16_t* w, const float* x, int64_t x_stride, int
     }, x, x_stride, k, n_vec, out);
 }
 
-void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x,
-                       int64_t x_stride, int64_t k, int n_vec, float* out) {
-    check_row("dot_fp8_row_multi", k, block_k);
-    check_multi("dot_fp8_row_multi", k, n_vec, x_stride);
-    const simd::RowKernels& kernels = active();
+namespace {
+
+using BlockRangeDecode = void (*)(const uint8_t* data, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
+                                  float* out);
+using BlockRangeDot = bool (*)(const uint8_t* data, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
+                               const float* x, float* out);
+
+// The FP8 / FP4 row dots: one vector through the ISA's fused kernel where it has one, else (and for batches) the
+// chunk buffer; both give the same bits.
+void block_scaled_row_multi(BlockRangeDecode decode_range, BlockRangeDot fused_range, const uint8_t* data,
+                            const uint8_t* scales, int block_k, const float* x, int64_t x_stride, int64_t k, int n_vec,
+                            float* out) {
     auto decode = [&](int64_t begin, int64_t end, float* buffer) {
-        kernels.dequant_fp8_range(codes, ue8m0_scales, block_k, begin, end, buffer);
+        decode_range(data, scales, block_k, begin, end, buffer);
     };
-    if (n_vec == 1 && kernels.dot_fp8_add_one != nullptr) {
+    if (n_vec == 1 && fused_range != nullptr) {
         auto fused = [&](int64_t begin, int64_t end, float* acc) {
-            return kernels.dot_fp8_add_one(codes, ue8m0_scales, block_k, begin, end, x + begin, acc);
+            return fused_range(data, scales, block_k, begin, end, x + begin, acc);
         };
         single_dot_by_chunks(fused, decode, x, k, out);
         return;
@@ -220,22 +227,24 @@ void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int bl
     multi_dot_by_chunks(decode, x, x_stride, k, n_vec, out);
 }
 
+}  // namespace
+
+void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x,
+                       int64_t x_stride, int64_t k, int n_vec, float* out) {
+    check_row("dot_fp8_row_multi", k, block_k);
+    check_multi("dot_fp8_row_multi", k, n_vec, x_stride);
+    const simd::RowKernels& kernels = active();
+    block_scaled_row_multi(kernels.dequant_fp8_range, kernels.dot_fp8_add_one, codes, ue8m0_scales, block_k, x,
+                           x_stride, k, n_vec, out);
+}
+
 void dot_fp4_row_multi(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_k, const float* x,
                        int64_t x_stride, int64_t k, int n_vec, float* out) {
     check_fp4_row("dot_fp4_row_multi", k, block_k);
     check_multi("dot_fp4_row_multi", k, n_vec, x_stride);
     const simd::RowKernels& kernels = active();
-    auto decode = [&](int64_t begin, int64_t end, float* buffer) {
-        kernels.dequant_fp4_range(packed, ue8m0_scales, block_k, begin, end, buffer);
-    };
-    if (n_vec == 1 && kernels.dot_fp4_add_one != nullptr) {
-        auto fused = [&](int64_t begin, int64_t end, float* acc) {
-            return kernels.dot_fp4_add_one(packed, ue8m0_scales, block_k, begin, end, x + begin, acc);
-        };
-        single_dot_by_chunks(fused, decode, x, k, out);
-        return;
-    }
-    multi_dot_by_chunks(decode, x, x_stride, k, n_vec, out);
+    block_scaled_row_multi(kernels.dequant_fp4_range, kernels.dot_fp4_add_one, packed, ue8m0_scales, block_k, x,
+                           x_stride, k, n_vec, out);
 }
 
 }  // namespace dsv4

@@ -155,7 +155,12 @@ TEST(ServerLifecycle, ClientDisconnectAbortsWithinOneStep) {
     EXPECT_LT(aborts[0].when - closed_at, kStep) << "abort must reach the engine before its next step";
     EXPECT_LE(aborts[0].generated, 3);
     EXPECT_LE(server.engine().max_steps_to_apply_abort(), 1);
-    const HttpResult metrics = get(server, "/metrics");
+    // The request's thread records its end after the engine has dropped it: poll rather than race it.
+    HttpResult metrics = get(server, "/metrics");
+    for (const auto polled = Clock::now(); Clock::now() - polled < 5s; metrics = get(server, "/metrics")) {
+        if (metrics.body.find("finished_reason=\"abort\"} 1") != std::string::npos) break;
+        std::this_thread::sleep_for(5ms);
+    }
     EXPECT_NE(metrics.body.find("dsv4:client_disconnects_total{model_name=\"dsv4-test\"} 1"), std::string::npos);
     EXPECT_NE(metrics.body.find("finished_reason=\"abort\"} 1"), std::string::npos);
 }
