@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
-#include "model/synthetic_weights.h"
+#include "model/model_loader.h"
 #include "model/tensor_spec.h"
 #ifdef DSV4_WITH_CUDA
 #include "backend/cuda/cuda_factory.h"
@@ -110,8 +110,9 @@ std::vector<int32_t> block_table(int slot, int blocks_per_slot) {
 struct Setup {
     ModelConfig config;
     std::unique_ptr<Backend> backend;
-    std::unique_ptr<DeepseekV4> model;
+    std::unique_ptr<LoadedModel> loaded;  // synthetic: no checkpoint, only the model
     int blocks_per_slot = 0;
+    DeepseekV4& model() { return *loaded->model; }
 };
 
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
@@ -126,13 +127,10 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     s.blocks_per_slot = static_cast<int>((max_context + 1024 + 255) / 256);
     state.num_blocks = s.blocks_per_slot * max_batch;
     const auto t0 = Clock::now();
-    ModelWeights weights = make_synthetic_weights(s.config, *s.backend, o.seed);
-    s.backend->synchronize();
-    s.backend->create_state(s.config, state);  // after the weights: sized against what is left
+    s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed);  // state sized after the weights
     std::fprintf(stderr, "%s\n", s.backend->memory_report().c_str());
     std::fprintf(stderr, "synthetic %s model (%d layers, %d experts) built in %.1f s\n", o.preset.c_str(),
                  s.config.num_layers, s.config.n_routed_experts, seconds_since(t0));
-    s.model = std::make_unique<DeepseekV4>(s.config, std::move(weights), *s.backend);
     return s;
 }
 
@@ -151,14 +149,14 @@ nlohmann::json decode_run(Setup& s, int batch, int64_t ctx, int steps, const Wei
         }
         return sb;
     };
-    for (int w = 0; w < 2; ++w) s.model->forward(step_batch(ctx + w));  // warm-up
+    for (int w = 0; w < 2; ++w) s.model().forward(step_batch(ctx + w));  // warm-up
     const int64_t launches0 = b.launches();
     const auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) s.model->forward(step_batch(ctx + 2 + i));
+    for (int i = 0; i < steps; ++i) s.model().forward(step_batch(ctx + 2 + i));
     const double step_s = seconds_since(t0) / steps;
     const double launches = static_cast<double>(b.launches() - launches0) / steps;
     b.set_profiling(true);
-    s.model->forward(step_batch(ctx + 2 + steps));
+    s.model().forward(step_batch(ctx + 2 + steps));
     auto regions = b.profile(true);
     b.set_profiling(false);
     const double experts_touched = s.config.n_routed_experts *
@@ -191,7 +189,7 @@ nlohmann::json prefill_run(Setup& s, int64_t prompt, int64_t chunk, const Weight
             const int64_t len = std::min(chunk, prompt - begin);
             sb.add_sequence(0, begin, std::span(tokens).subspan(begin, len), block_table(0, s.blocks_per_slot));
             sb.logit_rows.push_back(static_cast<int32_t>(len - 1));
-            s.model->forward(sb);
+            s.model().forward(sb);
         }
     };
     run();  // warm-up
