@@ -70,6 +70,10 @@ CudaBackend::CudaBackend(Numerics numerics, int device) : numerics_(numerics), d
     meta_capacity_ = size_t{1} << 22;
     DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
     if (const char* env = std::getenv("DSV4_CUDA_GRAPHS")) graphs_enabled_ = std::string(env) != "0";
+    // Tuning knobs (fast numerics): (token, expert) pairs from which routed experts run as grouped tensor-core GEMMs,
+    // activation rows from which linears do.
+    if (const char* env = std::getenv("DSV4_MIN_GROUPED_PAIRS")) min_grouped_pairs_ = std::strtoll(env, nullptr, 10);
+    if (const char* env = std::getenv("DSV4_MIN_GEMM_ROWS")) min_gemm_rows_ = std::strtoll(env, nullptr, 10);
 }
 
 CudaBackend::~CudaBackend() {

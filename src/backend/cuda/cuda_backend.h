@@ -136,7 +136,8 @@ public:
     float* scratch(size_t floats) { return static_cast<float*>(arena_.take(floats * sizeof(float))); }
     // (token, expert) pairs grouped by expert for the tensor-core expert GEMMs (device arrays in scratch).
     struct ExpertGroups {
-        int tiles = 0;
+        int max_tiles = 0;                     // grid bound; the real count is device-side
+        const int32_t* tile_count = nullptr;
         const int32_t* tile_expert = nullptr;
         const int32_t* tile_row0 = nullptr;
         const int32_t* tile_rows = nullptr;
@@ -188,6 +189,8 @@ private:
     int64_t max_position_ = 0;
     bool graphs_enabled_ = true;
     bool capturing_ = false;
+    int64_t min_grouped_pairs_ = kMinGroupedPairs;
+    int64_t min_gemm_rows_ = kMinGemmRows;
     std::map<uint64_t, cudaGraphExec_t> graphs_;
     std::map<std::tuple<double, int, bool>, float*> inv_freq_;
     std::map<std::pair<const void*, int>, const WeightRef*> expert_tables_;

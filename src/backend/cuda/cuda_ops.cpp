@@ -94,8 +94,8 @@ void CudaBackend::hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iter
 }
 
 void CudaBackend::hc_post(Tensor x, const Tensor& y, const Tensor& post, const Tensor& comb) {
-    launch_hc_post(stream_, x.f32(), y.f32(), post.f32(), comb.f32(), x.size(0), static_cast<int>(x.size(1)),
-                   x.size(2), reference());
+    launch_hc_post(stream_, x.f32(), y.f32(), post.f32(), comb.f32(), x.size(0), static_cast<int>(x.size(1)), x.size(2),
+                   reference());
     launched("hc_post");
 }
 
@@ -140,7 +140,7 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (fast() && m >= kMinGemmRows && gemm_supported(w.cols)) {
+    if (fast() && m >= min_gemm_rows_ && gemm_supported(w.cols)) {
         launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
     } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode: 16-byte weight loads
@@ -155,10 +155,17 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");
     // Token t's group g input is x[(t * groups + g) * k ...]; its output rows g * R .. of y[t].
     const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;
-    if (n <= kMaxGemvRows && aligned && gemv_supported(w.format, k, n)) {
+    const bool gemm = fast() && n >= min_gemm_rows_ && gemm_supported(k);  // tensor cores (prefill, large batches)
+    if (aligned && (gemm || (n <= kMaxGemvRows && gemv_supported(w.format, k, n)))) {
         for (int g = 0; g < groups; ++g) {
-            launch_gemv(stream_, weight_rows(w, g * per_group, per_group), x.f32() + g * k, groups * k, n,
-                        y.f32() + g * per_group, w.rows, reference());
+            const WeightRef part = weight_rows(w, g * per_group, per_group);
+            const float* xg = x.f32() + g * k;
+            float* yg = y.f32() + g * per_group;
+            if (gemm) {
+                launch_gemm_bf16(stream_, part, xg, groups * k, n, yg, w.rows, false);
+            } else {
+                launch_gemv(stream_, part, xg, groups * k, n, yg, w.rows, reference());
+            }
         }
         launched("grouped_linear", groups);
         return;
@@ -172,8 +179,12 @@ WeightRef CudaBackend::weight_rows(const WeightRef& w, int64_t row0, int64_t cou
     part.rows = count;
     const auto* base = static_cast<const uint8_t*>(w.data);
     switch (w.format) {
-        case WeightFormat::kF32: part.data = base + row0 * w.cols * 4; break;
-        case WeightFormat::kBF16: part.data = base + row0 * w.cols * 2; break;
+        case WeightFormat::kF32:
+            part.data = base + row0 * w.cols * 4;
+            break;
+        case WeightFormat::kBF16:
+            part.data = base + row0 * w.cols * 2;
+            break;
         case WeightFormat::kFp8Block:
             DSV4_CHECK(row0 % w.block_rows == 0, "weight_rows: row {} is not on a scale block boundary", row0);
             part.data = base + row0 * w.cols;
@@ -187,8 +198,8 @@ WeightRef CudaBackend::weight_rows(const WeightRef& w, int64_t row0, int64_t cou
     return part;
 }
 
-void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g,
-                           const CompressorWeights& w, const RopeParams& rope, float norm_eps) {
+void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
+                           const RopeParams& rope, float norm_eps) {
     DSV4_CHECK(w.head_dim <= kMaxCompressHeadDim && (w.overlap ? 2 : 1) * w.ratio <= kMaxCompressSlots,
                "compress: head_dim {} or ratio {} exceeds the kernel limits", w.head_dim, w.ratio);
     const LayerStateDev& ls = layers_[layer];
@@ -261,10 +272,17 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
     // Key bound of this step's queries: window + (CSA picks | HCA entries, bucketed like the indexer).
     int max_keys = model_.sliding_window;
     if (lc.compress_ratio > 0) max_keys += a.csa ? a.topk_k : static_cast<int>(indexer_entry_bucket(lc.compress_ratio));
-    const int64_t parts = q.size(0) * a.heads * attention_splits(q.size(0), a.heads, max_keys);
+    const bool mqa = fast() && mqa_attention_supported(kv_format_, a.dim);  // tensor cores
+    const int splits =
+        mqa ? mqa_attention_splits(q.size(0), a.heads, max_keys) : attention_splits(q.size(0), a.heads, max_keys);
+    const int64_t parts = q.size(0) * a.heads * splits;
     float* part_acc = scratch(static_cast<size_t>(parts * dim));
     float* part_ml = scratch(static_cast<size_t>(parts * 2));
-    launch_attention_split(stream_, meta_, a, max_keys, part_acc, part_ml);
+    if (mqa) {
+        launch_attention_mqa(stream_, meta_, a, max_keys, part_acc, part_ml);
+    } else {
+        launch_attention_split(stream_, meta_, a, max_keys, part_acc, part_ml);
+    }
     launched("attention", kv_format_.dtype == kRowF32 ? 2 : 3);
 }
 
@@ -295,47 +313,41 @@ const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {
 }
 
 CudaBackend::ExpertGroups CudaBackend::group_pairs(const Tensor& ids, int64_t pairs, int n_experts) {
+    // All on the device (count, plan, scatter), so that a decode graph can record it.
     ExpertGroups g;
-    auto* counts = reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(n_experts)));
-    launch_count_experts(stream_, ids.i32(), pairs, n_experts, counts);
-    std::vector<int32_t> host_counts(n_experts);
-    DSV4_CUDA(cudaMemcpyAsync(host_counts.data(), counts, n_experts * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                              stream_));
-    DSV4_CUDA(cudaStreamSynchronize(stream_));
-    std::vector<int32_t> offsets(n_experts), tile_expert, tile_row0, tile_rows;
     const int rows_per_tile = gemm_tile_rows();
-    int32_t total = 0;
-    for (int e = 0; e < n_experts; ++e) {
-        offsets[e] = total;
-        for (int32_t r = 0; r < host_counts[e]; r += rows_per_tile) {
-            tile_expert.push_back(e);
-            tile_row0.push_back(total + r);
-            tile_rows.push_back(std::min(rows_per_tile, host_counts[e] - r));
-        }
-        total += host_counts[e];
-    }
-    g.tiles = static_cast<int>(tile_expert.size());
-    auto upload = [&](const std::vector<int32_t>& v) {
-        auto* dev = reinterpret_cast<int32_t*>(scratch(std::max<size_t>(v.size(), 1)));
-        DSV4_CUDA(cudaMemcpyAsync(dev, v.data(), v.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-        return dev;
+    // Every expert's last tile may be partial: at most pairs / rows_per_tile full tiles plus one per expert.
+    g.max_tiles =
+        static_cast<int>(std::min<int64_t>(pairs / rows_per_tile + std::min<int64_t>(pairs, n_experts), kMaxGemvPairs));
+    auto ints = [&](int64_t n) {
+        return reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(std::max<int64_t>(n, 1))));
     };
-    int32_t* cursor = upload(offsets);
-    g.tile_expert = upload(tile_expert);
-    g.tile_row0 = upload(tile_row0);
-    g.tile_rows = upload(tile_rows);
-    g.row_ids = reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(pairs)));
+    int32_t* counts = ints(n_experts);
+    int32_t* cursor = ints(n_experts);
+    int32_t* tile_expert = ints(g.max_tiles);
+    int32_t* tile_row0 = ints(g.max_tiles);
+    int32_t* tile_rows = ints(g.max_tiles);
+    int32_t* tile_count = ints(1);
+    launch_count_experts(stream_, ids.i32(), pairs, n_experts, counts);
+    launch_plan_tiles(stream_, counts, n_experts, rows_per_tile, g.max_tiles, cursor, tile_expert, tile_row0, tile_rows,
+                      tile_count);
+    g.row_ids = ints(pairs);
     launch_scatter_pairs(stream_, ids.i32(), pairs, n_experts, cursor, g.row_ids);
-    DSV4_CUDA(cudaStreamSynchronize(stream_));  // the host vectors above must outlive the copies
-    launched("moe grouping", 2);
+    g.tile_count = tile_count;
+    g.tile_expert = tile_expert;
+    g.tile_row0 = tile_row0;
+    g.tile_rows = tile_rows;
+    launched("moe grouping", 3);
     return g;
 }
 
-void CudaBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
-                        Tensor weights, Tensor ids) {
+void CudaBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing, Tensor weights,
+                        Tensor ids) {
     const int64_t n = h.size(0), experts = c.n_routed_experts, k = c.n_experts_per_tok;
-    DSV4_CHECK(experts <= kMaxRoutedExperts && k <= kMaxExpertsPerToken, "route: {} experts / top-{} exceed the "
-               "kernel limits", experts, k);
+    DSV4_CHECK(experts <= kMaxRoutedExperts && k <= kMaxExpertsPerToken,
+               "route: {} experts / top-{} exceed the "
+               "kernel limits",
+               experts, k);
     if (n == 0) return;
     Tensor logits = alloc(DType::kF32, {n, experts});
     linear(h, w.gate, LinearKind::kF32Out, logits);
@@ -360,18 +372,17 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     float* act = scratch(pairs * inter);
     float* routed = scratch(pairs * d);
     const WeightFormat format = w.experts.front().w1.format;
-    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; in fast numerics large steps group the
-    // pairs by expert for tensor-core GEMMs (the grouping syncs with the host: never inside a recorded graph).
-    const bool grouped = fast() && pairs >= kMinGroupedPairs && !capturing_ && gemm_supported(d) &&
-                         gemm_supported(inter);
-    const bool gemv = !grouped && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) &&
-                      gemv_supported(format, inter, 1);
+    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; in fast numerics larger steps group the
+    // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
+    const bool grouped = fast() && pairs >= min_grouped_pairs_ && gemm_supported(d) && gemm_supported(inter);
+    const bool gemv =
+        !grouped && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
     const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};
     auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
         if (grouped) {
-            launch_expert_gemm_bf16(stream_, expert_table(w, which), rows, groups.tiles, groups.tile_expert,
-                                    groups.tile_row0, groups.tile_rows, groups.row_ids, x_div, in, k_in, out, rows,
-                                    ref);
+            launch_expert_gemm_bf16(stream_, format, expert_table(w, which), rows, groups.max_tiles, groups.tile_count,
+                                    groups.tile_expert, groups.tile_row0, groups.tile_rows, groups.row_ids, x_div, in,
+                                    k_in, out, rows, ref);
         } else if (gemv) {
             launch_expert_gemv(stream_, meta_, format, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in,
                                k_in, rows, ref, out);

@@ -18,9 +18,9 @@ constexpr int kRowFp8Block = 64;  // nope dims per UE8M0 scale byte of an fp8_ds
 struct RowFormatDev {
     int dtype = kRowF32;
     int dim = 0;
-    int rope_dim = 0;      // K=V rows: trailing dims kept as bf16 in fp8
+    int rope_dim = 0;  // K=V rows: trailing dims kept as bf16 in fp8
     bool index_key = false;
-    int bytes = 0;         // of one stored row
+    int bytes = 0;  // of one stored row
 };
 
 // Device-side state of one layer for all slots and blocks. Stored rows: RowFormatDev bytes each.
@@ -69,9 +69,10 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
 // Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
 constexpr int64_t kMaxGemvRows = 256;
 // Fast numerics: activation row counts from which linears run on tensor cores, and (token, expert) pair counts from
-// which the routed experts are grouped by expert for tensor-core GEMMs.
-constexpr int64_t kMinGemmRows = 16;
-constexpr int64_t kMinGroupedPairs = 512;
+// which the routed experts are grouped by expert for tensor-core GEMMs (H200, 4-layer Flash: at 16 tokens the GEMVs
+// are faster, at 32 the GEMMs; docs/performance-log.md). DSV4_MIN_GEMM_ROWS / DSV4_MIN_GROUPED_PAIRS override.
+constexpr int64_t kMinGemmRows = 32;
+constexpr int64_t kMinGroupedPairs = 128;
 // Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
 void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
                         const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,
@@ -81,17 +82,19 @@ void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, 
 void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
                       int64_t y_stride, bool round_out);
 // Routed experts over pairs grouped by expert: tile t covers rows [tile_row0[t], + tile_rows[t]) of row_ids, all of
-// expert tile_expert[t]; x row of pair p is x[(p / x_div) * x_stride], output row y[p * y_stride].
-void launch_expert_gemm_bf16(cudaStream_t s, const WeightRef* table, int64_t rows_out, int tiles,
-                             const int32_t* tile_expert, const int32_t* tile_row0, const int32_t* tile_rows,
-                             const int32_t* row_ids, int x_div, const float* x, int64_t x_stride, float* y,
-                             int64_t y_stride, bool round_out);
+// expert tile_expert[t]; x row of pair p is x[(p / x_div) * x_stride], output row y[p * y_stride]. The grid covers
+// max_tiles tiles; those at or past tile_count[0] (device) do nothing.
+void launch_expert_gemm_bf16(cudaStream_t s, WeightFormat format, const WeightRef* table, int64_t rows_out,
+                             int max_tiles, const int32_t* tile_count, const int32_t* tile_expert,
+                             const int32_t* tile_row0, const int32_t* tile_rows, const int32_t* row_ids, int x_div,
+                             const float* x, int64_t x_stride, float* y, int64_t y_stride, bool round_out);
 int gemm_tile_rows();
 // The tensor-core GEMM reads 16-element groups with vector loads: the reduction dim must be a multiple of 32 (and
 // activation rows 16-byte aligned).
 bool gemm_supported(int64_t cols);
 
-// kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride + j]
+// kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride
+// + j]
 void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,
                    int64_t x_stride, int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out);
 // Reference numerics: bf16 input then per-128-block FP8 quantize-dequantize of each row of length k.
@@ -99,12 +102,12 @@ void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, 
 
 // kernels_state.cu
 struct CompressArgs {
-    const float* a = nullptr;       // [N, width] this step's kv projections
-    const float* g = nullptr;       // [N, width] this step's gate projections (without ape)
-    const float* ape = nullptr;     // [ratio, width]
-    const float* norm = nullptr;    // [head_dim]
-    float* pending = nullptr;       // [slots][rows][2 * width]
-    uint8_t* store = nullptr;       // [blocks][per_block] stored rows of `format`
+    const float* a = nullptr;     // [N, width] this step's kv projections
+    const float* g = nullptr;     // [N, width] this step's gate projections (without ape)
+    const float* ape = nullptr;   // [ratio, width]
+    const float* norm = nullptr;  // [head_dim]
+    float* pending = nullptr;     // [slots][rows][2 * width]
+    uint8_t* store = nullptr;     // [blocks][per_block] stored rows of `format`
     RowFormatDev format;
     const float* inv_freq = nullptr;
     int rows = 0;
@@ -114,11 +117,11 @@ struct CompressArgs {
     int per_block = 0;
     int rope_dim = 0;
     bool overlap = false;
-    bool indexer = false;    // reference numerics: Hadamard + FP4-sim (indexer keys) instead of FP8-sim
+    bool indexer = false;  // reference numerics: Hadamard + FP4-sim (indexer keys) instead of FP8-sim
     bool reference = false;
     float norm_eps = 1e-6f;
 };
-constexpr int kMaxCompressSlots = 256;   // 2 * ratio (CSA) or ratio (HCA)
+constexpr int kMaxCompressSlots = 256;  // 2 * ratio (CSA) or ratio (HCA)
 constexpr int kMaxCompressHeadDim = 1024;
 void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c);
 void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, const RowFormatDev& f, int ring_rows,
@@ -128,20 +131,20 @@ void launch_encode_rows(cudaStream_t s, const float* src, int64_t n_rows, const 
 
 // kernels_attention.cu
 struct AttentionArgs {
-    const float* q = nullptr;       // [N, H, d]
-    const uint8_t* kv = nullptr;    // [N] this step's rows, stored like the ring (float32: the kv tensor itself)
-    const uint8_t* ring = nullptr;  // [slots][ring_rows] stored rows
-    const uint8_t* store = nullptr; // [blocks][per_block] stored rows
-    RowFormatDev format;            // of kv, ring and store
-    const float* sinks = nullptr;   // [H]
-    const int32_t* topk = nullptr;  // [N, k] or null
-    float* out = nullptr;           // [N, H, d]
+    const float* q = nullptr;        // [N, H, d]
+    const uint8_t* kv = nullptr;     // [N] this step's rows, stored like the ring (float32: the kv tensor itself)
+    const uint8_t* ring = nullptr;   // [slots][ring_rows] stored rows
+    const uint8_t* store = nullptr;  // [blocks][per_block] stored rows
+    RowFormatDev format;             // of kv, ring and store
+    const float* sinks = nullptr;    // [H]
+    const int32_t* topk = nullptr;   // [N, k] or null
+    float* out = nullptr;            // [N, H, d]
     int heads = 0;
     int dim = 0;
     int window = 0;
     int ring_rows = 0;
     int per_block = 0;
-    int ratio = 0;                  // 0 for sliding layers
+    int ratio = 0;  // 0 for sliding layers
     int topk_k = 0;
     bool csa = false;
     float scale = 1.0f;
@@ -154,12 +157,22 @@ void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a)
 int attention_splits(int64_t n_tokens, int heads, int max_keys);
 void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                             float* part_ml);
+// Merges the splits' partials with the sinks into a.out.
+void launch_attention_combine(cudaStream_t s, const AttentionArgs& a, int64_t rows, int splits, const float* part_acc,
+                              const float* part_ml);
+// kernels_attention_mqa.cu: fast numerics on tensor cores (bf16 q, keys and probabilities; float32 accumulation),
+// same partials and combine as the split kernel.
+constexpr int kMaxMqaDim = 512;
+bool mqa_attention_supported(const RowFormatDev& f, int dim);
+int mqa_attention_splits(int64_t n_tokens, int heads, int max_keys);
+void launch_attention_mqa(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
+                          float* part_ml);
 // scores [N, max_entries] of sum_h w_h relu(q_h . K_e); then top-k per token (-1 padded; ties lowest index first).
 // keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
 constexpr int kMaxIndexDim = 256;
-void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
-                         const uint8_t* keys, const RowFormatDev& key_format, int heads, int ratio, int per_block,
-                         int64_t max_entries, float* scores, int k, int32_t* topk);
+void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
+                         const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
+                         float* scores, int k, int32_t* topk);
 
 // kernels_moe.cu
 constexpr int kMaxRoutedExperts = 1024;
@@ -169,12 +182,17 @@ void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int ex
                   float* weights, int32_t* ids);
 // out[p][r] = W_{ids[p]}[r] . x[p / x_div] (table: device array of the experts' WeightRef).
 void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* table, int n_experts, const int32_t* ids,
-                          int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out, float* out);
+                          int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out,
+                          float* out);
 // Grouping (token, expert) pairs by expert for the tensor-core expert GEMMs (prefill): counts per expert, then
 // row_ids[offset[e] ..] = the pairs of expert e (cursor starts as a copy of the offsets).
 void launch_count_experts(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts);
 void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
                           int32_t* row_ids);
+// Offsets and tiles of rows_per_tile rows per expert from the counts (at most max_tiles; tile_count[0] = tiles made).
+void launch_plan_tiles(cudaStream_t s, const int32_t* counts, int n_experts, int rows_per_tile, int max_tiles,
+                       int32_t* cursor, int32_t* tile_expert, int32_t* tile_row0, int32_t* tile_rows,
+                       int32_t* tile_count);
 void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows, int64_t width, float limit,
                    const float* row_weights, bool round, float* act);
 void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,

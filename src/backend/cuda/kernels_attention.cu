@@ -3,39 +3,10 @@
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/state_codec.cuh"
+#include "backend/cuda/attention_rows.cuh"
 
 namespace dsv4::cuda {
 namespace {
-
-// Stored row of key j of query t (window rows first, then compressed rows), or null when j is not a valid key.
-__device__ const uint8_t* key_row(const StepMeta& m, const AttentionArgs& a, int t, int j, int n_window) {
-    const int seq = m.seq_of_token[t];
-    const int64_t pos = m.positions[t];
-    const int64_t bytes = a.format.bytes;
-    if (j < n_window) {
-        const int64_t p = pos - (n_window - 1) + j;
-        const int64_t start = m.seq_start[seq];
-        if (p >= start) return a.kv + (m.seq_token_begin[seq] + (p - start)) * bytes;
-        return a.ring + (static_cast<int64_t>(m.seq_slot[seq]) * a.ring_rows + p % a.ring_rows) * bytes;
-    }
-    const int64_t visible = (pos + 1) / a.ratio;
-    int64_t entry = j - n_window;
-    if (a.csa) {
-        entry = a.topk[static_cast<int64_t>(t) * a.topk_k + entry];
-        if (entry < 0) return nullptr;  // -1: nothing picked here
-        if (entry >= visible) {
-            flag_error(m, kErrorTopkIndex);
-            return nullptr;
-        }
-    }
-    const int64_t row = paged_row(m, seq, entry, a.per_block);
-    if (row < 0) {
-        flag_error(m, kErrorBlockTable);
-        return nullptr;
-    }
-    return a.store + row * bytes;
-}
 
 constexpr int kMaxPerLane = kMaxAttentionDim / 32;
 
@@ -100,28 +71,6 @@ __device__ __forceinline__ int lane_elem(int lane, int r) {
     } else {
         return lane + 32 * r;
     }
-}
-
-// Elements [i, i + 4) of an fp8_ds_mla row, i a multiple of 4, decoded exactly as row_elem does (e4m3 -> half is
-// exact, so the hardware conversion gives the same values). Needs the layout that quad_rows_ok() checks.
-__device__ __forceinline__ void fp8_row_quad(const uint8_t* row, int i, const RowFormatDev& f, float out[4]) {
-    const int nope = f.dim - f.rope_dim;
-    if (i >= nope) {
-        const uint2 bits = *reinterpret_cast<const uint2*>(row + nope + 2 * (i - nope));
-        out[0] = bf16_bits_to_float(static_cast<uint16_t>(bits.x & 0xffffu));
-        out[1] = bf16_bits_to_float(static_cast<uint16_t>(bits.x >> 16));
-        out[2] = bf16_bits_to_float(static_cast<uint16_t>(bits.y & 0xffffu));
-        out[3] = bf16_bits_to_float(static_cast<uint16_t>(bits.y >> 16));
-        return;
-    }
-    const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + i);
-    const float scale = decode_ue8m0(row[nope + 2 * f.rope_dim + i / kRowFp8Block]);
-    const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
-    const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes >> 16), __NV_E4M3);
-    out[0] = __half2float(__half(__half_raw{lo.x})) * scale;
-    out[1] = __half2float(__half(__half_raw{lo.y})) * scale;
-    out[2] = __half2float(__half(__half_raw{hi.x})) * scale;
-    out[3] = __half2float(__half(__half_raw{hi.y})) * scale;
 }
 
 // Split-K decode/prefill attention for exact and fast numerics (online softmax per split, merged by
@@ -383,7 +332,12 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
                 <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
             break;
     }
-    attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
+    launch_attention_combine(s, a, rows, splits, part_acc, part_ml);
+}
+
+void launch_attention_combine(cudaStream_t s, const AttentionArgs& a, int64_t rows, int splits, const float* part_acc,
+                              const float* part_ml) {
+    if (rows > 0) attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
 }
 
 void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,

@@ -12,80 +12,93 @@ namespace {
 
 using namespace nvcuda;
 
-constexpr int kBM = 64;    // activation rows per block
-constexpr int kBN = 128;   // weight rows (output features) per block
-constexpr int kBK = 32;    // reduction slice per stage
-constexpr int kPad = 8;    // bf16 elements of row padding (bank conflicts)
+constexpr int kBM = 64;   // activation rows per block
+constexpr int kBN = 128;  // weight rows (output features) per block
+constexpr int kBK = 64;   // reduction slice per stage
+constexpr int kPad = 8;   // bf16 elements of row padding (bank conflicts)
 constexpr int kThreads = 256;
+constexpr int kAGroups = kBM * kBK / 8 / kThreads;   // 8-float activation groups per thread and stage
+constexpr int kBGroups = kBN * kBK / 16 / kThreads;  // 16-element weight groups per thread and stage
 
-__device__ __forceinline__ __nv_bfloat16 to_bf16_raw(float v) { return __float2bfloat16_rn(v); }
+// 16 consecutive weight elements of one row as loaded from global memory (the checkpoint form), decoded later.
+// cols % 32 == 0, so a group never straddles an FP8 128-block or an FP4 32-block: one scale per group.
+template <int F>
+struct RawGroup {
+    uint4 words[F == static_cast<int>(WeightFormat::kF32) ? 4 : F == static_cast<int>(WeightFormat::kBF16) ? 2 : 1];
+    uint8_t scale;
+};
 
-// Decodes W[row, k .. k + 16) into `out` (bf16) with one vector load and one scale (cols % 32 == 0, so a 16-element
-// group never straddles an FP8 128-block or an FP4 32-block); zero for rows past the matrix.
-__device__ void load_weight16(const WeightRef& w, int64_t row, int64_t k, __nv_bfloat16* out) {
-    float v[16];
-    if (row >= w.rows) {
+template <int F>
+__device__ __forceinline__ void load_group(const WeightRef& w, int64_t row, int64_t k, RawGroup<F>& g) {
+    constexpr int kWords = sizeof(g.words) / sizeof(uint4);
 #pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = 0.0f;
+    for (int i = 0; i < kWords; ++i) g.words[i] = make_uint4(0, 0, 0, 0);  // zero codes decode to 0 in every format
+    g.scale = 127;
+    if (row >= w.rows || k >= w.cols) return;
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    if constexpr (F == static_cast<int>(WeightFormat::kFp8Block)) {
+        g.words[0] = __ldg(reinterpret_cast<const uint4*>(base + row * w.cols + k));
+        g.scale = w.scales[(row / w.block_rows) * w.scale_cols + k / w.block_cols];
+    } else if constexpr (F == static_cast<int>(WeightFormat::kFp4Row)) {
+        const uint2 half = __ldg(reinterpret_cast<const uint2*>(base + row * (w.cols / 2) + k / 2));
+        g.words[0] = make_uint4(half.x, half.y, 0, 0);
+        g.scale = w.scales[row * w.scale_cols + k / w.block_cols];
     } else {
-        const auto* base = static_cast<const uint8_t*>(w.data);
-        switch (w.format) {
-            case WeightFormat::kFp8Block: {
-                const uint4 raw = __ldg(reinterpret_cast<const uint4*>(base + row * w.cols + k));
-                const float s = decode_ue8m0(w.scales[(row / w.block_rows) * w.scale_cols + k / w.block_cols]);
-                const auto* b = reinterpret_cast<const uint8_t*>(&raw);
+        constexpr int kBytes = F == static_cast<int>(WeightFormat::kF32) ? 4 : 2;
+        const auto* p = reinterpret_cast<const uint4*>(base + (row * w.cols + k) * kBytes);
 #pragma unroll
-                for (int i = 0; i < 16; ++i) v[i] = decode_e4m3(b[i]) * s;
-                break;
-            }
-            case WeightFormat::kFp4Row: {
-                const uint2 raw = __ldg(reinterpret_cast<const uint2*>(base + row * (w.cols / 2) + k / 2));
-                const float s = decode_ue8m0(w.scales[row * w.scale_cols + k / w.block_cols]);
-                const auto* b = reinterpret_cast<const uint8_t*>(&raw);
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    v[2 * i] = decode_e2m1(b[i] & 0xfu) * s;
-                    v[2 * i + 1] = decode_e2m1(b[i] >> 4) * s;
-                }
-                break;
-            }
-            case WeightFormat::kBF16: {
-                const auto* p = reinterpret_cast<const uint4*>(base + (row * w.cols + k) * 2);
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const uint4 raw = __ldg(p + h);
-                    const auto* b = reinterpret_cast<const uint16_t*>(&raw);
-#pragma unroll
-                    for (int i = 0; i < 8; ++i) v[8 * h + i] = bf16_bits_to_float(b[i]);
-                }
-                break;
-            }
-            case WeightFormat::kF32: {
-                const auto* p = reinterpret_cast<const float4*>(base + (row * w.cols + k) * 4);
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const float4 f = __ldg(p + q);
-                    v[4 * q] = f.x;
-                    v[4 * q + 1] = f.y;
-                    v[4 * q + 2] = f.z;
-                    v[4 * q + 3] = f.w;
-                }
-                break;
-            }
-        }
+        for (int i = 0; i < kWords; ++i) g.words[i] = __ldg(p + i);
     }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) out[i] = to_bf16_raw(v[i]);
 }
 
+template <int F>
+__device__ __forceinline__ void store_group(const RawGroup<F>& g, __nv_bfloat16* out) {
+    float v[16];
+    if constexpr (F == static_cast<int>(WeightFormat::kFp8Block)) {
+        const float s = decode_ue8m0(g.scale);
+        const auto* b = reinterpret_cast<const uint8_t*>(&g.words[0]);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = decode_e4m3(b[i]) * s;
+    } else if constexpr (F == static_cast<int>(WeightFormat::kFp4Row)) {
+        const float s = decode_ue8m0(g.scale);
+        const auto* b = reinterpret_cast<const uint8_t*>(&g.words[0]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            v[2 * i] = decode_e2m1(b[i] & 0xfu) * s;
+            v[2 * i + 1] = decode_e2m1(b[i] >> 4) * s;
+        }
+    } else if constexpr (F == static_cast<int>(WeightFormat::kBF16)) {
+        const auto* h = reinterpret_cast<const uint16_t*>(g.words);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = bf16_bits_to_float(h[i]);
+    } else {
+        const auto* f = reinterpret_cast<const float*>(g.words);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = f[i];
+    }
+#pragma unroll
+    for (int i = 0; i < 16; i += 2) {
+        *reinterpret_cast<__nv_bfloat162*>(out + i) = __floats2bfloat162_rn(v[i], v[i + 1]);
+    }
+}
+
+// One stage's global reads, held in registers while the previous stage computes.
+template <int F>
+struct Stage {
+    float4 a[kAGroups][2];
+    RawGroup<F> b[kBGroups];
+};
+
 // Grid: (ceil(n / kBN), ceil(m / kBM)). 8 warps, each computing a 32 x 32 piece (2 x 2 WMMA tiles) of the
-// 64 x 128 block tile: warp w covers rows 32 * (w / 4) .. and columns 32 * (w % 4) ...
-// Expert mode (table != null): the block's activation rows are rows[m0 .. m0 + kBM) of a permuted list whose
+// 64 x 128 block tile: warp w covers rows 32 * (w / 4) .. and columns 32 * (w % 4) ... Software pipeline: the next
+// stage's activations and weight codes are loaded into registers before this stage's MMAs, then decoded into shared
+// memory. Expert mode (table != null): the block's activation rows are rows[m0 .. m0 + kBM) of a permuted list whose
 // entries all route to expert `tile_expert[blockIdx.y]`; outputs go to y[rows[i]].
-__global__ void gemm_bf16_kernel(WeightRef w, const float* x, int64_t x_stride, int64_t m, float* y,
-                                 int64_t y_stride, bool round_out, const WeightRef* table, const int32_t* tile_expert,
-                                 const int32_t* tile_row0, const int32_t* tile_rows, const int32_t* row_ids,
-                                 int x_div) {
+template <int F>
+__global__ void __launch_bounds__(kThreads)
+    gemm_bf16_kernel(WeightRef w, const float* x, int64_t x_stride, int64_t m, float* y, int64_t y_stride,
+                     bool round_out, const WeightRef* table, const int32_t* tile_expert, const int32_t* tile_row0,
+                     const int32_t* tile_rows, const int32_t* row_ids, int x_div, const int32_t* tile_count) {
     __shared__ __align__(32) __nv_bfloat16 As[kBM][kBK + kPad];
     __shared__ __align__(32) __nv_bfloat16 Bs[kBN][kBK + kPad];
     __shared__ __align__(32) float Cs[8][16 * 16];
@@ -93,16 +106,52 @@ __global__ void gemm_bf16_kernel(WeightRef w, const float* x, int64_t x_stride, 
     WeightRef wr = w;
     int64_t m0 = static_cast<int64_t>(blockIdx.y) * kBM, m_end = m;
     if (table != nullptr) {
+        if (static_cast<int>(blockIdx.y) >= tile_count[0]) return;
         wr = table[tile_expert[blockIdx.y]];
         m0 = tile_row0[blockIdx.y];
         m_end = m0 + tile_rows[blockIdx.y];
     }
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBN;
     if (n0 >= wr.rows) return;
-    auto x_row = [&](int64_t i) -> const float* {  // activation row of block row i (null past the end)
-        if (m0 + i >= m_end) return nullptr;
-        if (table == nullptr) return x + (m0 + i) * x_stride;
-        return x + (row_ids[m0 + i] / x_div) * x_stride;
+    // This thread's activation rows (null past the end) and weight groups of every stage.
+    const float* a_rows[kAGroups];
+#pragma unroll
+    for (int i = 0; i < kAGroups; ++i) {
+        const int64_t r = m0 + (threadIdx.x + i * kThreads) / (kBK / 8);
+        a_rows[i] = r >= m_end ? nullptr : x + (table == nullptr ? r : row_ids[r] / x_div) * x_stride;
+    }
+    auto load_stage = [&](int64_t k0, Stage<F>& st) {
+#pragma unroll
+        for (int i = 0; i < kAGroups; ++i) {
+            const int64_t k = k0 + ((threadIdx.x + i * kThreads) % (kBK / 8)) * 8;
+            st.a[i][0] = st.a[i][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (a_rows[i] != nullptr && k < wr.cols) {
+                st.a[i][0] = *reinterpret_cast<const float4*>(a_rows[i] + k);
+                st.a[i][1] = *reinterpret_cast<const float4*>(a_rows[i] + k + 4);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < kBGroups; ++i) {
+            const int id = threadIdx.x + i * kThreads;
+            load_group<F>(wr, n0 + id / (kBK / 16), k0 + (id % (kBK / 16)) * 16, st.b[i]);
+        }
+    };
+    auto store_stage = [&](const Stage<F>& st) {
+#pragma unroll
+        for (int i = 0; i < kAGroups; ++i) {
+            const int id = threadIdx.x + i * kThreads;
+            __nv_bfloat16* dst = &As[id / (kBK / 8)][(id % (kBK / 8)) * 8];
+            const float4 lo = st.a[i][0], hi = st.a[i][1];
+            *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(lo.x, lo.y);
+            *reinterpret_cast<__nv_bfloat162*>(dst + 2) = __floats2bfloat162_rn(lo.z, lo.w);
+            *reinterpret_cast<__nv_bfloat162*>(dst + 4) = __floats2bfloat162_rn(hi.x, hi.y);
+            *reinterpret_cast<__nv_bfloat162*>(dst + 6) = __floats2bfloat162_rn(hi.z, hi.w);
+        }
+#pragma unroll
+        for (int i = 0; i < kBGroups; ++i) {
+            const int id = threadIdx.x + i * kThreads;
+            store_group<F>(st.b[i], &Bs[id / (kBK / 16)][(id % (kBK / 16)) * 16]);
+        }
     };
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
@@ -111,28 +160,12 @@ __global__ void gemm_bf16_kernel(WeightRef w, const float* x, int64_t x_stride, 
         for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
     }
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 32;
+    Stage<F> stage;
+    load_stage(0, stage);
     for (int64_t k0 = 0; k0 < wr.cols; k0 += kBK) {
-        // A: kBM x kBK floats -> bf16, 8 consecutive floats (two float4) per thread.
-        {
-            const int i = threadIdx.x / (kBK / 8), kk = (threadIdx.x % (kBK / 8)) * 8;
-            const float* row = x_row(i);
-            float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
-            if (row != nullptr) {
-                lo = *reinterpret_cast<const float4*>(row + k0 + kk);
-                hi = *reinterpret_cast<const float4*>(row + k0 + kk + 4);
-            }
-            const float vals[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-            for (int e = 0; e < 8; ++e) As[i][kk + e] = to_bf16_raw(vals[e]);
-        }
-        // B: kBN weight rows x kBK columns, 16 consecutive elements per thread (kBN * kBK / 16 == 2 * kThreads).
-#pragma unroll
-        for (int part = 0; part < (kBN * kBK / 16) / kThreads; ++part) {
-            const int id = threadIdx.x + part * kThreads;
-            const int r = id / (kBK / 16), kk = (id % (kBK / 16)) * 16;
-            load_weight16(wr, n0 + r, k0 + kk, &Bs[r][kk]);
-        }
+        store_stage(stage);
         __syncthreads();
+        if (k0 + kBK < wr.cols) load_stage(k0 + kBK, stage);  // in flight during the MMAs below
 #pragma unroll
         for (int kk = 0; kk < kBK; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
@@ -170,30 +203,73 @@ __global__ void gemm_bf16_kernel(WeightRef w, const float* x, int64_t x_stride, 
     }
 }
 
+struct GemmArgs {
+    WeightRef w;
+    const float* x;
+    int64_t x_stride;
+    int64_t m;
+    float* y;
+    int64_t y_stride;
+    bool round_out;
+    const WeightRef* table = nullptr;
+    const int32_t* tile_expert = nullptr;
+    const int32_t* tile_row0 = nullptr;
+    const int32_t* tile_rows = nullptr;
+    const int32_t* row_ids = nullptr;
+    int x_div = 1;
+    const int32_t* tile_count = nullptr;
+};
+
+template <int F>
+void launch_typed(cudaStream_t s, dim3 grid, const GemmArgs& g) {
+    gemm_bf16_kernel<F><<<grid, kThreads, 0, s>>>(g.w, g.x, g.x_stride, g.m, g.y, g.y_stride, g.round_out, g.table,
+                                                  g.tile_expert, g.tile_row0, g.tile_rows, g.row_ids, g.x_div,
+                                                  g.tile_count);
+}
+
+void launch_format(cudaStream_t s, WeightFormat format, dim3 grid, const GemmArgs& g) {
+    switch (format) {
+        case WeightFormat::kFp8Block:
+            launch_typed<static_cast<int>(WeightFormat::kFp8Block)>(s, grid, g);
+            break;
+        case WeightFormat::kFp4Row:
+            launch_typed<static_cast<int>(WeightFormat::kFp4Row)>(s, grid, g);
+            break;
+        case WeightFormat::kBF16:
+            launch_typed<static_cast<int>(WeightFormat::kBF16)>(s, grid, g);
+            break;
+        case WeightFormat::kF32:
+            launch_typed<static_cast<int>(WeightFormat::kF32)>(s, grid, g);
+            break;
+    }
+}
+
 }  // namespace
 
 void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
                       int64_t y_stride, bool round_out) {
     if (m == 0) return;
-    const dim3 grid(blocks_for(w.rows, kBN), blocks_for(m, kBM));
-    gemm_bf16_kernel<<<grid, kThreads, 0, s>>>(w, x, x_stride, m, y, y_stride, round_out, nullptr, nullptr, nullptr,
-                                               nullptr, nullptr, 1);
+    const GemmArgs g{w, x, x_stride, m, y, y_stride, round_out};
+    launch_format(s, w.format, dim3(blocks_for(w.rows, kBN), blocks_for(m, kBM)), g);
 }
 
-void launch_expert_gemm_bf16(cudaStream_t s, const WeightRef* table, int64_t rows_out, int tiles,
-                             const int32_t* tile_expert, const int32_t* tile_row0, const int32_t* tile_rows,
-                             const int32_t* row_ids, int x_div, const float* x, int64_t x_stride, float* y,
-                             int64_t y_stride, bool round_out) {
-    if (tiles == 0) return;
-    WeightRef shape;  // only the row count bounds the grid; each block reads its expert's weight
-    shape.rows = rows_out;
-    const dim3 grid(blocks_for(rows_out, kBN), static_cast<unsigned>(tiles));
-    gemm_bf16_kernel<<<grid, kThreads, 0, s>>>(shape, x, x_stride, 0, y, y_stride, round_out, table, tile_expert,
-                                               tile_row0, tile_rows, row_ids, x_div);
+void launch_expert_gemm_bf16(cudaStream_t s, WeightFormat format, const WeightRef* table, int64_t rows_out,
+                             int max_tiles, const int32_t* tile_count, const int32_t* tile_expert,
+                             const int32_t* tile_row0, const int32_t* tile_rows, const int32_t* row_ids, int x_div,
+                             const float* x, int64_t x_stride, float* y, int64_t y_stride, bool round_out) {
+    if (max_tiles == 0) return;
+    GemmArgs g{WeightRef{}, x,           x_stride,  0,         y,       y_stride, round_out,
+               table,       tile_expert, tile_row0, tile_rows, row_ids, x_div,    tile_count};
+    g.w.rows = rows_out;  // only the row count bounds the grid; each block reads its expert's weight
+    launch_format(s, format, dim3(blocks_for(rows_out, kBN), static_cast<unsigned>(max_tiles)), g);
 }
 
-int gemm_tile_rows() { return kBM; }
+int gemm_tile_rows() {
+    return kBM;
+}
 
-bool gemm_supported(int64_t cols) { return cols % kBK == 0 && cols % 32 == 0; }
+bool gemm_supported(int64_t cols) {
+    return cols % kBK == 0 && cols % 32 == 0;
+}
 
 }  // namespace dsv4::cuda

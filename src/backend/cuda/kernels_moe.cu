@@ -162,7 +162,34 @@ __global__ void scatter_pairs_kernel(const int32_t* ids, int64_t pairs, int n_ex
     if (e >= 0 && e < n_experts) row_ids[atomicAdd(&cursor[e], 1)] = static_cast<int32_t>(p);
 }
 
+// One thread turns the per-expert counts into offsets (written to cursor, where the scatter starts) and the tile
+// list: tile t = rows [tile_row0[t], + tile_rows[t]) of expert tile_expert[t]; tile_count[0] = the number of tiles.
+// Device-side so that the grouping can be recorded in a CUDA graph (no host round trip).
+__global__ void plan_tiles_kernel(const int32_t* counts, int n_experts, int rows_per_tile, int max_tiles,
+                                  int32_t* cursor, int32_t* tile_expert, int32_t* tile_row0, int32_t* tile_rows,
+                                  int32_t* tile_count) {
+    int32_t total = 0;
+    int tiles = 0;
+    for (int e = 0; e < n_experts; ++e) {
+        cursor[e] = total;
+        for (int32_t r = 0; r < counts[e] && tiles < max_tiles; r += rows_per_tile, ++tiles) {
+            tile_expert[tiles] = e;
+            tile_row0[tiles] = total + r;
+            tile_rows[tiles] = min(rows_per_tile, counts[e] - r);
+        }
+        total += counts[e];
+    }
+    tile_count[0] = tiles;
+}
+
 }  // namespace
+
+void launch_plan_tiles(cudaStream_t s, const int32_t* counts, int n_experts, int rows_per_tile, int max_tiles,
+                       int32_t* cursor, int32_t* tile_expert, int32_t* tile_row0, int32_t* tile_rows,
+                       int32_t* tile_count) {
+    plan_tiles_kernel<<<1, 1, 0, s>>>(counts, n_experts, rows_per_tile, max_tiles, cursor, tile_expert, tile_row0,
+                                      tile_rows, tile_count);
+}
 
 void launch_count_experts(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts) {
     cudaMemsetAsync(counts, 0, n_experts * sizeof(int32_t), s);

@@ -32,22 +32,21 @@ TEST_P(CudaLinear, MatchesCpu) {
         p.cpu->linear(xc, wc, kind, yc);
         p.gpu->linear(xg, wg, kind, yg);
         const double err = rel_l2(read(*p.gpu, yg), read(*p.cpu, yc));
-        EXPECT_LE(err, tolerance(numerics)) << "kind " << static_cast<int>(kind) << " rows " << lc.rows << " cols "
-                                            << lc.cols << " m " << lc.m;
+        EXPECT_LE(err, tolerance(numerics))
+            << "kind " << static_cast<int>(kind) << " rows " << lc.rows << " cols " << lc.cols << " m " << lc.m;
     }
 }
 
 const LinearCase kLinearCases[] = {
     {WeightFormat::kFp8Block, 200, 96, 5},      {WeightFormat::kFp4Row, 96, 160, 9},
     {WeightFormat::kBF16, 130, 70, 3},          {WeightFormat::kF32, 33, 65, 17},
-    {WeightFormat::kFp8Block, 1024, 4096, 3},   // wq_a
-    {WeightFormat::kFp8Block, 32768, 1024, 1},  // wq_b
-    {WeightFormat::kFp8Block, 4096, 8192, 2},   // wo_b
-    {WeightFormat::kFp4Row, 2048, 4096, 2},     // expert w1
-    {WeightFormat::kBF16, 1024, 4096, 4},       // CSA compressor wkv
-    {WeightFormat::kFp8Block, 1024, 4096, 300}, // prefill-sized: tensor cores in fast numerics
-    {WeightFormat::kFp4Row, 2048, 4096, 64},
-    {WeightFormat::kBF16, 200, 96, 17},
+    {WeightFormat::kFp8Block, 1024, 4096, 3},    // wq_a
+    {WeightFormat::kFp8Block, 32768, 1024, 1},   // wq_b
+    {WeightFormat::kFp8Block, 4096, 8192, 2},    // wo_b
+    {WeightFormat::kFp4Row, 2048, 4096, 2},      // expert w1
+    {WeightFormat::kBF16, 1024, 4096, 4},        // CSA compressor wkv
+    {WeightFormat::kFp8Block, 1024, 4096, 300},  // prefill-sized: tensor cores in fast numerics
+    {WeightFormat::kFp4Row, 2048, 4096, 64},    {WeightFormat::kBF16, 200, 96, 17},
     {WeightFormat::kFp8Block, 130, 256, 33},
 };
 
@@ -58,17 +57,21 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaLinear,
 
 TEST(CudaOps, GroupedLinearFlashShape) {
     DSV4_REQUIRE_GPU();
-    Pair p(Numerics::kExact);
-    const int64_t n = 3, groups = 8, k = 4096;
-    p.step(simple_batch(n));
-    HostWeight w = make_weight(WeightFormat::kFp8Block, 8192, k);
-    WeightRef wc = upload(*p.cpu, w), wg = upload(*p.gpu, w);
-    auto x = random_floats(n * groups * k);
-    Tensor xc = make_tensor(*p.cpu, {n, groups, k}, x), yc = make_tensor(*p.cpu, {n, 8192});
-    Tensor xg = make_tensor(*p.gpu, {n, groups, k}, x), yg = make_tensor(*p.gpu, {n, 8192});
-    p.cpu->grouped_linear(xc, wc, static_cast<int>(groups), yc);
-    p.gpu->grouped_linear(xg, wg, static_cast<int>(groups), yg);
-    EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), kExactTol);
+    // 3 tokens: per-group GEMVs; 40 tokens in fast numerics: per-group tensor-core GEMMs.
+    for (auto [numerics, n] : {std::pair{Numerics::kExact, int64_t{3}}, std::pair{Numerics::kFast, int64_t{40}}}) {
+        Pair p(numerics);
+        const int64_t groups = 8, k = 4096;
+        p.step(simple_batch(n));
+        HostWeight w = make_weight(WeightFormat::kFp8Block, 8192, k);
+        WeightRef wc = upload(*p.cpu, w), wg = upload(*p.gpu, w);
+        auto x = random_floats(n * groups * k);
+        Tensor xc = make_tensor(*p.cpu, {n, groups, k}, x), yc = make_tensor(*p.cpu, {n, 8192});
+        Tensor xg = make_tensor(*p.gpu, {n, groups, k}, x), yg = make_tensor(*p.gpu, {n, 8192});
+        p.gpu->grouped_linear(xg, wg, static_cast<int>(groups), yg);
+        p.cpu->grouped_linear(xc, wc, static_cast<int>(groups), yc);
+        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), numerics == Numerics::kExact ? kExactTol : kFastTol)
+            << numerics_name(numerics) << " tokens " << n;
+    }
 }
 
 TEST(CudaOps, NormRopeAndSims) {
@@ -146,9 +149,13 @@ TEST(CudaOps, HyperConnectionsFlashShape) {
 // Router + routed experts (FP4) + shared expert (FP8) at Flash widths, learned and hash routing.
 TEST(CudaOps, MoeFlashWidths) {
     DSV4_REQUIRE_GPU();
-    // (numerics, tokens): 5 tokens run the per-pair GEMV; 100 tokens in fast numerics the grouped tensor-core GEMMs.
-    const std::pair<Numerics, int64_t> cases[] = {
-        {Numerics::kExact, 5}, {Numerics::kReference, 5}, {Numerics::kFast, 5}, {Numerics::kFast, 100}};
+    // (numerics, tokens): 5 tokens run the per-pair GEMV; from 22 tokens (132 pairs) fast numerics group the pairs by
+    // expert for tensor-core GEMMs.
+    const std::pair<Numerics, int64_t> cases[] = {{Numerics::kExact, 5},
+                                                  {Numerics::kReference, 5},
+                                                  {Numerics::kFast, 5},
+                                                  {Numerics::kFast, 22},
+                                                  {Numerics::kFast, 100}};
     for (auto [numerics, n] : cases) {
         ModelConfig c = op_config();
         c.n_routed_experts = 8;
@@ -171,7 +178,8 @@ TEST(CudaOps, MoeFlashWidths) {
             mc.experts.push_back({upload(*p.cpu, w1), upload(*p.cpu, w2), upload(*p.cpu, w3)});
             mg.experts.push_back({upload(*p.gpu, w1), upload(*p.gpu, w2), upload(*p.gpu, w3)});
         }
-        HostWeight s1w = make_weight(WeightFormat::kFp8Block, inter, d), s2w = make_weight(WeightFormat::kFp8Block, d, inter),
+        HostWeight s1w = make_weight(WeightFormat::kFp8Block, inter, d),
+                   s2w = make_weight(WeightFormat::kFp8Block, d, inter),
                    s3w = make_weight(WeightFormat::kFp8Block, inter, d);
         mc.shared = ExpertWeights{upload(*p.cpu, s1w), upload(*p.cpu, s2w), upload(*p.cpu, s3w)};
         mg.shared = ExpertWeights{upload(*p.gpu, s1w), upload(*p.gpu, s2w), upload(*p.gpu, s3w)};
@@ -201,8 +209,9 @@ TEST(CudaOps, MoeFlashWidths) {
         Tensor yc = make_tensor(*p.cpu, {n, d}), yg = make_tensor(*p.gpu, {n, d});
         p.cpu->moe(hc_, mc, wc, ic, 10.0f, yc);
         p.gpu->moe(hg, mg, wgt, ig, 10.0f, yg);
-        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)),
-                  numerics == Numerics::kExact ? kExactTol : numerics == Numerics::kFast ? kFastTol : 2e-2)
+        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), numerics == Numerics::kExact  ? kExactTol
+                                                              : numerics == Numerics::kFast ? kFastTol
+                                                                                            : 2e-2)
             << "tokens " << n;
     }
 }

@@ -24,25 +24,27 @@ std::string dtype_label(Numerics n, StateDtype d) {
 // relative on one element of one key.
 double attention_tolerance(Numerics n, StateDtype d) {
     if (n == Numerics::kExact && d == StateDtype::kF32) return kExactTol;
+    if (n == Numerics::kFast) return kFastTol;  // tensor cores: bf16 queries, keys and probabilities
     return kReferenceTol;
 }
 
 // Compressor weights and sinks uploaded to both backends, and the ops of one step on both.
 struct StatefulRig {
-    static constexpr int kHd = 512, kIhd = 128, kHeads = 8, kIheads = 64;
+    static constexpr int kHd = 512, kIhd = 128, kIheads = 64;
+    const int heads;  // attention heads (the config's 8, or the Flash model's 64)
     const ModelConfig c = op_config();
     Pair& p;
     std::deque<std::vector<int64_t>> shapes;  // upload_vec shape storage
     CompressorWeights csa[2], hca[2], ix[2];  // [cpu, gpu]
     VecRef sinks[2];
 
-    explicit StatefulRig(Pair& pair) : p(pair) {
+    explicit StatefulRig(Pair& pair, int n_heads = 8) : heads(n_heads), p(pair) {
         const std::vector<float> ape_csa = random_floats(4 * 2 * kHd, 0.5f), ape_hca = random_floats(128 * kHd, 0.5f),
                                  ape_ix = random_floats(4 * 2 * kIhd, 0.5f);
         std::vector<float> norm = random_floats(kHd, 0.1f), norm_ix = random_floats(kIhd, 0.1f);
         for (auto& v : norm) v += 1.0f;
         for (auto& v : norm_ix) v += 1.0f;
-        const std::vector<float> sink_values = random_floats(kHeads, 0.5f);
+        const std::vector<float> sink_values = random_floats(heads, 0.5f);
         Backend* backends[2] = {p.cpu.get(), p.gpu.get()};
         for (int i = 0; i < 2; ++i) {
             csa[i] = weights(*backends[i], 4, kHd, true, ape_csa, norm);
@@ -109,10 +111,10 @@ struct StatefulRig {
     double attention_and_store(int64_t n, const Tensor& picks) {
         double worst = 0.0;
         for (int layer = 0; layer < 3; ++layer) {
-            const auto q = random_floats(n * kHeads * kHd), kv = random_floats(n * kHd);
-            Tensor qc = make_tensor(*p.cpu, {n, kHeads, kHd}, q), qg = make_tensor(*p.gpu, {n, kHeads, kHd}, q);
+            const auto q = random_floats(n * heads * kHd), kv = random_floats(n * kHd);
+            Tensor qc = make_tensor(*p.cpu, {n, heads, kHd}, q), qg = make_tensor(*p.gpu, {n, heads, kHd}, q);
             Tensor kc = make_tensor(*p.cpu, {n, kHd}, kv), kg = make_tensor(*p.gpu, {n, kHd}, kv);
-            Tensor oc = make_tensor(*p.cpu, {n, kHeads, kHd}), og = make_tensor(*p.gpu, {n, kHeads, kHd});
+            Tensor oc = make_tensor(*p.cpu, {n, heads, kHd}), og = make_tensor(*p.gpu, {n, heads, kHd});
             Tensor topk_g;
             if (layer == 1) {
                 topk_g = p.gpu->alloc(DType::kI32, {n, c.index_topk});
@@ -129,14 +131,14 @@ struct StatefulRig {
 };
 
 // Two sequences of different lengths in one step, chunk boundaries inside compression windows, then decode steps.
-void stateful_attention_case(Numerics numerics, StateDtype dtype) {
-    const std::string label = dtype_label(numerics, dtype);
+void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8) {
+    const std::string label = dtype_label(numerics, dtype) + " / " + std::to_string(heads) + " heads";
     Pair p(numerics, op_config(), 2, 16, dtype);
     for (int32_t slot : {0, 1}) {
         p.cpu->reset_slot(slot);
         p.gpu->reset_slot(slot);
     }
-    StatefulRig rig(p);
+    StatefulRig rig(p, heads);
     const int64_t lengths[2][4] = {{301, 1, 1, 1}, {139, 1, 1, 1}};
     int64_t pos[2] = {0, 0};
     for (int step = 0; step < 4; ++step) {
@@ -155,7 +157,7 @@ void stateful_attention_case(Numerics numerics, StateDtype dtype) {
         const Tensor picks = rig.indexer(n, &differing);
         // Exact numerics with rounded keys: a compressor sum one bit apart may change one key code; allow a pick-set
         // difference on at most one token of a step (float32 keys: none).
-        const bool exact_rounded = numerics == Numerics::kExact && dtype != StateDtype::kF32;
+        const bool exact_rounded = numerics != Numerics::kReference && dtype != StateDtype::kF32;
         EXPECT_LE(differing, exact_rounded ? 1 : 0) << label << " step " << step;
         EXPECT_LE(rig.attention_and_store(n, picks), attention_tolerance(numerics, dtype)) << label << " step " << step;
     }
@@ -172,6 +174,15 @@ TEST(CudaState, StatefulAttentionStoredBf16AndFp8) {
     DSV4_REQUIRE_GPU();
     for (StateDtype dtype : {StateDtype::kBf16, StateDtype::kFp8}) {
         for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) stateful_attention_case(numerics, dtype);
+    }
+}
+
+// Fast numerics attention runs on tensor cores (kernels_attention_mqa.cu): 8 heads (one partial block of 32) and the
+// Flash model's 64, every storage dtype, prefill chunks and decode steps.
+TEST(CudaState, StatefulAttentionFastNumerics) {
+    DSV4_REQUIRE_GPU();
+    for (StateDtype dtype : {StateDtype::kF32, StateDtype::kBf16, StateDtype::kFp8}) {
+        for (int heads : {8, 64}) stateful_attention_case(Numerics::kFast, dtype, heads);
     }
 }
 
