@@ -12,31 +12,33 @@ namespace dsv4::cuda {
 
 // Per-step metadata in device memory (backend.h StepBatch, flattened).
 struct StepMeta {
-    const int32_t* tokens = nullptr;         // [n_tokens]
-    const int32_t* positions = nullptr;      // [n_tokens]
-    const int32_t* seq_of_token = nullptr;   // [n_tokens]
-    const int32_t* seq_slot = nullptr;       // [n_seqs]
+    const int32_t* tokens = nullptr;        // [n_tokens]
+    const int32_t* positions = nullptr;     // [n_tokens]
+    const int32_t* seq_of_token = nullptr;  // [n_tokens]
+    const int32_t* seq_slot = nullptr;      // [n_seqs]
     const int32_t* seq_token_begin = nullptr;
     const int32_t* seq_n_tokens = nullptr;
-    const int32_t* seq_start = nullptr;      // absolute position of the sequence's first step token
+    const int32_t* seq_start = nullptr;  // absolute position of the sequence's first step token
     const int32_t* seq_table_offset = nullptr;
     const int32_t* seq_table_len = nullptr;
-    const int32_t* block_tables = nullptr;   // flattened per-sequence block tables
+    const int32_t* block_tables = nullptr;  // flattened per-sequence block tables
     int32_t n_tokens = 0;
     int32_t n_seqs = 0;
     int32_t num_blocks = 0;
-    int32_t* error_flag = nullptr;           // set when a kernel meets an out-of-range index
+    int32_t* error_flag = nullptr;  // set when a kernel meets an out-of-range index
 };
 
 enum ErrorBits : int32_t {
-    kErrorBlockTable = 1,   // a position outside the sequence's block table
-    kErrorExpertId = 2,     // an expert id outside [0, n_experts)
-    kErrorTopkIndex = 4,    // an indexer pick outside the visible entries (ignored, flagged)
+    kErrorBlockTable = 1,  // a position outside the sequence's block table
+    kErrorExpertId = 2,    // an expert id outside [0, n_experts)
+    kErrorTopkIndex = 4,   // an indexer pick outside the visible entries (ignored, flagged)
 };
 
 #ifdef __CUDACC__  // device helpers: only for nvcc; host code sees the plain structs above
 
-__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
 
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t bits) {
     return __uint_as_float(static_cast<uint32_t>(bits) << 16);
@@ -84,7 +86,8 @@ __device__ __forceinline__ float decode_ue8m0(uint8_t e) {
 __device__ __forceinline__ float weight_at(const WeightRef& w, int64_t r, int64_t j) {
     const auto* base = static_cast<const uint8_t*>(w.data);
     switch (w.format) {
-        case WeightFormat::kF32: return static_cast<const float*>(w.data)[r * w.cols + j];
+        case WeightFormat::kF32:
+            return static_cast<const float*>(w.data)[r * w.cols + j];
         case WeightFormat::kBF16: {
             uint16_t bits;
             memcpy(&bits, base + (r * w.cols + j) * 2, 2);
@@ -143,6 +146,8 @@ __device__ __forceinline__ int64_t paged_row(const StepMeta& m, int seq, int64_t
 
 #endif  // __CUDACC__
 
-inline unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+inline unsigned blocks_for(int64_t n, int per_block) {
+    return static_cast<unsigned>((n + per_block - 1) / per_block);
+}
 
 }  // namespace dsv4::cuda

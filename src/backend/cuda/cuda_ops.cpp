@@ -109,7 +109,8 @@ void CudaBackend::hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps,
 }
 
 float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) {
-    // raw mixes = fn . flattened streams: a GEMV over the float32 fn rows (many blocks, not one per token).
+    // raw mixes = fn . flattened streams: split over the width (many blocks at any token count); odd widths take a
+    // GEMV over the float32 fn rows.
     const int64_t n = x.size(0), width = x.numel() / n;
     WeightRef w;
     w.format = WeightFormat::kF32;
@@ -117,6 +118,12 @@ float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) 
     w.cols = width;
     w.data = fn.data;
     float* raw = scratch(static_cast<size_t>(n * n_mix));
+    if (hc_mixes_supported(width)) {
+        float* partial = scratch(static_cast<size_t>(hc_mixes_partials(n, width, static_cast<int>(n_mix))));
+        launch_hc_mixes(stream_, x.f32(), n, width, fn.data, static_cast<int>(n_mix), partial, raw);
+        launched("hc mixes", 2);
+        return raw;
+    }
     if (n <= kMaxGemvRows && gemv_supported(w.format, width, n)) {
         launch_gemv(stream_, w, x.f32(), width, n, raw, n_mix, false);
     } else {
@@ -297,7 +304,7 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
                key_format_.dim);
     launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, key_format_,
                         static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores,
-                        static_cast<int>(topk.size(1)), topk.i32());
+                        static_cast<int>(topk.size(1)), topk.i32(), fast());
     launched("indexer_topk", 2);
 }
 

@@ -59,6 +59,13 @@ void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post,
 void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
                     const HcHeadWeights& w, float hc_eps, float norm_eps, bool round, float* y);
 
+// kernels_mhc_mixes.cu: raw[t][r] = fn[r] . x[t] (fn [n_mix, width] float32, width % 4 == 0, 16-byte aligned rows),
+// split over the width in fixed chunks; partial holds hc_mixes_partials(n, width, n_mix) floats.
+bool hc_mixes_supported(int64_t width);
+int64_t hc_mixes_partials(int64_t n, int64_t width, int n_mix);
+void launch_hc_mixes(cudaStream_t s, const float* x, int64_t n, int64_t width, const float* fn, int n_mix,
+                     float* partial, float* raw);
+
 // kernels_gemv.cu: decode GEMV with 16-byte weight loads (m <= kMaxGemvVectors activation rows; see gemv_supported).
 constexpr int kMaxGemvVectors = 8;
 constexpr int64_t kMaxGemvPairs = 65535;  // grid.y limit of the expert GEMV
@@ -167,12 +174,18 @@ bool mqa_attention_supported(const RowFormatDev& f, int dim);
 int mqa_attention_splits(int64_t n_tokens, int heads, int max_keys);
 void launch_attention_mqa(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                           float* part_ml);
-// scores [N, max_entries] of sum_h w_h relu(q_h . K_e); then top-k per token (-1 padded; ties lowest index first).
+// scores [N, max_entries] of sum_h w_h relu(q_h . K_e) (tensor_cores: the MMA kernel where supported); then top-k per
+// token (-1 padded; ties lowest index first).
 // keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
 constexpr int kMaxIndexDim = 256;
 void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
                          const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
-                         float* scores, int k, int32_t* topk);
+                         float* scores, int k, int32_t* topk, bool tensor_cores);
+// kernels_indexer_mma.cu: the scores on tensor cores (fast numerics; fp8 index keys or bf16 keys, <= 64 heads).
+bool index_scores_mma_supported(const RowFormatDev& f, int heads);
+void launch_index_scores_mma(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
+                             const uint8_t* keys, const RowFormatDev& f, int heads, int ratio, int per_block,
+                             int64_t max_entries, float* scores);
 
 // kernels_moe.cu
 constexpr int kMaxRoutedExperts = 1024;

@@ -2,8 +2,8 @@
 // query from the step's own K=V rows, the sliding ring and the paged compressed store; every index is checked.
 #include <cfloat>
 
-#include "backend/cuda/kernels.h"
 #include "backend/cuda/attention_rows.cuh"
+#include "backend/cuda/kernels.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -282,9 +282,15 @@ void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a)
     if (rows == 0) return;
     const unsigned blocks = blocks_for(rows, 4);
     switch (a.format.dtype) {
-        case kRowBf16: attention_kernel<kRowBf16><<<blocks, 128, 0, s>>>(m, a); break;
-        case kRowFp8: attention_kernel<kRowFp8><<<blocks, 128, 0, s>>>(m, a); break;
-        default: attention_kernel<kRowF32><<<blocks, 128, 0, s>>>(m, a); break;
+        case kRowBf16:
+            attention_kernel<kRowBf16><<<blocks, 128, 0, s>>>(m, a);
+            break;
+        case kRowFp8:
+            attention_kernel<kRowFp8><<<blocks, 128, 0, s>>>(m, a);
+            break;
+        default:
+            attention_kernel<kRowF32><<<blocks, 128, 0, s>>>(m, a);
+            break;
     }
 }
 
@@ -312,7 +318,8 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
     if (rows == 0) return;
     const int per = keys_per_split(m.n_tokens, a.heads, max_keys);
     const int splits = attention_splits(m.n_tokens, a.heads, max_keys);
-    const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(a.heads, kHeadsPerBlock), static_cast<unsigned>(splits));
+    const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(a.heads, kHeadsPerBlock),
+                    static_cast<unsigned>(splits));
     switch (a.format.dtype) {
         case kRowBf16:
             attention_split_kernel<kRowBf16, false>
@@ -337,27 +344,31 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
 
 void launch_attention_combine(cudaStream_t s, const AttentionArgs& a, int64_t rows, int splits, const float* part_acc,
                               const float* part_ml) {
-    if (rows > 0) attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
+    if (rows > 0)
+        attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
 }
 
-void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
-                         const uint8_t* keys, const RowFormatDev& key_format, int heads, int ratio, int per_block,
-                         int64_t max_entries, float* scores, int k, int32_t* topk) {
+void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
+                         const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
+                         float* scores, int k, int32_t* topk, bool tensor_cores) {
     if (m.n_tokens == 0) return;
     const unsigned blocks = blocks_for(m.n_tokens * max_entries, 4);
     const RowFormatDev& f = key_format;
-    switch (f.dtype) {
+    switch (tensor_cores && index_scores_mma_supported(f, heads) ? -1 : f.dtype) {
+        case -1:
+            launch_index_scores_mma(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+            break;
         case kRowBf16:
-            index_scores_kernel<kRowBf16><<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block,
-                                                                 max_entries, scores);
+            index_scores_kernel<kRowBf16>
+                <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
             break;
         case kRowFp8:
-            index_scores_kernel<kRowFp8><<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block,
-                                                                max_entries, scores);
+            index_scores_kernel<kRowFp8>
+                <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
             break;
         default:
-            index_scores_kernel<kRowF32><<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block,
-                                                                max_entries, scores);
+            index_scores_kernel<kRowF32>
+                <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
             break;
     }
     topk_kernel<<<static_cast<unsigned>(m.n_tokens), 256, 0, s>>>(m, scores, max_entries, ratio, k, topk);

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "backend/cuda/attention_rows.cuh"
+#include "backend/cuda/mma_bf16.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -43,27 +44,6 @@ __device__ Smem carve(unsigned char* base, int dim) {
     s.scores = reinterpret_cast<float*>(s.kv + kKeys * (dim + kPad));
     s.rows = reinterpret_cast<const uint8_t**>(s.scores + kHeads * (kKeys + kScorePad));
     return s;
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-__device__ __forceinline__ uint32_t pack_raw(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-    __nv_bfloat162 v;
-    v.x = lo;
-    v.y = hi;
-    return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// d += a . b for one m16n8k16 tile (a: 16 x 16 row-major fragment, b: 16 x 8 column fragment).
-__device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // The block's 64 query rows as bf16 (heads past the last are zero).

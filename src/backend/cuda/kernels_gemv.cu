@@ -89,7 +89,8 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
     const int64_t cols = wr.cols;
     float acc[kVectors] = {};
     const int64_t chunks = cols / kElems;
-    const auto* row = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(wr.data) + r * row_bytes<kFormat>(cols));
+    const auto* row =
+        reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(wr.data) + r * row_bytes<kFormat>(cols));
     // kUnroll 16-byte loads in flight per lane before any is decoded (latency, not bandwidth, bounds short rows).
     constexpr int kUnroll = 4;
     for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
@@ -163,10 +164,14 @@ void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, c
 bool gemv_supported(WeightFormat format, int64_t cols, int64_t m) {
     if (m < 1) return false;
     switch (format) {
-        case WeightFormat::kFp8Block: return cols % 128 == 0;
-        case WeightFormat::kFp4Row: return cols % 32 == 0;
-        case WeightFormat::kBF16: return cols % 8 == 0;
-        case WeightFormat::kF32: return cols % 4 == 0;
+        case WeightFormat::kFp8Block:
+            return cols % 128 == 0;
+        case WeightFormat::kFp4Row:
+            return cols % 32 == 0;
+        case WeightFormat::kBF16:
+            return cols % 8 == 0;
+        case WeightFormat::kF32:
+            return cols % 4 == 0;
     }
     return false;
 }
@@ -180,20 +185,20 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
         float* yv = y + m0 * y_stride;
         switch (w.format) {
             case WeightFormat::kFp8Block:
-                launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, w, nullptr, nullptr, 0, w.rows, xv,
-                                                                          x_stride, 1, mv, 1, yv, y_stride, round_out, {});
+                launch_format<static_cast<int>(WeightFormat::kFp8Block)>(
+                    s, w, nullptr, nullptr, 0, w.rows, xv, x_stride, 1, mv, 1, yv, y_stride, round_out, {});
                 break;
             case WeightFormat::kFp4Row:
                 launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride,
-                                                                        1, mv, 1, yv, y_stride, round_out, {});
+                                                                       1, mv, 1, yv, y_stride, round_out, {});
                 break;
             case WeightFormat::kBF16:
-                launch_format<static_cast<int>(WeightFormat::kBF16)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride,
-                                                                      1, mv, 1, yv, y_stride, round_out, {});
+                launch_format<static_cast<int>(WeightFormat::kBF16)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride, 1,
+                                                                     mv, 1, yv, y_stride, round_out, {});
                 break;
             case WeightFormat::kF32:
                 launch_format<static_cast<int>(WeightFormat::kF32)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride, 1,
-                                                                     mv, 1, yv, y_stride, round_out, {});
+                                                                    mv, 1, yv, y_stride, round_out, {});
                 break;
         }
     }
@@ -208,18 +213,19 @@ void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, 
     shape.cols = k;
     switch (format) {
         case WeightFormat::kFp8Block:
-            launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, shape, table, ids, n_experts, rows, x, k, x_div, 1,
-                                                                      pairs, out, rows, round_out, m);
+            launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, shape, table, ids, n_experts, rows, x, k, x_div,
+                                                                     1, pairs, out, rows, round_out, m);
             break;
         case WeightFormat::kFp4Row:
-            launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, shape, table, ids, n_experts, rows, x, k, x_div, 1,
-                                                                    pairs, out, rows, round_out, m);
+            launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, shape, table, ids, n_experts, rows, x, k, x_div,
+                                                                   1, pairs, out, rows, round_out, m);
             break;
         case WeightFormat::kBF16:
             launch_format<static_cast<int>(WeightFormat::kBF16)>(s, shape, table, ids, n_experts, rows, x, k, x_div, 1,
-                                                                  pairs, out, rows, round_out, m);
+                                                                 pairs, out, rows, round_out, m);
             break;
-        case WeightFormat::kF32: break;
+        case WeightFormat::kF32:
+            break;
     }
 }
 

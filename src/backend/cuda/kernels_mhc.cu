@@ -8,7 +8,9 @@ namespace {
 
 constexpr int kMaxHc = kMaxHcStreams;
 
-__device__ float sigmoidf_dev(float v) { return 1.0f / (1.0f + expf(-v)); }
+__device__ float sigmoidf_dev(float v) {
+    return 1.0f / (1.0f + expf(-v));
+}
 
 // Sum of squares of x[0..n) over the block, 4 independent float4 loads in flight per thread (n % 4 == 0 and x
 // 16-byte aligned take that path; otherwise a plain loop).
@@ -59,9 +61,8 @@ __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
 
 // Per token: inv rms of the flattened streams (loads in flight across the whole block), mixes = raw * inv
 // (raw = fn . x from the GEMV), then pre / post / Sinkhorn(comb) and the collapse u = sum_j pre_j X_j.
-__global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, MhcWeights w,
-                                     int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
-                                     float* comb) {
+__global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, MhcWeights w, int iters,
+                                     float hc_eps, float norm_eps, bool round, float* u, float* post, float* comb) {
     __shared__ float scratch[32];
     __shared__ float pre[kMaxHc];
     const int t = blockIdx.x;
@@ -133,7 +134,7 @@ void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64
                    float* comb) {
     if (n > 0) {
         hc_pre_finish_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps,
-                                                                       round, u, post, comb);
+                                                                      round, u, post, comb);
     }
 }
 
@@ -146,7 +147,7 @@ void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int6
                     const HcHeadWeights& w, float hc_eps, float norm_eps, bool round, float* y) {
     if (n > 0) {
         hc_head_finish_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, raw_mixes, hc, d, w, hc_eps, norm_eps, round,
-                                                                        y);
+                                                                       y);
     }
 }
 

@@ -1,0 +1,185 @@
+// Lightning-indexer scores on tensor cores (fast numerics): score[t][e] = sum_h w[t][h] relu(q[t][h] . K[e]) for the
+// eligible entries, -inf for the rest (the same output as index_scores_kernel, for the same top-k kernel). One block
+// per (token, range of kRange entries): the token's query heads stay in shared memory while chunks of 64 keys pass.
+//
+// Numerics: the keys enter the MMA as their stored codes (an e4m3 or bf16 value is exact in bf16) and an fp8 key's
+// float scale multiplies the dot product afterwards; the query is split into a bf16 high part and a bf16 remainder
+// (two MMAs), which carries ~16 of float32's 24 mantissa bits: the scores agree with the float32 kernel to ~1e-5
+// relative, so the picks are those of the other numerics except at near-exact ties.
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_bf16.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kHeads = 64;   // query heads per block: 4 warps of 16
+constexpr int kKeys = 64;    // keys per chunk: 8 n-tiles per warp
+constexpr int kRange = 256;  // entries per block
+constexpr int kWarps = kHeads / 16;
+constexpr int kPad = 8;
+
+__host__ __device__ constexpr size_t smem_bytes(int dim) {
+    return static_cast<size_t>(2 * kHeads + kKeys) * (dim + kPad) * 2 + kKeys * 4 + kWarps * kKeys * 4 + kHeads * 4;
+}
+
+// Key e's stored codes as bf16 into row `r` of the chunk and its scale (1 for bf16 keys; NaN and zeros when absent).
+template <int D>
+__device__ void load_key(const uint8_t* row, const RowFormatDev& f, __nv_bfloat16* dst, float* scale) {
+    const int lane = threadIdx.x % 32;
+    for (int i = 4 * lane; i < f.dim; i += 128) {
+        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (row != nullptr) {
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                if constexpr (D == kRowFp8) {
+                    v[u] = decode_e4m3(row[i + u]);
+                } else {
+                    v[u] = bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i + u]);
+                }
+            }
+        }
+        auto* out = reinterpret_cast<uint32_t*>(dst + i);
+        out[0] = pack_bf16(v[0], v[1]);
+        out[1] = pack_bf16(v[2], v[3]);
+    }
+    if (lane == 0) {
+        float sc = __int_as_float(0x7fc00000);  // NaN marks an absent key (a real scale may be 0)
+        if (row != nullptr) sc = D == kRowFp8 ? *reinterpret_cast<const float*>(row + f.dim) : 1.0f;
+        *scale = sc;
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    index_scores_mma_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys, RowFormatDev f,
+                            int heads, int ratio, int per_block, int64_t max_entries, float* scores) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int dim = f.dim, ld = dim + kPad;
+    auto* q_hi = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+    __nv_bfloat16* q_lo = q_hi + kHeads * ld;
+    __nv_bfloat16* ks = q_lo + kHeads * ld;
+    auto* key_scale = reinterpret_cast<float*>(ks + kKeys * ld);
+    float* partial = key_scale + kKeys;   // [kWarps][kKeys]
+    float* w = partial + kWarps * kKeys;  // [kHeads]
+    const int t = blockIdx.x;
+    const int64_t e_begin = static_cast<int64_t>(blockIdx.y) * kRange;
+    const int64_t e_end = min64(e_begin + kRange, max_entries);
+    const int64_t eligible = (m.positions[t] + 1) / ratio;
+    float* out = scores + static_cast<int64_t>(t) * max_entries;
+    if (e_begin >= eligible) {  // nothing visible in this range
+        for (int64_t e = e_begin + threadIdx.x; e < e_end; e += blockDim.x) out[e] = -INFINITY;
+        return;
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    for (int i = threadIdx.x; i < kHeads * dim; i += blockDim.x) {
+        const int h = i / dim, c = i % dim;
+        const float v = h < heads ? q[(static_cast<int64_t>(t) * heads + h) * dim + c] : 0.0f;
+        const __nv_bfloat16 hi = __float2bfloat16_rn(v);
+        q_hi[h * ld + c] = hi;
+        q_lo[h * ld + c] = __float2bfloat16_rn(v - __bfloat162float(hi));
+    }
+    for (int h = threadIdx.x; h < kHeads; h += blockDim.x)
+        w[h] = h < heads ? weights[static_cast<int64_t>(t) * heads + h] : 0.0f;
+    const int seq = m.seq_of_token[t];
+    for (int64_t c0 = e_begin; c0 < e_end; c0 += kKeys) {
+        __syncthreads();  // the previous chunk's keys and partials are consumed; the queries are in place
+        for (int r = warp; r < kKeys; r += kWarps) {
+            const int64_t e = c0 + r;
+            const uint8_t* row = nullptr;
+            if (e < eligible && e < e_end) {
+                const int64_t stored = paged_row(m, seq, e, per_block);
+                if (stored < 0) {
+                    if (lane == 0) flag_error(m, kErrorBlockTable);
+                } else {
+                    row = keys + stored * f.bytes;
+                }
+            }
+            load_key<D>(row, f, ks + r * ld, key_scale + r);
+        }
+        __syncthreads();
+        // This warp's 16 heads x 64 keys: (q_hi + q_lo) . codes.
+        float acc[kKeys / 8][4] = {};
+        const __nv_bfloat16* a_hi = q_hi + (16 * warp + g) * ld + 2 * tq;
+        const __nv_bfloat16* a_lo = q_lo + (16 * warp + g) * ld + 2 * tq;
+        for (int k0 = 0; k0 < dim; k0 += 16) {
+            uint32_t fh[4], fl[4];
+            fh[0] = *reinterpret_cast<const uint32_t*>(a_hi + k0);
+            fh[1] = *reinterpret_cast<const uint32_t*>(a_hi + 8 * ld + k0);
+            fh[2] = *reinterpret_cast<const uint32_t*>(a_hi + k0 + 8);
+            fh[3] = *reinterpret_cast<const uint32_t*>(a_hi + 8 * ld + k0 + 8);
+            fl[0] = *reinterpret_cast<const uint32_t*>(a_lo + k0);
+            fl[1] = *reinterpret_cast<const uint32_t*>(a_lo + 8 * ld + k0);
+            fl[2] = *reinterpret_cast<const uint32_t*>(a_lo + k0 + 8);
+            fl[3] = *reinterpret_cast<const uint32_t*>(a_lo + 8 * ld + k0 + 8);
+#pragma unroll
+            for (int nt = 0; nt < kKeys / 8; ++nt) {
+                const __nv_bfloat16* kb = ks + (8 * nt + g) * ld + k0 + 2 * tq;
+                const uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(kb),
+                                        *reinterpret_cast<const uint32_t*>(kb + 8)};
+                mma_bf16(acc[nt], fh, bf);
+                mma_bf16(acc[nt], fl, bf);
+            }
+        }
+        // sum over this warp's heads of w_h relu(scale_e * dot), reduced over the 8 row groups of the warp.
+        const float w_lo = w[16 * warp + g], w_hi = w[16 * warp + g + 8];
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int key = 8 * nt + 2 * tq + c;
+                const float sc = key_scale[key];
+                float v = w_lo * fmaxf(sc * acc[nt][c], 0.0f) + w_hi * fmaxf(sc * acc[nt][2 + c], 0.0f);
+                v += __shfl_xor_sync(0xffffffffu, v, 4);
+                v += __shfl_xor_sync(0xffffffffu, v, 8);
+                v += __shfl_xor_sync(0xffffffffu, v, 16);
+                if (g == 0) partial[warp * kKeys + key] = v;
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x < kKeys) {
+            const int64_t e = c0 + threadIdx.x;
+            if (e < e_end) {
+                float s = -INFINITY;
+                if (e < eligible && !isnan(key_scale[threadIdx.x])) {
+                    s = 0.0f;
+                    for (int wi = 0; wi < kWarps; ++wi) s += partial[wi * kKeys + threadIdx.x];
+                }
+                out[e] = s;
+            }
+        }
+    }
+}
+
+template <int D>
+void launch_typed(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
+                  const RowFormatDev& f, int heads, int ratio, int per_block, int64_t max_entries, float* scores) {
+    static bool configured = false;  // the largest dim's smem is allowed once per instantiation
+    if (!configured) {
+        cudaFuncSetAttribute(index_scores_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem_bytes(kMaxIndexDim)));
+        configured = true;
+    }
+    const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(max_entries, kRange));
+    index_scores_mma_kernel<D><<<grid, kWarps * 32, smem_bytes(f.dim), s>>>(m, q, weights, keys, f, heads, ratio,
+                                                                            per_block, max_entries, scores);
+}
+
+}  // namespace
+
+bool index_scores_mma_supported(const RowFormatDev& f, int heads) {
+    return heads <= kHeads && f.dim % 16 == 0 && f.dim <= kMaxIndexDim &&
+           ((f.dtype == kRowFp8 && f.index_key) || f.dtype == kRowBf16);
+}
+
+void launch_index_scores_mma(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
+                             const uint8_t* keys, const RowFormatDev& f, int heads, int ratio, int per_block,
+                             int64_t max_entries, float* scores) {
+    if (m.n_tokens == 0 || max_entries == 0) return;
+    if (f.dtype == kRowFp8) {
+        launch_typed<kRowFp8>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+    } else {
+        launch_typed<kRowBf16>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+    }
+}
+
+}  // namespace dsv4::cuda

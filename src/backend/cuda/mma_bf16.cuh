@@ -1,0 +1,34 @@
+// bf16 tensor-core helpers (mma.sync m16n8k16, float32 accumulation) shared by the hand-written MMA kernels.
+// Fragment layouts (lane = 4 g + tq): A 16 x 16 row-major: {row g, cols 2 tq, +1}, {row g + 8, same}, {row g, cols
+// 2 tq + 8, +9}, {row g + 8, same}; B 16 x 8 column: {rows 2 tq, +1 of col g}, {rows 2 tq + 8, +9}; C 16 x 8:
+// {row g, cols 2 tq, +1}, {row g + 8, same}.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace dsv4::cuda {
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t pack_raw(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+    __nv_bfloat162 v;
+    v.x = lo;
+    v.y = hi;
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// d += a . b for one m16n8k16 tile (a: 16 x 16 row-major fragment, b: 16 x 8 column fragment).
+__device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+}  // namespace dsv4::cuda
