@@ -1,6 +1,6 @@
 // Lightning-indexer scores on tensor cores (fast numerics): score[t][e] = sum_h w[t][h] relu(q[t][h] . K[e]) for the
 // eligible entries, -inf for the rest (the same output as index_scores_kernel, for the same top-k kernel). One block
-// per (token, range of kRange entries): the token's query heads stay in shared memory while chunks of 64 keys pass.
+// per (token, range of up to 256 entries): the token's query heads stay in shared memory while chunks of 64 keys pass.
 //
 // Numerics: the keys enter the MMA as their stored codes (an e4m3 or bf16 value is exact in bf16) and an fp8 key's
 // float scale multiplies the dot product afterwards; the query is split into a bf16 high part and a bf16 remainder
@@ -12,9 +12,9 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kHeads = 64;   // query heads per block: 4 warps of 16
-constexpr int kKeys = 64;    // keys per chunk: 8 n-tiles per warp
-constexpr int kRange = 256;  // entries per block
+constexpr int kHeads = 64;      // query heads per block: 4 warps of 16
+constexpr int kKeys = 64;       // keys per chunk: 8 n-tiles per warp
+constexpr int kMaxRange = 256;  // entries per block (fewer for decode-sized steps: more blocks)
 constexpr int kWarps = kHeads / 16;
 constexpr int kPad = 8;
 
@@ -52,7 +52,7 @@ __device__ void load_key(const uint8_t* row, const RowFormatDev& f, __nv_bfloat1
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     index_scores_mma_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys, RowFormatDev f,
-                            int heads, int ratio, int per_block, int64_t max_entries, float* scores) {
+                            int heads, int ratio, int per_block, int64_t max_entries, int range, float* scores) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int dim = f.dim, ld = dim + kPad;
     auto* q_hi = reinterpret_cast<__nv_bfloat16*>(smem_raw);
@@ -62,8 +62,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     float* partial = key_scale + kKeys;   // [kWarps][kKeys]
     float* w = partial + kWarps * kKeys;  // [kHeads]
     const int t = blockIdx.x;
-    const int64_t e_begin = static_cast<int64_t>(blockIdx.y) * kRange;
-    const int64_t e_end = min64(e_begin + kRange, max_entries);
+    const int64_t e_begin = static_cast<int64_t>(blockIdx.y) * range;
+    const int64_t e_end = min64(e_begin + range, max_entries);
     const int64_t eligible = (m.positions[t] + 1) / ratio;
     float* out = scores + static_cast<int64_t>(t) * max_entries;
     if (e_begin >= eligible) {  // nothing visible in this range
@@ -159,9 +159,11 @@ void launch_typed(cudaStream_t s, const StepMeta& m, const float* q, const float
                              static_cast<int>(smem_bytes(kMaxIndexDim)));
         configured = true;
     }
-    const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(max_entries, kRange));
+    // Whole chunks per block; ranges of one chunk when the step is too small to fill the GPU with longer ones.
+    const int range = m.n_tokens * blocks_for(max_entries, kMaxRange) >= 264 ? kMaxRange : kKeys;
+    const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(max_entries, range));
     index_scores_mma_kernel<D><<<grid, kWarps * 32, smem_bytes(f.dim), s>>>(m, q, weights, keys, f, heads, ratio,
-                                                                            per_block, max_entries, scores);
+                                                                            per_block, max_entries, range, scores);
 }
 
 }  // namespace
