@@ -155,10 +155,11 @@ void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8)
         rig.compress(n);
         int64_t differing = 0;
         const Tensor picks = rig.indexer(n, &differing);
-        // Exact numerics with rounded keys: a compressor sum one bit apart may change one key code; allow a pick-set
-        // difference on at most one token of a step (float32 keys: none).
-        const bool exact_rounded = numerics != Numerics::kReference && dtype != StateDtype::kF32;
-        EXPECT_LE(differing, exact_rounded ? 1 : 0) << label << " step " << step;
+        // Float32 state in exact / fast numerics: identical picks. Rounded keys (a compressor sum one bit apart may
+        // change one key code) and reference numerics (FP4-simulated queries and keys make exact score ties at the
+        // k-th pick likely, decided by summation order): pick sets may differ on 1% of a step's tokens (at least 1).
+        const bool identical = numerics != Numerics::kReference && dtype == StateDtype::kF32;
+        EXPECT_LE(differing, identical ? 0 : std::max<int64_t>(1, n / 100)) << label << " step " << step;
         EXPECT_LE(rig.attention_and_store(n, picks), attention_tolerance(numerics, dtype)) << label << " step " << step;
     }
 }
