@@ -305,10 +305,10 @@ int attention_splits(int64_t n_tokens, int heads, int max_keys) {
 }
 
 // fp8 K=V rows can be read in quads (fp8_row_quad) when every 4-element group lies inside one part of the row and
-// the loads are aligned: chunks of 128 cover the row, the bf16 tail starts on a multiple of 4 and rows are 8-byte
-// multiples (the stores are 256-byte aligned allocations).
+// the loads are aligned: chunks of 128 cover the row, the bf16 tail starts on a multiple of 8 (its 8-byte loads at
+// byte 2 i - nope) and rows are 8-byte multiples (the stores are 256-byte aligned allocations).
 static bool quad_rows_ok(const RowFormatDev& f) {
-    return !f.index_key && f.dim % 128 == 0 && f.dim <= kMaxAttentionDim && (f.dim - f.rope_dim) % 4 == 0 &&
+    return !f.index_key && f.dim % 128 == 0 && f.dim <= kMaxAttentionDim && (f.dim - f.rope_dim) % 8 == 0 &&
            f.bytes % 8 == 0;
 }
 
