@@ -181,6 +181,10 @@ constexpr int kMaxIndexDim = 256;
 void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
                          const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
                          float* scores, int k, int32_t* topk, bool tensor_cores);
+// Top-k of scores [N, max_entries] over each token's (position + 1) / ratio eligible entries: the picks in index
+// order, exact ties at the k-th score lowest index first, -1 padded (one block per token; reads m.positions).
+void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
+                 int32_t* topk);
 // kernels_indexer_mma.cu: the scores on tensor cores (fast numerics; fp8 index keys or bf16 keys, <= 64 heads).
 bool index_scores_mma_supported(const RowFormatDev& f, int heads);
 void launch_index_scores_mma(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,

@@ -221,6 +221,24 @@ __device__ uint32_t float_key(float v) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// Exclusive prefix sum of v over the block's threads in thread order (blockDim.x a multiple of 32, <= 1024);
+// scratch: 32 ints of shared memory. Every thread must call it.
+__device__ int32_t block_exclusive_scan(int32_t v, int32_t* scratch) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int32_t inclusive = v;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+        const int32_t up = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d) inclusive += up;
+    }
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 31) scratch[warp] = inclusive;
+    __syncthreads();
+    int32_t before = 0;
+    for (int i = 0; i < warp; ++i) before += scratch[i];
+    return before + inclusive - v;
+}
+
 // Top-k per token: radix select of the k-th largest key (4 passes of 8 bits), then the picks in index order: every
 // entry above the threshold, and threshold ties lowest index first (the CPU backend's tie rule). One block per token.
 __global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries, int ratio, int k, int32_t* out) {
@@ -262,16 +280,24 @@ __global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries
         __syncthreads();
     }
     // prefix is now the k-th largest key; `remaining` of the entries equal to it are taken (lowest index first).
-    if (threadIdx.x == 0) {
-        int32_t ties = remaining;
-        int32_t w = 0;
-        for (int64_t e = 0; e < eligible; ++e) {  // sequential pass keeps the output in index order, ties lowest first
-            const uint32_t key = float_key(s[e]);
-            if (key > prefix || (key == prefix && ties > 0)) {
-                if (key == prefix) --ties;
-                dst[w++] = static_cast<int32_t>(e);
-            }
-        }
+    // Parallel compaction in index order: thread i owns the contiguous segment i of the entries; exclusive scans of
+    // the per-thread counts give each thread its first output slot and its first tie's rank.
+    const int64_t seg = (eligible + blockDim.x - 1) / blockDim.x;
+    const int64_t e0 = min64(threadIdx.x * seg, eligible), e1 = min64(e0 + seg, eligible);
+    int32_t above = 0, ties = 0;
+    for (int64_t e = e0; e < e1; ++e) {
+        const uint32_t key = float_key(s[e]);
+        above += key > prefix;
+        ties += key == prefix;
+    }
+    __shared__ int32_t scan_scratch[32];
+    const int32_t above_before = block_exclusive_scan(above, scan_scratch);
+    const int32_t ties_before = block_exclusive_scan(ties, scan_scratch);
+    const int32_t take = remaining;
+    int32_t w = above_before + min(ties_before, take), tie_rank = ties_before;
+    for (int64_t e = e0; e < e1; ++e) {
+        const uint32_t key = float_key(s[e]);
+        if (key > prefix || (key == prefix && tie_rank++ < take)) dst[w++] = static_cast<int32_t>(e);
     }
 }
 
@@ -371,7 +397,14 @@ void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, cons
                 <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
             break;
     }
-    topk_kernel<<<static_cast<unsigned>(m.n_tokens), 256, 0, s>>>(m, scores, max_entries, ratio, k, topk);
+    launch_topk(s, m, scores, max_entries, ratio, k, topk);
+}
+
+void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
+                 int32_t* topk) {
+    if (m.n_tokens > 0) {
+        topk_kernel<<<static_cast<unsigned>(m.n_tokens), 256, 0, s>>>(m, scores, max_entries, ratio, k, topk);
+    }
 }
 
 }  // namespace dsv4::cuda

@@ -1,0 +1,73 @@
+// The indexer's top-k selection kernel against a host selection: the k largest of each token's eligible entries,
+// returned in index order, exact ties at the k-th score taken lowest index first, -1 padding when fewer entries are
+// eligible. Scores drawn from a few values (ties everywhere) with -inf entries, for eligible counts from below k to
+// far above the block's thread count (the parallel compaction's segments). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "backend/cuda/kernels.h"
+#include "op_test_support.h"
+
+namespace dsv4::ops_test {
+namespace {
+
+std::vector<int32_t> host_topk(const float* s, int64_t eligible, int k) {
+    std::vector<int32_t> order(static_cast<size_t>(eligible));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[a] > s[b]; });
+    order.resize(static_cast<size_t>(std::min<int64_t>(k, eligible)));
+    std::sort(order.begin(), order.end());
+    order.resize(static_cast<size_t>(k), -1);
+    return order;
+}
+
+template <typename T>
+T* device_copy(const std::vector<T>& v) {
+    T* d = nullptr;
+    EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(v.size(), 1) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+}
+
+TEST(CudaTopk, MatchesHostSelectionWithTiesInIndexOrder) {
+    DSV4_REQUIRE_GPU();
+    const int ratio = 4, k = 512;
+    const std::vector<int64_t> eligible = {0, 5, 511, 512, 513, 3000, 16384, 20000};
+    const int64_t max_entries = 20000;
+    const int n = static_cast<int>(eligible.size());
+    std::vector<int32_t> positions(n);
+    // (position + 1) / ratio == eligible for positions eligible * ratio - 1 .. + ratio - 2.
+    for (int t = 0; t < n; ++t) {
+        positions[t] = std::max<int32_t>(0, static_cast<int32_t>(eligible[t] * ratio - 1 + t % ratio));
+    }
+    std::uniform_int_distribution<int> value(0, 40);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    std::vector<float> scores(static_cast<size_t>(n * max_entries));
+    for (float& v : scores)
+        v = u(rng()) < 0.05f ? -std::numeric_limits<float>::infinity() : 0.25f * value(rng()) - 3.0f;
+    cuda::StepMeta m;
+    m.n_tokens = n;
+    int32_t* pos_d = device_copy(positions);
+    float* scores_d = device_copy(scores);
+    int32_t* out_d = device_copy(std::vector<int32_t>(static_cast<size_t>(n) * k, 7));
+    m.positions = pos_d;
+    cuda::launch_topk(nullptr, m, scores_d, max_entries, ratio, k, out_d);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<int32_t> out(static_cast<size_t>(n) * k);
+    ASSERT_EQ(cudaMemcpy(out.data(), out_d, out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int t = 0; t < n; ++t) {
+        const std::vector<int32_t> want = host_topk(scores.data() + t * max_entries, eligible[t], k);
+        const std::vector<int32_t> got(out.begin() + t * k, out.begin() + (t + 1) * k);
+        EXPECT_EQ(got, want) << "token " << t << ", " << eligible[t] << " eligible";
+    }
+    cudaFree(pos_d);
+    cudaFree(scores_d);
+    cudaFree(out_d);
+}
+
+}  // namespace
+}  // namespace dsv4::ops_test
