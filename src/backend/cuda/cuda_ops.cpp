@@ -324,8 +324,10 @@ CudaBackend::ExpertGroups CudaBackend::group_pairs(const Tensor& ids, int64_t pa
     ExpertGroups g;
     const int rows_per_tile = gemm_tile_rows();
     // Every expert's last tile may be partial: at most pairs / rows_per_tile full tiles plus one per expert.
-    g.max_tiles =
-        static_cast<int>(std::min<int64_t>(pairs / rows_per_tile + std::min<int64_t>(pairs, n_experts), kMaxGemvPairs));
+    const int64_t max_tiles = pairs / rows_per_tile + std::min<int64_t>(pairs, n_experts);
+    DSV4_CHECK(max_tiles <= kMaxGemvPairs, "moe: {} expert tiles exceed the grid limit {} (a smaller step is needed)",
+               max_tiles, kMaxGemvPairs);
+    g.max_tiles = static_cast<int>(max_tiles);
     auto ints = [&](int64_t n) {
         return reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(std::max<int64_t>(n, 1))));
     };
