@@ -39,8 +39,15 @@ __device__ inline const uint8_t* key_row(const StepMeta& m, const AttentionArgs&
     return a.store + row * bytes;
 }
 
+// Whether fp8_row_quad() may read rows of format f: K=V rows (not index keys) whose bf16 tail starts on a multiple of
+// 8 bytes (its 8-byte loads at byte 2 i - nope) and whose size is a multiple of 8 (the stores are 256-byte aligned
+// allocations), so every load is aligned and no 4-element group straddles the codes and the tail.
+inline bool fp8_quads_aligned(const RowFormatDev& f) {
+    return !f.index_key && (f.dim - f.rope_dim) % 8 == 0 && f.bytes % 8 == 0;
+}
+
 // Elements [i, i + 4) of an fp8_ds_mla row, i a multiple of 4, decoded exactly as row_elem does (e4m3 -> half is
-// exact, so the hardware conversion gives the same values). Needs the layout that quad_rows_ok() checks.
+// exact, so the hardware conversion gives the same values). Needs fp8_quads_aligned(f).
 __device__ __forceinline__ void fp8_row_quad(const uint8_t* row, int i, const RowFormatDev& f, float out[4]) {
     const int nope = f.dim - f.rope_dim;
     if (i >= nope) {

@@ -112,11 +112,6 @@ float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) 
     // raw mixes = fn . flattened streams: split over the width (many blocks at any token count); odd widths take a
     // GEMV over the float32 fn rows.
     const int64_t n = x.size(0), width = x.numel() / n;
-    WeightRef w;
-    w.format = WeightFormat::kF32;
-    w.rows = n_mix;
-    w.cols = width;
-    w.data = fn.data;
     float* raw = scratch(static_cast<size_t>(n * n_mix));
     if (hc_mixes_supported(width)) {
         float* partial = scratch(static_cast<size_t>(hc_mixes_partials(n, width, static_cast<int>(n_mix))));
@@ -124,6 +119,11 @@ float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) 
         launched("hc mixes", 2);
         return raw;
     }
+    WeightRef w;
+    w.format = WeightFormat::kF32;
+    w.rows = n_mix;
+    w.cols = width;
+    w.data = fn.data;
     if (n <= kMaxGemvRows && gemv_supported(w.format, width, n)) {
         launch_gemv(stream_, w, x.f32(), width, n, raw, n_mix, false);
     } else {

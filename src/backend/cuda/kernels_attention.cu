@@ -330,12 +330,10 @@ int attention_splits(int64_t n_tokens, int heads, int max_keys) {
     return (max_keys + per - 1) / per;
 }
 
-// fp8 K=V rows can be read in quads (fp8_row_quad) when every 4-element group lies inside one part of the row and
-// the loads are aligned: chunks of 128 cover the row, the bf16 tail starts on a multiple of 8 (its 8-byte loads at
-// byte 2 i - nope) and rows are 8-byte multiples (the stores are 256-byte aligned allocations).
+// The split kernel reads fp8 K=V rows in quads when the loads are aligned and its lane layout (4 consecutive elements
+// of every 128-element chunk per lane) covers the row.
 static bool quad_rows_ok(const RowFormatDev& f) {
-    return !f.index_key && f.dim % 128 == 0 && f.dim <= kMaxAttentionDim && (f.dim - f.rope_dim) % 8 == 0 &&
-           f.bytes % 8 == 0;
+    return fp8_quads_aligned(f) && f.dim % 128 == 0 && f.dim <= kMaxAttentionDim;
 }
 
 void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,

@@ -257,9 +257,7 @@ void launch_attention_mqa(cudaStream_t st, const StepMeta& m, const AttentionArg
     const int per = mqa_keys_per_split(m.n_tokens, a.heads, max_keys);
     const int splits = mqa_attention_splits(m.n_tokens, a.heads, max_keys);
     const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(a.heads, kHeads), static_cast<unsigned>(splits));
-    // fp8 rows four codes per load: the bf16 tail's 8-byte loads need an 8-aligned start and 8-byte row sizes.
-    const bool quad =
-        a.format.dtype == kRowFp8 && (a.format.dim - a.format.rope_dim) % 8 == 0 && a.format.bytes % 8 == 0;
+    const bool quad = a.format.dtype == kRowFp8 && fp8_quads_aligned(a.format);  // four codes per load
     switch (a.format.dtype) {
         case kRowBf16:
             launch_typed<kRowBf16, false>(st, m, a, grid, splits, per, part_acc, part_ml);
