@@ -96,8 +96,8 @@ void launch_expert_gemm_bf16(cudaStream_t s, WeightFormat format, const WeightRe
                              const int32_t* tile_row0, const int32_t* tile_rows, const int32_t* row_ids, int x_div,
                              const float* x, int64_t x_stride, float* y, int64_t y_stride, bool round_out);
 int gemm_tile_rows();
-// The tensor-core GEMM reads 16-element groups with vector loads: the reduction dim must be a multiple of 32 (and
-// activation rows 16-byte aligned).
+// The tensor-core GEMM reads whole 64-wide reduction slices of 16-element groups with vector loads: the reduction dim
+// must be a multiple of 64 (and activation rows 16-byte aligned).
 bool gemm_supported(int64_t cols);
 
 // kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride
