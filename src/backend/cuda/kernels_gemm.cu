@@ -268,8 +268,9 @@ int gemm_tile_rows() {
     return kBM;
 }
 
+// Whole 64-wide slices (which also keeps every 16-element group inside one FP4 32-block or FP8 128-block).
 bool gemm_supported(int64_t cols) {
     return cols % kBK == 0;
-}  // whole 64-wide slices (so also 32-element scale blocks)
+}
 
 }  // namespace dsv4::cuda
