@@ -35,28 +35,63 @@ __device__ float sum_squares(const float* x, int64_t n, float* scratch) {
     return block_sum(sq, scratch);
 }
 
-__device__ void sinkhorn(float* c, int hc, int iters, float eps) {
+// Sinkhorn on a hc x hc matrix (exp-normalised rows, then alternating column / row normalisation). Templated on the
+// stream count so that the matrix lives in registers with every loop unrolled (one thread runs it: with a runtime
+// hc the array sat in local memory and the 20 iterations dominated a decode token's hc_pre); kHc = 0 is the generic
+// runtime-hc version. Both do the same operations in the same order.
+template <int kHc>
+__device__ __forceinline__ void sinkhorn(float* c, int hc_runtime, int iters, float eps) {
+    const int hc = kHc > 0 ? kHc : hc_runtime;
+#pragma unroll
     for (int j = 0; j < hc; ++j) {
         float mx = c[j * hc];
+#pragma unroll
         for (int k = 1; k < hc; ++k) mx = fmaxf(mx, c[j * hc + k]);
         float sum = 0.0f;
+#pragma unroll
         for (int k = 0; k < hc; ++k) sum += (c[j * hc + k] = expf(c[j * hc + k] - mx));
+#pragma unroll
         for (int k = 0; k < hc; ++k) c[j * hc + k] = c[j * hc + k] / sum + eps;
     }
     for (int it = 0; it < iters; ++it) {
         if (it > 0) {
+#pragma unroll
             for (int j = 0; j < hc; ++j) {
                 float sum = 0.0f;
+#pragma unroll
                 for (int k = 0; k < hc; ++k) sum += c[j * hc + k];
+#pragma unroll
                 for (int k = 0; k < hc; ++k) c[j * hc + k] /= sum + eps;
             }
         }
+#pragma unroll
         for (int k = 0; k < hc; ++k) {
             float sum = 0.0f;
+#pragma unroll
             for (int j = 0; j < hc; ++j) sum += c[j * hc + k];
+#pragma unroll
             for (int j = 0; j < hc; ++j) c[j * hc + k] /= sum + eps;
         }
     }
+}
+
+// pre / post / Sinkhorn(comb) of one token from its raw mixes (thread 0 of the token's block).
+template <int kHc>
+__device__ __forceinline__ void mix_token(const float* mix, float inv, int hc_runtime, const MhcWeights& w, int iters,
+                                          float hc_eps, float* pre, float* post, float* comb) {
+    const int hc = kHc > 0 ? kHc : hc_runtime;
+    constexpr int kCap = kHc > 0 ? kHc : kMaxHc;
+#pragma unroll
+    for (int j = 0; j < hc; ++j) {
+        pre[j] = sigmoidf_dev(mix[j] * inv * w.scale.data[0] + w.base.data[j]) + hc_eps;
+        post[j] = 2.0f * sigmoidf_dev(mix[hc + j] * inv * w.scale.data[1] + w.base.data[hc + j]);
+    }
+    float c[kCap * kCap];
+#pragma unroll
+    for (int i = 0; i < hc * hc; ++i) c[i] = mix[2 * hc + i] * inv * w.scale.data[2] + w.base.data[2 * hc + i];
+    sinkhorn<kHc>(c, hc, iters, hc_eps);
+#pragma unroll
+    for (int i = 0; i < hc * hc; ++i) comb[i] = c[i];
 }
 
 // Per token: inv rms of the flattened streams (loads in flight across the whole block), mixes = raw * inv
@@ -72,14 +107,13 @@ __global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int
     const float inv = 1.0f / sqrtf(sum_squares(xs, width, scratch) / static_cast<float>(width) + norm_eps);
     if (threadIdx.x == 0) {
         const float* mix = raw_mixes + static_cast<int64_t>(t) * n_mix;
-        for (int j = 0; j < hc; ++j) {
-            pre[j] = sigmoidf_dev(mix[j] * inv * w.scale.data[0] + w.base.data[j]) + hc_eps;
-            post[t * hc + j] = 2.0f * sigmoidf_dev(mix[hc + j] * inv * w.scale.data[1] + w.base.data[hc + j]);
+        float* post_t = post + static_cast<int64_t>(t) * hc;
+        float* comb_t = comb + static_cast<int64_t>(t) * hc * hc;
+        if (hc == 4) {  // DeepSeek-V4's hc_mult
+            mix_token<4>(mix, inv, hc, w, iters, hc_eps, pre, post_t, comb_t);
+        } else {
+            mix_token<0>(mix, inv, hc, w, iters, hc_eps, pre, post_t, comb_t);
         }
-        float c[kMaxHc * kMaxHc];
-        for (int i = 0; i < hc * hc; ++i) c[i] = mix[2 * hc + i] * inv * w.scale.data[2] + w.base.data[2 * hc + i];
-        sinkhorn(c, hc, iters, hc_eps);
-        for (int i = 0; i < hc * hc; ++i) comb[static_cast<int64_t>(t) * hc * hc + i] = c[i];
     }
     __syncthreads();
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
