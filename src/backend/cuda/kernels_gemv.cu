@@ -145,96 +145,14 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
     }
 }
 
-// Single-vector GEMV (one activation row, or one per (token, expert) pair): each warp computes kRows consecutive
-// weight rows, so every activation chunk a lane loads serves kRows weight chunks (one row at a time needed 8 bytes of
-// activations per FP4 weight byte: the L1 path, not DRAM, was the limit). Per row, every lane visits its chunks and
-// sums them in the same order and with the same expression as gemv_kernel, so the result is bit-identical to the
-// multi-vector kernel's (batched and single-sequence steps agree).
-template <int kFormat, int kRows>
-__global__ void gemv_rows_kernel(WeightRef w, const WeightRef* table, const int32_t* ids, int n_experts, const float* x,
-                                 int64_t x_stride, int x_div, float* y, int64_t y_stride, bool round_out,
-                                 StepMeta meta) {
-    constexpr int kElems = Chunk<kFormat>::kElems;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t pair = blockIdx.y;
-    WeightRef wr = w;
-    const float* xv = x;
-    if (table != nullptr) {
-        const int32_t e = ids[pair];
-        if (e < 0 || e >= n_experts) {
-            if (threadIdx.x == 0 && blockIdx.x == 0) flag_error(meta, kErrorExpertId);
-            return;
-        }
-        wr = table[e];
-        xv = x + (pair / x_div) * x_stride;
-    }
-    const int64_t r0 = (blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + warp) * kRows;
-    if (r0 >= wr.rows) return;
-    const int n_rows = static_cast<int>(min64(kRows, wr.rows - r0));
-    const int64_t cols = wr.cols, chunks = cols / kElems;
-    const uint4* rows[kRows];
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {  // rows past the matrix re-read its last row; their sums are not written
-        rows[i] = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(wr.data) +
-                                                 (r0 + min(i, n_rows - 1)) * row_bytes<kFormat>(cols));
-    }
-    float acc[kRows] = {};
-    for (int64_t c = lane; c < chunks; c += 32) {
-        uint4 raw[kRows];
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) raw[i] = __ldg(rows[i] + c);
-        const int64_t j0 = c * kElems;
-        float4 xx[kElems / 4];
-        const auto* xr = reinterpret_cast<const float4*>(xv + j0);
-#pragma unroll
-        for (int q = 0; q < kElems / 4; ++q) xx[q] = __ldg(xr + q);
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-            const int64_t r = r0 + min(i, n_rows - 1);
-            float vals[kElems];
-            if constexpr (kFormat == static_cast<int>(WeightFormat::kFp8Block)) {
-                decode16_fp8(raw[i], decode_ue8m0(wr.scales[(r / wr.block_rows) * wr.scale_cols + j0 / wr.block_cols]),
-                             vals);
-            } else if constexpr (kFormat == static_cast<int>(WeightFormat::kFp4Row)) {
-                decode32_fp4(raw[i], decode_ue8m0(wr.scales[r * wr.scale_cols + j0 / wr.block_cols]), vals);
-            } else if constexpr (kFormat == static_cast<int>(WeightFormat::kBF16)) {
-                decode8_bf16(raw[i], vals);
-            } else {
-                vals[0] = __uint_as_float(raw[i].x);
-                vals[1] = __uint_as_float(raw[i].y);
-                vals[2] = __uint_as_float(raw[i].z);
-                vals[3] = __uint_as_float(raw[i].w);
-            }
-            float sum = 0.0f;
-#pragma unroll
-            for (int q = 0; q < kElems / 4; ++q) {
-                sum += vals[4 * q] * xx[q].x + vals[4 * q + 1] * xx[q].y + vals[4 * q + 2] * xx[q].z +
-                       vals[4 * q + 3] * xx[q].w;
-            }
-            acc[i] += sum;
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-        const float s = warp_sum(acc[i]);
-        if (lane == 0 && i < n_rows) {
-            float* out = table != nullptr ? y + pair * y_stride + r0 + i : y + r0 + i;
-            *out = round_out ? to_bf16(s) : s;
-        }
-    }
-}
-
-constexpr int kRowsPerWarp = 4;
-
 template <int kFormat>
 void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, const int32_t* ids, int n_experts,
                    int64_t rows, const float* x, int64_t x_stride, int x_div, int64_t m, int64_t pairs, float* y,
                    int64_t y_stride, bool round_out, const StepMeta& meta) {
     const dim3 grid(blocks_for(rows, kRowsPerBlock), static_cast<unsigned>(table != nullptr ? pairs : 1));
     if (table != nullptr || m == 1) {
-        const dim3 row_grid(blocks_for(rows, kRowsPerBlock * kRowsPerWarp), grid.y);
-        gemv_rows_kernel<kFormat, kRowsPerWarp><<<row_grid, kRowsPerBlock * 32, 0, s>>>(
-            w, table, ids, n_experts, x, x_stride, x_div, y, y_stride, round_out, meta);
+        gemv_kernel<kFormat, 1><<<grid, kRowsPerBlock * 32, 0, s>>>(w, table, ids, n_experts, x, x_stride, x_div, m, y,
+                                                                    y_stride, round_out, meta);
     } else {
         gemv_kernel<kFormat, kMaxGemvVectors><<<grid, kRowsPerBlock * 32, 0, s>>>(
             w, table, ids, n_experts, x, x_stride, x_div, m, y, y_stride, round_out, meta);
