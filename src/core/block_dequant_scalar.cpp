@@ -1,5 +1,6 @@
 // Scalar kernels: the reference the vector kernels are tested against, and the fallback on any CPU.
 #include <array>
+#include <cstring>
 
 #include "core/float_formats.h"
 #include "core/simd_kernels.h"
@@ -16,8 +17,16 @@ const std::array<float, 256>& ue8m0_values() {
     return table;
 }
 
+// bf16 weights are read in place from the memory-mapped checkpoint, where a tensor may start at an odd offset: the
+// element loads must not assume 2-byte alignment (the vector kernels use unaligned loads too).
+uint16_t load_bf16_bits(const uint16_t* p) {
+    uint16_t bits;
+    std::memcpy(&bits, p, sizeof bits);
+    return bits;
+}
+
 void bf16_to_f32_scalar(const uint16_t* in, float* out, size_t n) {
-    for (size_t i = 0; i < n; ++i) out[i] = decode_bf16(in[i]);
+    for (size_t i = 0; i < n; ++i) out[i] = decode_bf16(load_bf16_bits(in + i));
 }
 
 void f32_to_bf16_scalar(const float* in, uint16_t* out, size_t n) {
@@ -37,7 +46,7 @@ float dot_f32_scalar(const float* a, const float* b, int64_t k) {
 
 float dot_bf16_scalar(const uint16_t* w, const float* x, int64_t k) {
     float sum = 0.0f;
-    for (int64_t j = 0; j < k; ++j) sum += decode_bf16(w[j]) * x[j];
+    for (int64_t j = 0; j < k; ++j) sum += decode_bf16(load_bf16_bits(w + j)) * x[j];
     return sum;
 }
 

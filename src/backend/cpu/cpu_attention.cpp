@@ -45,12 +45,46 @@ std::vector<std::vector<const float*>> float_rows(const std::vector<std::vector<
     return out;
 }
 
+// Index score of one key: sum_h w_h relu(q_h . key), rounded to float once.
+template <typename Acc>
+float index_score(const float* q, const float* w, const float* key, int64_t heads, int64_t dim) {
+    Acc s = 0;
+    for (int64_t h = 0; h < heads; ++h) s += Acc(w[h]) * std::max(cpu::dot_acc<Acc>(q + h * dim, key, dim), Acc(0));
+    return static_cast<float>(s);
+}
+
+// Attention of one query head over its key rows (K = V) with the sink. Exact: subtract the max including the sink
+// (no overflow for any sink). Reference: the running max of the real scores (DeepSeek's kernel), probabilities
+// rounded to bf16 before P.V.
+template <typename Acc>
+void attend_head(const float* qh, const std::vector<const float*>& keys, int64_t dim, float scale, float sink,
+                 bool ref, float* o) {
+    std::vector<Acc> s(keys.size());
+    Acc mx = -std::numeric_limits<Acc>::infinity();
+    for (size_t i = 0; i < keys.size(); ++i) {
+        s[i] = cpu::dot_acc<Acc>(qh, keys[i], dim) * Acc(scale);
+        mx = std::max(mx, s[i]);
+    }
+    if (!ref) mx = std::max(mx, Acc(sink));
+    Acc denom = std::exp(Acc(sink) - mx);
+    std::vector<Acc> acc(dim, Acc(0));
+    for (size_t i = 0; i < keys.size(); ++i) {
+        const Acc p = std::exp(s[i] - mx);
+        denom += p;
+        const Acc pv = ref ? Acc(cpu::bf(static_cast<float>(p))) : p;
+        const float* v = keys[i];
+        for (int64_t c = 0; c < dim; ++c) acc[c] += pv * v[c];
+    }
+    for (int64_t c = 0; c < dim; ++c) o[c] = cpu::store(acc[c] / denom, ref);
+}
+
 }  // namespace
 
 void CpuBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
     const int64_t n = q.size(0), heads = q.size(1), dim = q.size(2);
     const int64_t k = topk.size(1);
     const bool stored_f32 = key_format_.dtype == StateDtype::kF32;
+    const bool ref = reference();
     int64_t max_visible = 1;
     for (int64_t t = 0; t < n; ++t) max_visible = std::max(max_visible, visible_entries(step_.positions[t], ratio));
     parallel_for(n, max_visible * heads * dim, [&](int64_t t) {
@@ -65,12 +99,8 @@ void CpuBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights,
                 key_format_.decode(stored, decoded.data());
                 key = decoded.data();
             }
-            float s = 0.0f;
-            for (int64_t h = 0; h < heads; ++h) {
-                const float dot = dot_f32(q.f32() + (t * heads + h) * dim, key, dim);
-                s += weights.f32()[t * heads + h] * std::max(dot, 0.0f);
-            }
-            scores[e] = s;
+            scores[e] = ref ? index_score<double>(q.f32() + t * heads * dim, weights.f32() + t * heads, key, heads, dim)
+                            : index_score<float>(q.f32() + t * heads * dim, weights.f32() + t * heads, key, heads, dim);
         }
         const int64_t picks = std::min(k, eligible);
         std::vector<int32_t> order(eligible);
@@ -143,28 +173,12 @@ void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, co
     for (int64_t t = 0; t < n; ++t) {
         for (int64_t h = 0; h < heads; ++h) {
             const float* qh = q.f32() + (t * heads + h) * dim;
-            const auto& list = keys[t];
-            std::vector<float> s(list.size());
-            float mx = -std::numeric_limits<float>::infinity();
-            for (size_t i = 0; i < list.size(); ++i) {
-                s[i] = dot_f32(qh, list[i], dim) * scale;
-                mx = std::max(mx, s[i]);
-            }
-            const float sink = sinks.data[h];
-            // Exact: subtract the max including the sink (no overflow for any sink). Reference: the running max of
-            // the real scores (DeepSeek's kernel), probabilities rounded to bf16 before P.V.
-            if (!ref) mx = std::max(mx, sink);
-            float denom = std::exp(sink - mx);
-            std::vector<float> acc(dim, 0.0f);
-            for (size_t i = 0; i < list.size(); ++i) {
-                const float p = std::exp(s[i] - mx);
-                denom += p;
-                const float pv = ref ? cpu::bf(p) : p;
-                const float* v = list[i];
-                for (int64_t c = 0; c < dim; ++c) acc[c] += pv * v[c];
-            }
             float* o = out.f32() + (t * heads + h) * dim;
-            for (int64_t c = 0; c < dim; ++c) o[c] = ref ? cpu::bf(acc[c] / denom) : acc[c] / denom;
+            if (ref) {
+                attend_head<double>(qh, keys[t], dim, scale, sinks.data[h], true, o);
+            } else {
+                attend_head<float>(qh, keys[t], dim, scale, sinks.data[h], false, o);
+            }
         }
     }
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/cpu_numerics.h"
 #include "core/block_dequant.h"
 #include "core/float_formats.h"
 #include "core/parallel.h"
@@ -131,17 +132,14 @@ void CpuBackend::embed(const WeightRef& table, Tensor x) {
 void CpuBackend::rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) {
     const int64_t k = x.size(-1);
     const int64_t rows = x.numel() / k;
+    const float* w = weight != nullptr ? weight->data : nullptr;
+    const bool ref = reference();
 #pragma omp parallel for if (worth_parallel(rows * k))
     for (int64_t r = 0; r < rows; ++r) {
-        const float* in = x.f32() + r * k;
-        float* out = y.f32() + r * k;
-        float sum = 0.0f;
-        for (int64_t i = 0; i < k; ++i) sum += in[i] * in[i];
-        const float inv = 1.0f / std::sqrt(sum / static_cast<float>(k) + eps);
-        for (int64_t i = 0; i < k; ++i) {
-            float v = in[i] * inv;
-            if (weight != nullptr) v *= weight->data[i];
-            out[i] = reference() ? round_to_bf16(v) : v;
+        if (ref) {
+            cpu::rms_norm_row<double>(x.f32() + r * k, w, k, eps, true, y.f32() + r * k);
+        } else {
+            cpu::rms_norm_row<float>(x.f32() + r * k, w, k, eps, false, y.f32() + r * k);
         }
     }
 }
@@ -157,20 +155,20 @@ void CpuBackend::rope(Tensor x, const RopeParams& rope, bool inverse) {
     const int64_t n = x.size(0), heads = x.size(1), dim = x.size(2);
     const int pairs = rope.rope_dim / 2;
     const auto& freqs = inv_freq(rope);
-    const bool round = reference();
+    const bool ref = reference();
 #pragma omp parallel for if (worth_parallel(n * heads * rope.rope_dim))
     for (int64_t t = 0; t < n; ++t) {
         std::vector<float> c(pairs), s(pairs);
         rope_cos_sin(freqs, step_.positions[t], c.data(), s.data());
+        if (inverse) {
+            for (float& v : s) v = -v;
+        }
         for (int64_t h = 0; h < heads; ++h) {
             float* v = x.f32() + (t * heads + h) * dim + (dim - rope.rope_dim);
-            for (int i = 0; i < pairs; ++i) {
-                const float a = v[2 * i], b = v[2 * i + 1];
-                const float sn = inverse ? -s[i] : s[i];
-                float ra = a * c[i] - b * sn;
-                float rb = b * c[i] + a * sn;
-                v[2 * i] = round ? round_to_bf16(ra) : ra;
-                v[2 * i + 1] = round ? round_to_bf16(rb) : rb;
+            if (ref) {
+                cpu::rotate_pairs<double>(v, c.data(), s.data(), pairs, true);
+            } else {
+                cpu::rotate_pairs<float>(v, c.data(), s.data(), pairs, false);
             }
         }
     }

@@ -111,6 +111,10 @@ private:
     // storage format, or the ring), then the visible compressed rows (all HCA entries, or the CSA picks).
     std::vector<std::vector<const uint8_t*>> stored_key_rows(int layer, const LayerConfig& lc, const uint8_t* step_rows,
                                                              const Tensor* topk);
+    // y[:, 0:count] = x W[row0 : row0 + count]^T for x [m, cols] with row stride y_stride, in this backend's
+    // numerics (cpu_linear.cpp).
+    void matmul_for_numerics(const WeightRef& w, int64_t row0, int64_t count, const float* x, int64_t m, float* y,
+                             int64_t y_stride) const;
     void create_snapshot_state();  // cpu_snapshot.cpp
     // Copies a snapshot's rows between slot storage and snapshot storage (to_snapshot: save, else restore).
     void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);

@@ -1,7 +1,8 @@
 // Linear layers on the CPU: y[m, r] = sum_k x[m, k] * W[r, k], with W decoded on the fly from its checkpoint form.
 // Each weight row is decoded once per call and dotted with every activation row (dot_*_row_multi), so a prefill
 // chunk reads the weights once. Rows are split across threads; every output element is computed by one thread in a
-// fixed order, so results do not depend on the thread count or on the other rows of the batch.
+// fixed order, so results do not depend on the thread count or on the other rows of the batch. Reference numerics
+// decode the row (exactly) and accumulate each dot in double (cpu_numerics.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -54,7 +55,51 @@ void matmul(const WeightRef& w, int64_t row0, int64_t count, const float* x, int
     }
 }
 
+// Weight row r decoded to float32 (exact: the codes times their power-of-two scales).
+void decode_row(const WeightRef& w, int64_t r, float* out) {
+    const int64_t k = w.cols;
+    const auto* base = static_cast<const uint8_t*>(w.data);
+    switch (w.format) {
+        case WeightFormat::kF32:
+            std::memcpy(out, reinterpret_cast<const float*>(base) + r * k, k * sizeof(float));
+            return;
+        case WeightFormat::kBF16:
+            bf16_to_f32(reinterpret_cast<const uint16_t*>(base + r * k * 2), out, static_cast<size_t>(k));
+            return;
+        case WeightFormat::kFp8Block:
+            dequant_fp8_row(base + r * k, w.scales + (r / w.block_rows) * w.scale_cols, k, w.block_cols, out);
+            return;
+        case WeightFormat::kFp4Row:
+            dequant_fp4_row(base + r * (k / 2), w.scales + r * w.scale_cols, k, w.block_cols, out);
+            return;
+    }
+}
+
+// matmul with double accumulation (reference numerics): y = float(sum in double).
+void matmul_f64(const WeightRef& w, int64_t row0, int64_t count, const float* x, int64_t m, float* y,
+                int64_t y_stride) {
+    const int64_t k = w.cols;
+#pragma omp parallel if (worth_parallel(count * k * m))
+    {
+        std::vector<float> row(k);
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < count; ++r) {
+            decode_row(w, row0 + r, row.data());
+            for (int64_t v = 0; v < m; ++v) y[v * y_stride + r] = static_cast<float>(dot_f64(row.data(), x + v * k, k));
+        }
+    }
+}
+
 }  // namespace
+
+void CpuBackend::matmul_for_numerics(const WeightRef& w, int64_t row0, int64_t count, const float* x, int64_t m,
+                                     float* y, int64_t y_stride) const {
+    if (reference()) {
+        matmul_f64(w, row0, count, x, m, y, y_stride);
+    } else {
+        matmul(w, row0, count, x, m, y, y_stride);
+    }
+}
 
 void CpuBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, Tensor y) {
     const int64_t m = x.numel() / w.cols;
@@ -68,7 +113,7 @@ void CpuBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, Te
         for (int64_t r = 0; r < m; ++r) cpu::act_quant_sim(quantized.data() + r * w.cols, w.cols);
         in = quantized.data();
     }
-    matmul(w, 0, w.rows, in, m, y.f32(), w.rows);
+    matmul_for_numerics(w, 0, w.rows, in, m, y.f32(), w.rows);
     if (reference() && kind != LinearKind::kF32Out) cpu::round_bf16(y.f32(), y.numel());
 }
 
@@ -81,7 +126,7 @@ void CpuBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups,
     std::vector<float> xg(n * k);
     for (int g = 0; g < groups; ++g) {
         for (int64_t t = 0; t < n; ++t) std::memcpy(&xg[t * k], x.f32() + (t * groups + g) * k, k * sizeof(float));
-        matmul(w, g * r_per_group, r_per_group, xg.data(), n, y.f32() + g * r_per_group, w.rows);
+        matmul_for_numerics(w, g * r_per_group, r_per_group, xg.data(), n, y.f32() + g * r_per_group, w.rows);
     }
     if (reference()) cpu::round_bf16(y.f32(), y.numel());
 }

@@ -13,22 +13,41 @@
 namespace dsv4 {
 namespace {
 
-float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }  // PyTorch's threshold
+template <typename Acc>
+Acc softplus(Acc x) {
+    return x > Acc(20) ? x : std::log1p(std::exp(x));  // PyTorch's threshold
+}
 
+// Router scores from the gate logits, in place (stored as float: the selection compares floats).
+template <typename Acc>
 void score(const std::string& func, float* logits, int64_t n) {
     if (func == "sqrtsoftplus") {
-        for (int64_t i = 0; i < n; ++i) logits[i] = std::sqrt(softplus(logits[i]));
+        for (int64_t i = 0; i < n; ++i) logits[i] = static_cast<float>(std::sqrt(softplus(Acc(logits[i]))));
     } else if (func == "sigmoid") {
-        for (int64_t i = 0; i < n; ++i) logits[i] = 1.0f / (1.0f + std::exp(-logits[i]));
+        for (int64_t i = 0; i < n; ++i) logits[i] = static_cast<float>(Acc(1) / (Acc(1) + std::exp(-Acc(logits[i]))));
     } else {  // softmax
         const float mx = *std::max_element(logits, logits + n);
-        float sum = 0.0f;
-        for (int64_t i = 0; i < n; ++i) sum += (logits[i] = std::exp(logits[i] - mx));
-        for (int64_t i = 0; i < n; ++i) logits[i] /= sum;
+        Acc sum = 0;
+        for (int64_t i = 0; i < n; ++i) sum += std::exp(Acc(logits[i]) - Acc(mx));
+        for (int64_t i = 0; i < n; ++i) logits[i] = static_cast<float>(std::exp(Acc(logits[i]) - Acc(mx)) / sum);
+    }
+}
+
+// Routing weights of the k selected experts: their scores, normalised to sum 1 when asked, times the scale.
+template <typename Acc>
+void selected_weights(const float* s, const int32_t* sel, int64_t k, bool normalize, double route_scale,
+                      float* out) {
+    Acc sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += s[sel[j]];
+    for (int64_t j = 0; j < k; ++j) {
+        Acc v = s[sel[j]];
+        if (normalize) v /= sum + Acc(1e-20f);
+        out[j] = static_cast<float>(v * static_cast<Acc>(static_cast<float>(route_scale)));
     }
 }
 
 // act = silu(min(g, limit)) * clamp(u, -limit, limit) (limit 0 = no clamp), times an optional per-row weight.
+template <typename Acc>
 void swiglu(const float* g, const float* u, int64_t n, float limit, float weight, bool round, float* out) {
     for (int64_t i = 0; i < n; ++i) {
         float gv = g[i], uv = u[i];
@@ -36,8 +55,19 @@ void swiglu(const float* g, const float* u, int64_t n, float limit, float weight
             gv = std::min(gv, limit);
             uv = std::clamp(uv, -limit, limit);
         }
-        const float v = gv / (1.0f + std::exp(-gv)) * uv * weight;
-        out[i] = round ? cpu::bf(v) : v;
+        const Acc v = Acc(gv) / (Acc(1) + std::exp(-Acc(gv))) * uv * weight;
+        out[i] = cpu::store(v, round);
+    }
+}
+
+// y = sum_j routed_j + shared, in that order.
+template <typename Acc>
+void combine_row(const float* routed, const float* shared, int64_t k, int64_t d, bool round, float* y) {
+    for (int64_t c = 0; c < d; ++c) {
+        Acc acc = 0;
+        for (int64_t j = 0; j < k; ++j) acc += routed[j * d + c];
+        acc += shared[c];
+        y[c] = cpu::store(acc, round);
     }
 }
 
@@ -46,11 +76,16 @@ void swiglu(const float* g, const float* u, int64_t n, float limit, float weight
 void CpuBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
                        Tensor weights, Tensor ids) {
     const int64_t n = h.size(0), experts = c.n_routed_experts, k = c.n_experts_per_tok;
+    const bool ref = reference();
     Tensor logits = alloc(DType::kF32, {n, experts});
     linear(h, w.gate, LinearKind::kF32Out, logits);
     for (int64_t t = 0; t < n; ++t) {
         float* s = logits.f32() + t * experts;
-        score(c.scoring_func, s, experts);
+        if (ref) {
+            score<double>(c.scoring_func, s, experts);
+        } else {
+            score<float>(c.scoring_func, s, experts);
+        }
         int32_t* sel = ids.i32() + t * k;
         if (routing == RoutingType::kHash) {
             const int32_t token = step_.tokens[t];
@@ -64,12 +99,11 @@ void CpuBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& 
             });
             std::copy_n(order.begin(), k, sel);
         }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < k; ++j) sum += s[sel[j]];
-        for (int64_t j = 0; j < k; ++j) {
-            float v = s[sel[j]];
-            if (c.norm_topk_prob) v /= sum + 1e-20f;
-            weights.f32()[t * k + j] = v * static_cast<float>(c.routed_scaling_factor);
+        float* wt = weights.f32() + t * k;
+        if (ref) {
+            selected_weights<double>(s, sel, k, c.norm_topk_prob, c.routed_scaling_factor, wt);
+        } else {
+            selected_weights<float>(s, sel, k, c.norm_topk_prob, c.routed_scaling_factor, wt);
         }
     }
 }
@@ -101,7 +135,11 @@ void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights
         // Reference multiplies the routing weight in before W2 (DeepSeek); exact applies it after (HF).
         for (int64_t i = 0; i < m; ++i) {
             const float wt = ref ? weights.f32()[list[i]] : 1.0f;
-            swiglu(ge.f32() + i * inter, ue.f32() + i * inter, inter, limit, wt, ref, act.f32() + i * inter);
+            if (ref) {
+                swiglu<double>(ge.f32() + i * inter, ue.f32() + i * inter, inter, limit, wt, true, act.f32() + i * inter);
+            } else {
+                swiglu<float>(ge.f32() + i * inter, ue.f32() + i * inter, inter, limit, wt, false, act.f32() + i * inter);
+            }
         }
         linear(act, ex.w2, LinearKind::kQuantized, ye);
         for (int64_t i = 0; i < m; ++i) {
@@ -118,16 +156,21 @@ void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights
         linear(h, w.shared->w1, LinearKind::kQuantized, gs);
         linear(h, w.shared->w3, LinearKind::kQuantized, us);
         for (int64_t t = 0; t < n; ++t) {
-            swiglu(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, ref, as.f32() + t * inter);
+            if (ref) {
+                swiglu<double>(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, true, as.f32() + t * inter);
+            } else {
+                swiglu<float>(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, false, as.f32() + t * inter);
+            }
         }
         linear(as, w.shared->w2, LinearKind::kQuantized, shared);
     }
     for (int64_t t = 0; t < n; ++t) {
-        for (int64_t c = 0; c < d; ++c) {
-            float acc = 0.0f;
-            for (int64_t j = 0; j < k; ++j) acc += routed[(t * k + j) * d + c];
-            acc += shared.f32()[t * d + c];
-            y.f32()[t * d + c] = ref ? cpu::bf(acc) : acc;
+        const float* r = routed.data() + t * k * d;
+        const float* sh = shared.f32() + t * d;
+        if (ref) {
+            combine_row<double>(r, sh, k, d, true, y.f32() + t * d);
+        } else {
+            combine_row<float>(r, sh, k, d, false, y.f32() + t * d);
         }
     }
 }

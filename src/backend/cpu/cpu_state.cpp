@@ -40,6 +40,7 @@ struct RecordSource {
 
 // Softmax-gated pooling of one window, independently per channel (model-spec 2.7). CSA entry w pools the Ca halves
 // of window w-1 and the Cb halves of window w (2 * ratio slots); HCA pools the ratio tokens of window w.
+template <typename Acc>
 void pool_window(const RecordSource& src, const CompressorWeights& w, int64_t window, float* out) {
     const int r = w.ratio, hd = w.head_dim;
     std::vector<const float*> kv_rows, gate_rows;
@@ -58,15 +59,15 @@ void pool_window(const RecordSource& src, const CompressorWeights& w, int64_t wi
         for (int t = 0; t < r; ++t) add(r * window + t, 0);
     }
     const size_t slots = kv_rows.size();
-    std::vector<float> e(slots);
+    std::vector<Acc> e(slots);
     for (int c = 0; c < hd; ++c) {
         float mx = -std::numeric_limits<float>::infinity();
         for (size_t i = 0; i < slots; ++i) mx = std::max(mx, gate_rows[i][offsets[i] + c]);
-        float sum = 0.0f;
-        for (size_t i = 0; i < slots; ++i) sum += (e[i] = std::exp(gate_rows[i][offsets[i] + c] - mx));
-        float acc = 0.0f;
+        Acc sum = 0;
+        for (size_t i = 0; i < slots; ++i) sum += (e[i] = std::exp(Acc(gate_rows[i][offsets[i] + c]) - Acc(mx)));
+        Acc acc = 0;
         for (size_t i = 0; i < slots; ++i) acc += e[i] / sum * kv_rows[i][offsets[i] + c];
-        out[c] = acc;
+        out[c] = static_cast<float>(acc);
     }
 }
 
@@ -197,16 +198,20 @@ void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const
         const int64_t end = seq.start_pos + seq.n_tokens;
         std::vector<float> entry(hd), cs(rope.rope_dim / 2), sn(rope.rope_dim / 2);
         for (int64_t win = seq.start_pos / r; win < end / r; ++win) {
-            pool_window(src, w, win, entry.data());
+            if (reference()) {
+                pool_window<double>(src, w, win, entry.data());
+            } else {
+                pool_window<float>(src, w, win, entry.data());
+            }
             if (reference()) cpu::round_bf16(entry.data(), hd);
             Tensor view(entry.data(), DType::kF32, {1, hd});
             rms_norm(view, &w.norm, norm_eps, view);
             rope_cos_sin(freqs, win * r, cs.data(), sn.data());
             float* tail = entry.data() + nope;
-            for (int i = 0; i < rope.rope_dim / 2; ++i) {
-                const float x0 = tail[2 * i], x1 = tail[2 * i + 1];
-                tail[2 * i] = x0 * cs[i] - x1 * sn[i];
-                tail[2 * i + 1] = x1 * cs[i] + x0 * sn[i];
+            if (reference()) {
+                cpu::rotate_pairs<double>(tail, cs.data(), sn.data(), rope.rope_dim / 2, false);
+            } else {
+                cpu::rotate_pairs<float>(tail, cs.data(), sn.data(), rope.rope_dim / 2, false);
             }
             if (reference()) {
                 cpu::round_bf16(entry.data(), hd);

@@ -116,18 +116,42 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result. `scratch` >= 32 floats.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+__device__ __forceinline__ double warp_sum(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result. `scratch` >= 32 values.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     v = warp_sum(v);
     __syncthreads();
     if (lane == 0) scratch[warp] = v;
     __syncthreads();
-    float total = lane < warps ? scratch[lane] : 0.0f;
+    T total = lane < warps ? scratch[lane] : T(0);
     if (warp == 0) total = warp_sum(total);
     if (threadIdx.x == 0) scratch[0] = total;
     __syncthreads();
     return scratch[0];
+}
+
+// Arithmetic of the numerics modes (the CPU's backend/cpu/cpu_numerics.h): Acc = float in exact and fast numerics;
+// double in reference numerics, where every sum and transcendental is computed in double and rounded to float only
+// where a value is stored, so that the CPU and GPU get the same floats whatever their summation orders
+// (core/dot_f64.h) and hence the same bf16 / FP8 roundings and top-k picks.
+__device__ __forceinline__ float exp_acc(float v) { return expf(v); }
+__device__ __forceinline__ double exp_acc(double v) { return exp(v); }
+__device__ __forceinline__ float sqrt_acc(float v) { return sqrtf(v); }
+__device__ __forceinline__ double sqrt_acc(double v) { return sqrt(v); }
+__device__ __forceinline__ float log1p_acc(float v) { return log1pf(v); }
+__device__ __forceinline__ double log1p_acc(double v) { return log1p(v); }
+
+// The float an Acc result is stored as: rounded to float, then to bf16 when `round`.
+template <typename Acc>
+__device__ __forceinline__ float store_acc(Acc v, bool round) {
+    const float f = static_cast<float>(v);
+    return round ? to_bf16(f) : f;
 }
 
 __device__ __forceinline__ void flag_error(const StepMeta& m, int32_t bit) {

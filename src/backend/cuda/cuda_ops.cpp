@@ -110,10 +110,10 @@ void CudaBackend::hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps,
 
 float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) {
     // raw mixes = fn . flattened streams: split over the width (many blocks at any token count); odd widths take a
-    // GEMV over the float32 fn rows.
+    // GEMV over the float32 fn rows; reference numerics the double-accumulating linear kernel.
     const int64_t n = x.size(0), width = x.numel() / n;
     float* raw = scratch(static_cast<size_t>(n * n_mix));
-    if (hc_mixes_supported(width)) {
+    if (hc_mixes_supported(width) && !reference()) {
         float* partial = scratch(static_cast<size_t>(hc_mixes_partials(n, width, static_cast<int>(n_mix))));
         launch_hc_mixes(stream_, x.f32(), n, width, fn.data, static_cast<int>(n_mix), partial, raw);
         launched("hc mixes", 2);
@@ -124,10 +124,10 @@ float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) 
     w.rows = n_mix;
     w.cols = width;
     w.data = fn.data;
-    if (n <= kMaxGemvRows && gemv_supported(w.format, width, n)) {
+    if (n <= kMaxGemvRows && gemv_supported(w.format, width, n) && !reference()) {
         launch_gemv(stream_, w, x.f32(), width, n, raw, n_mix, false);
     } else {
-        launch_linear(stream_, w, 0, n_mix, 1, x.f32(), width, 0, n, raw, n_mix, false);
+        launch_linear(stream_, w, 0, n_mix, 1, x.f32(), width, 0, n, raw, n_mix, false, reference());
     }
     launched("hc mixes");
     return raw;
@@ -149,10 +149,10 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const bool round_out = reference() && kind != LinearKind::kF32Out;
     if (fast() && m >= min_gemm_rows_ && gemm_supported(w.cols)) {
         launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
-    } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m)) {
+    } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m) && !reference()) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode: 16-byte weight loads
-    } else {
-        launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out);
+    } else {  // reference numerics always: double accumulation
+        launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out, reference());
     }
     launched("linear");
 }
@@ -163,7 +163,7 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     // Token t's group g input is x[(t * groups + g) * k ...]; its output rows g * R .. of y[t].
     const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;
     const bool gemm = fast() && n >= min_gemm_rows_ && gemm_supported(k);  // tensor cores (prefill, large batches)
-    if (aligned && (gemm || (n <= kMaxGemvRows && gemv_supported(w.format, k, n)))) {
+    if (aligned && !reference() && (gemm || (n <= kMaxGemvRows && gemv_supported(w.format, k, n)))) {
         for (int g = 0; g < groups; ++g) {
             const WeightRef part = weight_rows(w, g * per_group, per_group);
             const float* xg = x.f32() + g * k;
@@ -171,13 +171,14 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
             if (gemm) {
                 launch_gemm_bf16(stream_, part, xg, groups * k, n, yg, w.rows, false);
             } else {
-                launch_gemv(stream_, part, xg, groups * k, n, yg, w.rows, reference());
+                launch_gemv(stream_, part, xg, groups * k, n, yg, w.rows, false);
             }
         }
         launched("grouped_linear", groups);
         return;
     }
-    launch_linear(stream_, w, 0, per_group, groups, x.f32(), groups * k, k, n, y.f32(), w.rows, reference());
+    launch_linear(stream_, w, 0, per_group, groups, x.f32(), groups * k, k, n, y.f32(), w.rows, reference(),
+                  reference());
     launched("grouped_linear");
 }
 
@@ -304,7 +305,7 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
                key_format_.dim);
     launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, key_format_,
                         static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores,
-                        static_cast<int>(topk.size(1)), topk.i32(), fast());
+                        static_cast<int>(topk.size(1)), topk.i32(), fast(), reference());
     launched("indexer_topk", 2);
 }
 
@@ -364,7 +365,7 @@ void CudaBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig&
     launch_route(stream_, meta_, logits.f32(), static_cast<int>(experts), static_cast<int>(k),
                  scoring_function(c.scoring_func), !hash && w.bias.valid() ? w.bias.data : nullptr,
                  hash ? w.tid2eid.data : nullptr, hash, c.norm_topk_prob, static_cast<float>(c.routed_scaling_factor),
-                 weights.f32(), ids.i32());
+                 reference(), weights.f32(), ids.i32());
     launched("route");
 }
 
@@ -384,8 +385,8 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; in fast numerics larger steps group the
     // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
     const bool grouped = fast() && pairs >= min_grouped_pairs_ && gemm_supported(d) && gemm_supported(inter);
-    const bool gemv =
-        !grouped && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
+    const bool gemv = !grouped && !ref && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) &&
+                      gemv_supported(format, inter, 1);
     const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};
     auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
         if (grouped) {
@@ -397,7 +398,7 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
                                k_in, rows, ref, out);
         } else {
             launch_expert_linear(stream_, meta_, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in, k_in,
-                                 rows, ref, out);
+                                 rows, ref, ref, out);  // reference numerics always: double accumulation
         }
     };
     expert_linear(0, static_cast<int>(k), x, d, inter, g);

@@ -37,10 +37,12 @@ struct LayerStateDev {
 
 // kernels_basic.cu
 void launch_embed(cudaStream_t s, const StepMeta& m, const uint16_t* table, int64_t d, int hc, float* x);
+// reference (here and in the mHC, compressor and attention launches): reference numerics, i.e. bf16 outputs and
+// double arithmetic (cuda_common.cuh).
 void launch_rms_norm(cudaStream_t s, const float* x, const float* weight, int64_t rows, int64_t k, float eps,
-                     bool round, float* y);
+                     bool reference, float* y);
 void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim, int rope_dim, const float* inv_freq,
-                 bool inverse, bool round);
+                 bool inverse, bool reference);
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n);
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y);
@@ -52,12 +54,12 @@ constexpr int kMaxHcStreams = 8;
 // raw_mixes [n, (2 + hc) * hc] = fn . x (computed by the caller with a GEMV): the kernel applies the rms, the
 // sigmoids, Sinkhorn and the collapse.
 void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
-                   const MhcWeights& w, int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
+                   const MhcWeights& w, int iters, float hc_eps, float norm_eps, bool reference, float* u, float* post,
                    float* comb);
 void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
-                    int64_t d, bool round);
+                    int64_t d, bool reference);
 void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
-                    const HcHeadWeights& w, float hc_eps, float norm_eps, bool round, float* y);
+                    const HcHeadWeights& w, float hc_eps, float norm_eps, bool reference, float* y);
 
 // kernels_mhc_mixes.cu: raw[t][r] = fn[r] . x[t] (fn [n_mix, width] float32, width % 4 == 0, 16-byte aligned rows),
 // split over the width in fixed chunks; partial holds hc_mixes_partials(n, width, n_mix) floats.
@@ -102,8 +104,9 @@ bool gemm_supported(int64_t cols);
 
 // kernels_linear.cu: y[v * y_stride + g * count + r] = sum_j W[row0 + g * count + r, j] * x[g * group_x + v * x_stride
 // + j]
+// f64: double accumulation (reference numerics).
 void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,
-                   int64_t x_stride, int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out);
+                   int64_t x_stride, int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out, bool f64);
 // Reference numerics: bf16 input then per-128-block FP8 quantize-dequantize of each row of length k.
 void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, int64_t k);
 
@@ -180,7 +183,7 @@ void launch_attention_mqa(cudaStream_t s, const StepMeta& m, const AttentionArgs
 constexpr int kMaxIndexDim = 256;
 void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
                          const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
-                         float* scores, int k, int32_t* topk, bool tensor_cores);
+                         float* scores, int k, int32_t* topk, bool tensor_cores, bool f64);
 // Top-k of scores [N, max_entries] over each token's (position + 1) / ratio eligible entries: the picks in index
 // order, exact ties at the k-th score lowest index first, -1 padded (one block per token; reads m.positions).
 void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
@@ -195,11 +198,12 @@ void launch_index_scores_mma(cudaStream_t s, const StepMeta& m, const float* q, 
 constexpr int kMaxRoutedExperts = 1024;
 constexpr int kMaxExpertsPerToken = 16;
 void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int experts, int k, int func,
-                  const float* bias, const int32_t* tid2eid, bool hash, bool normalize, float route_scale,
+                  const float* bias, const int32_t* tid2eid, bool hash, bool normalize, float route_scale, bool f64,
                   float* weights, int32_t* ids);
-// out[p][r] = W_{ids[p]}[r] . x[p / x_div] (table: device array of the experts' WeightRef).
+// out[p][r] = W_{ids[p]}[r] . x[p / x_div] (table: device array of the experts' WeightRef). f64 (here and in
+// launch_route, launch_indexer_topk): double arithmetic, the reference numerics' (cuda_common.cuh).
 void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* table, int n_experts, const int32_t* ids,
-                          int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out,
+                          int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out, bool f64,
                           float* out);
 // Grouping (token, expert) pairs by expert for the tensor-core expert GEMMs (prefill): counts per expert, then
 // row_ids[offset[e] ..] = the pairs of expert e (cursor starts as a copy of the offsets).
@@ -210,10 +214,11 @@ void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int
 void launch_plan_tiles(cudaStream_t s, const int32_t* counts, int n_experts, int rows_per_tile, int max_tiles,
                        int32_t* cursor, int32_t* tile_expert, int32_t* tile_row0, int32_t* tile_rows,
                        int32_t* tile_count);
+// reference: bf16 outputs and double arithmetic (reference numerics).
 void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows, int64_t width, float limit,
-                   const float* row_weights, bool round, float* act);
+                   const float* row_weights, bool reference, float* act);
 void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,
-                    int64_t d, bool weight_after, bool round, float* y);
+                    int64_t d, bool weight_after, bool reference, float* y);
 
 // kernels_synthetic.cu: random weights / state in the checkpoint formats (values = N(0, stddev), codes of
 // value * inv_scale; the caller writes the matching UE8M0 scale bytes).

@@ -10,17 +10,18 @@ namespace {
 
 constexpr int kMaxPerLane = kMaxAttentionDim / 32;
 
-// q . k over a warp, k a stored row of dtype D.
-template <int D>
-__device__ float dot_warp(const float* q, const uint8_t* k, const RowFormatDev& f) {
-    float s = 0.0f;
-    for (int i = threadIdx.x % 32; i < f.dim; i += 32) s += q[i] * row_elem<D>(k, i, f);
+// q . k over a warp, k a stored row of dtype D, in the arithmetic Acc.
+template <int D, typename Acc>
+__device__ Acc dot_warp(const float* q, const uint8_t* k, const RowFormatDev& f) {
+    Acc s = 0;
+    for (int i = threadIdx.x % 32; i < f.dim; i += 32) s += Acc(q[i]) * row_elem<D>(k, i, f);
     return warp_sum(s);
 }
 
 // One warp per (token, head): pass 1 finds the max score, pass 2 accumulates exp(s - M) v (probabilities rounded
-// to bf16 in reference numerics) and the denominator with the sink.
-template <int D>
+// to bf16 in reference numerics) and the denominator with the sink. Acc: float (exact numerics) or double (reference
+// numerics: cuda_common.cuh).
+template <int D, typename Acc>
 __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t th = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
@@ -31,22 +32,23 @@ __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     int n_keys = n_window;
     if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
     const float* q = a.q + th * a.dim;
-    float mx = -INFINITY;
+    Acc mx = -INFINITY;
     for (int j = 0; j < n_keys; ++j) {
         const uint8_t* k = key_row(m, a, t, j, n_window);
         if (k == nullptr) continue;
-        mx = fmaxf(mx, dot_warp<D>(q, k, a.format) * a.scale);
+        const Acc score = dot_warp<D, Acc>(q, k, a.format) * Acc(a.scale);
+        mx = score > mx ? score : mx;
     }
-    const float sink = a.sinks[h];
-    if (!a.reference) mx = fmaxf(mx, sink);
-    float denom = expf(sink - mx);
-    float acc[kMaxPerLane] = {};
+    const Acc sink = a.sinks[h];
+    if (!a.reference) mx = sink > mx ? sink : mx;
+    Acc denom = exp_acc(sink - mx);
+    Acc acc[kMaxPerLane] = {};
     for (int j = 0; j < n_keys; ++j) {
         const uint8_t* k = key_row(m, a, t, j, n_window);
         if (k == nullptr) continue;
-        const float p = expf(dot_warp<D>(q, k, a.format) * a.scale - mx);
+        const Acc p = exp_acc(dot_warp<D, Acc>(q, k, a.format) * Acc(a.scale) - mx);
         denom += p;
-        const float pv = a.reference ? to_bf16(p) : p;
+        const Acc pv = a.reference ? Acc(to_bf16(static_cast<float>(p))) : p;
 #pragma unroll
         for (int r = 0; r < kMaxPerLane; ++r) {
             const int i = lane + 32 * r;
@@ -57,7 +59,7 @@ __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
 #pragma unroll
     for (int r = 0; r < kMaxPerLane; ++r) {
         const int i = lane + 32 * r;
-        if (i < a.dim) o[i] = a.reference ? to_bf16(acc[r] / denom) : acc[r] / denom;
+        if (i < a.dim) o[i] = store_acc(acc[r] / denom, a.reference);
     }
 }
 
@@ -176,7 +178,7 @@ constexpr int kMaxIndexPerLane = kMaxIndexDim / 32;
 
 // Index scores: one warp per (token, entry): sum_h w_h relu(q_h . K_e); ineligible entries get -inf. The key is
 // decoded once into registers (lane holds dims lane + 32 r).
-template <int D>
+template <int D, typename Acc>
 __global__ void index_scores_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys,
                                     RowFormatDev f, int heads, int ratio, int per_block, int64_t max_entries,
                                     float* scores) {
@@ -191,7 +193,7 @@ __global__ void index_scores_kernel(StepMeta m, const float* q, const float* wei
         if (row < 0) {
             if (threadIdx.x % 32 == 0) flag_error(m, kErrorBlockTable);
         } else {
-            s = 0.0f;
+            Acc sum = 0;
             const uint8_t* key = keys + row * f.bytes;
             const int lane = threadIdx.x % 32, dim = f.dim;
             float kr[kMaxIndexPerLane];
@@ -202,14 +204,16 @@ __global__ void index_scores_kernel(StepMeta m, const float* q, const float* wei
             }
             for (int h = 0; h < heads; ++h) {
                 const float* qh = q + (static_cast<int64_t>(t) * heads + h) * dim;
-                float part = 0.0f;
+                Acc part = 0;
 #pragma unroll
                 for (int r = 0; r < kMaxIndexPerLane; ++r) {
                     const int i = lane + 32 * r;
-                    if (i < dim) part += qh[i] * kr[r];
+                    if (i < dim) part += Acc(qh[i]) * kr[r];
                 }
-                s += weights[static_cast<int64_t>(t) * heads + h] * fmaxf(warp_sum(part), 0.0f);
+                part = warp_sum(part);
+                sum += Acc(weights[static_cast<int64_t>(t) * heads + h]) * (part > Acc(0) ? part : Acc(0));
             }
+            s = static_cast<float>(sum);
         }
     }
     if (threadIdx.x % 32 == 0) scores[id] = s;
@@ -303,20 +307,28 @@ __global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries
 
 }  // namespace
 
+template <typename Acc>
+void launch_attention_acc(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, unsigned blocks) {
+    switch (a.format.dtype) {
+        case kRowBf16:
+            attention_kernel<kRowBf16, Acc><<<blocks, 128, 0, s>>>(m, a);
+            break;
+        case kRowFp8:
+            attention_kernel<kRowFp8, Acc><<<blocks, 128, 0, s>>>(m, a);
+            break;
+        default:
+            attention_kernel<kRowF32, Acc><<<blocks, 128, 0, s>>>(m, a);
+            break;
+    }
+}
+
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a) {
     const int64_t rows = static_cast<int64_t>(m.n_tokens) * a.heads;
     if (rows == 0) return;
-    const unsigned blocks = blocks_for(rows, 4);
-    switch (a.format.dtype) {
-        case kRowBf16:
-            attention_kernel<kRowBf16><<<blocks, 128, 0, s>>>(m, a);
-            break;
-        case kRowFp8:
-            attention_kernel<kRowFp8><<<blocks, 128, 0, s>>>(m, a);
-            break;
-        default:
-            attention_kernel<kRowF32><<<blocks, 128, 0, s>>>(m, a);
-            break;
+    if (a.reference) {
+        launch_attention_acc<double>(s, m, a, blocks_for(rows, 4));
+    } else {
+        launch_attention_acc<float>(s, m, a, blocks_for(rows, 4));
     }
 }
 
@@ -372,28 +384,38 @@ void launch_attention_combine(cudaStream_t s, const AttentionArgs& a, int64_t ro
         attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
 }
 
-void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
-                         const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
-                         float* scores, int k, int32_t* topk, bool tensor_cores) {
-    if (m.n_tokens == 0) return;
+template <typename Acc>
+void launch_index_scores(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
+                         const RowFormatDev& f, int heads, int ratio, int per_block, int64_t max_entries,
+                         float* scores) {
     const unsigned blocks = blocks_for(m.n_tokens * max_entries, 4);
-    const RowFormatDev& f = key_format;
-    switch (tensor_cores && index_scores_mma_supported(f, heads) ? -1 : f.dtype) {
-        case -1:
-            launch_index_scores_mma(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
-            break;
+    switch (f.dtype) {
         case kRowBf16:
-            index_scores_kernel<kRowBf16>
+            index_scores_kernel<kRowBf16, Acc>
                 <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
             break;
         case kRowFp8:
-            index_scores_kernel<kRowFp8>
+            index_scores_kernel<kRowFp8, Acc>
                 <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
             break;
         default:
-            index_scores_kernel<kRowF32>
+            index_scores_kernel<kRowF32, Acc>
                 <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
             break;
+    }
+}
+
+void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
+                         const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
+                         float* scores, int k, int32_t* topk, bool tensor_cores, bool f64) {
+    if (m.n_tokens == 0) return;
+    const RowFormatDev& f = key_format;
+    if (tensor_cores && index_scores_mma_supported(f, heads)) {
+        launch_index_scores_mma(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+    } else if (f64) {
+        launch_index_scores<double>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+    } else {
+        launch_index_scores<float>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
     }
     launch_topk(s, m, scores, max_entries, ratio, k, topk);
 }

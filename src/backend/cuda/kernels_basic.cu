@@ -17,22 +17,25 @@ __global__ void embed_kernel(StepMeta m, const uint16_t* table, int64_t d, int h
     }
 }
 
+// Acc: the numerics mode's arithmetic (cuda_common.cuh); `round`: bf16 outputs (reference numerics).
+template <typename Acc>
 __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t k, float eps, bool round, float* y) {
-    __shared__ float scratch[32];
+    __shared__ Acc scratch[32];
     const float* in = x + blockIdx.x * k;
     float* out = y + blockIdx.x * k;
-    float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) sum += in[i] * in[i];
+    Acc sum = 0;
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) sum += Acc(in[i]) * in[i];
     sum = block_sum(sum, scratch);
-    const float inv = 1.0f / sqrtf(sum / static_cast<float>(k) + eps);
+    const Acc inv = Acc(1) / sqrt_acc(sum / static_cast<Acc>(k) + Acc(eps));
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
-        float v = in[i] * inv;
+        Acc v = in[i] * inv;
         if (weight != nullptr) v *= weight[i];
-        out[i] = round ? to_bf16(v) : v;
+        out[i] = store_acc(v, round);
     }
 }
 
 // One thread per (token, head, pair): interleaved pairs on the trailing rope_dim dims.
+template <typename Acc>
 __global__ void rope_kernel(StepMeta m, float* x, int heads, int dim, int rope_dim, const float* inv_freq, bool inverse,
                             bool round) {
     const int pairs = rope_dim / 2;
@@ -47,10 +50,9 @@ __global__ void rope_kernel(StepMeta m, float* x, int heads, int dim, int rope_d
     float s = static_cast<float>(sin(static_cast<double>(angle)));
     if (inverse) s = -s;
     float* v = x + th * dim + (dim - rope_dim) + 2 * i;
-    const float a = v[0], b = v[1];
-    const float ra = a * c - b * s, rb = b * c + a * s;
-    v[0] = round ? to_bf16(ra) : ra;
-    v[1] = round ? to_bf16(rb) : rb;
+    const Acc a = v[0], b = v[1];
+    v[0] = store_acc(a * c - b * s, round);
+    v[1] = store_acc(b * c + a * s, round);
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float factor) {
@@ -90,15 +92,24 @@ void launch_embed(cudaStream_t s, const StepMeta& m, const uint16_t* table, int6
 }
 
 void launch_rms_norm(cudaStream_t s, const float* x, const float* weight, int64_t rows, int64_t k, float eps,
-                     bool round, float* y) {
-    if (rows > 0) rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, weight, k, eps, round, y);
+                     bool reference, float* y) {
+    if (rows == 0) return;
+    if (reference) {
+        rms_norm_kernel<double><<<static_cast<unsigned>(rows), 256, 0, s>>>(x, weight, k, eps, true, y);
+    } else {
+        rms_norm_kernel<float><<<static_cast<unsigned>(rows), 256, 0, s>>>(x, weight, k, eps, false, y);
+    }
 }
 
 void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim, int rope_dim, const float* inv_freq,
-                 bool inverse, bool round) {
+                 bool inverse, bool reference) {
     const int64_t total = static_cast<int64_t>(m.n_tokens) * heads * (rope_dim / 2);
-    if (total > 0) {
-        rope_kernel<<<blocks_for(total, 256), 256, 0, s>>>(m, x, heads, dim, rope_dim, inv_freq, inverse, round);
+    if (total == 0) return;
+    const unsigned blocks = blocks_for(total, 256);
+    if (reference) {
+        rope_kernel<double><<<blocks, 256, 0, s>>>(m, x, heads, dim, rope_dim, inv_freq, inverse, true);
+    } else {
+        rope_kernel<float><<<blocks, 256, 0, s>>>(m, x, heads, dim, rope_dim, inv_freq, inverse, false);
     }
 }
 

@@ -1,7 +1,7 @@
 // Linear layers with weights decoded on the fly from their checkpoint form (FP8 + 128x128 UE8M0 scales, FP4 +
-// per-32 scales, BF16, F32), float32 accumulation. One warp per output row, up to kVectors activation rows per pass
-// (each weight element is decoded once per pass). This is the correctness path of exact and reference numerics; the
-// tensor-core GEMMs of fast numerics live in their own files.
+// per-32 scales, BF16, F32), float32 accumulation (double in reference numerics: cuda_common.cuh). One warp per
+// output row, up to kVectors activation rows per pass (each weight element is decoded once per pass). This is the
+// correctness path of exact and reference numerics; the tensor-core GEMMs of fast numerics live in their own files.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_sim.cuh"
 
@@ -13,6 +13,7 @@ constexpr int kWarpsPerBlock = 8;
 
 // y[v * y_stride + r] = sum_j W[row0 + r, j] * x[v * x_stride + j] for rows r < count of group blockIdx.z:
 // the group offsets the weight rows by group * count, x by group * group_x and y by group * count.
+template <typename Acc>
 __global__ void linear_kernel(WeightRef w, int64_t row0, int64_t count, const float* x, int64_t x_stride,
                               int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -23,9 +24,9 @@ __global__ void linear_kernel(WeightRef w, int64_t row0, int64_t count, const fl
     const int64_t m0 = blockIdx.y * static_cast<int64_t>(kVectors);
     const int nv = static_cast<int>(min64(kVectors, m - m0));
     const float* xg = x + g * group_x + m0 * x_stride;
-    float acc[kVectors] = {};
+    Acc acc[kVectors] = {};
     for (int64_t j = lane; j < w.cols; j += 32) {
-        const float wv = weight_at(w, row, j);
+        const Acc wv = weight_at(w, row, j);
 #pragma unroll
         for (int v = 0; v < kVectors; ++v) {
             if (v < nv) acc[v] += wv * xg[v * x_stride + j];
@@ -33,11 +34,8 @@ __global__ void linear_kernel(WeightRef w, int64_t row0, int64_t count, const fl
     }
 #pragma unroll
     for (int v = 0; v < kVectors; ++v) {
-        const float s = warp_sum(acc[v]);
-        if (lane == 0 && v < nv) {
-            float* out = y + (m0 + v) * y_stride + g * count + r;
-            *out = round_out ? to_bf16(s) : s;
-        }
+        const Acc s = warp_sum(acc[v]);
+        if (lane == 0 && v < nv) y[(m0 + v) * y_stride + g * count + r] = store_acc(s, round_out);
     }
 }
 
@@ -54,10 +52,16 @@ __global__ void act_quant_kernel(const float* x, float* out, int64_t rows, int64
 }  // namespace
 
 void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,
-                   int64_t x_stride, int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out) {
+                   int64_t x_stride, int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out, bool f64) {
     if (m == 0 || count == 0) return;
     const dim3 grid(blocks_for(count, kWarpsPerBlock), blocks_for(m, kVectors), static_cast<unsigned>(groups));
-    linear_kernel<<<grid, kWarpsPerBlock * 32, 0, s>>>(w, row0, count, x, x_stride, group_x, m, y, y_stride, round_out);
+    if (f64) {
+        linear_kernel<double>
+            <<<grid, kWarpsPerBlock * 32, 0, s>>>(w, row0, count, x, x_stride, group_x, m, y, y_stride, round_out);
+    } else {
+        linear_kernel<float>
+            <<<grid, kWarpsPerBlock * 32, 0, s>>>(w, row0, count, x, x_stride, group_x, m, y, y_stride, round_out);
+    }
 }
 
 void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, int64_t k) {

@@ -1,6 +1,6 @@
 // Manifold-constrained hyper-connections on the GPU (model-spec 2.3, 2.12): one block per token computes the mixes
 // of its hc streams, the Sinkhorn projection of comb (one thread: hc <= 8), and the collapse; hc_post mixes and
-// expands element-wise.
+// expands element-wise. Acc is the numerics mode's arithmetic (float; double in reference numerics: cuda_common.cuh).
 #include "backend/cuda/kernels.h"
 
 namespace dsv4::cuda {
@@ -8,14 +8,16 @@ namespace {
 
 constexpr int kMaxHc = kMaxHcStreams;
 
-__device__ float sigmoidf_dev(float v) {
-    return 1.0f / (1.0f + expf(-v));
+template <typename Acc>
+__device__ Acc sigmoid_acc(Acc v) {
+    return Acc(1) / (Acc(1) + exp_acc(-v));
 }
 
 // Sum of squares of x[0..n) over the block, 4 independent float4 loads in flight per thread (n % 4 == 0 and x
 // 16-byte aligned take that path; otherwise a plain loop).
-__device__ float sum_squares(const float* x, int64_t n, float* scratch) {
-    float sq = 0.0f;
+template <typename Acc>
+__device__ Acc sum_squares(const float* x, int64_t n, Acc* scratch) {
+    Acc sq = 0;
     if (n % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15u) == 0) {
         const auto* x4 = reinterpret_cast<const float4*>(x);
         const int64_t n4 = n / 4;
@@ -27,10 +29,12 @@ __device__ float sum_squares(const float* x, int64_t n, float* scratch) {
                 v[u] = k < n4 ? x4[k] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
-            for (int u = 0; u < 4; ++u) sq += v[u].x * v[u].x + v[u].y * v[u].y + v[u].z * v[u].z + v[u].w * v[u].w;
+            for (int u = 0; u < 4; ++u) {
+                sq += Acc(v[u].x) * v[u].x + Acc(v[u].y) * v[u].y + Acc(v[u].z) * v[u].z + Acc(v[u].w) * v[u].w;
+            }
         }
     } else {
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sq += x[i] * x[i];
+        for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sq += Acc(x[i]) * x[i];
     }
     return block_sum(sq, scratch);
 }
@@ -39,17 +43,17 @@ __device__ float sum_squares(const float* x, int64_t n, float* scratch) {
 // stream count so that the matrix lives in registers with every loop unrolled (one thread runs it: with a runtime
 // hc the array sat in local memory and the 20 iterations dominated a decode token's hc_pre); kHc = 0 is the generic
 // runtime-hc version. Both do the same operations in the same order.
-template <int kHc>
-__device__ __forceinline__ void sinkhorn(float* c, int hc_runtime, int iters, float eps) {
+template <int kHc, typename Acc>
+__device__ __forceinline__ void sinkhorn(Acc* c, int hc_runtime, int iters, Acc eps) {
     const int hc = kHc > 0 ? kHc : hc_runtime;
 #pragma unroll
     for (int j = 0; j < hc; ++j) {
-        float mx = c[j * hc];
+        Acc mx = c[j * hc];
 #pragma unroll
-        for (int k = 1; k < hc; ++k) mx = fmaxf(mx, c[j * hc + k]);
-        float sum = 0.0f;
+        for (int k = 1; k < hc; ++k) mx = c[j * hc + k] > mx ? c[j * hc + k] : mx;
+        Acc sum = 0;
 #pragma unroll
-        for (int k = 0; k < hc; ++k) sum += (c[j * hc + k] = expf(c[j * hc + k] - mx));
+        for (int k = 0; k < hc; ++k) sum += (c[j * hc + k] = exp_acc(c[j * hc + k] - mx));
 #pragma unroll
         for (int k = 0; k < hc; ++k) c[j * hc + k] = c[j * hc + k] / sum + eps;
     }
@@ -57,7 +61,7 @@ __device__ __forceinline__ void sinkhorn(float* c, int hc_runtime, int iters, fl
         if (it > 0) {
 #pragma unroll
             for (int j = 0; j < hc; ++j) {
-                float sum = 0.0f;
+                Acc sum = 0;
 #pragma unroll
                 for (int k = 0; k < hc; ++k) sum += c[j * hc + k];
 #pragma unroll
@@ -66,7 +70,7 @@ __device__ __forceinline__ void sinkhorn(float* c, int hc_runtime, int iters, fl
         }
 #pragma unroll
         for (int k = 0; k < hc; ++k) {
-            float sum = 0.0f;
+            Acc sum = 0;
 #pragma unroll
             for (int j = 0; j < hc; ++j) sum += c[j * hc + k];
 #pragma unroll
@@ -76,35 +80,47 @@ __device__ __forceinline__ void sinkhorn(float* c, int hc_runtime, int iters, fl
 }
 
 // pre / post / Sinkhorn(comb) of one token from its raw mixes (thread 0 of the token's block).
-template <int kHc>
-__device__ __forceinline__ void mix_token(const float* mix, float inv, int hc_runtime, const MhcWeights& w, int iters,
-                                          float hc_eps, float* pre, float* post, float* comb) {
+template <int kHc, typename Acc>
+__device__ __forceinline__ void mix_token(const float* mix, Acc inv, int hc_runtime, const MhcWeights& w, int iters,
+                                          float hc_eps, Acc* pre, float* post, float* comb) {
     const int hc = kHc > 0 ? kHc : hc_runtime;
     constexpr int kCap = kHc > 0 ? kHc : kMaxHc;
 #pragma unroll
     for (int j = 0; j < hc; ++j) {
-        pre[j] = sigmoidf_dev(mix[j] * inv * w.scale.data[0] + w.base.data[j]) + hc_eps;
-        post[j] = 2.0f * sigmoidf_dev(mix[hc + j] * inv * w.scale.data[1] + w.base.data[hc + j]);
+        pre[j] = sigmoid_acc(mix[j] * inv * Acc(w.scale.data[0]) + Acc(w.base.data[j])) + Acc(hc_eps);
+        post[j] = static_cast<float>(
+            Acc(2) * sigmoid_acc(mix[hc + j] * inv * Acc(w.scale.data[1]) + Acc(w.base.data[hc + j])));
     }
-    float c[kCap * kCap];
+    Acc c[kCap * kCap];
 #pragma unroll
-    for (int i = 0; i < hc * hc; ++i) c[i] = mix[2 * hc + i] * inv * w.scale.data[2] + w.base.data[2 * hc + i];
-    sinkhorn<kHc>(c, hc, iters, hc_eps);
+    for (int i = 0; i < hc * hc; ++i) c[i] = mix[2 * hc + i] * inv * Acc(w.scale.data[2]) + Acc(w.base.data[2 * hc + i]);
+    sinkhorn<kHc>(c, hc, iters, Acc(hc_eps));
 #pragma unroll
-    for (int i = 0; i < hc * hc; ++i) comb[i] = c[i];
+    for (int i = 0; i < hc * hc; ++i) comb[i] = static_cast<float>(c[i]);
+}
+
+// The collapse u = sum_j pre_j X_j of one token over the block's threads.
+template <typename Acc>
+__device__ void collapse(const float* xs, const Acc* pre, int hc, int64_t d, bool round, float* out) {
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        Acc acc = 0;
+        for (int j = 0; j < hc; ++j) acc += pre[j] * xs[j * d + i];
+        out[i] = store_acc(acc, round);
+    }
 }
 
 // Per token: inv rms of the flattened streams (loads in flight across the whole block), mixes = raw * inv
 // (raw = fn . x from the GEMV), then pre / post / Sinkhorn(comb) and the collapse u = sum_j pre_j X_j.
+template <typename Acc>
 __global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, MhcWeights w, int iters,
                                      float hc_eps, float norm_eps, bool round, float* u, float* post, float* comb) {
-    __shared__ float scratch[32];
-    __shared__ float pre[kMaxHc];
+    __shared__ Acc scratch[32];
+    __shared__ Acc pre[kMaxHc];
     const int t = blockIdx.x;
     const int n_mix = (2 + hc) * hc;
     const int64_t width = hc * d;
     const float* xs = x + static_cast<int64_t>(t) * width;
-    const float inv = 1.0f / sqrtf(sum_squares(xs, width, scratch) / static_cast<float>(width) + norm_eps);
+    const Acc inv = Acc(1) / sqrt_acc(sum_squares(xs, width, scratch) / static_cast<Acc>(width) + Acc(norm_eps));
     if (threadIdx.x == 0) {
         const float* mix = raw_mixes + static_cast<int64_t>(t) * n_mix;
         float* post_t = post + static_cast<int64_t>(t) * hc;
@@ -116,14 +132,11 @@ __global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int
         }
     }
     __syncthreads();
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-        float acc = 0.0f;
-        for (int j = 0; j < hc; ++j) acc += pre[j] * xs[j * d + i];
-        u[static_cast<int64_t>(t) * d + i] = round ? to_bf16(acc) : acc;
-    }
+    collapse(xs, pre, hc, d, round, u + static_cast<int64_t>(t) * d);
 }
 
 // One thread per (token, channel): new streams X'_k = post_k y + sum_j comb[j][k] X_j.
+template <typename Acc>
 __global__ void hc_post_kernel(float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
                                int64_t d, bool round) {
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -135,53 +148,63 @@ __global__ void hc_post_kernel(float* x, const float* y, const float* post, cons
     const float* c = comb + t * hc * hc;
     const float yv = y[t * d + i];
     for (int k = 0; k < hc; ++k) {
-        float acc = post[t * hc + k] * yv;
-        for (int j = 0; j < hc; ++j) acc += c[j * hc + k] * old[j];
-        xs[k * d + i] = round ? to_bf16(acc) : acc;
+        Acc acc = Acc(post[t * hc + k]) * yv;
+        for (int j = 0; j < hc; ++j) acc += Acc(c[j * hc + k]) * old[j];
+        xs[k * d + i] = store_acc(acc, round);
     }
 }
 
+template <typename Acc>
 __global__ void hc_head_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, HcHeadWeights w,
                                       float hc_eps, float norm_eps, bool round, float* y) {
-    __shared__ float scratch[32];
-    __shared__ float pre[kMaxHc];
+    __shared__ Acc scratch[32];
+    __shared__ Acc pre[kMaxHc];
     const int t = blockIdx.x;
     const int64_t width = hc * d;
     const float* xs = x + static_cast<int64_t>(t) * width;
-    const float inv = 1.0f / sqrtf(sum_squares(xs, width, scratch) / static_cast<float>(width) + norm_eps);
+    const Acc inv = Acc(1) / sqrt_acc(sum_squares(xs, width, scratch) / static_cast<Acc>(width) + Acc(norm_eps));
     if (threadIdx.x < hc) {
-        const float m = raw_mixes[static_cast<int64_t>(t) * hc + threadIdx.x] * inv;
-        pre[threadIdx.x] = sigmoidf_dev(m * w.scale.data[0] + w.base.data[threadIdx.x]) + hc_eps;
+        const Acc m = raw_mixes[static_cast<int64_t>(t) * hc + threadIdx.x] * inv;
+        pre[threadIdx.x] = sigmoid_acc(m * Acc(w.scale.data[0]) + Acc(w.base.data[threadIdx.x])) + Acc(hc_eps);
     }
     __syncthreads();
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-        float acc = 0.0f;
-        for (int j = 0; j < hc; ++j) acc += pre[j] * xs[j * d + i];
-        y[static_cast<int64_t>(t) * d + i] = round ? to_bf16(acc) : acc;
-    }
+    collapse(xs, pre, hc, d, round, y + static_cast<int64_t>(t) * d);
 }
 
 }  // namespace
 
 void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
-                   const MhcWeights& w, int iters, float hc_eps, float norm_eps, bool round, float* u, float* post,
+                   const MhcWeights& w, int iters, float hc_eps, float norm_eps, bool reference, float* u, float* post,
                    float* comb) {
-    if (n > 0) {
-        hc_pre_finish_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps,
-                                                                      round, u, post, comb);
+    if (n == 0) return;
+    const auto blocks = static_cast<unsigned>(n);
+    if (reference) {
+        hc_pre_finish_kernel<double>
+            <<<blocks, 256, 0, s>>>(x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps, true, u, post, comb);
+    } else {
+        hc_pre_finish_kernel<float>
+            <<<blocks, 256, 0, s>>>(x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps, false, u, post, comb);
     }
 }
 
 void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
-                    int64_t d, bool round) {
-    if (n > 0) hc_post_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(x, y, post, comb, n, hc, d, round);
+                    int64_t d, bool reference) {
+    if (n == 0) return;
+    if (reference) {
+        hc_post_kernel<double><<<blocks_for(n * d, 256), 256, 0, s>>>(x, y, post, comb, n, hc, d, true);
+    } else {
+        hc_post_kernel<float><<<blocks_for(n * d, 256), 256, 0, s>>>(x, y, post, comb, n, hc, d, false);
+    }
 }
 
 void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
-                    const HcHeadWeights& w, float hc_eps, float norm_eps, bool round, float* y) {
-    if (n > 0) {
-        hc_head_finish_kernel<<<static_cast<unsigned>(n), 256, 0, s>>>(x, raw_mixes, hc, d, w, hc_eps, norm_eps, round,
-                                                                       y);
+                    const HcHeadWeights& w, float hc_eps, float norm_eps, bool reference, float* y) {
+    if (n == 0) return;
+    const auto blocks = static_cast<unsigned>(n);
+    if (reference) {
+        hc_head_finish_kernel<double><<<blocks, 256, 0, s>>>(x, raw_mixes, hc, d, w, hc_eps, norm_eps, true, y);
+    } else {
+        hc_head_finish_kernel<float><<<blocks, 256, 0, s>>>(x, raw_mixes, hc, d, w, hc_eps, norm_eps, false, y);
     }
 }
 

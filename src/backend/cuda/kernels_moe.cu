@@ -8,14 +8,17 @@ namespace {
 
 constexpr int kMaxExpertsPerLane = kMaxRoutedExperts / 32;
 
+template <typename Acc>
 __device__ float score_of(float logit, int func) {
+    const Acc l = logit;
     if (func == 0) {  // sqrtsoftplus (PyTorch's softplus threshold 20)
-        return sqrtf(logit > 20.0f ? logit : log1pf(expf(logit)));
+        return static_cast<float>(sqrt_acc(l > Acc(20) ? l : log1p_acc(exp_acc(l))));
     }
-    return 1.0f / (1.0f + expf(-logit));  // sigmoid; softmax is normalised by the caller
+    return static_cast<float>(Acc(1) / (Acc(1) + exp_acc(-l)));  // sigmoid; softmax is normalised by the caller
 }
 
-// One warp per token.
+// One warp per token. Acc: the arithmetic of the numerics mode (cuda_common.cuh); scores are compared as floats.
+template <typename Acc>
 __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k, int func, const float* bias,
                              const int32_t* tid2eid, bool hash, bool normalize, float route_scale, float* weights,
                              int32_t* ids) {
@@ -32,17 +35,17 @@ __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k
     }
     if (func == 2) {  // softmax over the experts
         mx = warp_max(mx);
-        float sum = 0.0f;
+        Acc sum = 0;
         for (int r = 0; r < kMaxExpertsPerLane; ++r) {
-            const int e = lane + 32 * r;
-            s[r] = e < experts ? expf(s[r] - mx) : 0.0f;
-            sum += s[r];
+            if (lane + 32 * r < experts) sum += exp_acc(Acc(s[r]) - Acc(mx));
         }
         sum = warp_sum(sum);
-        for (int r = 0; r < kMaxExpertsPerLane; ++r) s[r] /= sum;
+        for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+            s[r] = lane + 32 * r < experts ? static_cast<float>(exp_acc(Acc(s[r]) - Acc(mx)) / sum) : 0.0f;
+        }
     } else {
         for (int r = 0; r < kMaxExpertsPerLane; ++r) {
-            if (lane + 32 * r < experts) s[r] = score_of(s[r], func);
+            if (lane + 32 * r < experts) s[r] = score_of<Acc>(s[r], func);
         }
     }
     int32_t chosen[kMaxExpertsPerToken];
@@ -84,17 +87,18 @@ __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k
         chosen_score[j] = __shfl_sync(0xffffffffu, s[e_sel / 32], e_sel % 32);
     }
     if (lane != 0) return;
-    float sum = 0.0f;
+    Acc sum = 0;
     for (int j = 0; j < k; ++j) sum += chosen_score[j];
     for (int j = 0; j < k; ++j) {
-        float v = chosen_score[j];
-        if (normalize) v /= sum + 1e-20f;
-        weights[static_cast<int64_t>(t) * k + j] = v * route_scale;
+        Acc v = chosen_score[j];
+        if (normalize) v /= sum + Acc(1e-20f);
+        weights[static_cast<int64_t>(t) * k + j] = static_cast<float>(v * Acc(route_scale));
         ids[static_cast<int64_t>(t) * k + j] = chosen[j];
     }
 }
 
 // out[p][r] = W_{ids[p]}[r] . x[p / x_div]: one warp per (pair, output row). weights = device array of WeightRef.
+template <typename Acc>
 __global__ void expert_linear_kernel(StepMeta m, const WeightRef* table, int n_experts, const int32_t* ids,
                                      int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out,
                                      float* out) {
@@ -109,13 +113,14 @@ __global__ void expert_linear_kernel(StepMeta m, const WeightRef* table, int n_e
     }
     const WeightRef& w = table[e];
     const float* xv = x + (p / x_div) * k;
-    float acc = 0.0f;
-    for (int64_t j = lane; j < k; j += 32) acc += weight_at(w, r, j) * xv[j];
+    Acc acc = 0;
+    for (int64_t j = lane; j < k; j += 32) acc += Acc(weight_at(w, r, j)) * xv[j];
     acc = warp_sum(acc);
-    if (lane == 0) out[p * rows + r] = round_out ? to_bf16(acc) : acc;
+    if (lane == 0) out[p * rows + r] = store_acc(acc, round_out);
 }
 
 // act = silu(min(g, limit)) * clamp(u, -limit, limit) * row_weight (reference: weight in, bf16 out).
+template <typename Acc>
 __global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int64_t width, float limit,
                               const float* row_weights, bool round, float* act) {
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -125,24 +130,25 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int6
         gv = fminf(gv, limit);
         uv = fminf(fmaxf(uv, -limit), limit);
     }
-    float v = gv / (1.0f + expf(-gv)) * uv;
+    Acc v = Acc(gv) / (Acc(1) + exp_acc(-Acc(gv))) * uv;
     if (row_weights != nullptr) v *= row_weights[id / width];
-    act[id] = round ? to_bf16(v) : v;
+    act[id] = store_acc(v, round);
 }
 
 // y[t] = sum_j routed[t * k + j] (* weight when applied after W2) + shared[t], in a fixed order.
+template <typename Acc>
 __global__ void combine_kernel(const float* routed, const float* weights, const float* shared, int64_t n, int k,
                                int64_t d, bool weight_after, bool round, float* y) {
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (id >= n * d) return;
     const int64_t t = id / d, i = id % d;
-    float acc = 0.0f;
+    Acc acc = 0;
     for (int j = 0; j < k; ++j) {
-        const float v = routed[(t * k + j) * d + i];
+        const Acc v = routed[(t * k + j) * d + i];
         acc += weight_after ? v * weights[t * k + j] : v;
     }
     if (shared != nullptr) acc += shared[id];
-    y[id] = round ? to_bf16(acc) : acc;
+    y[id] = store_acc(acc, round);
 }
 
 __global__ void count_experts_kernel(const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts) {
@@ -202,33 +208,53 @@ void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int
 }
 
 void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int experts, int k, int func,
-                  const float* bias, const int32_t* tid2eid, bool hash, bool normalize, float route_scale,
+                  const float* bias, const int32_t* tid2eid, bool hash, bool normalize, float route_scale, bool f64,
                   float* weights, int32_t* ids) {
-    if (m.n_tokens > 0) {
-        route_kernel<<<blocks_for(m.n_tokens, 4), 128, 0, s>>>(m, logits, experts, k, func, bias, tid2eid, hash,
-                                                               normalize, route_scale, weights, ids);
+    if (m.n_tokens == 0) return;
+    const unsigned blocks = blocks_for(m.n_tokens, 4);
+    if (f64) {
+        route_kernel<double><<<blocks, 128, 0, s>>>(m, logits, experts, k, func, bias, tid2eid, hash, normalize,
+                                                    route_scale, weights, ids);
+    } else {
+        route_kernel<float><<<blocks, 128, 0, s>>>(m, logits, experts, k, func, bias, tid2eid, hash, normalize,
+                                                   route_scale, weights, ids);
     }
 }
 
 void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* table, int n_experts, const int32_t* ids,
-                          int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out,
+                          int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out, bool f64,
                           float* out) {
     if (pairs == 0 || rows == 0) return;
     const dim3 grid(static_cast<unsigned>(pairs), blocks_for(rows, 4));
-    expert_linear_kernel<<<grid, 128, 0, s>>>(m, table, n_experts, ids, pairs, x_div, x, k, rows, round_out, out);
+    if (f64) {
+        expert_linear_kernel<double>
+            <<<grid, 128, 0, s>>>(m, table, n_experts, ids, pairs, x_div, x, k, rows, round_out, out);
+    } else {
+        expert_linear_kernel<float>
+            <<<grid, 128, 0, s>>>(m, table, n_experts, ids, pairs, x_div, x, k, rows, round_out, out);
+    }
 }
 
+// Reference numerics (`reference`): bf16 output and double arithmetic.
 void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows, int64_t width, float limit,
-                   const float* row_weights, bool round, float* act) {
-    if (rows * width > 0) {
-        swiglu_kernel<<<blocks_for(rows * width, 256), 256, 0, s>>>(g, u, rows, width, limit, row_weights, round, act);
+                   const float* row_weights, bool reference, float* act) {
+    if (rows * width == 0) return;
+    const unsigned blocks = blocks_for(rows * width, 256);
+    if (reference) {
+        swiglu_kernel<double><<<blocks, 256, 0, s>>>(g, u, rows, width, limit, row_weights, true, act);
+    } else {
+        swiglu_kernel<float><<<blocks, 256, 0, s>>>(g, u, rows, width, limit, row_weights, false, act);
     }
 }
 
 void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,
-                    int64_t d, bool weight_after, bool round, float* y) {
-    if (n * d > 0) {
-        combine_kernel<<<blocks_for(n * d, 256), 256, 0, s>>>(routed, weights, shared, n, k, d, weight_after, round, y);
+                    int64_t d, bool weight_after, bool reference, float* y) {
+    if (n * d == 0) return;
+    const unsigned blocks = blocks_for(n * d, 256);
+    if (reference) {
+        combine_kernel<double><<<blocks, 256, 0, s>>>(routed, weights, shared, n, k, d, weight_after, true, y);
+    } else {
+        combine_kernel<float><<<blocks, 256, 0, s>>>(routed, weights, shared, n, k, d, weight_after, false, y);
     }
 }
 

@@ -27,10 +27,12 @@ __device__ void record(const StepMeta& m, const CompressArgs& c, int seq, int64_
     }
 }
 
-// One block per step token; the tokens that complete a window (pos + 1 divisible by ratio) emit its entry.
+// One block per step token; the tokens that complete a window (pos + 1 divisible by ratio) emit its entry. Acc: the
+// numerics mode's arithmetic (double in reference numerics: cuda_common.cuh).
+template <typename Acc>
 __global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
     __shared__ float entry[kMaxCompressHeadDim];
-    __shared__ float scratch[32];
+    __shared__ Acc scratch[32];
     const int t = blockIdx.x;
     const int64_t pos = m.positions[t];
     if ((pos + 1) % c.ratio != 0) return;
@@ -61,20 +63,21 @@ __global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
         }
         float mx = -INFINITY;
         for (int i = 0; i < n; ++i) mx = fmaxf(mx, gates[i]);
-        float sum = 0.0f;
-        for (int i = 0; i < n; ++i) sum += (gates[i] = expf(gates[i] - mx));
-        float acc = 0.0f;
-        for (int i = 0; i < n; ++i) acc += gates[i] / sum * vals[i];
-        entry[ch] = c.reference ? to_bf16(acc) : acc;
+        Acc e[kMaxSlots];
+        Acc sum = 0;
+        for (int i = 0; i < n; ++i) sum += (e[i] = exp_acc(Acc(gates[i]) - Acc(mx)));
+        Acc acc = 0;
+        for (int i = 0; i < n; ++i) acc += e[i] / sum * vals[i];
+        entry[ch] = store_acc(acc, c.reference);
     }
     __syncthreads();
     // RMSNorm with weight, then RoPE at the window's first position, then the reference roundings.
-    float sq = 0.0f;
-    for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) sq += entry[ch] * entry[ch];
-    const float inv = 1.0f / sqrtf(block_sum(sq, scratch) / static_cast<float>(hd) + c.norm_eps);
+    Acc sq = 0;
+    for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) sq += Acc(entry[ch]) * entry[ch];
+    const Acc inv = Acc(1) / sqrt_acc(block_sum(sq, scratch) / static_cast<Acc>(hd) + Acc(c.norm_eps));
     for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) {
-        const float v = entry[ch] * inv * c.norm[ch];
-        entry[ch] = c.reference ? to_bf16(v) : v;
+        const Acc v = entry[ch] * inv * c.norm[ch];
+        entry[ch] = store_acc(v, c.reference);
     }
     __syncthreads();
     const int nope = hd - c.rope_dim;
@@ -83,13 +86,9 @@ __global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
         const float co = static_cast<float>(cos(static_cast<double>(angle)));
         const float si = static_cast<float>(sin(static_cast<double>(angle)));
         float* v = entry + nope + 2 * i;
-        const float x0 = v[0], x1 = v[1];
-        v[0] = x0 * co - x1 * si;
-        v[1] = x1 * co + x0 * si;
-        if (c.reference) {
-            v[0] = to_bf16(v[0]);
-            v[1] = to_bf16(v[1]);
-        }
+        const Acc x0 = v[0], x1 = v[1];
+        v[0] = store_acc(x0 * co - x1 * si, c.reference);
+        v[1] = store_acc(x1 * co + x0 * si, c.reference);
     }
     __syncthreads();
     if (c.reference && threadIdx.x < 32) {
@@ -147,7 +146,11 @@ __global__ void encode_rows_kernel(const float* src, int64_t n_rows, RowFormatDe
 
 void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c) {
     if (m.n_tokens == 0) return;
-    compress_emit_kernel<<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);
+    if (c.reference) {
+        compress_emit_kernel<double><<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);
+    } else {
+        compress_emit_kernel<float><<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);
+    }
     compress_keep_kernel<<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);  // after every emission's reads
 }
 

@@ -7,6 +7,7 @@
 // bit-exactly elsewhere (tests/unit/core quant_sim, tests/ops/cuda in reference numerics).
 #include <gtest/gtest.h>
 
+#include "core/block_dequant.h"
 #include "golden_support.h"
 
 namespace dsv4::golden {
@@ -51,6 +52,29 @@ TEST(ReferenceGolden, FeedingModesAgree) {
     std::vector<float> whole = run_logits(f, 0, -1), chunks = run_logits(f, 37, -1), decode = run_logits(f, 0, 250);
     EXPECT_LE(relative_max_error(chunks, whole), 1e-6);
     EXPECT_LE(relative_max_error(decode, whole), 1e-6);
+}
+
+// Reference numerics accumulate in double (core/dot_f64.h, backend/cpu/cpu_numerics.h), so their logits do not depend
+// on the summation order of the SIMD kernels: every instruction set gives the same bits, on the chaotic random
+// fixtures too (with float32 sums, one-ulp differences flip FP8 codes and top-k picks there). The CUDA backend relies
+// on the same property (tests/golden/cuda: GPU vs CPU reference numerics).
+TEST(ReferenceGolden, SameBitsOnEverySimdPath) {
+    const SimdIsa best = detected_simd_isa();
+    if (best == SimdIsa::kScalar) GTEST_SKIP() << "only the scalar kernels run on this CPU";
+    for (const auto& name : fixture_names()) {
+        Fixture f = open_fixture(name, Numerics::kReference, "logits_reference.npy");
+        set_simd_isa(SimdIsa::kScalar);
+        const std::vector<float> scalar = run_logits(f, 0, -1);
+        set_simd_isa(best);
+        const std::vector<float> vector = run_logits(f, 0, -1);
+        ASSERT_EQ(scalar.size(), vector.size());
+        int64_t differing = 0;
+        for (size_t i = 0; i < scalar.size(); ++i) differing += scalar[i] != vector[i];
+        std::printf("[ golden ] %s reference numerics, scalar vs %s kernels: %lld of %zu logits differ, "
+                    "max|diff|/max|logit| = %.3e\n", name.c_str(), std::string(simd_isa_name(best)).c_str(),
+                    static_cast<long long>(differing), scalar.size(), relative_max_error(vector, scalar));
+        EXPECT_EQ(differing, 0) << name;
+    }
 }
 
 }  // namespace
