@@ -338,7 +338,7 @@ CudaBackend::ExpertGroups CudaBackend::group_pairs(const Tensor& ids, int64_t pa
     int32_t* tile_row0 = ints(g.max_tiles);
     int32_t* tile_rows = ints(g.max_tiles);
     int32_t* tile_count = ints(1);
-    launch_count_experts(stream_, ids.i32(), pairs, n_experts, counts);
+    launch_count_experts(stream_, meta_, ids.i32(), pairs, n_experts, counts);
     launch_plan_tiles(stream_, counts, n_experts, rows_per_tile, g.max_tiles, cursor, tile_expert, tile_row0, tile_rows,
                       tile_count);
     g.row_ids = ints(pairs);

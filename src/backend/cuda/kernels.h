@@ -206,8 +206,10 @@ void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* ta
                           int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out, bool f64,
                           float* out);
 // Grouping (token, expert) pairs by expert for the tensor-core expert GEMMs (prefill): counts per expert, then
-// row_ids[offset[e] ..] = the pairs of expert e (cursor starts as a copy of the offsets).
-void launch_count_experts(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts);
+// row_ids[offset[e] ..] = the pairs of expert e (cursor starts as a copy of the offsets). Ids outside
+// [0, n_experts) belong to no group and set the step's error flag (kErrorExpertId).
+void launch_count_experts(cudaStream_t s, const StepMeta& m, const int32_t* ids, int64_t pairs, int n_experts,
+                          int32_t* counts);
 void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
                           int32_t* row_ids);
 // Offsets and tiles of rows_per_tile rows per expert from the counts (at most max_tiles; tile_count[0] = tiles made).

@@ -151,11 +151,17 @@ __global__ void combine_kernel(const float* routed, const float* weights, const 
     y[id] = store_acc(acc, round);
 }
 
-__global__ void count_experts_kernel(const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts) {
+// An id outside [0, n_experts) is left out of every group and flagged (the step then fails at its synchronisation,
+// as in the per-pair kernels).
+__global__ void count_experts_kernel(StepMeta m, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts) {
     const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (p >= pairs) return;
     const int32_t e = ids[p];
-    if (e >= 0 && e < n_experts) atomicAdd(&counts[e], 1);
+    if (e >= 0 && e < n_experts) {
+        atomicAdd(&counts[e], 1);
+    } else {
+        flag_error(m, kErrorExpertId);
+    }
 }
 
 // Pairs grouped by expert: cursor[e] starts at the expert's offset; the order inside an expert does not matter
@@ -197,9 +203,10 @@ void launch_plan_tiles(cudaStream_t s, const int32_t* counts, int n_experts, int
                                       tile_rows, tile_count);
 }
 
-void launch_count_experts(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts) {
+void launch_count_experts(cudaStream_t s, const StepMeta& m, const int32_t* ids, int64_t pairs, int n_experts,
+                          int32_t* counts) {
     cudaMemsetAsync(counts, 0, n_experts * sizeof(int32_t), s);
-    if (pairs > 0) count_experts_kernel<<<blocks_for(pairs, 256), 256, 0, s>>>(ids, pairs, n_experts, counts);
+    if (pairs > 0) count_experts_kernel<<<blocks_for(pairs, 256), 256, 0, s>>>(m, ids, pairs, n_experts, counts);
 }
 
 void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,

@@ -214,5 +214,50 @@ TEST(CudaOps, MoeFlashWidths) {
     }
 }
 
+// Expert ids outside [0, n_experts) (a corrupt routing table, a bad hash table) never index the expert table: every
+// MoE path skips them and sets the device error flag, and the step fails at its synchronisation with a clear error.
+TEST(CudaOps, MoeFlagsOutOfRangeExpertIds) {
+    DSV4_REQUIRE_GPU();
+    // (numerics, tokens): exact / reference run one warp per (pair, output row); fast decode-sized steps the per-pair
+    // GEMV; 24 tokens x 6 = 144 pairs the grouped tensor-core GEMMs (device-side grouping by expert).
+    const std::pair<Numerics, int64_t> cases[] = {
+        {Numerics::kExact, 4}, {Numerics::kReference, 4}, {Numerics::kFast, 4}, {Numerics::kFast, 24}};
+    for (auto [numerics, n] : cases) {
+        const std::string label = std::string(numerics_name(numerics)) + " tokens " + std::to_string(n);
+        ModelConfig c = op_config(256);
+        c.n_routed_experts = 8;
+        Pair p(numerics, c);
+        const int64_t d = 256, inter = 128, k = 6;
+        p.step(simple_batch(n));
+        std::deque<HostWeight> host;
+        MoeWeights mg;
+        for (int e = 0; e < c.n_routed_experts; ++e) {
+            const HostWeight& w1 = host.emplace_back(make_weight(WeightFormat::kFp4Row, inter, d));
+            const HostWeight& w2 = host.emplace_back(make_weight(WeightFormat::kFp4Row, d, inter));
+            const HostWeight& w3 = host.emplace_back(make_weight(WeightFormat::kFp4Row, inter, d));
+            mg.experts.push_back({upload(*p.gpu, w1), upload(*p.gpu, w2), upload(*p.gpu, w3)});
+        }
+        Tensor h = make_tensor(*p.gpu, {n, d}, random_floats(n * d));
+        Tensor weights = make_tensor(*p.gpu, {n, k}, std::vector<float>(n * k, 1.0f / k));
+        Tensor ids = p.gpu->alloc(DType::kI32, {n, k}), y = make_tensor(*p.gpu, {n, d});
+        std::vector<int32_t> host_ids(n * k);
+        for (int64_t i = 0; i < n * k; ++i) host_ids[i] = static_cast<int32_t>(i % c.n_routed_experts);
+        p.gpu->from_host(ids, host_ids.data());
+        p.gpu->moe(h, mg, weights, ids, 10.0f, y);
+        EXPECT_NO_THROW(p.gpu->synchronize()) << label;
+        for (int32_t bad : {c.n_routed_experts, -1}) {
+            host_ids[n * k / 2] = bad;
+            p.gpu->from_host(ids, host_ids.data());
+            p.gpu->moe(h, mg, weights, ids, 10.0f, y);
+            try {
+                p.gpu->synchronize();
+                ADD_FAILURE() << label << ": no error for expert id " << bad;
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("flags 0x2"), std::string::npos) << label << ": " << e.what();
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace dsv4::ops_test
