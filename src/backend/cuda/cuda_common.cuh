@@ -6,6 +6,11 @@
 
 #include <cstdint>
 
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#endif
+
 #include "backend/weights.h"
 
 namespace dsv4::cuda {
@@ -65,6 +70,18 @@ __device__ __forceinline__ float decode_e4m3(uint8_t code) {
         v = __uint_as_float(((exp + 120u) << 23) | (man << 20));  // rebias 7 -> 127
     }
     return __uint_as_float(__float_as_uint(v) | sign);
+}
+
+// Four OCP e4m3 codes (little-endian in `word`) by the hardware conversion (cvt e4m3x2 -> f16x2, sm_89+): exact, as
+// every e4m3 value is an fp16 value, so the floats equal decode_e4m3's (NaN stays NaN) at a fraction of the ALU work.
+__device__ __forceinline__ void decode4_e4m3(uint32_t word, float* out) {
+    const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word & 0xffffu), __NV_E4M3);
+    const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> 16), __NV_E4M3);
+    const float2 a = __half22float2(__half2(lo)), b = __half22float2(__half2(hi));
+    out[0] = a.x;
+    out[1] = a.y;
+    out[2] = b.x;
+    out[3] = b.y;
 }
 
 // e2m1 from its bits (a table lookup would land in local memory): exponent e = bits 2..1, mantissa m = bit 0;

@@ -68,7 +68,8 @@ int64_t hc_mixes_partials(int64_t n, int64_t width, int n_mix);
 void launch_hc_mixes(cudaStream_t s, const float* x, int64_t n, int64_t width, const float* fn, int n_mix,
                      float* partial, float* raw);
 
-// kernels_gemv.cu: decode GEMV with 16-byte weight loads (m <= kMaxGemvVectors activation rows; see gemv_supported).
+// kernels_gemv.cu: decode GEMV, weights decoded in registers (m <= kMaxGemvVectors activation rows; see
+// gemv_supported).
 constexpr int kMaxGemvVectors = 8;
 constexpr int64_t kMaxGemvPairs = 65535;  // grid.y limit of the expert GEMV
 bool gemv_supported(WeightFormat format, int64_t cols, int64_t m);

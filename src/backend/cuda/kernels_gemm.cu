@@ -56,9 +56,12 @@ __device__ __forceinline__ void store_group(const RawGroup<F>& g, __nv_bfloat16*
     float v[16];
     if constexpr (F == static_cast<int>(WeightFormat::kFp8Block)) {
         const float s = decode_ue8m0(g.scale);
-        const auto* b = reinterpret_cast<const uint8_t*>(&g.words[0]);
+        decode4_e4m3(g.words[0].x, v);
+        decode4_e4m3(g.words[0].y, v + 4);
+        decode4_e4m3(g.words[0].z, v + 8);
+        decode4_e4m3(g.words[0].w, v + 12);
 #pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = decode_e4m3(b[i]) * s;
+        for (int i = 0; i < 16; ++i) v[i] *= s;
     } else if constexpr (F == static_cast<int>(WeightFormat::kFp4Row)) {
         const float s = decode_ue8m0(g.scale);
         const auto* b = reinterpret_cast<const uint8_t*>(&g.words[0]);

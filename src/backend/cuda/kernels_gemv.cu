@@ -1,8 +1,13 @@
 // Decode GEMV: y[v, r] = W[r, :] . x[v, :] for a few activation rows (v < kMaxGemvVectors), weights in checkpoint
-// form read with 16-byte loads (16 FP8 codes, 32 FP4 codes or 8 BF16 values per lane per load) and decoded in
-// registers; activations through the read-only cache. Memory-bound: one pass over the weights per call. Used when the
-// weight rows are 16-byte aligned (cols a multiple of 32 for FP4, 16 for FP8, 8 for BF16); otherwise the generic
-// kernel in kernels_linear.cu runs.
+// form decoded in registers, activations through the read-only cache. Memory-bound: one pass over the weights per
+// call. Used when the weight rows are aligned for the loads (cols a multiple of 128 for FP8, 32 for FP4, 8 for BF16,
+// 4 for F32: gemv_supported); otherwise the generic kernel in kernels_linear.cu runs.
+//
+// Lane load width: BF16 and F32 rows are read 16 bytes per lane per load. FP8 and FP4 rows 4 bytes per lane per load
+// (4 or 8 elements), consecutive lanes on consecutive words, so that the activations each lane needs are also
+// consecutive across the warp: one float4 (FP8) or two (FP4) per word, a few L1 wavefronts per warp load. With 16-byte
+// FP8 / FP4 chunks per lane the activation loads strode 64 / 128 bytes across lanes (16-32 wavefronts per warp load):
+// the expert GEMV was L1-bound at 7% of DRAM bandwidth (ncu, performance-log.md).
 #include <algorithm>
 
 #include "backend/cuda/kernels.h"
@@ -12,63 +17,84 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // one warp per row
 
-__device__ __forceinline__ void decode16_fp8(const uint4& raw, float scale, float* out) {
-    const auto* b = reinterpret_cast<const uint8_t*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) out[i] = decode_e4m3(b[i]) * scale;
-}
+constexpr bool is_fp8(int f) { return f == static_cast<int>(WeightFormat::kFp8Block); }
+constexpr bool is_fp4(int f) { return f == static_cast<int>(WeightFormat::kFp4Row); }
+constexpr bool is_bf16(int f) { return f == static_cast<int>(WeightFormat::kBF16); }
 
-__device__ __forceinline__ void decode32_fp4(const uint4& raw, float scale, float* out) {
-    const auto* b = reinterpret_cast<const uint8_t*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-        out[2 * i] = decode_e2m1(b[i] & 0xfu) * scale;
-        out[2 * i + 1] = decode_e2m1(b[i] >> 4) * scale;
-    }
-}
-
-__device__ __forceinline__ void decode8_bf16(const uint4& raw, float* out) {
-    const auto* h = reinterpret_cast<const uint16_t*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = bf16_bits_to_float(h[i]);
-}
-
-// Elements per 16-byte chunk of a weight row.
+// 4-byte words per lane per load, and the elements they hold.
 template <int kFormat>
-struct Chunk;
-template <>
-struct Chunk<static_cast<int>(WeightFormat::kFp8Block)> {
-    static constexpr int kElems = 16;
-};
-template <>
-struct Chunk<static_cast<int>(WeightFormat::kFp4Row)> {
-    static constexpr int kElems = 32;
-};
-template <>
-struct Chunk<static_cast<int>(WeightFormat::kBF16)> {
-    static constexpr int kElems = 8;
-};
-template <>
-struct Chunk<static_cast<int>(WeightFormat::kF32)> {
-    static constexpr int kElems = 4;
-};
+constexpr int kLoadWords = is_fp8(kFormat) || is_fp4(kFormat) ? 1 : 4;
+template <int kFormat>
+constexpr int kLoadElems = is_fp8(kFormat) ? 4 : is_fp4(kFormat) ? 8 : is_bf16(kFormat) ? 8 : 4;
 
 template <int kFormat>
 __device__ __forceinline__ int64_t row_bytes(int64_t cols) {
-    if constexpr (kFormat == static_cast<int>(WeightFormat::kFp4Row)) return cols / 2;
-    if constexpr (kFormat == static_cast<int>(WeightFormat::kBF16)) return cols * 2;
+    if constexpr (is_fp4(kFormat)) return cols / 2;
+    if constexpr (is_bf16(kFormat)) return cols * 2;
     if constexpr (kFormat == static_cast<int>(WeightFormat::kF32)) return cols * 4;
     return cols;
 }
 
+// One lane load: kLoadWords words of the row.
+template <int kFormat>
+struct Load {
+    uint32_t w[kLoadWords<kFormat>];
+};
+
+template <int kFormat>
+__device__ __forceinline__ Load<kFormat> load_words(const uint8_t* row, int64_t index) {
+    Load<kFormat> l;
+    if constexpr (kLoadWords<kFormat> == 4) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + index);
+        l.w[0] = v.x;
+        l.w[1] = v.y;
+        l.w[2] = v.z;
+        l.w[3] = v.w;
+    } else {
+        l.w[0] = __ldg(reinterpret_cast<const uint32_t*>(row) + index);
+    }
+    return l;
+}
+
+// The load's elements, unscaled (FP8 / FP4 block scales are powers of two, applied once per load by the caller).
+template <int kFormat>
+__device__ __forceinline__ void decode_load(const Load<kFormat>& l, float* out) {
+    if constexpr (is_fp8(kFormat)) {
+        decode4_e4m3(l.w[0], out);
+    } else if constexpr (is_fp4(kFormat)) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) out[i] = decode_e2m1((l.w[0] >> (4 * i)) & 0xfu);
+    } else if constexpr (is_bf16(kFormat)) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            out[2 * i] = __uint_as_float(l.w[i] << 16);
+            out[2 * i + 1] = __uint_as_float(l.w[i] & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) out[i] = __uint_as_float(l.w[i]);
+    }
+}
+
+// Block scale of the load starting at element j0 of row r (1 for unscaled formats).
+template <int kFormat>
+__device__ __forceinline__ float load_scale(const WeightRef& w, int64_t r, int64_t j0) {
+    if constexpr (is_fp8(kFormat)) return decode_ue8m0(w.scales[(r / w.block_rows) * w.scale_cols + j0 / w.block_cols]);
+    if constexpr (is_fp4(kFormat)) return decode_ue8m0(w.scales[r * w.scale_cols + j0 / w.block_cols]);
+    return 1.0f;
+}
+
 // One warp per weight row. Plain mode: vectors x[v * x_stride ...] for v < m (m <= kVectors), y[v * y_stride + r].
 // Expert mode (table != null): blockIdx.y is a (token, expert) pair: weight table[ids[pair]], vector
-// x[(pair / x_div) * x_stride ...], output y[pair * y_stride + r]. Activations are read through the read-only cache.
+// x[(pair / x_div) * x_stride ...], output y[pair * y_stride + r]. Every vector count runs the same per-row
+// arithmetic, so a row's result does not depend on the batch.
 template <int kFormat, int kVectors>
 __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* ids, int n_experts, const float* x,
                             int64_t x_stride, int x_div, int64_t m, float* y, int64_t y_stride, bool round_out,
                             StepMeta meta) {
-    constexpr int kElems = Chunk<kFormat>::kElems;
+    constexpr int kElems = kLoadElems<kFormat>;
+    // Loads in flight per lane before any is decoded: 64 bytes (latency, not bandwidth, bounds short rows).
+    constexpr int kUnroll = 16 / kLoadWords<kFormat>;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t pair = blockIdx.y;
     WeightRef wr = w;
@@ -88,37 +114,23 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
     if (r >= wr.rows) return;
     const int64_t cols = wr.cols;
     float acc[kVectors] = {};
-    const int64_t chunks = cols / kElems;
-    const auto* row =
-        reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(wr.data) + r * row_bytes<kFormat>(cols));
-    // kUnroll 16-byte loads in flight per lane before any is decoded (latency, not bandwidth, bounds short rows).
-    constexpr int kUnroll = 4;
-    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-        uint4 raw[kUnroll];
+    const int64_t loads = cols / kElems;
+    const auto* row = static_cast<const uint8_t*>(wr.data) + r * row_bytes<kFormat>(cols);
+    for (int64_t c0 = lane; c0 < loads; c0 += 32 * kUnroll) {
+        Load<kFormat> raw[kUnroll] = {};
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int64_t c = c0 + 32 * u;
-            raw[u] = c < chunks ? __ldg(row + c) : make_uint4(0, 0, 0, 0);
+            if (c < loads) raw[u] = load_words<kFormat>(row, c);
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int64_t c = c0 + 32 * u;
-            if (c >= chunks) break;
-            float vals[kElems];
+            if (c >= loads) break;
             const int64_t j0 = c * kElems;
-            if constexpr (kFormat == static_cast<int>(WeightFormat::kFp8Block)) {
-                decode16_fp8(raw[u], decode_ue8m0(wr.scales[(r / wr.block_rows) * wr.scale_cols + j0 / wr.block_cols]),
-                             vals);
-            } else if constexpr (kFormat == static_cast<int>(WeightFormat::kFp4Row)) {
-                decode32_fp4(raw[u], decode_ue8m0(wr.scales[r * wr.scale_cols + j0 / wr.block_cols]), vals);
-            } else if constexpr (kFormat == static_cast<int>(WeightFormat::kBF16)) {
-                decode8_bf16(raw[u], vals);
-            } else {
-                vals[0] = __uint_as_float(raw[u].x);
-                vals[1] = __uint_as_float(raw[u].y);
-                vals[2] = __uint_as_float(raw[u].z);
-                vals[3] = __uint_as_float(raw[u].w);
-            }
+            float vals[kElems];
+            decode_load<kFormat>(raw[u], vals);
+            const float scale = load_scale<kFormat>(wr, r, j0);
 #pragma unroll
             for (int v = 0; v < kVectors; ++v) {
                 if (v < nv) {
@@ -130,7 +142,7 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
                         sum += vals[4 * i] * xx.x + vals[4 * i + 1] * xx.y + vals[4 * i + 2] * xx.z +
                                vals[4 * i + 3] * xx.w;
                     }
-                    acc[v] += sum;
+                    acc[v] += sum * scale;  // a power of two: the same as scaling every element
                 }
             }
         }
