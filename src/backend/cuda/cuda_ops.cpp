@@ -161,20 +161,19 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     const int64_t n = x.size(0), k = w.cols, per_group = w.rows / groups;
     DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");
     // Token t's group g input is x[(t * groups + g) * k ...]; its output rows g * R .. of y[t].
-    const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;
-    const bool gemm = fast() && n >= min_gemm_rows_ && gemm_supported(k);  // tensor cores (prefill, large batches)
-    if (aligned && !reference() && (gemm || (n <= kMaxGemvRows && gemv_supported(w.format, k, n)))) {
+    const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;  // group's scale rows
+    if (fast() && aligned && n >= min_gemm_rows_ && gemm_supported(k)) {  // tensor cores (prefill, large batches)
         for (int g = 0; g < groups; ++g) {
-            const WeightRef part = weight_rows(w, g * per_group, per_group);
-            const float* xg = x.f32() + g * k;
-            float* yg = y.f32() + g * per_group;
-            if (gemm) {
-                launch_gemm_bf16(stream_, part, xg, groups * k, n, yg, w.rows, false);
-            } else {
-                launch_gemv(stream_, part, xg, groups * k, n, yg, w.rows, false);
-            }
+            launch_gemm_bf16(stream_, weight_rows(w, g * per_group, per_group), x.f32() + g * k, groups * k, n,
+                             y.f32() + g * per_group, w.rows, false);
         }
         launched("grouped_linear", groups);
+        return;
+    }
+    if (!reference() && n <= kMaxGemvRows && gemv_supported(w.format, k, n)) {
+        // All groups in one launch: a group's GEMV alone is a few blocks (latency-bound at decode sizes).
+        launch_gemv(stream_, w, x.f32(), groups * k, n, y.f32(), w.rows, false, groups, k);
+        launched("grouped_linear");
         return;
     }
     launch_linear(stream_, w, 0, per_group, groups, x.f32(), groups * k, k, n, y.f32(), w.rows, reference(),

@@ -74,8 +74,10 @@ constexpr int kMaxGemvVectors = 8;
 constexpr int64_t kMaxGemvPairs = 65535;  // grid.y limit of the expert GEMV
 bool gemv_supported(WeightFormat format, int64_t cols, int64_t m);
 // y[v * y_stride + r] = W[r] . x[v * x_stride]: passes of kMaxGemvVectors rows (x_stride, y_stride multiples of 4).
+// groups > 1 (the grouped output projection, one launch for all groups): rows g * (rows / groups) .. of group g read
+// x + g * group_x.
 void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
-                 int64_t y_stride, bool round_out);
+                 int64_t y_stride, bool round_out, int groups = 1, int64_t group_x = 0);
 // Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
 constexpr int64_t kMaxGemvRows = 256;
 // Fast numerics: activation row counts from which linears run on tensor cores, and (token, expert) pair counts from

@@ -84,21 +84,22 @@ __device__ __forceinline__ float load_scale(const WeightRef& w, int64_t r, int64
     return 1.0f;
 }
 
-// One warp per weight row. Plain mode: vectors x[v * x_stride ...] for v < m (m <= kVectors), y[v * y_stride + r].
-// Expert mode (table != null): blockIdx.y is a (token, expert) pair: weight table[ids[pair]], vector
-// x[(pair / x_div) * x_stride ...], output y[pair * y_stride + r]. Every vector count runs the same per-row
-// arithmetic, so a row's result does not depend on the batch.
+// One warp per weight row. Plain mode: vectors x[v * x_stride ...] for v < m (m <= kVectors), y[v * y_stride + r];
+// grouped (blockIdx.z = g of gridDim.z groups of `count` rows): rows g * count .. read x + g * group_x. Expert mode
+// (table != null): blockIdx.y is a (token, expert) pair: weight table[ids[pair]], vector x[(pair / x_div) * x_stride
+// ...], output y[pair * y_stride + r]. Every vector count runs the same per-row arithmetic, so a row's result does not
+// depend on the batch.
 template <int kFormat, int kVectors>
 __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* ids, int n_experts, const float* x,
-                            int64_t x_stride, int x_div, int64_t m, float* y, int64_t y_stride, bool round_out,
-                            StepMeta meta) {
+                            int64_t x_stride, int x_div, int64_t count, int64_t group_x, int64_t m, float* y,
+                            int64_t y_stride, bool round_out, StepMeta meta) {
     constexpr int kElems = kLoadElems<kFormat>;
     // Loads in flight per lane before any is decoded: 64 bytes (latency, not bandwidth, bounds short rows).
     constexpr int kUnroll = 16 / kLoadWords<kFormat>;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t pair = blockIdx.y;
+    const int64_t pair = blockIdx.y, group = blockIdx.z;
     WeightRef wr = w;
-    const float* xv = x;
+    const float* xv = x + group * group_x;
     int nv = static_cast<int>(m);
     if (table != nullptr) {
         const int32_t e = ids[pair];
@@ -110,8 +111,9 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
         xv = x + (pair / x_div) * x_stride;
         nv = 1;
     }
-    const int64_t r = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + warp;
-    if (r >= wr.rows) return;
+    const int64_t r_in_group = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + warp;
+    if (r_in_group >= (table != nullptr ? wr.rows : count)) return;
+    const int64_t r = group * count + r_in_group;
     const int64_t cols = wr.cols;
     float acc[kVectors] = {};
     const int64_t loads = cols / kElems;
@@ -159,15 +161,16 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
 
 template <int kFormat>
 void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, const int32_t* ids, int n_experts,
-                   int64_t rows, const float* x, int64_t x_stride, int x_div, int64_t m, int64_t pairs, float* y,
-                   int64_t y_stride, bool round_out, const StepMeta& meta) {
-    const dim3 grid(blocks_for(rows, kRowsPerBlock), static_cast<unsigned>(table != nullptr ? pairs : 1));
+                   int64_t rows, int groups, const float* x, int64_t x_stride, int x_div, int64_t group_x, int64_t m,
+                   int64_t pairs, float* y, int64_t y_stride, bool round_out, const StepMeta& meta) {
+    const dim3 grid(blocks_for(rows, kRowsPerBlock), static_cast<unsigned>(table != nullptr ? pairs : 1),
+                    static_cast<unsigned>(groups));
     if (table != nullptr || m == 1) {
-        gemv_kernel<kFormat, 1><<<grid, kRowsPerBlock * 32, 0, s>>>(w, table, ids, n_experts, x, x_stride, x_div, m, y,
-                                                                    y_stride, round_out, meta);
+        gemv_kernel<kFormat, 1><<<grid, kRowsPerBlock * 32, 0, s>>>(w, table, ids, n_experts, x, x_stride, x_div, rows,
+                                                                    group_x, m, y, y_stride, round_out, meta);
     } else {
         gemv_kernel<kFormat, kMaxGemvVectors><<<grid, kRowsPerBlock * 32, 0, s>>>(
-            w, table, ids, n_experts, x, x_stride, x_div, m, y, y_stride, round_out, meta);
+            w, table, ids, n_experts, x, x_stride, x_div, rows, group_x, m, y, y_stride, round_out, meta);
     }
 }
 
@@ -189,7 +192,8 @@ bool gemv_supported(WeightFormat format, int64_t cols, int64_t m) {
 }
 
 void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
-                 int64_t y_stride, bool round_out) {
+                 int64_t y_stride, bool round_out, int groups, int64_t group_x) {
+    const int64_t count = w.rows / groups;
     // Passes of kMaxGemvVectors activation rows (each pass reads the weights once).
     for (int64_t m0 = 0; m0 < m; m0 += kMaxGemvVectors) {
         const int64_t mv = std::min<int64_t>(kMaxGemvVectors, m - m0);
@@ -197,20 +201,24 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
         float* yv = y + m0 * y_stride;
         switch (w.format) {
             case WeightFormat::kFp8Block:
-                launch_format<static_cast<int>(WeightFormat::kFp8Block)>(
-                    s, w, nullptr, nullptr, 0, w.rows, xv, x_stride, 1, mv, 1, yv, y_stride, round_out, {});
+                launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, w, nullptr, nullptr, 0, count, groups, xv,
+                                                                         x_stride, 1, group_x, mv, 1, yv, y_stride,
+                                                                         round_out, {});
                 break;
             case WeightFormat::kFp4Row:
-                launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride,
-                                                                       1, mv, 1, yv, y_stride, round_out, {});
+                launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, w, nullptr, nullptr, 0, count, groups, xv,
+                                                                       x_stride, 1, group_x, mv, 1, yv, y_stride,
+                                                                       round_out, {});
                 break;
             case WeightFormat::kBF16:
-                launch_format<static_cast<int>(WeightFormat::kBF16)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride, 1,
-                                                                     mv, 1, yv, y_stride, round_out, {});
+                launch_format<static_cast<int>(WeightFormat::kBF16)>(s, w, nullptr, nullptr, 0, count, groups, xv,
+                                                                     x_stride, 1, group_x, mv, 1, yv, y_stride,
+                                                                     round_out, {});
                 break;
             case WeightFormat::kF32:
-                launch_format<static_cast<int>(WeightFormat::kF32)>(s, w, nullptr, nullptr, 0, w.rows, xv, x_stride, 1,
-                                                                    mv, 1, yv, y_stride, round_out, {});
+                launch_format<static_cast<int>(WeightFormat::kF32)>(s, w, nullptr, nullptr, 0, count, groups, xv,
+                                                                    x_stride, 1, group_x, mv, 1, yv, y_stride,
+                                                                    round_out, {});
                 break;
         }
     }
@@ -225,16 +233,16 @@ void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, 
     shape.cols = k;
     switch (format) {
         case WeightFormat::kFp8Block:
-            launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, shape, table, ids, n_experts, rows, x, k, x_div,
-                                                                     1, pairs, out, rows, round_out, m);
+            launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, shape, table, ids, n_experts, rows, 1, x, k,
+                                                                     x_div, 0, 1, pairs, out, rows, round_out, m);
             break;
         case WeightFormat::kFp4Row:
-            launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, shape, table, ids, n_experts, rows, x, k, x_div,
-                                                                   1, pairs, out, rows, round_out, m);
+            launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, shape, table, ids, n_experts, rows, 1, x, k,
+                                                                   x_div, 0, 1, pairs, out, rows, round_out, m);
             break;
         case WeightFormat::kBF16:
-            launch_format<static_cast<int>(WeightFormat::kBF16)>(s, shape, table, ids, n_experts, rows, x, k, x_div, 1,
-                                                                 pairs, out, rows, round_out, m);
+            launch_format<static_cast<int>(WeightFormat::kBF16)>(s, shape, table, ids, n_experts, rows, 1, x, k, x_div,
+                                                                 0, 1, pairs, out, rows, round_out, m);
             break;
         case WeightFormat::kF32:
             break;
