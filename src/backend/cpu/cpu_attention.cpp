@@ -99,8 +99,10 @@ void CpuBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights,
                 key_format_.decode(stored, decoded.data());
                 key = decoded.data();
             }
-            scores[e] = ref ? index_score<double>(q.f32() + t * heads * dim, weights.f32() + t * heads, key, heads, dim)
-                            : index_score<float>(q.f32() + t * heads * dim, weights.f32() + t * heads, key, heads, dim);
+            scores[e] = cpu::with_acc(ref, [&](auto acc) {
+                using Acc = decltype(acc);
+                return index_score<Acc>(q.f32() + t * heads * dim, weights.f32() + t * heads, key, heads, dim);
+            });
         }
         const int64_t picks = std::min(k, eligible);
         std::vector<int32_t> order(eligible);
@@ -174,11 +176,9 @@ void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, co
         for (int64_t h = 0; h < heads; ++h) {
             const float* qh = q.f32() + (t * heads + h) * dim;
             float* o = out.f32() + (t * heads + h) * dim;
-            if (ref) {
-                attend_head<double>(qh, keys[t], dim, scale, sinks.data[h], true, o);
-            } else {
-                attend_head<float>(qh, keys[t], dim, scale, sinks.data[h], false, o);
-            }
+            cpu::with_acc(ref, [&](auto acc) {
+                attend_head<decltype(acc)>(qh, keys[t], dim, scale, sinks.data[h], ref, o);
+            });
         }
     }
 }

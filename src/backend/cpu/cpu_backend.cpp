@@ -136,11 +136,9 @@ void CpuBackend::rms_norm(const Tensor& x, const VecRef* weight, float eps, Tens
     const bool ref = reference();
 #pragma omp parallel for if (worth_parallel(rows * k))
     for (int64_t r = 0; r < rows; ++r) {
-        if (ref) {
-            cpu::rms_norm_row<double>(x.f32() + r * k, w, k, eps, true, y.f32() + r * k);
-        } else {
-            cpu::rms_norm_row<float>(x.f32() + r * k, w, k, eps, false, y.f32() + r * k);
-        }
+        cpu::with_acc(ref, [&](auto acc) {
+            cpu::rms_norm_row<decltype(acc)>(x.f32() + r * k, w, k, eps, ref, y.f32() + r * k);
+        });
     }
 }
 
@@ -165,11 +163,7 @@ void CpuBackend::rope(Tensor x, const RopeParams& rope, bool inverse) {
         }
         for (int64_t h = 0; h < heads; ++h) {
             float* v = x.f32() + (t * heads + h) * dim + (dim - rope.rope_dim);
-            if (ref) {
-                cpu::rotate_pairs<double>(v, c.data(), s.data(), pairs, true);
-            } else {
-                cpu::rotate_pairs<float>(v, c.data(), s.data(), pairs, false);
-            }
+            cpu::with_acc(ref, [&](auto acc) { cpu::rotate_pairs<decltype(acc)>(v, c.data(), s.data(), pairs, ref); });
         }
     }
 }

@@ -17,22 +17,43 @@
 namespace dsv4 {
 namespace {
 
-// Dots weight row r with n_vec activation rows of x (stride k), writing out[v].
-void row_dot(const WeightRef& w, int64_t r, const float* x, int64_t k, int n_vec, float* out) {
+// Where weight row r lives: its codes (values for F32 / BF16) and, for block-scaled formats, its UE8M0 scale row.
+struct RowRef {
+    const uint8_t* data;
+    const uint8_t* scales;
+};
+
+RowRef row_ref(const WeightRef& w, int64_t r) {
     const auto* base = static_cast<const uint8_t*>(w.data);
+    const int64_t k = w.cols;
     switch (w.format) {
         case WeightFormat::kF32:
-            dot_f32_multi(reinterpret_cast<const float*>(base) + r * k, x, k, k, n_vec, out);
+            return {base + r * k * 4, nullptr};
+        case WeightFormat::kBF16:
+            return {base + r * k * 2, nullptr};
+        case WeightFormat::kFp8Block:
+            return {base + r * k, w.scales + (r / w.block_rows) * w.scale_cols};
+        case WeightFormat::kFp4Row:
+            return {base + r * (k / 2), w.scales + r * w.scale_cols};
+    }
+    return {nullptr, nullptr};
+}
+
+// Dots weight row r with n_vec activation rows of x (stride k), writing out[v].
+void row_dot(const WeightRef& w, int64_t r, const float* x, int64_t k, int n_vec, float* out) {
+    const RowRef row = row_ref(w, r);
+    switch (w.format) {
+        case WeightFormat::kF32:
+            dot_f32_multi(reinterpret_cast<const float*>(row.data), x, k, k, n_vec, out);
             return;
         case WeightFormat::kBF16:
-            dot_bf16_row_multi(reinterpret_cast<const uint16_t*>(base + r * k * 2), x, k, k, n_vec, out);
+            dot_bf16_row_multi(reinterpret_cast<const uint16_t*>(row.data), x, k, k, n_vec, out);
             return;
         case WeightFormat::kFp8Block:
-            dot_fp8_row_multi(base + r * k, w.scales + (r / w.block_rows) * w.scale_cols, w.block_cols, x, k, k,
-                              n_vec, out);
+            dot_fp8_row_multi(row.data, row.scales, w.block_cols, x, k, k, n_vec, out);
             return;
         case WeightFormat::kFp4Row:
-            dot_fp4_row_multi(base + r * (k / 2), w.scales + r * w.scale_cols, w.block_cols, x, k, k, n_vec, out);
+            dot_fp4_row_multi(row.data, row.scales, w.block_cols, x, k, k, n_vec, out);
             return;
     }
 }
@@ -58,19 +79,19 @@ void matmul(const WeightRef& w, int64_t row0, int64_t count, const float* x, int
 // Weight row r decoded to float32 (exact: the codes times their power-of-two scales).
 void decode_row(const WeightRef& w, int64_t r, float* out) {
     const int64_t k = w.cols;
-    const auto* base = static_cast<const uint8_t*>(w.data);
+    const RowRef row = row_ref(w, r);
     switch (w.format) {
         case WeightFormat::kF32:
-            std::memcpy(out, reinterpret_cast<const float*>(base) + r * k, k * sizeof(float));
+            std::memcpy(out, row.data, k * sizeof(float));
             return;
         case WeightFormat::kBF16:
-            bf16_to_f32(reinterpret_cast<const uint16_t*>(base + r * k * 2), out, static_cast<size_t>(k));
+            bf16_to_f32(reinterpret_cast<const uint16_t*>(row.data), out, static_cast<size_t>(k));
             return;
         case WeightFormat::kFp8Block:
-            dequant_fp8_row(base + r * k, w.scales + (r / w.block_rows) * w.scale_cols, k, w.block_cols, out);
+            dequant_fp8_row(row.data, row.scales, k, w.block_cols, out);
             return;
         case WeightFormat::kFp4Row:
-            dequant_fp4_row(base + r * (k / 2), w.scales + r * w.scale_cols, k, w.block_cols, out);
+            dequant_fp4_row(row.data, row.scales, k, w.block_cols, out);
             return;
     }
 }

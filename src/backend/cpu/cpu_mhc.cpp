@@ -128,11 +128,9 @@ void CpuBackend::hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iters
         float* u_t = u.f32() + t * d;
         float* post_t = post.f32() + t * hc;
         float* comb_t = comb.f32() + t * hc * hc;
-        if (ref) {
-            hc_pre_token<double>(xs, hc, d, w, sinkhorn_iters, hc_eps, norm_eps, true, u_t, post_t, comb_t);
-        } else {
-            hc_pre_token<float>(xs, hc, d, w, sinkhorn_iters, hc_eps, norm_eps, false, u_t, post_t, comb_t);
-        }
+        cpu::with_acc(ref, [&](auto acc) {
+            hc_pre_token<decltype(acc)>(xs, hc, d, w, sinkhorn_iters, hc_eps, norm_eps, ref, u_t, post_t, comb_t);
+        });
     }
 }
 
@@ -147,11 +145,7 @@ void CpuBackend::hc_post(Tensor x, const Tensor& y, const Tensor& post, const Te
         const float* ys = y.f32() + t * d;
         const float* p = post.f32() + t * hc;
         const float* c = comb.f32() + t * hc * hc;
-        if (ref) {
-            hc_post_token<double>(xs, ys, p, c, hc, d, true);
-        } else {
-            hc_post_token<float>(xs, ys, p, c, hc, d, false);
-        }
+        cpu::with_acc(ref, [&](auto acc) { hc_post_token<decltype(acc)>(xs, ys, p, c, hc, d, ref); });
     }
 }
 
@@ -163,11 +157,9 @@ void CpuBackend::hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, 
 #pragma omp parallel for if (worth_parallel(n * hc * hc * d))
     for (int64_t t = 0; t < n; ++t) {
         const float* xs = x.f32() + t * hc * d;
-        if (ref) {
-            hc_head_token<double>(xs, hc, d, w, hc_eps, norm_eps, true, y.f32() + t * d);
-        } else {
-            hc_head_token<float>(xs, hc, d, w, hc_eps, norm_eps, false, y.f32() + t * d);
-        }
+        cpu::with_acc(ref, [&](auto acc) {
+            hc_head_token<decltype(acc)>(xs, hc, d, w, hc_eps, norm_eps, ref, y.f32() + t * d);
+        });
     }
 }
 

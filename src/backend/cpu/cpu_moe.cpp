@@ -81,11 +81,7 @@ void CpuBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& 
     linear(h, w.gate, LinearKind::kF32Out, logits);
     for (int64_t t = 0; t < n; ++t) {
         float* s = logits.f32() + t * experts;
-        if (ref) {
-            score<double>(c.scoring_func, s, experts);
-        } else {
-            score<float>(c.scoring_func, s, experts);
-        }
+        cpu::with_acc(ref, [&](auto acc) { score<decltype(acc)>(c.scoring_func, s, experts); });
         int32_t* sel = ids.i32() + t * k;
         if (routing == RoutingType::kHash) {
             const int32_t token = step_.tokens[t];
@@ -100,11 +96,9 @@ void CpuBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& 
             std::copy_n(order.begin(), k, sel);
         }
         float* wt = weights.f32() + t * k;
-        if (ref) {
-            selected_weights<double>(s, sel, k, c.norm_topk_prob, c.routed_scaling_factor, wt);
-        } else {
-            selected_weights<float>(s, sel, k, c.norm_topk_prob, c.routed_scaling_factor, wt);
-        }
+        cpu::with_acc(ref, [&](auto acc) {
+            selected_weights<decltype(acc)>(s, sel, k, c.norm_topk_prob, c.routed_scaling_factor, wt);
+        });
     }
 }
 
@@ -135,11 +129,10 @@ void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights
         // Reference multiplies the routing weight in before W2 (DeepSeek); exact applies it after (HF).
         for (int64_t i = 0; i < m; ++i) {
             const float wt = ref ? weights.f32()[list[i]] : 1.0f;
-            if (ref) {
-                swiglu<double>(ge.f32() + i * inter, ue.f32() + i * inter, inter, limit, wt, true, act.f32() + i * inter);
-            } else {
-                swiglu<float>(ge.f32() + i * inter, ue.f32() + i * inter, inter, limit, wt, false, act.f32() + i * inter);
-            }
+            cpu::with_acc(ref, [&](auto acc) {
+                swiglu<decltype(acc)>(ge.f32() + i * inter, ue.f32() + i * inter, inter, limit, wt, ref,
+                                      act.f32() + i * inter);
+            });
         }
         linear(act, ex.w2, LinearKind::kQuantized, ye);
         for (int64_t i = 0; i < m; ++i) {
@@ -156,22 +149,17 @@ void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights
         linear(h, w.shared->w1, LinearKind::kQuantized, gs);
         linear(h, w.shared->w3, LinearKind::kQuantized, us);
         for (int64_t t = 0; t < n; ++t) {
-            if (ref) {
-                swiglu<double>(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, true, as.f32() + t * inter);
-            } else {
-                swiglu<float>(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, false, as.f32() + t * inter);
-            }
+            cpu::with_acc(ref, [&](auto acc) {
+                swiglu<decltype(acc)>(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, ref,
+                                      as.f32() + t * inter);
+            });
         }
         linear(as, w.shared->w2, LinearKind::kQuantized, shared);
     }
     for (int64_t t = 0; t < n; ++t) {
         const float* r = routed.data() + t * k * d;
         const float* sh = shared.f32() + t * d;
-        if (ref) {
-            combine_row<double>(r, sh, k, d, true, y.f32() + t * d);
-        } else {
-            combine_row<float>(r, sh, k, d, false, y.f32() + t * d);
-        }
+        cpu::with_acc(ref, [&](auto acc) { combine_row<decltype(acc)>(r, sh, k, d, ref, y.f32() + t * d); });
     }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/block_dequant.h"
 #include "core/dot_f64.h"
@@ -18,11 +19,18 @@ namespace dsv4::cpu {
 // orders (core/dot_f64.h), so their bf16 / FP8 roundings and top-k picks agree.
 template <typename Acc>
 Acc dot_acc(const float* a, const float* b, int64_t k) {
-    if constexpr (sizeof(Acc) == sizeof(double)) {
+    if constexpr (std::is_same_v<Acc, double>) {
         return dot_f64(a, b, k);
     } else {
         return dot_f32(a, b, k);
     }
+}
+
+// Calls f(Acc{}) with the numerics mode's arithmetic type: double in reference numerics, float in exact.
+template <typename F>
+decltype(auto) with_acc(bool reference, F&& f) {
+    if (reference) return f(double{});
+    return f(float{});
 }
 
 inline float bf(float v) { return round_to_bf16(v); }

@@ -198,21 +198,15 @@ void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const
         const int64_t end = seq.start_pos + seq.n_tokens;
         std::vector<float> entry(hd), cs(rope.rope_dim / 2), sn(rope.rope_dim / 2);
         for (int64_t win = seq.start_pos / r; win < end / r; ++win) {
-            if (reference()) {
-                pool_window<double>(src, w, win, entry.data());
-            } else {
-                pool_window<float>(src, w, win, entry.data());
-            }
+            cpu::with_acc(reference(), [&](auto acc) { pool_window<decltype(acc)>(src, w, win, entry.data()); });
             if (reference()) cpu::round_bf16(entry.data(), hd);
             Tensor view(entry.data(), DType::kF32, {1, hd});
             rms_norm(view, &w.norm, norm_eps, view);
             rope_cos_sin(freqs, win * r, cs.data(), sn.data());
             float* tail = entry.data() + nope;
-            if (reference()) {
-                cpu::rotate_pairs<double>(tail, cs.data(), sn.data(), rope.rope_dim / 2, false);
-            } else {
-                cpu::rotate_pairs<float>(tail, cs.data(), sn.data(), rope.rope_dim / 2, false);
-            }
+            cpu::with_acc(reference(), [&](auto acc) {
+                cpu::rotate_pairs<decltype(acc)>(tail, cs.data(), sn.data(), rope.rope_dim / 2, false);
+            });
             if (reference()) {
                 cpu::round_bf16(entry.data(), hd);
                 if (role == CompressorRole::kMain) {

@@ -150,7 +150,7 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     if (fast() && m >= min_gemm_rows_ && gemm_supported(w.cols)) {
         launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
     } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m) && !reference()) {
-        launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode: 16-byte weight loads
+        launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode sizes
     } else {  // reference numerics always: double accumulation
         launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out, reference());
     }
@@ -354,9 +354,7 @@ void CudaBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig&
                         Tensor ids) {
     const int64_t n = h.size(0), experts = c.n_routed_experts, k = c.n_experts_per_tok;
     DSV4_CHECK(experts <= kMaxRoutedExperts && k <= kMaxExpertsPerToken,
-               "route: {} experts / top-{} exceed the "
-               "kernel limits",
-               experts, k);
+               "route: {} experts / top-{} exceed the kernel limits", experts, k);
     if (n == 0) return;
     Tensor logits = alloc(DType::kF32, {n, experts});
     linear(h, w.gate, LinearKind::kF32Out, logits);
@@ -381,7 +379,7 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     float* act = scratch(pairs * inter);
     float* routed = scratch(pairs * d);
     const WeightFormat format = w.experts.front().w1.format;
-    // Decode-sized steps use the 16-byte-load GEMV per (token, expert) pair; in fast numerics larger steps group the
+    // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
     // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
     const bool grouped = fast() && pairs >= min_grouped_pairs_ && gemm_supported(d) && gemm_supported(inter);
     const bool gemv = !grouped && !ref && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) &&
