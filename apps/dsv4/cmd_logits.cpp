@@ -32,12 +32,16 @@ struct LogitsOptions {
 
 std::vector<int32_t> read_tokens(const std::string& path, int64_t vocab) {
     NpyTensor<int32_t> t = read_npy_i32(path);
-    DSV4_CHECK(t.shape.size() == 1 || (t.shape.size() == 2 && t.shape[0] == 1), "{}: expected a 1-D token array, got "
-               "{} dimensions", path, t.shape.size());
+    DSV4_CHECK(t.shape.size() == 1 || (t.shape.size() == 2 && t.shape[0] == 1),
+               "{}: expected a 1-D token array, got "
+               "{} dimensions",
+               path, t.shape.size());
     DSV4_CHECK(!t.values.empty(), "{}: the token file is empty", path);
     for (size_t i = 0; i < t.values.size(); ++i) {
-        DSV4_CHECK(t.values[i] >= 0 && t.values[i] < vocab, "{}: token {} at index {} is outside the vocabulary "
-                   "[0, {})", path, t.values[i], i, vocab);
+        DSV4_CHECK(t.values[i] >= 0 && t.values[i] < vocab,
+                   "{}: token {} at index {} is outside the vocabulary "
+                   "[0, {})",
+                   path, t.values[i], i, vocab);
     }
     return t.values;
 }
@@ -86,8 +90,7 @@ void run(const LogitsOptions& o) {
 }
 
 const CommandRegistrar kRegistrar{
-    "logits", "Write the float32 logits of every position of a token file",
-    [](CLI::App& app) {
+    "logits", "Write the float32 logits of every position of a token file", [](CLI::App& app) {
         auto o = std::make_shared<LogitsOptions>();
         app.add_option("--model", o->model, "Model directory (config.json + safetensors)")->required();
         app.add_option("--tokens", o->tokens, "int32 .npy token file [T]")->required();

@@ -16,10 +16,10 @@
 namespace dsv4 {
 
 struct EngineConfig {
-    std::string model_dir;            // config.json + safetensors (original or HF names)
-    std::string device = "cpu";       // "cpu" or "cuda"
-    std::string numerics = "exact";   // exact | reference (cpu); fast | reference | exact (cuda)
-    int threads = 0;                  // CPU backend threads (0 = all)
+    std::string model_dir;           // config.json + safetensors (original or HF names)
+    std::string device = "cpu";      // "cpu" or "cuda"
+    std::string numerics = "exact";  // exact | reference (cpu); fast | reference | exact (cuda)
+    int threads = 0;                 // CPU backend threads (0 = all)
 
     // Scheduling (vLLM spellings on the CLI: --max-num-seqs, --max-num-batched-tokens, ...).
     int max_num_seqs = 64;
@@ -30,13 +30,13 @@ struct EngineConfig {
     int64_t max_queued_tokens = 1 << 22;
 
     // Sequence state memory.
-    int64_t kv_cache_bytes = 0;              // 0 = derive from gpu_memory_utilization / a CPU default
+    int64_t kv_cache_bytes = 0;  // 0 = derive from gpu_memory_utilization / a CPU default
     double gpu_memory_utilization = 0.9;
-    std::string kv_cache_dtype = "auto";      // auto | f32 | bf16 | fp8 (fp8_ds_mla); auto: f32 exact, else fp8
-    int block_tokens = 256;                   // positions per state block (multiple of every compression ratio)
+    std::string kv_cache_dtype = "auto";  // auto | f32 | bf16 | fp8 (fp8_ds_mla); auto: f32 exact, else fp8
+    int block_tokens = 256;               // positions per state block (multiple of every compression ratio)
     bool enable_prefix_caching = true;
-    int num_prefix_snapshots = -1;            // boundary snapshots kept for prefix caching (-1 = auto: 2 per slot)
-    uint64_t seed = 0;                        // seed of the engine's unseeded-request seeds (0 = random)
+    int num_prefix_snapshots = -1;  // boundary snapshots kept for prefix caching (-1 = auto: 2 per slot)
+    uint64_t seed = 0;              // seed of the engine's unseeded-request seeds (0 = random)
 
     // Benchmarks without a checkpoint: random weights made in device memory, in the checkpoint's formats, for a
     // built-in full-size configuration ("flash", "flash-0731", "flash-160": model/flash_preset.h) instead of
@@ -46,11 +46,11 @@ struct EngineConfig {
 };
 
 enum class FinishReason : uint8_t {
-    kNone,     // still running
-    kStop,     // EOS, a stop token id, or a stop string (reported by the server through finish())
-    kLength,   // max_tokens or the context length
-    kAbort,    // aborted by the client or at shutdown
-    kError,    // the request failed; `error` says why
+    kNone,    // still running
+    kStop,    // EOS, a stop token id, or a stop string (reported by the server through finish())
+    kLength,  // max_tokens or the context length
+    kAbort,   // aborted by the client or at shutdown
+    kError,   // the request failed; `error` says why
 };
 
 struct TokenLogprob {
@@ -60,26 +60,26 @@ struct TokenLogprob {
 
 struct GeneratedToken {
     int32_t token = 0;
-    std::optional<float> logprob;       // when SamplingParams::logprobs is set
-    std::vector<TokenLogprob> top;      // the top-N alternatives, best first
+    std::optional<float> logprob;   // when SamplingParams::logprobs is set
+    std::vector<TokenLogprob> top;  // the top-N alternatives, best first
 };
 
 // One event on a request's stream. Tokens arrive in order; the last event has finished == true.
 struct RequestOutput {
-    int completion_index = 0;           // 0 .. n-1 for n > 1
-    std::vector<GeneratedToken> tokens; // new tokens since the previous event
+    int completion_index = 0;            // 0 .. n-1 for n > 1
+    std::vector<GeneratedToken> tokens;  // new tokens since the previous event
     bool finished = false;
     FinishReason finish_reason = FinishReason::kNone;
     std::optional<int32_t> stop_token;  // the stop token id that ended it, if any
     std::string error;
     // Filled on the first event of each completion.
     int prompt_tokens = 0;
-    int cached_prompt_tokens = 0;       // prompt tokens served from the prefix cache
+    int cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
 // A request's results. pop() blocks until an event arrives, the timeout passes (nullopt) or the stream ends.
 class ResultStream {
-public:
+  public:
     virtual ~ResultStream() = default;
     virtual std::optional<RequestOutput> pop(std::chrono::milliseconds timeout) = 0;
     // True once every completion has delivered its finished event and it has been popped.
@@ -87,18 +87,18 @@ public:
 };
 
 struct GenerateRequest {
-    std::string request_id;             // unique among live requests
-    std::vector<int32_t> prompt_tokens; // already tokenized (BOS included when wanted)
+    std::string request_id;              // unique among live requests
+    std::vector<int32_t> prompt_tokens;  // already tokenized (BOS included when wanted)
     SamplingParams params;
-    int priority = 0;                   // reserved; FCFS today
+    int priority = 0;  // reserved; FCFS today
 };
 
 enum class AdmissionError : uint8_t {
     kNone,
-    kInvalid,         // bad parameters or prompt (400): message says which
-    kTooLong,         // prompt + max_tokens exceeds the context length (400)
-    kQueueFull,       // max_queued_requests / max_queued_tokens reached (429)
-    kDraining,        // shutting down (503)
+    kInvalid,    // bad parameters or prompt (400): message says which
+    kTooLong,    // prompt + max_tokens exceeds the context length (400)
+    kQueueFull,  // max_queued_requests / max_queued_tokens reached (429)
+    kDraining,   // shutting down (503)
 };
 
 struct SubmitResult {
@@ -112,9 +112,9 @@ struct EngineStats {
     int waiting = 0;
     int64_t prompt_tokens_total = 0;
     int64_t generation_tokens_total = 0;
-    int64_t prefix_cache_queries = 0;      // prompt tokens looked up
-    int64_t prefix_cache_hits = 0;         // prompt tokens found
-    double kv_cache_usage = 0.0;           // fraction of state blocks in use
+    int64_t prefix_cache_queries = 0;  // prompt tokens looked up
+    int64_t prefix_cache_hits = 0;     // prompt tokens found
+    double kv_cache_usage = 0.0;       // fraction of state blocks in use
     int64_t preemptions_total = 0;
     int64_t steps_total = 0;
     int64_t spec_draft_tokens_total = 0;
@@ -123,7 +123,7 @@ struct EngineStats {
 };
 
 struct ModelInfo {
-    std::string name;              // served model name (directory name by default)
+    std::string name;  // served model name (directory name by default)
     int64_t vocab_size = 0;
     int max_model_len = 0;
     std::vector<int32_t> eos_token_ids;
@@ -131,7 +131,7 @@ struct ModelInfo {
 };
 
 class Engine {
-public:
+  public:
     // Loads the model and starts the engine thread. Throws dsv4::Error with a clear message when the model or the
     // configuration cannot be served (e.g. the state does not fit the memory budget).
     static std::unique_ptr<Engine> create(const EngineConfig& config);

@@ -4,9 +4,12 @@ namespace dsv4 {
 
 std::string_view numerics_name(Numerics n) {
     switch (n) {
-        case Numerics::kExact: return "exact";
-        case Numerics::kReference: return "reference";
-        case Numerics::kFast: return "fast";
+        case Numerics::kExact:
+            return "exact";
+        case Numerics::kReference:
+            return "reference";
+        case Numerics::kFast:
+            return "fast";
     }
     return "?";
 }

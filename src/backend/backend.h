@@ -44,10 +44,10 @@ enum class LinearKind : uint8_t {
 
 // One sequence's part of a step.
 struct SequenceSlice {
-    int32_t slot = 0;          // fixed-state slot (ring, compressor pending data)
-    int32_t token_begin = 0;   // index of its first token in the step
+    int32_t slot = 0;         // fixed-state slot (ring, compressor pending data)
+    int32_t token_begin = 0;  // index of its first token in the step
     int32_t n_tokens = 0;
-    int64_t start_pos = 0;     // absolute position of its first token (= tokens already in its state)
+    int64_t start_pos = 0;             // absolute position of its first token (= tokens already in its state)
     std::vector<int32_t> block_table;  // physical block ids covering positions [0, start_pos + n_tokens)
 };
 
@@ -79,11 +79,11 @@ StateDtype parse_state_dtype(std::string_view name);
 
 // Sizes of the state a backend allocates (derived from the model config and the engine's memory plan).
 struct StateConfig {
-    int max_slots = 1;             // sequences that can run at once
-    int num_blocks = 0;            // paged blocks for compressed rows / indexer keys
-    int block_tokens = 256;        // token positions covered by one block
-    int rewind_capacity = 16;      // deepest truncation without recomputation
-    int num_snapshots = 0;         // prefix-cache boundary snapshots (save_snapshot / restore_snapshot); engine addition
+    int max_slots = 1;         // sequences that can run at once
+    int num_blocks = 0;        // paged blocks for compressed rows / indexer keys
+    int block_tokens = 256;    // token positions covered by one block
+    int rewind_capacity = 16;  // deepest truncation without recomputation
+    int num_snapshots = 0;     // prefix-cache boundary snapshots (save_snapshot / restore_snapshot); engine addition
     StateDtype kv_dtype = StateDtype::kF32;  // storage of K=V rows and indexer keys
 };
 
@@ -99,7 +99,7 @@ struct StateBytes {
 enum class CompressorRole : uint8_t { kMain, kIndexer };
 
 class Backend {
-public:
+  public:
     virtual ~Backend() = default;
 
     virtual std::string name() const = 0;
@@ -108,7 +108,7 @@ public:
     // --- Weights (uploaded once; the checkpoint's host views stay valid while the model lives) ---
     virtual WeightRef upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                     int64_t rows, int64_t cols, int block_rows, int block_cols) = 0;
-    virtual VecRef upload_vector(const TensorView& values) = 0;  // BF16/F32 -> float32
+    virtual VecRef upload_vector(const TensorView& values) = 0;                      // BF16/F32 -> float32
     virtual TableRef upload_table(const TensorView& values, int64_t max_value) = 0;  // I64/I32 -> int32, checked
 
     // --- State ---
@@ -173,8 +173,8 @@ public:
     // Compressor: consumes the step's projections a = W_kv x, g = W_gate x ([N, width]); emits the entries of
     // every window completed in this step into the paged store (pool, norm, RoPE at the window start, and the
     // reference roundings), and keeps the per-token data needed by later steps.
-    virtual void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g,
-                          const CompressorWeights& w, const RopeParams& rope, float norm_eps) = 0;
+    virtual void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
+                          const RopeParams& rope, float norm_eps) = 0;
     // Lightning indexer: for each step token, the top-min(k, eligible) entries by sum_h w_h relu(q_h . K_e) over the
     // entries e < floor((pos + 1) / ratio); unused picks are -1. q [N, Hi, d], weights [N, Hi] (already scaled).
     virtual void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk /*[N,k]*/) = 0;

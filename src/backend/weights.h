@@ -21,11 +21,11 @@ struct WeightRef {
     WeightFormat format = WeightFormat::kF32;
     int64_t rows = 0;
     int64_t cols = 0;
-    const void* data = nullptr;      // backend memory
+    const void* data = nullptr;       // backend memory
     const uint8_t* scales = nullptr;  // backend memory; null for F32/BF16
-    int64_t scale_cols = 0;          // scale row stride
-    int block_rows = 1;              // rows sharing one scale row (128 for FP8, 1 for FP4)
-    int block_cols = 1;              // columns sharing one scale (128 for FP8, 32 for FP4)
+    int64_t scale_cols = 0;           // scale row stride
+    int block_rows = 1;               // rows sharing one scale row (128 for FP8, 1 for FP4)
+    int block_cols = 1;               // columns sharing one scale (128 for FP8, 32 for FP4)
     bool valid() const { return data != nullptr; }
 };
 

@@ -30,8 +30,10 @@ bool cpu_supports(SimdIsa isa) {
     __builtin_cpu_init();
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     switch (isa) {
-        case SimdIsa::kScalar: return true;
-        case SimdIsa::kAvx2: return avx2 && simd::avx2_kernels() != nullptr;
+        case SimdIsa::kScalar:
+            return true;
+        case SimdIsa::kAvx2:
+            return avx2 && simd::avx2_kernels() != nullptr;
         case SimdIsa::kAvx512:
             return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl") && simd::avx512_kernels() != nullptr;
@@ -44,9 +46,12 @@ bool cpu_supports(SimdIsa isa) {
 
 const simd::RowKernels& kernels_for(SimdIsa isa) {
     switch (isa) {
-        case SimdIsa::kScalar: return simd::scalar_kernels();
-        case SimdIsa::kAvx2: return *simd::avx2_kernels();
-        case SimdIsa::kAvx512: return *simd::avx512_kernels();
+        case SimdIsa::kScalar:
+            return simd::scalar_kernels();
+        case SimdIsa::kAvx2:
+            return *simd::avx2_kernels();
+        case SimdIsa::kAvx512:
+            return *simd::avx512_kernels();
     }
     return simd::scalar_kernels();
 }
@@ -68,7 +73,9 @@ Dispatch& dispatch() {
     return state;
 }
 
-const simd::RowKernels& active() { return *dispatch().kernels.load(std::memory_order_relaxed); }
+const simd::RowKernels& active() {
+    return *dispatch().kernels.load(std::memory_order_relaxed);
+}
 
 void check_row(const char* what, int64_t k, int block_k) {
     DSV4_CHECK(k >= 0, "{}: negative length {}", what, k);
@@ -123,16 +130,25 @@ void single_dot_by_chunks(FusedChunk fused, DecodeChunk decode, const float* x, 
 
 std::string_view simd_isa_name(SimdIsa isa) {
     switch (isa) {
-        case SimdIsa::kScalar: return "scalar";
-        case SimdIsa::kAvx2: return "avx2";
-        case SimdIsa::kAvx512: return "avx512";
+        case SimdIsa::kScalar:
+            return "scalar";
+        case SimdIsa::kAvx2:
+            return "avx2";
+        case SimdIsa::kAvx512:
+            return "avx512";
     }
     return "?";
 }
 
-bool simd_isa_supported(SimdIsa isa) { return cpu_supports(isa); }
-SimdIsa detected_simd_isa() { return best_isa(); }
-SimdIsa active_simd_isa() { return dispatch().isa.load(std::memory_order_relaxed); }
+bool simd_isa_supported(SimdIsa isa) {
+    return cpu_supports(isa);
+}
+SimdIsa detected_simd_isa() {
+    return best_isa();
+}
+SimdIsa active_simd_isa() {
+    return dispatch().isa.load(std::memory_order_relaxed);
+}
 
 void set_simd_isa(SimdIsa isa) {
     DSV4_CHECK(cpu_supports(isa), "SIMD kernels '{}' are not supported on this CPU or build", simd_isa_name(isa));
@@ -140,8 +156,12 @@ void set_simd_isa(SimdIsa isa) {
     dispatch().isa.store(isa, std::memory_order_relaxed);
 }
 
-void bf16_to_f32(const uint16_t* in, float* out, size_t n) { active().bf16_to_f32(in, out, n); }
-void f32_to_bf16(const float* in, uint16_t* out, size_t n) { active().f32_to_bf16(in, out, n); }
+void bf16_to_f32(const uint16_t* in, float* out, size_t n) {
+    active().bf16_to_f32(in, out, n);
+}
+void f32_to_bf16(const float* in, uint16_t* out, size_t n) {
+    active().f32_to_bf16(in, out, n);
+}
 void fp8_to_f32(const uint8_t* in, float* out, size_t n, Fp8Dialect dialect) {
     active().fp8_to_f32(in, out, n, dialect);
 }
@@ -197,9 +217,11 @@ void dot_bf16_row_multi(const uint16_t* w, const float* x, int64_t x_stride, int
             x, k, out);
         return;
     }
-    multi_dot_by_chunks([&](int64_t begin, int64_t end, float* buffer) {
-        kernels.bf16_to_f32(w + begin, buffer, static_cast<size_t>(end - begin));
-    }, x, x_stride, k, n_vec, out);
+    multi_dot_by_chunks(
+        [&](int64_t begin, int64_t end, float* buffer) {
+            kernels.bf16_to_f32(w + begin, buffer, static_cast<size_t>(end - begin));
+        },
+        x, x_stride, k, n_vec, out);
 }
 
 namespace {
@@ -229,8 +251,8 @@ void block_scaled_row_multi(BlockRangeDecode decode_range, BlockRangeDot fused_r
 
 }  // namespace
 
-void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x,
-                       int64_t x_stride, int64_t k, int n_vec, float* out) {
+void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x, int64_t x_stride,
+                       int64_t k, int n_vec, float* out) {
     check_row("dot_fp8_row_multi", k, block_k);
     check_multi("dot_fp8_row_multi", k, n_vec, x_stride);
     const simd::RowKernels& kernels = active();

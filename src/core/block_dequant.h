@@ -57,8 +57,8 @@ float dot_fp4_row(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_
 // bit-identical whatever n_vec is and wherever x_v sits in the batch (tests/unit/core/batch_invariance_test.cpp).
 void dot_f32_multi(const float* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out);
 void dot_bf16_row_multi(const uint16_t* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out);
-void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x,
-                       int64_t x_stride, int64_t k, int n_vec, float* out);
+void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x, int64_t x_stride,
+                       int64_t k, int n_vec, float* out);
 void dot_fp4_row_multi(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_k, const float* x,
                        int64_t x_stride, int64_t k, int n_vec, float* out);
 

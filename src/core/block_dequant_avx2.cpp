@@ -34,8 +34,8 @@ DSV4_AVX2 inline __m256 decode8_e4m3(const uint8_t* codes, __m256 factor, bool f
     const __m128i sign = _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x80)), 8);
     const __m128i half = _mm_or_si128(sign, _mm_slli_epi16(magnitude, 7));
     const __m256 value = _mm256_mul_ps(_mm256_cvtph_ps(half), factor);
-    const __m128i nan16 = fnuz ? _mm_cmpeq_epi16(c, _mm_set1_epi16(0x80))
-                               : _mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x7F));
+    const __m128i nan16 =
+        fnuz ? _mm_cmpeq_epi16(c, _mm_set1_epi16(0x80)) : _mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x7F));
     return _mm256_blendv_ps(value, _mm256_set1_ps(kNaN), _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan16)));
 }
 
@@ -78,10 +78,9 @@ DSV4_AVX2 void f32_to_bf16_avx2(const float* in, uint16_t* out, size_t n) {
             _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, _mm256_set1_epi32(0x7FFF)), lsb), 16);
         const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
         const __m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-        const __m256i result = _mm256_castps_si256(
-            _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet_nan), is_nan));
-        const __m128i packed =
-            _mm_packus_epi32(_mm256_castsi256_si128(result), _mm256_extracti128_si256(result, 1));
+        const __m256i result =
+            _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet_nan), is_nan));
+        const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(result), _mm256_extracti128_si256(result, 1));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), packed);
     }
     for (; i < n; ++i) out[i] = encode_bf16(in[i]);
@@ -126,7 +125,8 @@ DSV4_AVX2 void dequant_fp4_range_avx2(const uint8_t* packed, const uint8_t* scal
             scalar_dequant_fp4_range(packed, scales, block_k, j, j + 1, out + (j - begin));
             ++j;
         }
-        for (; j + 8 <= segment_end; j += 8) _mm256_storeu_ps(out + (j - begin), decode8_e2m1(packed + j / 2, magnitudes));
+        for (; j + 8 <= segment_end; j += 8)
+            _mm256_storeu_ps(out + (j - begin), decode8_e2m1(packed + j / 2, magnitudes));
         scalar_dequant_fp4_range(packed, scales, block_k, j, segment_end, out + (j - begin));
         j = segment_end;
     }
@@ -241,9 +241,9 @@ DSV4_AVX2 void dot_f32_multi_add_avx2(const float* w, const float* x, int64_t x_
 
 const RowKernels* avx2_kernels() {
     static const RowKernels kernels{
-        bf16_to_f32_avx2,       f32_to_bf16_avx2, fp8_to_f32_avx2, dequant_fp8_range_avx2,
-        dequant_fp4_range_avx2, dot_f32_avx2,     dot_bf16_avx2,   dot_fp8_avx2,
-        dot_fp4_avx2,           dot_f32_multi_add_avx2, nullptr, nullptr, nullptr,
+        bf16_to_f32_avx2, f32_to_bf16_avx2, fp8_to_f32_avx2, dequant_fp8_range_avx2, dequant_fp4_range_avx2,
+        dot_f32_avx2,     dot_bf16_avx2,    dot_fp8_avx2,    dot_fp4_avx2,           dot_f32_multi_add_avx2,
+        nullptr,          nullptr,          nullptr,
     };
     return &kernels;
 }
@@ -253,7 +253,9 @@ const RowKernels* avx2_kernels() {
 #else  // not x86
 
 namespace dsv4::simd {
-const RowKernels* avx2_kernels() { return nullptr; }
+const RowKernels* avx2_kernels() {
+    return nullptr;
+}
 }  // namespace dsv4::simd
 
 #endif

@@ -96,8 +96,8 @@ DSV4_AVX512 void fp8_to_f32_avx512(const uint8_t* in, float* out, size_t n, Fp8D
     for (size_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(static_cast<int64_t>(n - i));
         const __m128i bytes = _mm_maskz_loadu_epi8(m, in + i);
-        const __m512 value = e4m3 ? decode16_e4m3(bytes, factor, fnuz)
-                                  : _mm512_i32gather_ps(_mm512_cvtepu8_epi32(bytes), table, 4);
+        const __m512 value =
+            e4m3 ? decode16_e4m3(bytes, factor, fnuz) : _mm512_i32gather_ps(_mm512_cvtepu8_epi32(bytes), table, 4);
         _mm512_mask_storeu_ps(out + i, m, value);
     }
 }
@@ -176,14 +176,13 @@ DSV4_AVX512 float dot_bf16_avx512(const uint16_t* w, const float* x, int64_t k) 
     }
     for (; j < k; j += 16) {
         const __mmask16 m = k - j >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(k - j);
-        acc0 = _mm512_fmadd_ps(decode16_bf16(_mm256_maskz_loadu_epi16(m, w + j)), _mm512_maskz_loadu_ps(m, x + j),
-                               acc0);
+        acc0 =
+            _mm512_fmadd_ps(decode16_bf16(_mm256_maskz_loadu_epi16(m, w + j)), _mm512_maskz_loadu_ps(m, x + j), acc0);
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
-DSV4_AVX512 float dot_fp8_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x,
-                                 int64_t k) {
+DSV4_AVX512 float dot_fp8_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x, int64_t k) {
     __m512 acc0 = _mm512_setzero_ps();
     __m512 acc1 = _mm512_setzero_ps();
     float tail = 0.0f;
@@ -211,8 +210,7 @@ DSV4_AVX512 float dot_fp8_avx512(const uint8_t* codes, const uint8_t* scales, in
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail;
 }
 
-DSV4_AVX512 float dot_fp4_avx512(const uint8_t* packed, const uint8_t* scales, int block_k, const float* x,
-                                 int64_t k) {
+DSV4_AVX512 float dot_fp4_avx512(const uint8_t* packed, const uint8_t* scales, int block_k, const float* x, int64_t k) {
     __m512 acc0 = _mm512_setzero_ps();
     __m512 acc1 = _mm512_setzero_ps();
     float tail = 0.0f;
@@ -253,8 +251,7 @@ DSV4_AVX512 inline __mmask16 group_mask(int64_t remaining) {
 }
 
 template <int kVecs>
-DSV4_AVX512 inline void dot_f32_group_avx512(const float* w, const float* x, int64_t x_stride, int64_t k,
-                                             float* out) {
+DSV4_AVX512 inline void dot_f32_group_avx512(const float* w, const float* x, int64_t x_stride, int64_t k, float* out) {
     const float* xs[kVecs];
     __m512 acc[kVecs];
     for (int u = 0; u < kVecs; ++u) {
@@ -334,10 +331,10 @@ DSV4_AVX512 bool dot_fp4_add_one_avx512(const uint8_t* packed, const uint8_t* sc
 
 const RowKernels* avx512_kernels() {
     static const RowKernels kernels{
-        bf16_to_f32_avx512,       f32_to_bf16_avx512, fp8_to_f32_avx512, dequant_fp8_range_avx512,
-        dequant_fp4_range_avx512, dot_f32_avx512,     dot_bf16_avx512,   dot_fp8_avx512,
-        dot_fp4_avx512,           dot_f32_multi_add_avx512, dot_bf16_add_one_avx512,
-        dot_fp8_add_one_avx512,   dot_fp4_add_one_avx512,
+        bf16_to_f32_avx512,       f32_to_bf16_avx512,       fp8_to_f32_avx512,       dequant_fp8_range_avx512,
+        dequant_fp4_range_avx512, dot_f32_avx512,           dot_bf16_avx512,         dot_fp8_avx512,
+        dot_fp4_avx512,           dot_f32_multi_add_avx512, dot_bf16_add_one_avx512, dot_fp8_add_one_avx512,
+        dot_fp4_add_one_avx512,
     };
     return &kernels;
 }
@@ -347,7 +344,9 @@ const RowKernels* avx512_kernels() {
 #else  // not x86-64
 
 namespace dsv4::simd {
-const RowKernels* avx512_kernels() { return nullptr; }
+const RowKernels* avx512_kernels() {
+    return nullptr;
+}
 }  // namespace dsv4::simd
 
 #endif

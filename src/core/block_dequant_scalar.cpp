@@ -64,7 +64,9 @@ void dot_f32_multi_add_scalar(const float* w, const float* x, int64_t x_stride, 
 
 }  // namespace
 
-const float* ue8m0_table() { return ue8m0_values().data(); }
+const float* ue8m0_table() {
+    return ue8m0_values().data();
+}
 
 float scalar_dot_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x, int64_t begin,
                            int64_t end) {
@@ -102,9 +104,19 @@ void scalar_dequant_fp4_range(const uint8_t* packed, const uint8_t* scales, int 
 
 const RowKernels& scalar_kernels() {
     static const RowKernels kernels{
-        bf16_to_f32_scalar,       f32_to_bf16_scalar, fp8_to_f32_scalar, scalar_dequant_fp8_range,
-        scalar_dequant_fp4_range, dot_f32_scalar,     dot_bf16_scalar,   dot_fp8_scalar,
-        dot_fp4_scalar,           dot_f32_multi_add_scalar, nullptr, nullptr, nullptr,
+        bf16_to_f32_scalar,
+        f32_to_bf16_scalar,
+        fp8_to_f32_scalar,
+        scalar_dequant_fp8_range,
+        scalar_dequant_fp4_range,
+        dot_f32_scalar,
+        dot_bf16_scalar,
+        dot_fp8_scalar,
+        dot_fp4_scalar,
+        dot_f32_multi_add_scalar,
+        nullptr,
+        nullptr,
+        nullptr,
     };
     return kernels;
 }

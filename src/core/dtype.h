@@ -27,19 +27,32 @@ enum class DType : uint8_t {
 // Bits per element (FP4 is 4).
 constexpr int dtype_bits(DType t) {
     switch (t) {
-        case DType::kF32: return 32;
-        case DType::kF16: return 16;
-        case DType::kBF16: return 16;
-        case DType::kF8E4M3: return 8;
-        case DType::kF8E4M3Fnuz: return 8;
-        case DType::kF8E5M2: return 8;
-        case DType::kF8E5M2Fnuz: return 8;
-        case DType::kF8E8M0: return 8;
-        case DType::kF4E2M1: return 4;
-        case DType::kI64: return 64;
-        case DType::kI32: return 32;
-        case DType::kI8: return 8;
-        case DType::kU8: return 8;
+        case DType::kF32:
+            return 32;
+        case DType::kF16:
+            return 16;
+        case DType::kBF16:
+            return 16;
+        case DType::kF8E4M3:
+            return 8;
+        case DType::kF8E4M3Fnuz:
+            return 8;
+        case DType::kF8E5M2:
+            return 8;
+        case DType::kF8E5M2Fnuz:
+            return 8;
+        case DType::kF8E8M0:
+            return 8;
+        case DType::kF4E2M1:
+            return 4;
+        case DType::kI64:
+            return 64;
+        case DType::kI32:
+            return 32;
+        case DType::kI8:
+            return 8;
+        case DType::kU8:
+            return 8;
     }
     return 0;
 }

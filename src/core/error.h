@@ -10,7 +10,7 @@
 namespace dsv4 {
 
 class Error : public std::runtime_error {
-public:
+  public:
     explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
@@ -22,7 +22,7 @@ template <typename... Args>
 }  // namespace dsv4
 
 // DSV4_CHECK(cond, "message {}", arg): throws dsv4::Error with the message when cond is false.
-#define DSV4_CHECK(cond, ...)                 \
-    do {                                      \
+#define DSV4_CHECK(cond, ...)                   \
+    do {                                        \
         if (!(cond)) ::dsv4::fail(__VA_ARGS__); \
     } while (0)

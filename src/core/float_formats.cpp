@@ -10,10 +10,10 @@ namespace {
 
 // How a small float format spends its special codes.
 enum class Specials : uint8_t {
-    kIeee,      // exponent all ones: inf (mantissa 0) or NaN
-    kOcpE4M3,   // only magnitude all ones is NaN, no inf
-    kFnuz,      // only the negative-zero code is NaN, no inf, no -0
-    kNone,      // e2m1: every code is a finite number
+    kIeee,     // exponent all ones: inf (mantissa 0) or NaN
+    kOcpE4M3,  // only magnitude all ones is NaN, no inf
+    kFnuz,     // only the negative-zero code is NaN, no inf, no -0
+    kNone,     // e2m1: every code is a finite number
 };
 
 struct MiniFloat {
@@ -28,10 +28,14 @@ struct MiniFloat {
     // Magnitude code of the largest finite value.
     constexpr int max_magnitude() const {
         switch (specials) {
-            case Specials::kIeee: return ((all_ones_exp() - 1) << man_bits) | ((1 << man_bits) - 1);
-            case Specials::kOcpE4M3: return (1 << (exp_bits + man_bits)) - 2;
-            case Specials::kFnuz: return (1 << (exp_bits + man_bits)) - 1;
-            case Specials::kNone: return (1 << (exp_bits + man_bits)) - 1;
+            case Specials::kIeee:
+                return ((all_ones_exp() - 1) << man_bits) | ((1 << man_bits) - 1);
+            case Specials::kOcpE4M3:
+                return (1 << (exp_bits + man_bits)) - 2;
+            case Specials::kFnuz:
+                return (1 << (exp_bits + man_bits)) - 1;
+            case Specials::kNone:
+                return (1 << (exp_bits + man_bits)) - 1;
         }
         return 0;
     }
@@ -39,10 +43,14 @@ struct MiniFloat {
     constexpr uint32_t nan_code(bool negative) const {
         const uint32_t sign = negative ? static_cast<uint32_t>(sign_bit()) : 0u;
         switch (specials) {
-            case Specials::kIeee: return sign | static_cast<uint32_t>((all_ones_exp() << man_bits) | (1 << (man_bits - 1)));
-            case Specials::kOcpE4M3: return sign | static_cast<uint32_t>(sign_bit() - 1);
-            case Specials::kFnuz: return static_cast<uint32_t>(sign_bit());
-            case Specials::kNone: return static_cast<uint32_t>(max_magnitude());
+            case Specials::kIeee:
+                return sign | static_cast<uint32_t>((all_ones_exp() << man_bits) | (1 << (man_bits - 1)));
+            case Specials::kOcpE4M3:
+                return sign | static_cast<uint32_t>(sign_bit() - 1);
+            case Specials::kFnuz:
+                return static_cast<uint32_t>(sign_bit());
+            case Specials::kNone:
+                return static_cast<uint32_t>(max_magnitude());
         }
         return 0;
     }
@@ -82,10 +90,12 @@ constexpr float decode_mini(uint32_t code, const MiniFloat& f) {
         case Specials::kFnuz:
             if (code == sign_bit) return std::numeric_limits<float>::quiet_NaN();
             break;
-        case Specials::kNone: break;
+        case Specials::kNone:
+            break;
     }
-    const float value = field == 0 ? static_cast<float>(mantissa) * pow2(1 - f.bias - f.man_bits)
-                                   : static_cast<float>((1 << f.man_bits) | mantissa) * pow2(field - f.bias - f.man_bits);
+    const float value = field == 0
+                            ? static_cast<float>(mantissa) * pow2(1 - f.bias - f.man_bits)
+                            : static_cast<float>((1 << f.man_bits) | mantissa) * pow2(field - f.bias - f.man_bits);
     return negative ? -value : value;
 }
 
@@ -143,10 +153,14 @@ constexpr std::array<float, 256> make_fp8_table(const MiniFloat& f) {
 
 const MiniFloat& fp8_format(Fp8Dialect dialect) {
     switch (dialect) {
-        case Fp8Dialect::kE4M3Ocp: return kE4M3;
-        case Fp8Dialect::kE4M3Fnuz: return kE4M3Fnuz;
-        case Fp8Dialect::kE5M2Ocp: return kE5M2;
-        case Fp8Dialect::kE5M2Fnuz: return kE5M2Fnuz;
+        case Fp8Dialect::kE4M3Ocp:
+            return kE4M3;
+        case Fp8Dialect::kE4M3Fnuz:
+            return kE4M3Fnuz;
+        case Fp8Dialect::kE5M2Ocp:
+            return kE5M2;
+        case Fp8Dialect::kE5M2Fnuz:
+            return kE5M2Fnuz;
     }
     return kE4M3;
 }
@@ -171,7 +185,9 @@ const std::array<uint8_t, 256>& ocp_to_fnuz_table() {
 
 }  // namespace
 
-float decode_bf16(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+float decode_bf16(uint16_t bits) {
+    return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
 
 uint16_t encode_bf16(float value) {
     const uint32_t bits = std::bit_cast<uint32_t>(value);
@@ -180,31 +196,59 @@ uint16_t encode_bf16(float value) {
     return static_cast<uint16_t>((bits + rounding_bias) >> 16);
 }
 
-float round_to_bf16(float value) { return decode_bf16(encode_bf16(value)); }
+float round_to_bf16(float value) {
+    return decode_bf16(encode_bf16(value));
+}
 
-float decode_fp16(uint16_t bits) { return decode_mini(bits, kFp16); }
-uint16_t encode_fp16(float value) { return static_cast<uint16_t>(encode_mini(value, kFp16)); }
+float decode_fp16(uint16_t bits) {
+    return decode_mini(bits, kFp16);
+}
+uint16_t encode_fp16(float value) {
+    return static_cast<uint16_t>(encode_mini(value, kFp16));
+}
 
-float decode_e4m3(uint8_t code) { return kE4M3Table[code]; }
-uint8_t encode_e4m3(float value) { return static_cast<uint8_t>(encode_mini(value, kE4M3)); }
-float decode_e4m3_fnuz(uint8_t code) { return kE4M3FnuzTable[code]; }
-uint8_t encode_e4m3_fnuz(float value) { return static_cast<uint8_t>(encode_mini(value, kE4M3Fnuz)); }
-float decode_e5m2(uint8_t code) { return kE5M2Table[code]; }
-uint8_t encode_e5m2(float value) { return static_cast<uint8_t>(encode_mini(value, kE5M2)); }
-float decode_e5m2_fnuz(uint8_t code) { return kE5M2FnuzTable[code]; }
-uint8_t encode_e5m2_fnuz(float value) { return static_cast<uint8_t>(encode_mini(value, kE5M2Fnuz)); }
+float decode_e4m3(uint8_t code) {
+    return kE4M3Table[code];
+}
+uint8_t encode_e4m3(float value) {
+    return static_cast<uint8_t>(encode_mini(value, kE4M3));
+}
+float decode_e4m3_fnuz(uint8_t code) {
+    return kE4M3FnuzTable[code];
+}
+uint8_t encode_e4m3_fnuz(float value) {
+    return static_cast<uint8_t>(encode_mini(value, kE4M3Fnuz));
+}
+float decode_e5m2(uint8_t code) {
+    return kE5M2Table[code];
+}
+uint8_t encode_e5m2(float value) {
+    return static_cast<uint8_t>(encode_mini(value, kE5M2));
+}
+float decode_e5m2_fnuz(uint8_t code) {
+    return kE5M2FnuzTable[code];
+}
+uint8_t encode_e5m2_fnuz(float value) {
+    return static_cast<uint8_t>(encode_mini(value, kE5M2Fnuz));
+}
 
-float decode_fp8(uint8_t code, Fp8Dialect dialect) { return fp8_decode_table(dialect)[code]; }
+float decode_fp8(uint8_t code, Fp8Dialect dialect) {
+    return fp8_decode_table(dialect)[code];
+}
 uint8_t encode_fp8(float value, Fp8Dialect dialect) {
     return static_cast<uint8_t>(encode_mini(value, fp8_format(dialect)));
 }
 
 const std::array<float, 256>& fp8_decode_table(Fp8Dialect dialect) {
     switch (dialect) {
-        case Fp8Dialect::kE4M3Ocp: return kE4M3Table;
-        case Fp8Dialect::kE4M3Fnuz: return kE4M3FnuzTable;
-        case Fp8Dialect::kE5M2Ocp: return kE5M2Table;
-        case Fp8Dialect::kE5M2Fnuz: return kE5M2FnuzTable;
+        case Fp8Dialect::kE4M3Ocp:
+            return kE4M3Table;
+        case Fp8Dialect::kE4M3Fnuz:
+            return kE4M3FnuzTable;
+        case Fp8Dialect::kE5M2Ocp:
+            return kE5M2Table;
+        case Fp8Dialect::kE5M2Fnuz:
+            return kE5M2FnuzTable;
     }
     return kE4M3Table;
 }
@@ -214,7 +258,9 @@ float fp8_max(Fp8Dialect dialect) {
     return decode_mini(static_cast<uint32_t>(f.max_magnitude()), f);
 }
 
-uint8_t e4m3_ocp_to_fnuz(uint8_t ocp_code) { return ocp_to_fnuz_table()[ocp_code]; }
+uint8_t e4m3_ocp_to_fnuz(uint8_t ocp_code) {
+    return ocp_to_fnuz_table()[ocp_code];
+}
 
 void e4m3_ocp_to_fnuz(const uint8_t* ocp_codes, uint8_t* fnuz_codes, size_t n) {
     const std::array<uint8_t, 256>& table = ocp_to_fnuz_table();
@@ -248,7 +294,11 @@ uint8_t encode_ue8m0(float value) {
     return static_cast<uint8_t>(ceil_log2_clamped(value) + 127);
 }
 
-float decode_e2m1(uint8_t code) { return decode_mini(code & 0x0Fu, kE2M1); }
-uint8_t encode_e2m1(float value) { return static_cast<uint8_t>(encode_mini(value, kE2M1)); }
+float decode_e2m1(uint8_t code) {
+    return decode_mini(code & 0x0Fu, kE2M1);
+}
+uint8_t encode_e2m1(float value) {
+    return static_cast<uint8_t>(encode_mini(value, kE2M1));
+}
 
 }  // namespace dsv4

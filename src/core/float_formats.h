@@ -57,7 +57,8 @@ float round_to_bf16(float value);
 float decode_fp16(uint16_t bits);
 uint16_t encode_fp16(float value);  // IEEE RNE with subnormals; overflow -> inf; NaN -> quiet NaN
 
-// --- FP8 --------------------------------------------------------------------------------------------------------------
+// --- FP8
+// --------------------------------------------------------------------------------------------------------------
 float decode_e4m3(uint8_t code);  // OCP e4m3fn
 uint8_t encode_e4m3(float value);
 float decode_e4m3_fnuz(uint8_t code);
@@ -83,8 +84,9 @@ float fp8_max(Fp8Dialect dialect);
 uint8_t e4m3_ocp_to_fnuz(uint8_t ocp_code);
 void e4m3_ocp_to_fnuz(const uint8_t* ocp_codes, uint8_t* fnuz_codes, size_t n);
 
-// --- UE8M0 ------------------------------------------------------------------------------------------------------------
-float decode_ue8m0(uint8_t code);  // 2^(code-127); 0xFF -> NaN
+// --- UE8M0
+// ------------------------------------------------------------------------------------------------------------
+float decode_ue8m0(uint8_t code);   // 2^(code-127); 0xFF -> NaN
 uint8_t encode_ue8m0(float value);  // see the policy above (round the exponent up, clamp, never 0xFF when finite)
 
 // ceil(log2(|value|)) computed exactly from the fp32 bits (exponent, +1 if any mantissa bit is set; subnormals exact),
@@ -92,7 +94,7 @@ uint8_t encode_ue8m0(float value);  // see the policy above (round the exponent 
 int ceil_log2_clamped(float value);
 
 // --- FP4 e2m1 -------------------------------------------------------------------------------------------------------
-float decode_e2m1(uint8_t code);  // uses the low 4 bits of code
+float decode_e2m1(uint8_t code);   // uses the low 4 bits of code
 uint8_t encode_e2m1(float value);  // returns 0..15
 
 // Element i of a packed e2m1 array (low nibble = even element).

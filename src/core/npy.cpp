@@ -27,7 +27,7 @@ constexpr size_t kAlignment = 64;
 
 // A cursor over the Python-literal header: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 class HeaderParser {
-public:
+  public:
     HeaderParser(std::string_view text, std::string_view name) : text_(text), name_(name) {}
 
     NpyArray parse() {
@@ -69,7 +69,7 @@ public:
         return array;
     }
 
-private:
+  private:
     [[noreturn]] void fail(const std::string& problem) const { dsv4::fail("{}: .npy {}", name_, problem); }
     [[noreturn]] void fail_here(const std::string& problem) const {
         dsv4::fail("{}: .npy header: {} at offset {} of \"{}\"", name_, problem, pos_, text_);
@@ -112,7 +112,8 @@ private:
     }
 
     int64_t parse_dimension() {
-        if (pos_ >= text_.size() || text_[pos_] < '0' || text_[pos_] > '9') fail_here("expected a non-negative integer");
+        if (pos_ >= text_.size() || text_[pos_] < '0' || text_[pos_] > '9')
+            fail_here("expected a non-negative integer");
         int64_t value = 0;
         while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
             if (value > (std::numeric_limits<int64_t>::max() - 9) / 10) fail_here("dimension too large");
@@ -222,7 +223,8 @@ std::vector<uint8_t> npy_header_bytes(const std::string& dtype, const std::vecto
     size_t expected = npy_item_size(dtype);
     for (int64_t dim : shape) {
         DSV4_CHECK(dim >= 0, "write_npy: negative dimension {}", dim);
-        DSV4_CHECK(!__builtin_mul_overflow(expected, static_cast<size_t>(dim), &expected), "write_npy: shape too large");
+        DSV4_CHECK(!__builtin_mul_overflow(expected, static_cast<size_t>(dim), &expected),
+                   "write_npy: shape too large");
     }
     DSV4_CHECK(data_bytes == expected, "write_npy: {} data bytes for shape {} of {} (expected {})", data_bytes,
                shape_text(shape), dtype, expected);

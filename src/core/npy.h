@@ -14,9 +14,9 @@
 namespace dsv4 {
 
 struct NpyArray {
-    std::string dtype;            // NumPy descr, e.g. "<f4"
-    std::vector<int64_t> shape;   // empty = a 0-d array holding one element
-    std::vector<uint8_t> data;    // numel * item size bytes, C order, little-endian
+    std::string dtype;           // NumPy descr, e.g. "<f4"
+    std::vector<int64_t> shape;  // empty = a 0-d array holding one element
+    std::vector<uint8_t> data;   // numel * item size bytes, C order, little-endian
 
     int64_t numel() const;
 };

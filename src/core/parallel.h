@@ -14,7 +14,7 @@
 namespace dsv4 {
 
 class ParallelErrors {
-public:
+  public:
     template <typename F>
     void guard(F&& body) noexcept {
         try {
@@ -29,7 +29,7 @@ public:
         if (failed_.load()) throw Error(first_);
     }
 
-private:
+  private:
     void record(const char* what) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (!failed_.exchange(true)) first_ = what;
@@ -43,7 +43,9 @@ private:
 // and far more when the cores are shared (the idle workers spin), which small models and decode steps would pay on
 // every op.
 inline constexpr int64_t kMinParallelWork = int64_t{1} << 15;
-inline bool worth_parallel(int64_t work) { return work >= kMinParallelWork; }
+inline bool worth_parallel(int64_t work) {
+    return work >= kMinParallelWork;
+}
 
 // Runs body(i) for i in [0, n) on the OpenMP threads (dynamic schedule) when the loop is worth it: `work_per_item`
 // is a rough count of scalar operations per iteration.

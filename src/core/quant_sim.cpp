@@ -27,7 +27,9 @@ float block_amax(const float* x, int64_t begin, int64_t end) {
 }
 
 // 2^e as a float for e in [-127, 127] (2^-127 is subnormal, still exact).
-float exp2_int(int e) { return std::ldexp(1.0f, e); }
+float exp2_int(int e) {
+    return std::ldexp(1.0f, e);
+}
 
 // One block's scale exponent for a format.
 struct BlockFormat {
@@ -61,7 +63,9 @@ void sim_blocks(float* x, int64_t n, int block, const BlockFormat& format, bool 
     }
 }
 
-float round_to_e4m3(float v) { return decode_e4m3(encode_e4m3(v)); }
+float round_to_e4m3(float v) {
+    return decode_e4m3(encode_e4m3(v));
+}
 
 float round_to_e2m1(float v) {
     if (std::isnan(v)) return v;  // e2m1 has no NaN; the simulation keeps it visible

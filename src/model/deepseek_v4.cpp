@@ -17,7 +17,9 @@ bool is_decode_step(const StepBatch& batch) {
     return true;
 }
 
-uint64_t mix_key(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull + (h >> 29); }
+uint64_t mix_key(uint64_t h, uint64_t v) {
+    return (h ^ v) * 0x100000001b3ull + (h >> 29);
+}
 
 }  // namespace
 
@@ -70,7 +72,8 @@ Tensor DeepseekV4::run(const StepBatch& batch) {
     Tensor picked = b.alloc(DType::kF32, {m, hc, d});
     b.gather_rows(streams, batch.logit_rows, picked);
     Tensor y = b.alloc(DType::kF32, {m, d});
-    b.hc_head(picked, weights_.hc_head, static_cast<float>(config_.hc_eps), static_cast<float>(config_.rms_norm_eps), y);
+    b.hc_head(picked, weights_.hc_head, static_cast<float>(config_.hc_eps), static_cast<float>(config_.rms_norm_eps),
+              y);
     b.rms_norm(y, &weights_.norm, static_cast<float>(config_.rms_norm_eps), y);
     b.linear(y, weights_.head, LinearKind::kF32Out, out);
     return out;
@@ -81,7 +84,8 @@ void DeepseekV4::attention_site(int layer, Tensor streams) {
     const LayerWeights& w = weights_.layers[layer];
     const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
-    Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}), comb = b.alloc(DType::kF32, {n, hc, hc});
+    Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}),
+           comb = b.alloc(DType::kF32, {n, hc, hc});
     b.region("mhc");
     b.hc_pre(streams, w.hc_attn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
     b.rms_norm(u, &w.attn_norm, eps, u);
@@ -96,7 +100,8 @@ void DeepseekV4::ffn_site(int layer, Tensor streams) {
     const LayerWeights& w = weights_.layers[layer];
     const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size, k = config_.n_experts_per_tok;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
-    Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}), comb = b.alloc(DType::kF32, {n, hc, hc});
+    Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}),
+           comb = b.alloc(DType::kF32, {n, hc, hc});
     b.region("mhc");
     b.hc_pre(streams, w.hc_ffn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
     b.rms_norm(u, &w.ffn_norm, eps, u);

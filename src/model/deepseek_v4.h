@@ -17,7 +17,7 @@
 namespace dsv4 {
 
 class DeepseekV4 {
-public:
+  public:
     DeepseekV4(ModelConfig config, ModelWeights weights, Backend& backend);
 
     const ModelConfig& config() const { return config_; }
@@ -34,7 +34,7 @@ public:
     // debugging and layer-by-layer comparisons with a reference.
     std::function<void(const std::string& name, const Tensor& value)> debug_hook;
 
-private:
+  private:
     // The device work of a step (layers + head); returns the logits tensor [rows, vocab].
     Tensor run(const StepBatch& batch);
     void attention_site(int layer, Tensor streams);

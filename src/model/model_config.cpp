@@ -48,7 +48,8 @@ std::optional<YarnParams> parse_yarn(const json& block) {
     yarn.beta_fast = optional<double>(block, "beta_fast", 32.0);
     yarn.beta_slow = optional<double>(block, "beta_slow", 1.0);
     DSV4_CHECK(yarn.factor >= 1.0, "config.json: yarn factor must be >= 1, got {}", yarn.factor);
-    DSV4_CHECK(yarn.original_max_position_embeddings > 0, "config.json: yarn original_max_position_embeddings must "
+    DSV4_CHECK(yarn.original_max_position_embeddings > 0,
+               "config.json: yarn original_max_position_embeddings must "
                "be positive");
     // The V4 reference applies no magnitude scaling (model-spec 2.4); refuse configs that ask for one.
     double attention_factor = optional<double>(block, "attention_factor", 1.0);
@@ -106,14 +107,19 @@ void parse_layer_schedule(const json& j, ModelConfig& c) {
     std::vector<AttentionType> types;
     if (j.contains("layer_types")) {
         auto names = required<std::vector<std::string>>(j, "layer_types");
-        DSV4_CHECK(names.size() >= static_cast<size_t>(c.num_layers), "config.json: layer_types has {} entries, "
-                   "num_hidden_layers is {}", names.size(), c.num_layers);
-        for (size_t i = 0; i < static_cast<size_t>(c.num_layers); ++i) types.push_back(attention_from_name(names[i], i));
+        DSV4_CHECK(names.size() >= static_cast<size_t>(c.num_layers),
+                   "config.json: layer_types has {} entries, "
+                   "num_hidden_layers is {}",
+                   names.size(), c.num_layers);
+        for (size_t i = 0; i < static_cast<size_t>(c.num_layers); ++i)
+            types.push_back(attention_from_name(names[i], i));
     } else {
         auto ratios = required<std::vector<int>>(j, "compress_ratios");
         // Entries past num_hidden_layers describe the MTP / DSpark layers (all 0).
-        DSV4_CHECK(ratios.size() >= static_cast<size_t>(c.num_layers), "config.json: compress_ratios has {} entries, "
-                   "num_hidden_layers is {}", ratios.size(), c.num_layers);
+        DSV4_CHECK(ratios.size() >= static_cast<size_t>(c.num_layers),
+                   "config.json: compress_ratios has {} entries, "
+                   "num_hidden_layers is {}",
+                   ratios.size(), c.num_layers);
         for (size_t i = 0; i < static_cast<size_t>(c.num_layers); ++i) {
             types.push_back(attention_from_ratio(ratios[i], c, i));
         }
@@ -126,19 +132,25 @@ void parse_layer_schedule(const json& j, ModelConfig& c) {
     std::vector<RoutingType> routing(c.num_layers, RoutingType::kLearned);
     if (j.contains("mlp_layer_types")) {
         auto names = required<std::vector<std::string>>(j, "mlp_layer_types");
-        DSV4_CHECK(names.size() >= static_cast<size_t>(c.num_layers), "config.json: mlp_layer_types has {} entries, "
-                   "num_hidden_layers is {}", names.size(), c.num_layers);
+        DSV4_CHECK(names.size() >= static_cast<size_t>(c.num_layers),
+                   "config.json: mlp_layer_types has {} entries, "
+                   "num_hidden_layers is {}",
+                   names.size(), c.num_layers);
         c.num_hash_layers = 0;
         for (int i = 0; i < c.num_layers; ++i) {
-            DSV4_CHECK(names[i] == "hash_moe" || names[i] == "moe", "config.json: mlp_layer_types[{}] = '{}' is "
-                       "neither 'hash_moe' nor 'moe'", i, names[i]);
+            DSV4_CHECK(names[i] == "hash_moe" || names[i] == "moe",
+                       "config.json: mlp_layer_types[{}] = '{}' is "
+                       "neither 'hash_moe' nor 'moe'",
+                       i, names[i]);
             routing[i] = names[i] == "hash_moe" ? RoutingType::kHash : RoutingType::kLearned;
             c.num_hash_layers += routing[i] == RoutingType::kHash;
         }
     } else {
         c.num_hash_layers = optional<int>(j, "num_hash_layers", 3);
-        DSV4_CHECK(c.num_hash_layers >= 0 && c.num_hash_layers <= c.num_layers, "config.json: num_hash_layers {} is "
-                   "outside [0, {}]", c.num_hash_layers, c.num_layers);
+        DSV4_CHECK(c.num_hash_layers >= 0 && c.num_hash_layers <= c.num_layers,
+                   "config.json: num_hash_layers {} is "
+                   "outside [0, {}]",
+                   c.num_hash_layers, c.num_layers);
         for (int i = 0; i < c.num_hash_layers; ++i) routing[i] = RoutingType::kHash;
     }
 
@@ -146,7 +158,7 @@ void parse_layer_schedule(const json& j, ModelConfig& c) {
     for (int i = 0; i < c.num_layers; ++i) {
         LayerConfig& layer = c.layers[i];
         layer.attention = types[i];
-        layer.compress_ratio = types[i] == AttentionType::kCsa ? c.csa_ratio
+        layer.compress_ratio = types[i] == AttentionType::kCsa   ? c.csa_ratio
                                : types[i] == AttentionType::kHca ? c.hca_ratio
                                                                  : 0;
         layer.routing = routing[i];
@@ -168,10 +180,13 @@ void parse_quantization(const json& j, ModelConfig& c) {
         auto fmt = optional<std::string>(q, "fmt", "e4m3");
         DSV4_CHECK(fmt == "e4m3", "config.json: quantization_config.fmt '{}' is not supported (e4m3 only)", fmt);
         auto scale_fmt = optional<std::string>(q, "scale_fmt", "ue8m0");
-        DSV4_CHECK(scale_fmt == "ue8m0", "config.json: quantization_config.scale_fmt '{}' is not supported (ue8m0 "
-                   "only)", scale_fmt);
+        DSV4_CHECK(scale_fmt == "ue8m0",
+                   "config.json: quantization_config.scale_fmt '{}' is not supported (ue8m0 "
+                   "only)",
+                   scale_fmt);
         auto block = optional<std::vector<int>>(q, "weight_block_size", {128, 128});
-        DSV4_CHECK(block.size() == 2 && block[0] > 0 && block[1] > 0, "config.json: quantization_config."
+        DSV4_CHECK(block.size() == 2 && block[0] > 0 && block[1] > 0,
+                   "config.json: quantization_config."
                    "weight_block_size must be two positive integers");
         c.weight_block_rows = block[0];
         c.weight_block_cols = block[1];
@@ -186,7 +201,8 @@ void parse_quantization(const json& j, ModelConfig& c) {
     } else {
         fail("config.json: expert_dtype '{}' is not one of fp4, fp8, bf16", expert);
     }
-    DSV4_CHECK(c.expert_dtype != ExpertDtype::kFp8 || c.fp8_weights, "config.json: expert_dtype fp8 needs a "
+    DSV4_CHECK(c.expert_dtype != ExpertDtype::kFp8 || c.fp8_weights,
+               "config.json: expert_dtype fp8 needs a "
                "quantization_config");
 }
 
@@ -201,8 +217,10 @@ void parse_drafters(const json& j, ModelConfig& c) {
     d.target_layer_ids = required<std::vector<int>>(j, "dspark_target_layer_ids");
     check_positive(d.block_size, "dspark_block_size");
     check_positive(d.markov_rank, "dspark_markov_rank");
-    DSV4_CHECK(d.noise_token_id >= 0 && d.noise_token_id < c.vocab_size, "config.json: dspark_noise_token_id {} is "
-               "outside the vocabulary", d.noise_token_id);
+    DSV4_CHECK(d.noise_token_id >= 0 && d.noise_token_id < c.vocab_size,
+               "config.json: dspark_noise_token_id {} is "
+               "outside the vocabulary",
+               d.noise_token_id);
     DSV4_CHECK(!d.target_layer_ids.empty(), "config.json: dspark_target_layer_ids is empty");
     for (int id : d.target_layer_ids) {
         DSV4_CHECK(id >= 0 && id < c.num_layers, "config.json: dspark_target_layer_ids has {} (model has {} layers)",
@@ -217,10 +235,14 @@ void validate(const ModelConfig& c) {
                c.head_dim);
     DSV4_CHECK(c.num_heads % c.o_groups == 0, "config.json: num_attention_heads {} is not a multiple of o_groups {}",
                c.num_heads, c.o_groups);
-    DSV4_CHECK(c.n_experts_per_tok <= c.n_routed_experts, "config.json: num_experts_per_tok {} exceeds "
-               "n_routed_experts {}", c.n_experts_per_tok, c.n_routed_experts);
-    DSV4_CHECK(c.n_shared_experts == 0 || c.n_shared_experts == 1, "config.json: n_shared_experts {} is not "
-               "supported (0 or 1)", c.n_shared_experts);
+    DSV4_CHECK(c.n_experts_per_tok <= c.n_routed_experts,
+               "config.json: num_experts_per_tok {} exceeds "
+               "n_routed_experts {}",
+               c.n_experts_per_tok, c.n_routed_experts);
+    DSV4_CHECK(c.n_shared_experts == 0 || c.n_shared_experts == 1,
+               "config.json: n_shared_experts {} is not "
+               "supported (0 or 1)",
+               c.n_shared_experts);
     DSV4_CHECK(c.scoring_func == "sqrtsoftplus" || c.scoring_func == "sigmoid" || c.scoring_func == "softmax",
                "config.json: scoring_func '{}' is not one of sqrtsoftplus, sigmoid, softmax", c.scoring_func);
     DSV4_CHECK(c.hc_sinkhorn_iters >= 1, "config.json: hc_sinkhorn_iters must be >= 1");
@@ -236,8 +258,10 @@ void validate(const ModelConfig& c) {
         check_positive(c.index_n_heads, "index_n_heads");
         check_positive(c.index_head_dim, "index_head_dim");
         check_positive(c.index_topk, "index_topk");
-        DSV4_CHECK(c.rope_head_dim <= c.index_head_dim, "config.json: index_head_dim {} is smaller than the rope dims "
-                   "{}", c.index_head_dim, c.rope_head_dim);
+        DSV4_CHECK(c.rope_head_dim <= c.index_head_dim,
+                   "config.json: index_head_dim {} is smaller than the rope dims "
+                   "{}",
+                   c.index_head_dim, c.rope_head_dim);
     }
 }
 
@@ -247,8 +271,10 @@ ModelConfig parse_model_config(const json& j) {
     DSV4_CHECK(j.is_object(), "config.json: top level is not a JSON object");
     ModelConfig c;
     c.model_type = optional<std::string>(j, "model_type", "");
-    DSV4_CHECK(c.model_type == "deepseek_v4", "config.json: model_type '{}' is not supported (dsv4 serves "
-               "deepseek_v4)", c.model_type);
+    DSV4_CHECK(c.model_type == "deepseek_v4",
+               "config.json: model_type '{}' is not supported (dsv4 serves "
+               "deepseek_v4)",
+               c.model_type);
     c.vocab_size = required<int64_t>(j, "vocab_size");
     c.hidden_size = required<int64_t>(j, "hidden_size");
     c.num_layers = required<int>(j, "num_hidden_layers");
@@ -325,9 +351,12 @@ ModelConfig load_model_config(const std::filesystem::path& config_json) {
 
 std::string_view attention_type_name(AttentionType type) {
     switch (type) {
-        case AttentionType::kSliding: return "sliding";
-        case AttentionType::kCsa: return "csa";
-        case AttentionType::kHca: return "hca";
+        case AttentionType::kSliding:
+            return "sliding";
+        case AttentionType::kCsa:
+            return "csa";
+        case AttentionType::kHca:
+            return "hca";
     }
     return "?";
 }

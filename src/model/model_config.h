@@ -5,11 +5,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace dsv4 {
 
@@ -36,8 +35,8 @@ struct YarnParams {
 
 struct RopeParams {
     double theta = 10000.0;
-    int rope_dim = 64;                // rotated (trailing) dims of each head
-    std::optional<YarnParams> yarn;   // set on compressed (CSA/HCA) layers only
+    int rope_dim = 64;               // rotated (trailing) dims of each head
+    std::optional<YarnParams> yarn;  // set on compressed (CSA/HCA) layers only
 };
 
 struct LayerConfig {
@@ -95,11 +94,11 @@ struct ModelConfig {
     int hca_ratio = 128;
 
     // Quantization of the checkpoint as shipped.
-    bool fp8_weights = true;       // quantization_config.quant_method == "fp8"
-    int weight_block_rows = 128;   // quantization_config.weight_block_size
+    bool fp8_weights = true;      // quantization_config.quant_method == "fp8"
+    int weight_block_rows = 128;  // quantization_config.weight_block_size
     int weight_block_cols = 128;
     ExpertDtype expert_dtype = ExpertDtype::kFp4;
-    int fp4_scale_block = 32;      // per-row scale every 32 input elements
+    int fp4_scale_block = 32;  // per-row scale every 32 input elements
 
     int64_t bos_token_id = 0;
     int64_t eos_token_id = 1;

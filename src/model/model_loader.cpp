@@ -19,8 +19,8 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
     return loaded;
 }
 
-std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend,
-                                                  const StateConfig& state, uint64_t seed) {
+std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
+                                                  uint64_t seed) {
     ModelWeights weights = make_synthetic_weights(config, backend, seed);
     backend.synchronize();
     backend.create_state(config, state);  // after the weights, as in load_model

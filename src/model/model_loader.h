@@ -20,7 +20,7 @@ struct LoadedModel {
 std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backend& backend, const StateConfig& state);
 
 // A model with random weights made directly on the backend (model/synthetic_weights.h): no checkpoint.
-std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend,
-                                                  const StateConfig& state, uint64_t seed);
+std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
+                                                  uint64_t seed);
 
 }  // namespace dsv4

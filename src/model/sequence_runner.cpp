@@ -31,8 +31,10 @@ std::vector<float> SequenceRunner::feed(std::span<const int32_t> tokens, bool al
 void SequenceRunner::truncate(int64_t position) {
     DSV4_CHECK(position >= 0 && position <= length_, "truncate: position {} outside [0, {}]", position, length_);
     const int capacity = model_.backend().state_config().rewind_capacity;
-    DSV4_CHECK(max_written_ - position <= capacity, "truncate: rewinding {} tokens exceeds the rewind capacity {} "
-               "(re-prefill instead)", max_written_ - position, capacity);
+    DSV4_CHECK(max_written_ - position <= capacity,
+               "truncate: rewinding {} tokens exceeds the rewind capacity {} "
+               "(re-prefill instead)",
+               max_written_ - position, capacity);
     length_ = position;
 }
 

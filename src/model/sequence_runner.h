@@ -12,7 +12,7 @@
 namespace dsv4 {
 
 class SequenceRunner {
-public:
+  public:
     // Uses state slot `slot` and blocks [slot * blocks_per_slot, (slot + 1) * blocks_per_slot) of the backend.
     SequenceRunner(DeepseekV4& model, int32_t slot, int32_t blocks_per_slot);
 
@@ -22,7 +22,7 @@ public:
     void truncate(int64_t position);
     int64_t length() const { return length_; }
 
-private:
+  private:
     DeepseekV4& model_;
     int32_t slot_;
     int32_t blocks_per_slot_;

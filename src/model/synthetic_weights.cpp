@@ -6,7 +6,7 @@ namespace dsv4 {
 namespace {
 
 class SyntheticBuilder {
-public:
+  public:
     SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed) : c_(c), b_(b), seed_(seed) {}
 
     WeightRef linear(WeightFormat format, int64_t rows, int64_t cols) {
@@ -17,9 +17,12 @@ public:
     }
     WeightRef expert(int64_t rows, int64_t cols) {
         switch (c_.expert_dtype) {
-            case ExpertDtype::kFp4: return linear(WeightFormat::kFp4Row, rows, cols);
-            case ExpertDtype::kFp8: return linear(WeightFormat::kFp8Block, rows, cols);
-            case ExpertDtype::kBf16: return linear(WeightFormat::kBF16, rows, cols);
+            case ExpertDtype::kFp4:
+                return linear(WeightFormat::kFp4Row, rows, cols);
+            case ExpertDtype::kFp8:
+                return linear(WeightFormat::kFp8Block, rows, cols);
+            case ExpertDtype::kBf16:
+                return linear(WeightFormat::kBF16, rows, cols);
         }
         return {};
     }
@@ -97,7 +100,7 @@ public:
         return m;
     }
 
-private:
+  private:
     uint64_t next() { return seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull; }
 
     const ModelConfig& c_;

@@ -5,10 +5,12 @@
 namespace dsv4 {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
 
 class SpecBuilder {
-public:
+  public:
     SpecBuilder(const ModelConfig& config, std::vector<TensorSpec>& out) : c_(config), out_(out) {}
 
     void plain(const std::string& name, DType dtype, std::vector<int64_t> shape, Component component) {
@@ -24,8 +26,11 @@ public:
             return;
         }
         out_.push_back({base + ".weight", DType::kF8E4M3, {out, in}, component, out * in, false});
-        out_.push_back({base + ".scale", DType::kF8E8M0,
-                        {ceil_div(out, c_.weight_block_rows), ceil_div(in, c_.weight_block_cols)}, component, 0,
+        out_.push_back({base + ".scale",
+                        DType::kF8E8M0,
+                        {ceil_div(out, c_.weight_block_rows), ceil_div(in, c_.weight_block_cols)},
+                        component,
+                        0,
                         true});
     }
 
@@ -33,13 +38,21 @@ public:
         switch (c_.expert_dtype) {
             case ExpertDtype::kFp4:
                 // Two e2m1 codes per byte along the input dim; one UE8M0 scale per row and 32 inputs.
-                out_.push_back({base + ".weight", DType::kI8, {out, in / 2}, Component::kRoutedExperts, out * in,
-                                false});
-                out_.push_back({base + ".scale", DType::kF8E8M0, {out, in / c_.fp4_scale_block},
-                                Component::kRoutedExperts, 0, true});
+                out_.push_back(
+                    {base + ".weight", DType::kI8, {out, in / 2}, Component::kRoutedExperts, out * in, false});
+                out_.push_back({base + ".scale",
+                                DType::kF8E8M0,
+                                {out, in / c_.fp4_scale_block},
+                                Component::kRoutedExperts,
+                                0,
+                                true});
                 return;
-            case ExpertDtype::kFp8: fp8_linear(base, out, in, Component::kRoutedExperts); return;
-            case ExpertDtype::kBf16: plain(base + ".weight", DType::kBF16, {out, in}, Component::kRoutedExperts); return;
+            case ExpertDtype::kFp8:
+                fp8_linear(base, out, in, Component::kRoutedExperts);
+                return;
+            case ExpertDtype::kBf16:
+                plain(base + ".weight", DType::kBF16, {out, in}, Component::kRoutedExperts);
+                return;
         }
     }
 
@@ -123,7 +136,7 @@ public:
         plain(prefix + "hc_head_scale", DType::kF32, {1}, component);
     }
 
-private:
+  private:
     const ModelConfig& c_;
     std::vector<TensorSpec>& out_;
 };
@@ -174,17 +187,28 @@ void append_draft_tensors(const ModelConfig& c, const DraftLayout& drafts, std::
 
 std::string_view component_name(Component c) {
     switch (c) {
-        case Component::kEmbedding: return "embedding";
-        case Component::kHead: return "head";
-        case Component::kAttention: return "attention";
-        case Component::kCompressor: return "compressors";
-        case Component::kIndexer: return "indexers";
-        case Component::kRoutedExperts: return "routed_experts";
-        case Component::kSharedExperts: return "shared_experts";
-        case Component::kRouter: return "routers";
-        case Component::kMhc: return "mhc";
-        case Component::kNorms: return "norms";
-        case Component::kDraft: return "draft";
+        case Component::kEmbedding:
+            return "embedding";
+        case Component::kHead:
+            return "head";
+        case Component::kAttention:
+            return "attention";
+        case Component::kCompressor:
+            return "compressors";
+        case Component::kIndexer:
+            return "indexers";
+        case Component::kRoutedExperts:
+            return "routed_experts";
+        case Component::kSharedExperts:
+            return "shared_experts";
+        case Component::kRouter:
+            return "routers";
+        case Component::kMhc:
+            return "mhc";
+        case Component::kNorms:
+            return "norms";
+        case Component::kDraft:
+            return "draft";
     }
     return "?";
 }
@@ -207,8 +231,7 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& config, const DraftL
     b.plain("norm.weight", DType::kBF16, {config.hidden_size}, Component::kNorms);
     b.hc_head("", Component::kMhc);
     for (int i = 0; i < config.num_layers; ++i) {
-        append_block_tensors(config, "layers." + std::to_string(i) + ".", config.layers[i], Component::kAttention,
-                             out);
+        append_block_tensors(config, "layers." + std::to_string(i) + ".", config.layers[i], Component::kAttention, out);
     }
     append_draft_tensors(config, drafts, out);
     return out;

@@ -16,15 +16,15 @@ namespace dsv4 {
 enum class Component : uint8_t {
     kEmbedding,
     kHead,
-    kAttention,      // wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, attn_sink, attn_norm
-    kCompressor,     // main KV compressor of CSA / HCA layers
-    kIndexer,        // lightning indexer (its wq_b, weights_proj and its own compressor)
+    kAttention,   // wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, attn_sink, attn_norm
+    kCompressor,  // main KV compressor of CSA / HCA layers
+    kIndexer,     // lightning indexer (its wq_b, weights_proj and its own compressor)
     kRoutedExperts,
     kSharedExperts,
-    kRouter,         // gate weight, bias, tid2eid
-    kMhc,            // hyper-connection fn/base/scale (incl. hc_head)
-    kNorms,          // ffn_norm, final norm
-    kDraft,          // MTP (original V4) or DSpark (0731) stages
+    kRouter,  // gate weight, bias, tid2eid
+    kMhc,     // hyper-connection fn/base/scale (incl. hc_head)
+    kNorms,   // ffn_norm, final norm
+    kDraft,   // MTP (original V4) or DSpark (0731) stages
 };
 
 std::string_view component_name(Component c);
@@ -34,8 +34,8 @@ struct TensorSpec {
     DType dtype;
     std::vector<int64_t> shape;  // as stored (FP4 weights: I8 [out, in/2])
     Component component;
-    int64_t params = 0;          // logical parameter count (0 for scale tensors and lookup tables)
-    bool is_scale = false;       // a UE8M0 scale tensor (counts bytes, not parameters)
+    int64_t params = 0;     // logical parameter count (0 for scale tensors and lookup tables)
+    bool is_scale = false;  // a UE8M0 scale tensor (counts bytes, not parameters)
 };
 
 // Draft stages present in the checkpoint: MTP (original V4, `e_proj`/`h_proj`) or DSpark (0731, `main_proj`...).

@@ -9,8 +9,9 @@ namespace dsv4 {
 namespace {
 
 class Binder {
-public:
-    Binder(const ModelConfig& c, const BoundWeights& bound, Backend& backend) : c_(c), bound_(bound), backend_(backend) {}
+  public:
+    Binder(const ModelConfig& c, const BoundWeights& bound, Backend& backend)
+        : c_(c), bound_(bound), backend_(backend) {}
 
     // The binder validated every tensor against the config (weight_binding.h); this re-checks the shape it relies on.
     const TensorView& tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
@@ -46,16 +47,18 @@ public:
                 const TensorView& s = tensor(base + ".scale", DType::kF8E8M0, {out, in / blk});
                 return backend_.upload_linear(w, &s, WeightFormat::kFp4Row, out, in, 1, blk);
             }
-            case ExpertDtype::kFp8: return fp8_linear(base, out, in);
-            case ExpertDtype::kBf16: return bf16_linear(base + ".weight", out, in);
+            case ExpertDtype::kFp8:
+                return fp8_linear(base, out, in);
+            case ExpertDtype::kBf16:
+                return bf16_linear(base + ".weight", out, in);
         }
         fail("unreachable expert dtype");
     }
 
     MhcWeights mhc(const std::string& prefix) {
         const int64_t hc = c_.hc_mult, mixes = (2 + hc) * hc;
-        return {vec(prefix + "_fn", DType::kF32, {mixes, hc * c_.hidden_size}), vec(prefix + "_base", DType::kF32, {mixes}),
-                vec(prefix + "_scale", DType::kF32, {3})};
+        return {vec(prefix + "_fn", DType::kF32, {mixes, hc * c_.hidden_size}),
+                vec(prefix + "_base", DType::kF32, {mixes}), vec(prefix + "_scale", DType::kF32, {3})};
     }
 
     CompressorWeights compressor(const std::string& p, int head_dim, int ratio, bool overlap) {
@@ -86,7 +89,8 @@ public:
             a.compressor = compressor(p + "attn.compressor.", c_.head_dim, lc.compress_ratio, true);
             IndexerWeights ix;
             ix.compressor = compressor(p + "attn.indexer.compressor.", c_.index_head_dim, lc.compress_ratio, true);
-            ix.wq_b = fp8_linear(p + "attn.indexer.wq_b", int64_t{c_.index_n_heads} * c_.index_head_dim, c_.q_lora_rank);
+            ix.wq_b =
+                fp8_linear(p + "attn.indexer.wq_b", int64_t{c_.index_n_heads} * c_.index_head_dim, c_.q_lora_rank);
             ix.weights_proj = bf16_linear(p + "attn.indexer.weights_proj.weight", c_.index_n_heads, d);
             a.indexer = ix;
         } else if (lc.attention == AttentionType::kHca) {
@@ -100,9 +104,9 @@ public:
         const int64_t d = c_.hidden_size, inter = c_.moe_intermediate_size;
         m.gate = bf16_linear(p + "ffn.gate.weight", c_.n_routed_experts, d);
         if (lc.routing == RoutingType::kHash) {
-            m.tid2eid = backend_.upload_table(tensor(p + "ffn.gate.tid2eid", DType::kI64,
-                                                     {c_.vocab_size, c_.n_experts_per_tok}),
-                                              c_.n_routed_experts);
+            m.tid2eid = backend_.upload_table(
+                tensor(p + "ffn.gate.tid2eid", DType::kI64, {c_.vocab_size, c_.n_experts_per_tok}),
+                c_.n_routed_experts);
         } else {
             m.bias = vec(p + "ffn.gate.bias", DType::kF32, {c_.n_routed_experts});
         }
@@ -144,7 +148,7 @@ public:
         return m;
     }
 
-private:
+  private:
     const ModelConfig& c_;
     const BoundWeights& bound_;
     Backend& backend_;

@@ -4,8 +4,8 @@
 
 #include "backend/backend.h"
 #include "backend/weights.h"
-#include "model/weight_binding.h"
 #include "model/model_config.h"
+#include "model/weight_binding.h"
 
 namespace dsv4 {
 

@@ -16,8 +16,8 @@ struct TopLogprob {
 };
 
 struct SampledLogprobs {
-    float logprob = 0.0f;           // the sampled token's raw logprob
-    int64_t rank = 0;               // 1-based: how many tokens have a raw logprob >= the sampled one (vLLM)
+    float logprob = 0.0f;         // the sampled token's raw logprob
+    int64_t rank = 0;             // 1-based: how many tokens have a raw logprob >= the sampled one (vLLM)
     std::vector<TopLogprob> top;  // the num_top most likely tokens, descending; ties -> lower id first
 };
 

@@ -110,7 +110,7 @@ std::string_view openai_finish_reason(FinishCause reason) {
 }
 
 FinishCause check_finish(const SamplingParams& params, std::span<const int64_t> eos_token_ids,
-                          const FinishInput& input) {
+                         const FinishInput& input) {
     if (input.num_output_tokens > params.min_tokens) {
         auto is = [&](std::span<const int64_t> ids) {
             return std::find(ids.begin(), ids.end(), input.last_token) != ids.end();

@@ -81,7 +81,7 @@ struct FinishInput {
 // num_output_tokens > min_tokens (the sampler masks them before that, so this only matters for tokens chosen
 // elsewhere). A stop token at the last allowed position reports the stop, not kLength: the model did end.
 FinishCause check_finish(const SamplingParams& params, std::span<const int64_t> eos_token_ids,
-                          const FinishInput& input);
+                         const FinishInput& input);
 
 // Whether stop strings may match text produced by the token that brought the output to num_output_tokens
 // (vLLM: only after min_tokens tokens). Pass it as StopStringMatcher::push's detect_stops.

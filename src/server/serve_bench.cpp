@@ -67,8 +67,13 @@ std::vector<int32_t> token_pool(const ServeBenchOptions& o, const std::string& m
 std::string request_body(const ServeBenchOptions& o, const std::string& model, const std::vector<int32_t>& pool,
                          int index) {
     std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(index));
-    json body = {{"model", model}, {"max_tokens", o.output_len}, {"temperature", o.temperature},
-                 {"top_p", o.top_p},         {"stream", true}, {"ignore_eos", o.ignore_eos}, {"stream_options", {{"include_usage", true}}}};
+    json body = {{"model", model},
+                 {"max_tokens", o.output_len},
+                 {"temperature", o.temperature},
+                 {"top_p", o.top_p},
+                 {"stream", true},
+                 {"ignore_eos", o.ignore_eos},
+                 {"stream_options", {{"include_usage", true}}}};
     if (o.endpoint == "chat") {
         std::string text = "Request " + std::to_string(index) + ":";
         for (int i = 0; i < o.input_len; ++i) text += " w" + std::to_string(rng() % 1000);

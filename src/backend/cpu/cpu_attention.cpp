@@ -16,7 +16,9 @@ namespace dsv4 {
 namespace {
 
 // Number of compressed entries a query at `pos` may see (windows that ended at or before it).
-int64_t visible_entries(int64_t pos, int ratio) { return (pos + 1) / ratio; }
+int64_t visible_entries(int64_t pos, int ratio) {
+    return (pos + 1) / ratio;
+}
 
 // Float32 views of stored rows: the rows themselves when they are stored as float32, else every distinct row
 // decoded once into `decoded`.
@@ -57,8 +59,8 @@ float index_score(const float* q, const float* w, const float* key, int64_t head
 // (no overflow for any sink). Reference: the running max of the real scores (DeepSeek's kernel), probabilities
 // rounded to bf16 before P.V.
 template <typename Acc>
-void attend_head(const float* qh, const std::vector<const float*>& keys, int64_t dim, float scale, float sink,
-                 bool ref, float* o) {
+void attend_head(const float* qh, const std::vector<const float*>& keys, int64_t dim, float scale, float sink, bool ref,
+                 float* o) {
     std::vector<Acc> s(keys.size());
     Acc mx = -std::numeric_limits<Acc>::infinity();
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -176,9 +178,8 @@ void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, co
         for (int64_t h = 0; h < heads; ++h) {
             const float* qh = q.f32() + (t * heads + h) * dim;
             float* o = out.f32() + (t * heads + h) * dim;
-            cpu::with_acc(ref, [&](auto acc) {
-                attend_head<decltype(acc)>(qh, keys[t], dim, scale, sinks.data[h], ref, o);
-            });
+            cpu::with_acc(
+                ref, [&](auto acc) { attend_head<decltype(acc)>(qh, keys[t], dim, scale, sinks.data[h], ref, o); });
         }
     }
 }

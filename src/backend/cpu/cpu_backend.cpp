@@ -26,7 +26,8 @@ T load_unaligned(const uint8_t* p) {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads) {
-    DSV4_CHECK(numerics != Numerics::kFast, "the CPU backend implements exact and reference numerics; fast "
+    DSV4_CHECK(numerics != Numerics::kFast,
+               "the CPU backend implements exact and reference numerics; fast "
                "numerics are the GPU path");
     return std::make_unique<CpuBackend>(numerics, threads);
 }
@@ -95,8 +96,10 @@ void CpuBackend::begin_step(const StepBatch& batch) {
                    state_.max_slots);
         const int64_t end = s.start_pos + s.n_tokens;
         const int64_t blocks_needed = (end + state_.block_tokens - 1) / state_.block_tokens;
-        DSV4_CHECK(static_cast<int64_t>(s.block_table.size()) >= blocks_needed, "step: block table of slot {} has "
-                   "{} blocks, positions up to {} need {}", s.slot, s.block_table.size(), end, blocks_needed);
+        DSV4_CHECK(static_cast<int64_t>(s.block_table.size()) >= blocks_needed,
+                   "step: block table of slot {} has "
+                   "{} blocks, positions up to {} need {}",
+                   s.slot, s.block_table.size(), end, blocks_needed);
         for (int32_t b : s.block_table) {
             DSV4_CHECK(b >= 0 && b < state_.num_blocks, "step: block id {} is outside [0, {})", b, state_.num_blocks);
         }
@@ -136,9 +139,8 @@ void CpuBackend::rms_norm(const Tensor& x, const VecRef* weight, float eps, Tens
     const bool ref = reference();
 #pragma omp parallel for if (worth_parallel(rows * k))
     for (int64_t r = 0; r < rows; ++r) {
-        cpu::with_acc(ref, [&](auto acc) {
-            cpu::rms_norm_row<decltype(acc)>(x.f32() + r * k, w, k, eps, ref, y.f32() + r * k);
-        });
+        cpu::with_acc(
+            ref, [&](auto acc) { cpu::rms_norm_row<decltype(acc)>(x.f32() + r * k, w, k, eps, ref, y.f32() + r * k); });
     }
 }
 

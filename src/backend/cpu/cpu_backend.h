@@ -8,8 +8,8 @@
 
 #include <deque>
 #include <map>
-#include <tuple>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
@@ -23,20 +23,20 @@ struct CpuLayerState {
     AttentionType type = AttentionType::kSliding;
     int ratio = 0;
     int entries_per_block = 0;
-    std::vector<float> ring;            // [slots][ring_rows] rows
-    std::vector<float> main_pending;    // [slots][pending_rows(main)][2 * width(main)]  (kv | gate + ape)
-    std::vector<float> index_pending;   // [slots][pending_rows(indexer)][2 * width(indexer)]
-    std::vector<float> entries;         // [blocks][entries_per_block] rows
-    std::vector<float> index_keys;      // [blocks][entries_per_block] keys
+    std::vector<float> ring;           // [slots][ring_rows] rows
+    std::vector<float> main_pending;   // [slots][pending_rows(main)][2 * width(main)]  (kv | gate + ape)
+    std::vector<float> index_pending;  // [slots][pending_rows(indexer)][2 * width(indexer)]
+    std::vector<float> entries;        // [blocks][entries_per_block] rows
+    std::vector<float> index_keys;     // [blocks][entries_per_block] keys
     // Prefix-cache boundary snapshots (cpu_snapshot.cpp): ring rows of [boundary - window, boundary) and, for CSA,
     // the compressor records of [boundary - ratio, boundary), in position order.
-    std::vector<float> snap_ring;       // [snapshots][window] rows
-    std::vector<float> snap_main;       // [snapshots][ratio][2 * width(main)]     (CSA only)
-    std::vector<float> snap_index;      // [snapshots][ratio][2 * width(indexer)]  (CSA only)
+    std::vector<float> snap_ring;   // [snapshots][window] rows
+    std::vector<float> snap_main;   // [snapshots][ratio][2 * width(main)]     (CSA only)
+    std::vector<float> snap_index;  // [snapshots][ratio][2 * width(indexer)]  (CSA only)
 };
 
 class CpuBackend final : public Backend {
-public:
+  public:
     CpuBackend(Numerics numerics, int threads);
 
     std::string name() const override { return "cpu"; }
@@ -106,7 +106,7 @@ public:
     const StateRowFormat& key_format() const { return key_format_; }
     const std::vector<float>& inv_freq(const RopeParams& rope);
 
-private:
+  private:
     // Stored key rows of every step token (cpu_attention.cpp): its window (this step's rows, `step_rows` in the
     // storage format, or the ring), then the visible compressed rows (all HCA entries, or the CSA picks).
     std::vector<std::vector<const uint8_t*>> stored_key_rows(int layer, const LayerConfig& lc, const uint8_t* step_rows,
@@ -128,7 +128,7 @@ private:
     StateRowFormat key_format_;  // indexer keys as stored
     std::vector<CpuLayerState> layers_;
     StepBatch step_;
-    std::deque<std::vector<float>> arena_;   // step scratch (stable addresses)
+    std::deque<std::vector<float>> arena_;    // step scratch (stable addresses)
     std::deque<std::vector<float>> vectors_;  // uploaded small vectors
     std::deque<std::vector<int32_t>> tables_;
     std::map<std::tuple<double, int, bool>, std::vector<float>> inv_freq_cache_;

@@ -101,8 +101,8 @@ void hc_post_token(float* xs, const float* ys, const float* p, const float* c, i
 }
 
 template <typename Acc>
-void hc_head_token(const float* xs, int hc, int64_t d, const HcHeadWeights& w, float hc_eps, float norm_eps,
-                   bool round, float* y) {
+void hc_head_token(const float* xs, int hc, int64_t d, const HcHeadWeights& w, float hc_eps, float norm_eps, bool round,
+                   float* y) {
     std::vector<float> raw(hc);
     raw_mixes<Acc>(xs, hc * d, w.fn, hc, raw.data());
     const Acc inv = inv_rms<Acc>(xs, hc * d, norm_eps);
@@ -157,9 +157,8 @@ void CpuBackend::hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, 
 #pragma omp parallel for if (worth_parallel(n * hc * hc * d))
     for (int64_t t = 0; t < n; ++t) {
         const float* xs = x.f32() + t * hc * d;
-        cpu::with_acc(ref, [&](auto acc) {
-            hc_head_token<decltype(acc)>(xs, hc, d, w, hc_eps, norm_eps, ref, y.f32() + t * d);
-        });
+        cpu::with_acc(
+            ref, [&](auto acc) { hc_head_token<decltype(acc)>(xs, hc, d, w, hc_eps, norm_eps, ref, y.f32() + t * d); });
     }
 }
 

@@ -35,8 +35,7 @@ void score(const std::string& func, float* logits, int64_t n) {
 
 // Routing weights of the k selected experts: their scores, normalised to sum 1 when asked, times the scale.
 template <typename Acc>
-void selected_weights(const float* s, const int32_t* sel, int64_t k, bool normalize, double route_scale,
-                      float* out) {
+void selected_weights(const float* s, const int32_t* sel, int64_t k, bool normalize, double route_scale, float* out) {
     Acc sum = 0;
     for (int64_t j = 0; j < k; ++j) sum += s[sel[j]];
     for (int64_t j = 0; j < k; ++j) {
@@ -73,8 +72,8 @@ void combine_row(const float* routed, const float* shared, int64_t k, int64_t d,
 
 }  // namespace
 
-void CpuBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
-                       Tensor weights, Tensor ids) {
+void CpuBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing, Tensor weights,
+                       Tensor ids) {
     const int64_t n = h.size(0), experts = c.n_routed_experts, k = c.n_experts_per_tok;
     const bool ref = reference();
     Tensor logits = alloc(DType::kF32, {n, experts});
@@ -121,7 +120,8 @@ void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights
         const auto m = static_cast<int64_t>(list.size());
         const ExpertWeights& ex = w.experts[e];
         const int64_t inter = ex.w1.rows;
-        Tensor xe = alloc(DType::kF32, {m, d}), ge = alloc(DType::kF32, {m, inter}), ue = alloc(DType::kF32, {m, inter});
+        Tensor xe = alloc(DType::kF32, {m, d}), ge = alloc(DType::kF32, {m, inter}),
+               ue = alloc(DType::kF32, {m, inter});
         Tensor act = alloc(DType::kF32, {m, inter}), ye = alloc(DType::kF32, {m, d});
         for (int64_t i = 0; i < m; ++i) std::memcpy(xe.f32() + i * d, h.f32() + (list[i] / k) * d, d * sizeof(float));
         linear(xe, ex.w1, LinearKind::kQuantized, ge);
@@ -145,7 +145,8 @@ void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights
     std::fill_n(shared.f32(), n * d, 0.0f);
     if (w.shared) {
         const int64_t inter = w.shared->w1.rows;
-        Tensor gs = alloc(DType::kF32, {n, inter}), us = alloc(DType::kF32, {n, inter}), as = alloc(DType::kF32, {n, inter});
+        Tensor gs = alloc(DType::kF32, {n, inter}), us = alloc(DType::kF32, {n, inter}),
+               as = alloc(DType::kF32, {n, inter});
         linear(h, w.shared->w1, LinearKind::kQuantized, gs);
         linear(h, w.shared->w3, LinearKind::kQuantized, us);
         for (int64_t t = 0; t < n; ++t) {

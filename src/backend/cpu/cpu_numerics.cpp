@@ -12,15 +12,21 @@ void round_bf16(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = round_to_bf16(x[i]);
 }
 
-void fp8_sim(float* x, int64_t n, int block) { dsv4::fp8_sim(x, n, block); }
+void fp8_sim(float* x, int64_t n, int block) {
+    dsv4::fp8_sim(x, n, block);
+}
 
 void act_quant_sim(float* x, int64_t n) {
     round_bf16(x, n);
     dsv4::act_quant_fp8_sim(x, n, 128);
 }
 
-void fp4_sim(float* x, int64_t n, int block) { dsv4::fp4_sim(x, n, block); }
+void fp4_sim(float* x, int64_t n, int block) {
+    dsv4::fp4_sim(x, n, block);
+}
 
-void hadamard(float* x, int64_t n) { dsv4::hadamard_inplace(x, static_cast<int>(n)); }
+void hadamard(float* x, int64_t n) {
+    dsv4::hadamard_inplace(x, static_cast<int>(n));
+}
 
 }  // namespace dsv4::cpu

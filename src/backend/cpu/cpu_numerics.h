@@ -33,7 +33,9 @@ decltype(auto) with_acc(bool reference, F&& f) {
     return f(float{});
 }
 
-inline float bf(float v) { return round_to_bf16(v); }
+inline float bf(float v) {
+    return round_to_bf16(v);
+}
 
 // The float an Acc result is stored as: rounded to float, then to bf16 when `round`.
 template <typename Acc>

@@ -17,13 +17,15 @@ namespace {
 
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
-int compressor_width(const CompressorWeights& w) { return w.overlap ? 2 * w.head_dim : w.head_dim; }
+int compressor_width(const CompressorWeights& w) {
+    return w.overlap ? 2 * w.head_dim : w.head_dim;
+}
 
 // Where one position's (kv, gate + ape) record comes from: this step's projections or the pending ring.
 struct RecordSource {
-    const float* step_kv;      // [N, width]
-    const float* step_gate;    // [N, width], ape already added
-    const float* pending;      // this slot's ring: [rows][2 * width]
+    const float* step_kv;    // [N, width]
+    const float* step_gate;  // [N, width], ape already added
+    const float* pending;    // this slot's ring: [rows][2 * width]
     int64_t pending_rows;
     int width;
     const SequenceSlice* seq;
@@ -72,7 +74,9 @@ void pool_window(const RecordSource& src, const CompressorWeights& w, int64_t wi
 }
 
 // Floats of storage for `rows` stored rows of `format` (row sizes are multiples of 4 bytes: checked in create_state).
-size_t row_floats(const StateRowFormat& format, int64_t rows) { return static_cast<size_t>(rows * format.bytes() / 4); }
+size_t row_floats(const StateRowFormat& format, int64_t rows) {
+    return static_cast<size_t>(rows * format.bytes() / 4);
+}
 
 // NaN in every storage dtype: float32 quiet NaN (as before the dtypes existed), else all-ones bytes (bf16 0xFFFF,
 // e4m3 0xFF and UE8M0 0xFF are NaN).
@@ -107,8 +111,10 @@ void CpuBackend::create_state(const ModelConfig& config, const StateConfig& stat
         ls.ratio = lc.compress_ratio;
         ls.ring.assign(row_floats(kv_format_, int64_t{state.max_slots} * ring_rows_), poison);
         if (lc.compress_ratio == 0) continue;
-        DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0, "state: block size {} is not a multiple of the "
-                   "compression ratio {} of layer {}", state.block_tokens, lc.compress_ratio, l);
+        DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0,
+                   "state: block size {} is not a multiple of the "
+                   "compression ratio {} of layer {}",
+                   state.block_tokens, lc.compress_ratio, l);
         ls.entries_per_block = state.block_tokens / lc.compress_ratio;
         const bool overlap = lc.attention == AttentionType::kCsa;
         const int main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
@@ -141,8 +147,7 @@ StateBytes CpuBackend::allocated_state_bytes() const {
 }
 
 void CpuBackend::reset_slot(int32_t slot) {
-    DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "reset_slot: slot {} is outside [0, {})", slot,
-               state_.max_slots);
+    DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "reset_slot: slot {} is outside [0, {})", slot, state_.max_slots);
     // Poison the slot so that a read of a position this sequence never wrote shows up as NaN in the tests.
     const float row_poison = poison_for(state_.kv_dtype);
     for (auto& ls : layers_) {
@@ -172,8 +177,8 @@ uint8_t* CpuBackend::ring_row(int layer, int32_t slot, int64_t pos) {
     return reinterpret_cast<uint8_t*>(layers_[layer].ring.data()) + row * kv_format_.bytes();
 }
 
-void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g,
-                          const CompressorWeights& w, const RopeParams& rope, float norm_eps) {
+void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
+                          const RopeParams& rope, float norm_eps) {
     CpuLayerState& ls = layers_[layer];
     const int width = compressor_width(w);
     const int r = w.ratio, hd = w.head_dim;

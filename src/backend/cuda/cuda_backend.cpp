@@ -1,9 +1,10 @@
 // CudaBackend: construction, memory (weights, state, the step arena), step metadata and host transfers.
+#include "backend/cuda/cuda_backend.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
 #include "backend/state_format.h"
 #include "core/error.h"
@@ -42,8 +43,10 @@ void DeviceArena::reserve(size_t bytes) {
 
 void* DeviceArena::take(size_t bytes) {
     const size_t aligned = (bytes + 255) & ~size_t{255};
-    DSV4_CHECK(used_ + aligned <= capacity_, "device scratch arena exhausted ({} of {} bytes in use, {} more asked); "
-               "raise the workspace size", used_, capacity_, aligned);
+    DSV4_CHECK(used_ + aligned <= capacity_,
+               "device scratch arena exhausted ({} of {} bytes in use, {} more asked); "
+               "raise the workspace size",
+               used_, capacity_, aligned);
     void* p = base_ + used_;
     used_ += aligned;
     high_water_ = std::max(high_water_, used_);
@@ -188,8 +191,10 @@ void CudaBackend::create_state(const ModelConfig& config, const StateConfig& sta
         LayerStateDev& ls = layers_[l];
         ls.ring = static_cast<uint8_t*>(poisoned(slots * ring_rows_ * kv_format_.bytes));
         if (lc.compress_ratio == 0) continue;
-        DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0, "state: block size {} is not a multiple of the "
-                   "compression ratio {} of layer {}", state.block_tokens, lc.compress_ratio, l);
+        DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0,
+                   "state: block size {} is not a multiple of the "
+                   "compression ratio {} of layer {}",
+                   state.block_tokens, lc.compress_ratio, l);
         ls.per_block = state.block_tokens / lc.compress_ratio;
         const bool overlap = lc.attention == AttentionType::kCsa;
         ls.main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
@@ -249,18 +254,18 @@ std::string CudaBackend::memory_report() const {
     size_t free_bytes = 0, total_bytes = 0;
     cudaMemGetInfo(&free_bytes, &total_bytes);
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    const double state = static_cast<double>(state_.max_slots * state_bytes_.slot +
-                                             state_.num_blocks * state_bytes_.block +
-                                             int64_t{state_.num_snapshots} * state_bytes_.snapshot);
-    return fmt::format("device memory: {:.2f} GiB held (weights + state; state {:.2f} GiB with {} rows), {:.2f} GiB "
-                       "workspace, {:.2f} GiB free of {:.2f} GiB",
-                       resident_bytes_ / gib, state / gib, state_dtype_name(state_.kv_dtype), arena_.capacity() / gib,
-                       free_bytes / gib, total_bytes / gib);
+    const double state =
+        static_cast<double>(state_.max_slots * state_bytes_.slot + state_.num_blocks * state_bytes_.block +
+                            int64_t{state_.num_snapshots} * state_bytes_.snapshot);
+    return fmt::format(
+        "device memory: {:.2f} GiB held (weights + state; state {:.2f} GiB with {} rows), {:.2f} GiB "
+        "workspace, {:.2f} GiB free of {:.2f} GiB",
+        resident_bytes_ / gib, state / gib, state_dtype_name(state_.kv_dtype), arena_.capacity() / gib,
+        free_bytes / gib, total_bytes / gib);
 }
 
 void CudaBackend::reset_slot(int32_t slot) {
-    DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "reset_slot: slot {} is outside [0, {})", slot,
-               state_.max_slots);
+    DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "reset_slot: slot {} is outside [0, {})", slot, state_.max_slots);
     // Nothing to clear: a sequence only reads positions it wrote (the rings are indexed by absolute position).
 }
 
@@ -292,9 +297,10 @@ void CudaBackend::begin_step(const StepBatch& batch) {
         DSV4_CHECK(seq.slot >= 0 && seq.slot < state_.max_slots, "step: slot {} is outside [0, {})", seq.slot,
                    state_.max_slots);
         const int64_t end = seq.start_pos + seq.n_tokens;
-        DSV4_CHECK(static_cast<int64_t>(seq.block_table.size()) * state_.block_tokens >= end, "step: block table of "
-                   "slot {} covers {} positions, {} needed", seq.slot,
-                   seq.block_table.size() * state_.block_tokens, end);
+        DSV4_CHECK(static_cast<int64_t>(seq.block_table.size()) * state_.block_tokens >= end,
+                   "step: block table of "
+                   "slot {} covers {} positions, {} needed",
+                   seq.slot, seq.block_table.size() * state_.block_tokens, end);
         fields[0].push_back(seq.slot);
         fields[1].push_back(seq.token_begin);
         fields[2].push_back(seq.n_tokens);
@@ -308,10 +314,12 @@ void CudaBackend::begin_step(const StepBatch& batch) {
     }
     for (const auto& f : fields) meta_host_.insert(meta_host_.end(), f.begin(), f.end());
     meta_host_.insert(meta_host_.end(), tables.begin(), tables.end());
-    DSV4_CHECK(meta_host_.size() <= meta_capacity_, "step metadata of {} entries exceeds the buffer ({}); too many "
-               "tokens or blocks in one step", meta_host_.size(), meta_capacity_);
-    DSV4_CUDA(cudaMemcpyAsync(meta_dev_, meta_host_.data(), meta_host_.size() * sizeof(int32_t),
-                              cudaMemcpyHostToDevice, stream_));
+    DSV4_CHECK(meta_host_.size() <= meta_capacity_,
+               "step metadata of {} entries exceeds the buffer ({}); too many "
+               "tokens or blocks in one step",
+               meta_host_.size(), meta_capacity_);
+    DSV4_CUDA(cudaMemcpyAsync(meta_dev_, meta_host_.data(), meta_host_.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                              stream_));
     const int32_t* p = meta_dev_;
     meta_ = StepMeta{};
     meta_.tokens = p;

@@ -27,7 +27,7 @@ void check(cudaError_t status, const char* what);
 // A bump allocator over one device buffer, reset every step (the same sequence of allocations gets the same
 // addresses, which CUDA graph replay relies on).
 class DeviceArena {
-public:
+  public:
     void reserve(size_t bytes);
     void* take(size_t bytes);
     void reset() { used_ = 0; }
@@ -37,7 +37,7 @@ public:
     size_t high_water() const { return high_water_; }
     ~DeviceArena();
 
-private:
+  private:
     char* base_ = nullptr;
     size_t capacity_ = 0;
     size_t used_ = 0;
@@ -45,7 +45,7 @@ private:
 };
 
 class CudaBackend final : public Backend {
-public:
+  public:
     CudaBackend(Numerics numerics, int device);
     ~CudaBackend() override;
 
@@ -136,7 +136,7 @@ public:
     float* scratch(size_t floats) { return static_cast<float*>(arena_.take(floats * sizeof(float))); }
     // (token, expert) pairs grouped by expert for the tensor-core expert GEMMs (device arrays in scratch).
     struct ExpertGroups {
-        int max_tiles = 0;                     // grid bound; the real count is device-side
+        int max_tiles = 0;  // grid bound; the real count is device-side
         const int32_t* tile_count = nullptr;
         const int32_t* tile_expert = nullptr;
         const int32_t* tile_row0 = nullptr;
@@ -147,7 +147,7 @@ public:
     // Device array of the experts' w1 (0), w2 (1) or w3 (2) handles, built once per MoE layer.
     const WeightRef* expert_table(const MoeWeights& w, int which);
 
-private:
+  private:
     void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
     void launched(const char* op, int kernels = 1);
     void create_snapshot_state();
@@ -170,9 +170,9 @@ private:
     StateBytes state_bytes_;
     std::vector<LayerStateDev> layers_;
     struct SnapshotDev {
-        uint8_t* ring = nullptr; // [snapshots][window] stored K=V rows
-        float* main = nullptr;   // CSA: [snapshots][ratio][4 * head_dim]
-        float* index = nullptr;  // CSA: [snapshots][ratio][4 * index_head_dim]
+        uint8_t* ring = nullptr;  // [snapshots][window] stored K=V rows
+        float* main = nullptr;    // CSA: [snapshots][ratio][4 * head_dim]
+        float* index = nullptr;   // CSA: [snapshots][ratio][4 * index_head_dim]
     };
     std::vector<SnapshotDev> snapshots_;
     std::vector<void*> allocations_;  // weights, vectors, tables, state

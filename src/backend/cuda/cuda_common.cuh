@@ -157,12 +157,24 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
 // double in reference numerics, where every sum and transcendental is computed in double and rounded to float only
 // where a value is stored, so that the CPU and GPU get the same floats whatever their summation orders
 // (core/dot_f64.h) and hence the same bf16 / FP8 roundings and top-k picks.
-__device__ __forceinline__ float exp_acc(float v) { return expf(v); }
-__device__ __forceinline__ double exp_acc(double v) { return exp(v); }
-__device__ __forceinline__ float sqrt_acc(float v) { return sqrtf(v); }
-__device__ __forceinline__ double sqrt_acc(double v) { return sqrt(v); }
-__device__ __forceinline__ float log1p_acc(float v) { return log1pf(v); }
-__device__ __forceinline__ double log1p_acc(double v) { return log1p(v); }
+__device__ __forceinline__ float exp_acc(float v) {
+    return expf(v);
+}
+__device__ __forceinline__ double exp_acc(double v) {
+    return exp(v);
+}
+__device__ __forceinline__ float sqrt_acc(float v) {
+    return sqrtf(v);
+}
+__device__ __forceinline__ double sqrt_acc(double v) {
+    return sqrt(v);
+}
+__device__ __forceinline__ float log1p_acc(float v) {
+    return log1pf(v);
+}
+__device__ __forceinline__ double log1p_acc(double v) {
+    return log1p(v);
+}
 
 // The float an Acc result is stored as: rounded to float, then to bf16 when `round`.
 template <typename Acc>

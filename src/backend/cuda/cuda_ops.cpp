@@ -382,8 +382,8 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
     // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
     const bool grouped = fast() && pairs >= min_grouped_pairs_ && gemm_supported(d) && gemm_supported(inter);
-    const bool gemv = !grouped && !ref && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) &&
-                      gemv_supported(format, inter, 1);
+    const bool gemv =
+        !grouped && !ref && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
     const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};
     auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
         if (grouped) {

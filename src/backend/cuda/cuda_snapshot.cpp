@@ -48,8 +48,10 @@ void CudaBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boun
     DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "{}: slot {} is outside [0, {})", op, slot, state_.max_slots);
     DSV4_CHECK(snapshot >= 0 && snapshot < state_.num_snapshots, "{}: snapshot {} is outside [0, {})", op, snapshot,
                state_.num_snapshots);
-    DSV4_CHECK(boundary > 0 && boundary % state_.block_tokens == 0, "{}: boundary {} is not a positive multiple of "
-               "the block size {}", op, boundary, state_.block_tokens);
+    DSV4_CHECK(boundary > 0 && boundary % state_.block_tokens == 0,
+               "{}: boundary {} is not a positive multiple of "
+               "the block size {}",
+               op, boundary, state_.block_tokens);
     const int64_t window = model_.sliding_window, hd = model_.head_dim, ihd = model_.index_head_dim;
     const int64_t row = kv_format_.bytes;
     for (size_t l = 0; l < layers_.size(); ++l) {
@@ -63,11 +65,11 @@ void CudaBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boun
         if (ls.index_keys == nullptr) continue;
         const int64_t ratio = state_.block_tokens / ls.per_block;
         copy_ring_range(stream_, ls.main_pending + static_cast<int64_t>(slot) * ls.main_rows * 4 * hd, ls.main_rows,
-                        sn.main + static_cast<int64_t>(snapshot) * ratio * 4 * hd, boundary - ratio, ratio,
-                        4 * hd * 4, to_snapshot);
-        copy_ring_range(stream_, ls.index_pending + static_cast<int64_t>(slot) * ls.index_rows * 4 * ihd,
-                        ls.index_rows, sn.index + static_cast<int64_t>(snapshot) * ratio * 4 * ihd, boundary - ratio,
-                        ratio, 4 * ihd * 4, to_snapshot);
+                        sn.main + static_cast<int64_t>(snapshot) * ratio * 4 * hd, boundary - ratio, ratio, 4 * hd * 4,
+                        to_snapshot);
+        copy_ring_range(stream_, ls.index_pending + static_cast<int64_t>(slot) * ls.index_rows * 4 * ihd, ls.index_rows,
+                        sn.index + static_cast<int64_t>(snapshot) * ratio * 4 * ihd, boundary - ratio, ratio,
+                        4 * ihd * 4, to_snapshot);
     }
 }
 

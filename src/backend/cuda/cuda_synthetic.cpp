@@ -80,12 +80,13 @@ TableRef CudaBackend::synthetic_table(int64_t rows, int64_t cols, int64_t max_va
     return {p, rows, cols};
 }
 
-void CudaBackend::synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table,
-                                    uint64_t seed) {
+void CudaBackend::synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) {
     DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "synthetic_context: slot {} outside [0, {})", slot,
                state_.max_slots);
-    DSV4_CHECK(static_cast<int64_t>(block_table.size()) * state_.block_tokens >= length, "synthetic_context: the "
-               "block table covers fewer than {} positions", length);
+    DSV4_CHECK(static_cast<int64_t>(block_table.size()) * state_.block_tokens >= length,
+               "synthetic_context: the "
+               "block table covers fewer than {} positions",
+               length);
     const int hd = model_.head_dim, ihd = model_.index_head_dim;
     // K=V rows and indexer keys: N(0, 1) float32 rows in a temporary buffer, encoded into the storage dtype.
     int64_t max_rows = ring_rows_;

@@ -17,15 +17,24 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;  // one warp per row
 
-constexpr bool is_fp8(int f) { return f == static_cast<int>(WeightFormat::kFp8Block); }
-constexpr bool is_fp4(int f) { return f == static_cast<int>(WeightFormat::kFp4Row); }
-constexpr bool is_bf16(int f) { return f == static_cast<int>(WeightFormat::kBF16); }
+constexpr bool is_fp8(int f) {
+    return f == static_cast<int>(WeightFormat::kFp8Block);
+}
+constexpr bool is_fp4(int f) {
+    return f == static_cast<int>(WeightFormat::kFp4Row);
+}
+constexpr bool is_bf16(int f) {
+    return f == static_cast<int>(WeightFormat::kBF16);
+}
 
 // 4-byte words per lane per load, and the elements they hold.
 template <int kFormat>
 constexpr int kLoadWords = is_fp8(kFormat) || is_fp4(kFormat) ? 1 : 4;
 template <int kFormat>
-constexpr int kLoadElems = is_fp8(kFormat) ? 4 : is_fp4(kFormat) ? 8 : is_bf16(kFormat) ? 8 : 4;
+constexpr int kLoadElems = is_fp8(kFormat)    ? 4
+                           : is_fp4(kFormat)  ? 8
+                           : is_bf16(kFormat) ? 8
+                                              : 4;
 
 template <int kFormat>
 __device__ __forceinline__ int64_t row_bytes(int64_t cols) {

@@ -99,11 +99,12 @@ __device__ void mix_token(const float* mix, Acc inv, int hc, const MhcWeights& w
                           float* post, float* comb) {
     for (int j = 0; j < hc; ++j) {
         pre[j] = sigmoid_acc(mix[j] * inv * Acc(w.scale.data[0]) + Acc(w.base.data[j])) + Acc(hc_eps);
-        post[j] = static_cast<float>(
-            Acc(2) * sigmoid_acc(mix[hc + j] * inv * Acc(w.scale.data[1]) + Acc(w.base.data[hc + j])));
+        post[j] = static_cast<float>(Acc(2) *
+                                     sigmoid_acc(mix[hc + j] * inv * Acc(w.scale.data[1]) + Acc(w.base.data[hc + j])));
     }
     Acc c[kMaxHc * kMaxHc];
-    for (int i = 0; i < hc * hc; ++i) c[i] = mix[2 * hc + i] * inv * Acc(w.scale.data[2]) + Acc(w.base.data[2 * hc + i]);
+    for (int i = 0; i < hc * hc; ++i)
+        c[i] = mix[2 * hc + i] * inv * Acc(w.scale.data[2]) + Acc(w.base.data[2 * hc + i]);
     sinkhorn(c, hc, iters, Acc(hc_eps));
     for (int i = 0; i < hc * hc; ++i) comb[i] = static_cast<float>(c[i]);
 }

@@ -9,8 +9,9 @@
 namespace dsv4::engine_test {
 namespace {
 
-std::vector<std::vector<int32_t>> run_prompts(const std::string& device, const std::vector<std::vector<int32_t>>& prompts,
-                                              int n, int64_t* cached) {
+std::vector<std::vector<int32_t>> run_prompts(const std::string& device,
+                                              const std::vector<std::vector<int32_t>>& prompts, int n,
+                                              int64_t* cached) {
     EngineConfig c = small_config("flash_schedule");
     c.device = device;
     auto engine = Engine::create(c);

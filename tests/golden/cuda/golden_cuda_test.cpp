@@ -38,8 +38,12 @@ TEST_P(CudaExactGolden, MatchesReference) {
     EXPECT_LE(err, 1e-4);
 }
 
-const Mode kModes[] = {{"whole", 0, -1}, {"chunk5", 5, -1}, {"chunk37", 37, -1}, {"chunk129", 129, -1},
-                       {"prefill130_decode", 0, 130}, {"chunk7_then_decode", 7, 250}};
+const Mode kModes[] = {{"whole", 0, -1},
+                       {"chunk5", 5, -1},
+                       {"chunk37", 37, -1},
+                       {"chunk129", 129, -1},
+                       {"prefill130_decode", 0, 130},
+                       {"chunk7_then_decode", 7, 250}};
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaExactGolden,
                          ::testing::Combine(::testing::ValuesIn(fixture_names()), ::testing::ValuesIn(kModes)),
@@ -65,7 +69,8 @@ TEST(CudaGolden, BatchedSequencesMatchAlone) {
                 for (int i = 0; i < 8; ++i) v[i] = slot * 8 + i;
                 return v;
             };
-            int64_t n0 = std::min<int64_t>(23, t - p0), n1 = p1 == 0 ? std::min<int64_t>(100, t) : std::min<int64_t>(1, t - p1);
+            int64_t n0 = std::min<int64_t>(23, t - p0),
+                    n1 = p1 == 0 ? std::min<int64_t>(100, t) : std::min<int64_t>(1, t - p1);
             if (n0 > 0) b.add_sequence(0, p0, std::span(f.tokens).subspan(p0, n0), table(0));
             if (n1 > 0) b.add_sequence(1, p1, std::span(f.tokens).subspan(p1, n1), table(1));
             for (int32_t i = 0; i < static_cast<int32_t>(b.n_tokens()); ++i) b.logit_rows.push_back(i);
@@ -109,8 +114,10 @@ TEST(CudaGolden, FastNumericsErrorBelowReference) {
             std::vector<float> got = run_logits(fast, chunk, decode_from);
             const double err = relative_max_error(got, fast.reference.values);
             const double reference_err = relative_max_error(hf_reference, fast.reference.values);
-            std::printf("[ golden-cuda ] %s fast numerics (chunk %lld): vs exact %.3e; reference numerics vs exact "
-                        "%.3e\n", name.c_str(), static_cast<long long>(chunk), err, reference_err);
+            std::printf(
+                "[ golden-cuda ] %s fast numerics (chunk %lld): vs exact %.3e; reference numerics vs exact "
+                "%.3e\n",
+                name.c_str(), static_cast<long long>(chunk), err, reference_err);
             EXPECT_LE(err, reference_err) << name;
         }
     }
@@ -132,10 +139,11 @@ TEST(CudaGolden, ReferenceNumericsMatchCpuReference) {
             const double err = relative_max_error(g, c);
             size_t differing = 0;
             for (size_t i = 0; i < g.size(); ++i) differing += g[i] != c[i];
-            std::printf("[ golden-cuda ] %s reference numerics (chunk %lld, decode from %lld): vs CPU reference "
-                        "%.3e (%zu of %zu logits differ), vs HF-patched reference %.3e\n",
-                        name.c_str(), static_cast<long long>(chunk), static_cast<long long>(decode_from), err,
-                        differing, g.size(), relative_max_error(g, gpu.reference.values));
+            std::printf(
+                "[ golden-cuda ] %s reference numerics (chunk %lld, decode from %lld): vs CPU reference "
+                "%.3e (%zu of %zu logits differ), vs HF-patched reference %.3e\n",
+                name.c_str(), static_cast<long long>(chunk), static_cast<long long>(decode_from), err, differing,
+                g.size(), relative_max_error(g, gpu.reference.values));
             EXPECT_LE(err, 1e-2) << name << " chunk " << chunk << " decode from " << decode_from;
         }
     }

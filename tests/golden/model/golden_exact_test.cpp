@@ -31,9 +31,9 @@ TEST_P(ExactGolden, MatchesReference) {
 }
 
 const Mode kModes[] = {
-    {"whole", 0, -1},          {"chunk1_decode_all", 1, -1}, {"chunk3", 3, -1},  {"chunk5", 5, -1},
-    {"chunk37", 37, -1},       {"chunk100", 100, -1},        {"chunk129", 129, -1},
-    {"prefill130_decode", 0, 130}, {"prefill7_chunks_then_decode", 7, 250},
+    {"whole", 0, -1},      {"chunk1_decode_all", 1, -1},  {"chunk3", 3, -1},
+    {"chunk5", 5, -1},     {"chunk37", 37, -1},           {"chunk100", 100, -1},
+    {"chunk129", 129, -1}, {"prefill130_decode", 0, 130}, {"prefill7_chunks_then_decode", 7, 250},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExactGolden,

@@ -31,8 +31,10 @@ TEST(ReferenceGolden, TameFixtureMatchesPatchedHf) {
         std::vector<float> got = run_logits(f, chunk, -1);
         const double err = relative_max_error(got, f.reference.values);
         const double top1 = top1_agreement(got, f.reference.values, f.vocab());
-        std::printf("[ golden ] tame_reference reference numerics (chunk %lld): max|diff|/max|ref| = %.3e, top-1 "
-                    "agreement %.3f\n", static_cast<long long>(chunk), err, top1);
+        std::printf(
+            "[ golden ] tame_reference reference numerics (chunk %lld): max|diff|/max|ref| = %.3e, top-1 "
+            "agreement %.3f\n",
+            static_cast<long long>(chunk), err, top1);
         // Measured 5.2e-2 / 0.997 (2026-11-29); HF's own reference-vs-exact gap on this fixture is 3.8e-2 / 0.977.
         EXPECT_LE(err, 0.1);
         EXPECT_GE(top1, 0.98);
@@ -70,9 +72,11 @@ TEST(ReferenceGolden, SameBitsOnEverySimdPath) {
         ASSERT_EQ(scalar.size(), vector.size());
         int64_t differing = 0;
         for (size_t i = 0; i < scalar.size(); ++i) differing += scalar[i] != vector[i];
-        std::printf("[ golden ] %s reference numerics, scalar vs %s kernels: %lld of %zu logits differ, "
-                    "max|diff|/max|logit| = %.3e\n", name.c_str(), std::string(simd_isa_name(best)).c_str(),
-                    static_cast<long long>(differing), scalar.size(), relative_max_error(vector, scalar));
+        std::printf(
+            "[ golden ] %s reference numerics, scalar vs %s kernels: %lld of %zu logits differ, "
+            "max|diff|/max|logit| = %.3e\n",
+            name.c_str(), std::string(simd_isa_name(best)).c_str(), static_cast<long long>(differing), scalar.size(),
+            relative_max_error(vector, scalar));
         EXPECT_EQ(differing, 0) << name;
     }
 }

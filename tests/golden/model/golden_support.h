@@ -23,9 +23,13 @@ inline std::filesystem::path source_dir() {
     return env != nullptr ? std::filesystem::path(env) : std::filesystem::path(DSV4_SOURCE_DIR);
 }
 
-inline std::filesystem::path fixture_dir(const std::string& name) { return source_dir() / "tests" / "fixtures" / name; }
+inline std::filesystem::path fixture_dir(const std::string& name) {
+    return source_dir() / "tests" / "fixtures" / name;
+}
 
-inline std::vector<std::string> fixture_names() { return {"flash_schedule", "odd_dims", "tame_reference"}; }
+inline std::vector<std::string> fixture_names() {
+    return {"flash_schedule", "odd_dims", "tame_reference"};
+}
 
 struct Fixture {
     std::unique_ptr<Backend> backend;

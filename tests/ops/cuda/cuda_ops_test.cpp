@@ -209,8 +209,7 @@ TEST(CudaOps, MoeFlashWidths) {
         Tensor yc = make_tensor(*p.cpu, {n, d}), yg = make_tensor(*p.gpu, {n, d});
         p.cpu->moe(hc_, mc, wc, ic, 10.0f, yc);
         p.gpu->moe(hg, mg, wgt, ig, 10.0f, yg);
-        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), tolerance(numerics))
-            << "tokens " << n;
+        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), tolerance(numerics)) << "tokens " << n;
     }
 }
 

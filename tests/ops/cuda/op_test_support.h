@@ -18,9 +18,9 @@
 
 namespace dsv4::ops_test {
 
-#define DSV4_REQUIRE_GPU()                                                     \
-    do {                                                                       \
-        std::string why_;                                                      \
+#define DSV4_REQUIRE_GPU()                                                                              \
+    do {                                                                                                \
+        std::string why_;                                                                               \
         if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
     } while (0)
 

@@ -8,8 +8,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
-#include <ostream>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,7 +21,9 @@
 namespace dsv4 {
 
 // Readable parameter names in gtest output.
-void PrintTo(SimdIsa isa, std::ostream* os) { *os << simd_isa_name(isa); }
+void PrintTo(SimdIsa isa, std::ostream* os) {
+    *os << simd_isa_name(isa);
+}
 
 namespace {
 
@@ -31,7 +33,7 @@ using testing::same_float_or_both_nan;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 class BlockDequantTest : public ::testing::TestWithParam<SimdIsa> {
-protected:
+  protected:
     void SetUp() override {
         if (!simd_isa_supported(GetParam())) GTEST_SKIP() << simd_isa_name(GetParam()) << " not supported here";
         set_simd_isa(GetParam());
@@ -66,8 +68,8 @@ protected:
 };
 
 // Sizes that exercise empty rows, partial vectors and multi-vector unrolls.
-const std::vector<int64_t> kSizes{0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255,
-                                  256, 1000, 1030, 4096, 4098};
+const std::vector<int64_t> kSizes{0,  1,  2,  3,   7,   8,   9,   15,  16,  17,   31,   32,   33,
+                                  63, 64, 65, 100, 127, 128, 129, 255, 256, 1000, 1030, 4096, 4098};
 const std::vector<int> kBlockSizes{128, 32, 1, 3, 7, 8, 16, 24, 64};
 
 double reference_fp8_weight(const std::vector<uint8_t>& codes, const std::vector<uint8_t>& scales, int block_k,
@@ -89,7 +91,8 @@ double dot_tolerance(int64_t k, double magnitude) {
 
 TEST_P(BlockDequantTest, Bf16ToF32EveryCodeAndTails) {
     std::vector<uint16_t> all(65536 + 13);
-    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i * 40503u);  // odd multiplier: a permutation
+    for (size_t i = 0; i < all.size(); ++i)
+        all[i] = static_cast<uint16_t>(i * 40503u);  // odd multiplier: a permutation
     for (int64_t n : kSizes) {
         std::vector<float> out(static_cast<size_t>(n) + 1, 12345.0f);
         bf16_to_f32(all.data(), out.data(), static_cast<size_t>(n));
@@ -105,7 +108,8 @@ TEST_P(BlockDequantTest, F32ToBf16MatchesScalarRne) {
     SCOPED_TRACE(testing::seed_note(seed_));
     for (int64_t n : kSizes) {
         std::vector<float> in(static_cast<size_t>(n));
-        for (float& f : in) f = std::bit_cast<float>(static_cast<uint32_t>(rng_()));  // any bit pattern: NaN, inf, subnormal
+        for (float& f : in)
+            f = std::bit_cast<float>(static_cast<uint32_t>(rng_()));  // any bit pattern: NaN, inf, subnormal
         if (n > 3) {
             in[0] = kNaN;
             in[1] = std::bit_cast<float>(0x7F800001u);  // NaN with payload only in the low bits
@@ -125,8 +129,8 @@ TEST_P(BlockDequantTest, F32ToBf16MatchesScalarRne) {
 
 TEST_P(BlockDequantTest, Fp8ToF32EveryDialect) {
     SCOPED_TRACE(testing::seed_note(seed_));
-    for (Fp8Dialect dialect : {Fp8Dialect::kE4M3Ocp, Fp8Dialect::kE4M3Fnuz, Fp8Dialect::kE5M2Ocp,
-                               Fp8Dialect::kE5M2Fnuz}) {
+    for (Fp8Dialect dialect :
+         {Fp8Dialect::kE4M3Ocp, Fp8Dialect::kE4M3Fnuz, Fp8Dialect::kE5M2Ocp, Fp8Dialect::kE5M2Fnuz}) {
         for (int64_t n : kSizes) {
             std::vector<uint8_t> codes = random_bytes(std::max<int64_t>(n, 256));
             for (int c = 0; c < 256; ++c) codes[static_cast<size_t>(c)] = static_cast<uint8_t>(c);  // every code
@@ -153,7 +157,8 @@ TEST_P(BlockDequantTest, DequantFp8RowIsExact) {
             dequant_fp8_row(codes.data(), scales.data(), k, block_k, out.data());
             for (int64_t j = 0; j < k; ++j) {
                 const auto expected = static_cast<float>(reference_fp8_weight(codes, scales, block_k, j));
-                ASSERT_TRUE(same_float_or_both_nan(expected, out[j])) << "k " << k << " block " << block_k << " j " << j;
+                ASSERT_TRUE(same_float_or_both_nan(expected, out[j]))
+                    << "k " << k << " block " << block_k << " j " << j;
             }
             EXPECT_EQ(out[static_cast<size_t>(k)], 99.0f) << "wrote past the end";
         }
@@ -171,7 +176,8 @@ TEST_P(BlockDequantTest, DequantFp4RowIsExact) {
             dequant_fp4_row(packed.data(), scales.data(), k, block_k, out.data());
             for (int64_t j = 0; j < k; ++j) {
                 const auto expected = static_cast<float>(reference_fp4_weight(packed, scales, block_k, j));
-                ASSERT_TRUE(same_float_or_both_nan(expected, out[j])) << "k " << k << " block " << block_k << " j " << j;
+                ASSERT_TRUE(same_float_or_both_nan(expected, out[j]))
+                    << "k " << k << " block " << block_k << " j " << j;
             }
             EXPECT_EQ(out[static_cast<size_t>(k)], 99.0f) << "wrote past the end";
         }
@@ -261,8 +267,7 @@ TEST_P(BlockDequantTest, DotFp4RowMatchesReference) {
 
 TEST_P(BlockDequantTest, MultiVectorDotsMatchReference) {
     SCOPED_TRACE(testing::seed_note(seed_));
-    for (int64_t k : {int64_t{0}, int64_t{2}, int64_t{30}, int64_t{128}, int64_t{1000}, int64_t{2050},
-                      int64_t{4096}}) {
+    for (int64_t k : {int64_t{0}, int64_t{2}, int64_t{30}, int64_t{128}, int64_t{1000}, int64_t{2050}, int64_t{4096}}) {
         for (int n_vec : {0, 1, 2, 3, 4, 5, 9}) {
             const int64_t stride = k + 3;
             const std::vector<float> x = random_floats(stride * std::max(n_vec, 1));
@@ -277,7 +282,7 @@ TEST_P(BlockDequantTest, MultiVectorDotsMatchReference) {
             for (int64_t j = 0; j < k; ++j) wb[j] = encode_bf16(wf[j]);
 
             std::vector<float> out_f32(static_cast<size_t>(n_vec) + 1, -1.0f), out_bf16 = out_f32, out_fp8 = out_f32,
-                                                                             out_fp4 = out_f32;
+                                                                               out_fp4 = out_f32;
             dot_f32_multi(wf.data(), x.data(), stride, k, n_vec, out_f32.data());
             dot_bf16_row_multi(wb.data(), x.data(), stride, k, n_vec, out_bf16.data());
             dot_fp8_row_multi(codes.data(), scales8.data(), block_fp8, x.data(), stride, k, n_vec, out_fp8.data());
@@ -295,8 +300,8 @@ TEST_P(BlockDequantTest, MultiVectorDotsMatchReference) {
                         m[t] += std::fabs(terms[t]);
                     }
                 }
-                const std::string where = "k " + std::to_string(k) + " n_vec " + std::to_string(n_vec) + " v " +
-                                          std::to_string(v);
+                const std::string where =
+                    "k " + std::to_string(k) + " n_vec " + std::to_string(n_vec) + " v " + std::to_string(v);
                 EXPECT_TRUE(close_no_nan(e[0], out_f32[v], dot_tolerance(k, m[0]))) << "f32 " << where;
                 EXPECT_TRUE(close_no_nan(e[1], out_bf16[v], dot_tolerance(k, m[1]))) << "bf16 " << where;
                 EXPECT_TRUE(close_no_nan(e[2], out_fp8[v], dot_tolerance(k, m[2]))) << "fp8 " << where;

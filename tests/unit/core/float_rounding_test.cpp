@@ -24,7 +24,7 @@ struct Codec {
     uint32_t n_codes;
     std::function<float(uint32_t)> decode;
     std::function<uint32_t(float)> encode;
-    bool saturating;      // satfinite (no inf produced from finite input)
+    bool saturating;                // satfinite (no inf produced from finite input)
     bool no_negative_zero = false;  // FNUZ: -0 encodes as +0
 };
 
@@ -132,11 +132,11 @@ TEST(FloatFormatsEncode, BeyondLargestFiniteSaturates) {
 
 TEST(FloatFormatsEncode, SubnormalsAndUnderflow) {
     EXPECT_EQ(encode_e4m3(std::ldexp(1.0f, -9)), 0x01);
-    EXPECT_EQ(encode_e4m3(std::ldexp(1.0f, -10)), 0x00);          // tie between 0 and 2^-9 -> even (0)
-    EXPECT_EQ(encode_e4m3(std::ldexp(3.0f, -11)), 0x01);          // 0.75 * 2^-9
-    EXPECT_EQ(encode_e4m3(std::ldexp(7.5f, -9)), 0x08);           // tie 7 vs 8 (smallest normal) -> 8
-    EXPECT_EQ(encode_e4m3(-std::ldexp(1.0f, -11)), 0x80);         // underflows to -0 in OCP
-    EXPECT_EQ(encode_e4m3_fnuz(-std::ldexp(1.0f, -12)), 0x00);    // FNUZ has no -0
+    EXPECT_EQ(encode_e4m3(std::ldexp(1.0f, -10)), 0x00);        // tie between 0 and 2^-9 -> even (0)
+    EXPECT_EQ(encode_e4m3(std::ldexp(3.0f, -11)), 0x01);        // 0.75 * 2^-9
+    EXPECT_EQ(encode_e4m3(std::ldexp(7.5f, -9)), 0x08);         // tie 7 vs 8 (smallest normal) -> 8
+    EXPECT_EQ(encode_e4m3(-std::ldexp(1.0f, -11)), 0x80);       // underflows to -0 in OCP
+    EXPECT_EQ(encode_e4m3_fnuz(-std::ldexp(1.0f, -12)), 0x00);  // FNUZ has no -0
     EXPECT_EQ(encode_e4m3_fnuz(std::ldexp(1.0f, -10)), 0x01);
     EXPECT_EQ(encode_e4m3_fnuz(-0.0f), 0x00);
     EXPECT_EQ(encode_e5m2_fnuz(-0.0f), 0x00);
@@ -146,7 +146,7 @@ TEST(FloatFormatsEncode, SubnormalsAndUnderflow) {
     EXPECT_EQ(encode_fp16(std::ldexp(1.0f, -24)), 0x0001);
     EXPECT_EQ(encode_fp16(std::ldexp(1.0f, -25)), 0x0000);
     EXPECT_EQ(encode_fp16(std::ldexp(3.0f, -26)), 0x0001);
-    EXPECT_EQ(encode_e2m1(0.25f), 0x0);   // tie 0 vs 0.5 -> 0
+    EXPECT_EQ(encode_e2m1(0.25f), 0x0);  // tie 0 vs 0.5 -> 0
     EXPECT_EQ(encode_e2m1(0.26f), 0x1);
     EXPECT_EQ(encode_e2m1(-0.25f), 0x8);  // e2m1 keeps -0
     // Float subnormal inputs.

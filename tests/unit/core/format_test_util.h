@@ -29,9 +29,13 @@ inline double reference_value(uint32_t code, int exp_bits, int man_bits, int bia
 }
 
 // A fresh random seed per run; tests print it through SCOPED_TRACE so that a failure can be replayed.
-inline uint32_t fresh_seed() { return std::random_device{}(); }
+inline uint32_t fresh_seed() {
+    return std::random_device{}();
+}
 
-inline std::string seed_note(uint32_t seed) { return "random seed " + std::to_string(seed); }
+inline std::string seed_note(uint32_t seed) {
+    return "random seed " + std::to_string(seed);
+}
 
 // Passes when both are the same float bit-for-bit or both are NaN (used where NaN is the expected value).
 inline ::testing::AssertionResult same_float_or_both_nan(float expected, float actual) {

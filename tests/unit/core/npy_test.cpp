@@ -3,6 +3,7 @@
 #include "core/npy.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -10,8 +11,6 @@
 #include <limits>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "core/error.h"
 
@@ -21,11 +20,10 @@ namespace {
 namespace fs = std::filesystem;
 
 class NpyTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
-        dir_ = fs::temp_directory_path() /
-               ("dsv4_npy_test_" + std::to_string(::getpid()) + "_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        dir_ = fs::temp_directory_path() / ("dsv4_npy_test_" + std::to_string(::getpid()) + "_" +
+                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
         fs::create_directories(dir_);
     }
     void TearDown() override { fs::remove_all(dir_); }
@@ -34,8 +32,8 @@ protected:
 
     std::string write_bytes(const std::string& name, const std::vector<uint8_t>& bytes) const {
         const std::string p = path(name);
-        std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                 static_cast<std::streamsize>(bytes.size()));
+        std::ofstream(p, std::ios::binary)
+            .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
         return p;
     }
 
@@ -133,9 +131,9 @@ TEST_F(NpyTest, RoundTripsAndTypedReaders) {
 TEST_F(NpyTest, ReadsVersions2And3AndLenientHeaders) {
     const std::vector<int32_t> ids{7, 8, 9, 10};
     for (int major : {2, 3}) {
-        const std::string p = write_bytes("v" + std::to_string(major) + ".npy",
-                                          handmade_npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), }",
-                                                       as_bytes(ids), major));
+        const std::string p = write_bytes(
+            "v" + std::to_string(major) + ".npy",
+            handmade_npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), }", as_bytes(ids), major));
         const NpyTensor<int32_t> t = read_npy_i32(p);
         EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 2}));
         EXPECT_EQ(t.values, ids);
@@ -163,19 +161,20 @@ TEST_F(NpyTest, MalformedFilesAreErrorsNamingTheProblem) {
     const auto npy = [&](const std::string& name, const std::string& dict, const std::vector<uint8_t>& data) {
         return write_bytes(name, handmade_npy(dict, data));
     };
-    std::vector<uint8_t> bad_magic = handmade_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }",
-                                                  four_floats);
+    std::vector<uint8_t> bad_magic =
+        handmade_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", four_floats);
     bad_magic[1] = 'X';
     expect_npy_error(write_bytes("magic.npy", bad_magic), "bad magic");
     expect_npy_error(write_bytes("tiny.npy", {0x93, 'N'}), "too short");
-    expect_npy_error(write_bytes("preamble.npy", {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0}), "truncated inside its preamble");
+    expect_npy_error(write_bytes("preamble.npy", {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0}),
+                     "truncated inside its preamble");
 
     std::vector<uint8_t> truncated = handmade_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", {});
     truncated.resize(40);
     expect_npy_error(write_bytes("truncated.npy", truncated), "header truncated");
 
-    std::vector<uint8_t> version = handmade_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }",
-                                                four_floats);
+    std::vector<uint8_t> version =
+        handmade_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", four_floats);
     version[6] = 4;
     expect_npy_error(write_bytes("version.npy", version), "unsupported .npy format version 4.0");
 
@@ -193,17 +192,17 @@ TEST_F(NpyTest, MalformedFilesAreErrorsNamingTheProblem) {
     expect_npy_error(npy("missing.npy", "{'descr': '<f4', 'shape': (4,), }", four_floats), "lacks one of");
     expect_npy_error(npy("extra.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}", four_floats),
                      "unexpected or repeated key 'x'");
-    expect_npy_error(npy("dup.npy", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (4,)}",
-                         four_floats),
-                     "unexpected or repeated key 'descr'");
+    expect_npy_error(
+        npy("dup.npy", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (4,)}", four_floats),
+        "unexpected or repeated key 'descr'");
     expect_npy_error(npy("neg.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (-4,), }", four_floats),
                      "expected a non-negative integer");
     expect_npy_error(npy("list_shape.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': [4], }", four_floats),
                      "shape must be a tuple");
-    expect_npy_error(npy("huge.npy",
-                         "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }",
-                         four_floats),
-                     "too large");
+    expect_npy_error(
+        npy("huge.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }",
+            four_floats),
+        "too large");
     expect_npy_error(npy("unterminated.npy", "{'descr': '<f4", four_floats), "unterminated string");
     expect_npy_error(npy("trailing.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (4,)} x", four_floats),
                      "unexpected text after the header dict");

@@ -19,7 +19,8 @@ namespace dsv4::engine_test {
 // DSV4_SOURCE_DIR from the environment wins (test binaries run on another machine), else the build's.
 inline std::string fixture_dir(const std::string& name) {
     const char* env = std::getenv("DSV4_SOURCE_DIR");
-    const std::filesystem::path root = env != nullptr ? std::filesystem::path(env) : std::filesystem::path(DSV4_SOURCE_DIR);
+    const std::filesystem::path root =
+        env != nullptr ? std::filesystem::path(env) : std::filesystem::path(DSV4_SOURCE_DIR);
     return (root / "tests" / "fixtures" / name).string();
 }
 

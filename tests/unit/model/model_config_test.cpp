@@ -56,8 +56,9 @@ TEST(ModelConfig, HfStyleKeys) {
     nlohmann::json j = read_json("tests/data/deepseek_v4_flash_config.json");
     std::vector<std::string> types;
     for (int r : j["compress_ratios"].get<std::vector<int>>()) {
-        types.push_back(r == 0 ? "sliding_attention" : r == 4 ? "compressed_sparse_attention"
-                                                              : "heavily_compressed_attention");
+        types.push_back(r == 0   ? "sliding_attention"
+                        : r == 4 ? "compressed_sparse_attention"
+                                 : "heavily_compressed_attention");
     }
     types.resize(43);
     j.erase("compress_ratios");
@@ -69,8 +70,11 @@ TEST(ModelConfig, HfStyleKeys) {
     j.erase("rope_scaling");
     j["rope_parameters"] = {{"main", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
                             {"compress",
-                             {{"rope_type", "yarn"}, {"rope_theta", 160000.0}, {"factor", 16},
-                              {"original_max_position_embeddings", 65536}, {"attention_factor", 1.0}}}};
+                             {{"rope_type", "yarn"},
+                              {"rope_theta", 160000.0},
+                              {"factor", 16},
+                              {"original_max_position_embeddings", 65536},
+                              {"attention_factor", 1.0}}}};
     ModelConfig c = parse_model_config(j);
     EXPECT_EQ(c.num_hash_layers, 2);
     EXPECT_EQ(c.layers[2].routing, RoutingType::kLearned);
