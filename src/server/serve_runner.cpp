@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "core/error.h"
-#include "server/http_server.h"
-#include "server/shutdown_signals.h"
+#include "server/http/http_server.h"
+#include "server/http/shutdown_signals.h"
 
 namespace dsv4::server {
 namespace {

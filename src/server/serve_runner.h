@@ -9,7 +9,7 @@
 #include <string>
 
 #include "dsv4/engine.h"
-#include "server/server_config.h"
+#include "server/http/server_config.h"
 
 namespace dsv4::server {
 

@@ -12,9 +12,9 @@
 
 #include "core/error.h"
 #include "sample/sampling_params.h"
-#include "server/api_error.h"
-#include "server/prompt_builder.h"
-#include "server/request_parser.h"
+#include "server/http/api_error.h"
+#include "server/openai/prompt_builder.h"
+#include "server/openai/request_parser.h"
 #include "tokenizer/chat_encoding.h"
 
 namespace {

@@ -8,14 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "server/admission.h"
-#include "server/api_error.h"
-#include "server/auth.h"
-#include "server/bench_stats.h"
-#include "server/choice_pipeline.h"
-#include "server/metrics.h"
+#include "server/http/admission.h"
+#include "server/http/api_error.h"
+#include "server/http/auth.h"
+#include "bench/client/bench_stats.h"
+#include "server/generation/choice_pipeline.h"
+#include "server/http/metrics.h"
 #include "server/model_files.h"
-#include "server/sse.h"
+#include "server/http/sse.h"
 
 namespace dsv4::server {
 namespace {

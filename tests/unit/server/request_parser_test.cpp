@@ -1,9 +1,9 @@
 // Request parser: valid bodies become the right structs; every kind of bad input is a 400 ApiError naming the field.
-#include "server/request_parser.h"
+#include "server/openai/request_parser.h"
 
 #include <gtest/gtest.h>
 
-#include "server/api_error.h"
+#include "server/http/api_error.h"
 
 namespace dsv4::server {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fake_engine.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
 
 namespace dsv4::testing {
 

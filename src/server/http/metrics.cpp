@@ -1,0 +1,191 @@
+#include "server/http/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dsv4::server {
+namespace {
+
+// vLLM's buckets, so histograms from both servers can be compared directly.
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                         0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                                         30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kTokenCountBuckets = {1,    2,    5,    10,    20,    50,    100,    200,    500,
+                                                1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000};
+const std::vector<double> kOverheadBuckets = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2, 0.1};
+
+constexpr std::array<std::string_view, static_cast<size_t>(FinishLabel::kCount)> kFinishNames = {"stop", "length",
+                                                                                                 "abort", "error"};
+
+class Writer {
+  public:
+    explicit Writer(std::string_view model_name)
+        : labels_(fmt::format("model_name=\"{}\"", escape_label_value(model_name))) {}
+
+    void header(std::string_view name, std::string_view type, std::string_view help) {
+        fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    }
+    void sample(std::string_view name, double value, std::string_view extra_labels = {}) {
+        fmt::format_to(std::back_inserter(out_), "{}{{{}{}{}}} ", name, labels_, extra_labels.empty() ? "" : ",",
+                       extra_labels);
+        // Counts print as integers (fmt would write 1e+06); other values in shortest round-trip form.
+        if (value == std::floor(value) && std::fabs(value) < 9.0e15) {
+            fmt::format_to(std::back_inserter(out_), "{}\n", static_cast<int64_t>(value));
+        } else {
+            fmt::format_to(std::back_inserter(out_), "{}\n", value);
+        }
+    }
+    void gauge(std::string_view name, std::string_view help, double value) {
+        header(name, "gauge", help);
+        sample(name, value);
+    }
+    void counter(std::string_view name, std::string_view help, double value) {
+        header(name, "counter", help);
+        sample(name, value);
+    }
+    void histogram(std::string_view name, std::string_view help, const Histogram& histogram) {
+        header(name, "histogram", help);
+        const Histogram::Snapshot snap = histogram.snapshot();
+        const auto& bounds = histogram.upper_bounds();
+        const std::string bucket = fmt::format("{}_bucket", name);
+        for (size_t i = 0; i < bounds.size(); ++i) {
+            sample(bucket, static_cast<double>(snap.cumulative[i]), fmt::format("le=\"{}\"", bounds[i]));
+        }
+        sample(bucket, static_cast<double>(snap.count), "le=\"+Inf\"");
+        sample(fmt::format("{}_sum", name), snap.sum);
+        sample(fmt::format("{}_count", name), static_cast<double>(snap.count));
+    }
+    std::string take() { return std::move(out_); }
+
+  private:
+    std::string labels_;
+    std::string out_;
+};
+
+void render_engine(Writer& w, const EngineStats& s) {
+    w.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", s.running);
+    w.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.waiting);
+    w.gauge("vllm:kv_cache_usage_perc", "Fraction of sequence-state (KV) blocks in use, 0 to 1.", s.kv_cache_usage);
+    w.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.",
+              static_cast<double>(s.prompt_tokens_total));
+    w.counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
+              static_cast<double>(s.generation_tokens_total));
+    w.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+              static_cast<double>(s.prefix_cache_queries));
+    w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+              static_cast<double>(s.prefix_cache_hits));
+    w.counter("vllm:num_preemptions_total", "Cumulative number of preemptions.",
+              static_cast<double>(s.preemptions_total));
+    w.counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens proposed.",
+              static_cast<double>(s.spec_draft_tokens_total));
+    w.counter("vllm:spec_decode_num_accepted_tokens_total", "Number of draft tokens accepted.",
+              static_cast<double>(s.spec_accepted_tokens_total));
+    w.counter("dsv4:engine_steps_total", "Engine steps executed.", static_cast<double>(s.steps_total));
+    w.counter("dsv4:engine_requests_finished_total", "Engine requests finished (any reason).",
+              static_cast<double>(s.requests_finished_total));
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+    const size_t bucket =
+        static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+    std::lock_guard lock(mutex_);
+    ++counts_[bucket];
+    sum_ += value;
+    ++count_;
+}
+
+Histogram::Snapshot Histogram::snapshot() const {
+    std::lock_guard lock(mutex_);
+    Snapshot snap;
+    snap.sum = sum_;
+    snap.count = count_;
+    uint64_t running = 0;
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+        running += counts_[i];
+        snap.cumulative.push_back(running);
+    }
+    snap.cumulative.push_back(count_);
+    return snap;
+}
+
+ServerMetrics::ServerMetrics()
+    : time_to_first_token(kTtftBuckets),
+      inter_token_latency(kItlBuckets),
+      e2e_latency(kE2eBuckets),
+      request_prompt_tokens(kTokenCountBuckets),
+      request_generation_tokens(kTokenCountBuckets),
+      event_overhead(kOverheadBuckets) {}
+
+void ServerMetrics::count_http_status(int status) {
+    std::lock_guard lock(maps_mutex_);
+    ++http_statuses_[status];
+}
+
+void ServerMetrics::count_rejection(std::string_view reason) {
+    std::lock_guard lock(maps_mutex_);
+    auto it = rejections_.find(reason);
+    if (it == rejections_.end()) it = rejections_.emplace(std::string(reason), 0).first;
+    ++it->second;
+}
+
+std::string ServerMetrics::render(std::string_view model_name, const EngineStats* stats, int in_flight) const {
+    Writer w(model_name);
+    w.gauge("dsv4:model_loaded", "1 once the model is loaded and requests are served.", stats != nullptr ? 1 : 0);
+    if (stats != nullptr) render_engine(w, *stats);
+    w.gauge("dsv4:requests_in_flight", "HTTP generation requests being served.", static_cast<double>(in_flight));
+    w.header("vllm:request_success_total", "counter", "Count of finished choices by finish reason.");
+    for (size_t i = 0; i < kFinishNames.size(); ++i) {
+        w.sample("vllm:request_success_total", static_cast<double>(finished_[i].load()),
+                 fmt::format("finished_reason=\"{}\"", kFinishNames[i]));
+    }
+    w.histogram("vllm:time_to_first_token_seconds", "Time to first token in seconds.", time_to_first_token);
+    w.histogram("vllm:inter_token_latency_seconds", "Time between streamed engine events in seconds.",
+                inter_token_latency);
+    w.histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.", e2e_latency);
+    w.histogram("vllm:request_prompt_tokens", "Prompt tokens per request.", request_prompt_tokens);
+    w.histogram("vllm:request_generation_tokens", "Generated tokens per request.", request_generation_tokens);
+    w.histogram("dsv4:stream_event_overhead_seconds",
+                "Server time per engine event: popped from the result stream until its bytes were written.",
+                event_overhead);
+    w.counter("dsv4:client_disconnects_total", "Requests aborted because the client went away.",
+              static_cast<double>(client_disconnects_.load()));
+    std::lock_guard lock(maps_mutex_);
+    w.header("dsv4:http_responses_total", "counter", "HTTP responses by status code.");
+    for (const auto& [status, count] : http_statuses_) {
+        w.sample("dsv4:http_responses_total", static_cast<double>(count), fmt::format("code=\"{}\"", status));
+    }
+    w.header("dsv4:requests_rejected_total", "counter", "Requests refused before generation, by reason.");
+    for (const auto& [reason, count] : rejections_) {
+        w.sample("dsv4:requests_rejected_total", static_cast<double>(count), fmt::format("reason=\"{}\"", reason));
+    }
+    return w.take();
+}
+
+std::string escape_label_value(std::string_view value) {
+    std::string out;
+    out.reserve(value.size());
+    for (char c : value) {
+        if (c == '\\') {
+            out += "\\\\";
+        } else if (c == '"') {
+            out += "\\\"";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+}  // namespace dsv4::server
