@@ -26,8 +26,8 @@
 #include "core/block_dequant.h"
 #include "core/error.h"
 #include "model/model_loader.h"
-#include "model/sequence_runner.h"
 #include "model/synthetic_checkpoint.h"
+#include "runtime/sequence_runner.h"
 
 namespace dsv4 {
 namespace {

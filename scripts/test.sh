@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test dsv4 has on this machine; this is what CI runs (.ci/run).
 #   1. installs missing dependencies (scripts/install-deps.sh)
-#   2. dev build (Debug + ASan + UBSan) and every CTest suite (unit, golden, e2e; GPU suites skip without a GPU)
+#   2. dev build (Debug + ASan + UBSan), the format and lint checks (scripts/lint.sh), and every CTest suite (unit,
+#      golden, e2e, the layering check; GPU suites skip without a GPU)
 #   3. libFuzzer targets, each for a bounded time
 #   4. compile check of the CUDA backend when nvcc is present (no GPU needed)
 set -euo pipefail
@@ -16,6 +17,9 @@ scripts/install-deps.sh
 stage "dev build (ASan + UBSan)"
 cmake --preset dev >/dev/null
 cmake --build --preset dev -j "$jobs"
+
+stage "format and lint"
+scripts/lint.sh build/dev
 
 stage "tests"
 # (the dev test preset sets OMP_WAIT_POLICY=PASSIVE: tests run side by side on few cores, and spinning OpenMP workers

@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/state_format.h"
 #include "bench_registry.h"
 #include "core/error.h"
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
 #include "model/model_loader.h"
 #include "model/tensor_spec.h"
+#include "runtime/step_graphs.h"
+#include "state/state_format.h"
 #ifdef DSV4_WITH_CUDA
 #include "backend/cuda/cuda_factory.h"
 #endif
@@ -40,6 +41,7 @@ struct OfflineOptions {
     int steps = 8;
     std::string json_out;
     uint64_t seed = 1;
+    bool enforce_eager = false;  // decode steps without CUDA graphs
 };
 
 using Clock = std::chrono::steady_clock;
@@ -98,7 +100,7 @@ std::unique_ptr<Backend> make_backend(const OfflineOptions& o) {
     const Numerics n = parse_numerics(o.numerics);
     if (o.device == "cpu") return make_cpu_backend(n, 0);
 #ifdef DSV4_WITH_CUDA
-    if (o.device == "cuda") return make_cuda_backend(n, 0);
+    if (o.device == "cuda") return make_cuda_backend(n);
 #endif
     fail("bench offline: device {} is not available in this build", o.device);
 }
@@ -113,8 +115,11 @@ struct Setup {
     ModelConfig config;
     std::unique_ptr<Backend> backend;
     std::unique_ptr<LoadedModel> loaded;  // synthetic: no checkpoint, only the model
+    std::unique_ptr<StepGraphs> graphs;   // decode steps as the engine runs them (graphs unless --enforce-eager)
     int blocks_per_slot = 0;
     DeepseekV4& model() { return *loaded->model; }
+    // One step as the engine runs it, its logits copied to the host (the step's end, as in serving).
+    void step(const StepBatch& batch) { model().host_logits(graphs->forward(batch)); }
 };
 
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
@@ -130,6 +135,7 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     state.num_blocks = s.blocks_per_slot * max_batch;
     const auto t0 = Clock::now();
     s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed);  // state sized after the weights
+    s.graphs = std::make_unique<StepGraphs>(s.model(), o.enforce_eager);
     std::fprintf(stderr, "%s\n", s.backend->memory_report().c_str());
     std::fprintf(stderr, "synthetic %s model (%d layers, %d experts) built in %.1f s\n", o.preset.c_str(),
                  s.config.num_layers, s.config.n_routed_experts, seconds_since(t0));
@@ -151,14 +157,14 @@ nlohmann::json decode_run(Setup& s, int batch, int64_t ctx, int steps, const Wei
         }
         return sb;
     };
-    for (int w = 0; w < 2; ++w) s.model().forward(step_batch(ctx + w));  // warm-up
+    for (int w = 0; w < 2; ++w) s.step(step_batch(ctx + w));  // warm-up (and graph recording)
     const int64_t launches0 = b.launches();
     const auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) s.model().forward(step_batch(ctx + 2 + i));
+    for (int i = 0; i < steps; ++i) s.step(step_batch(ctx + 2 + i));
     const double step_s = seconds_since(t0) / steps;
     const double launches = static_cast<double>(b.launches() - launches0) / steps;
     b.set_profiling(true);
-    s.model().forward(step_batch(ctx + 2 + steps));
+    s.step(step_batch(ctx + 2 + steps));
     auto regions = b.profile(true);
     b.set_profiling(false);
     const double experts_touched =
@@ -191,7 +197,7 @@ nlohmann::json prefill_run(Setup& s, int64_t prompt, int64_t chunk, const Weight
             const int64_t len = std::min(chunk, prompt - begin);
             sb.add_sequence(0, begin, std::span(tokens).subspan(begin, len), block_table(0, s.blocks_per_slot));
             sb.logit_rows.push_back(static_cast<int32_t>(len - 1));
-            s.model().forward(sb);
+            s.step(sb);
             if (profiled) s.backend->profile(false);  // accumulates this chunk's regions
         }
     };
@@ -284,6 +290,7 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--steps", o->steps, "Timed decode steps per point");
         app.add_option("--json", o->json_out, "Write the results as JSON");
         app.add_option("--seed", o->seed, "Weight seed");
+        app.add_flag("--enforce-eager", o->enforce_eager, "Run decode steps eagerly (no CUDA graphs)");
         app.callback([o] { run(*o); });
     }};
 

@@ -1,6 +1,6 @@
 // `dsv4 bench serve`: the serving benchmark client (src/server/serve_bench.h) against a running server.
-#include "bench_registry.h"
 #include "bench/client/serve_bench.h"
+#include "bench_registry.h"
 
 namespace dsv4::cli {
 namespace {

@@ -40,6 +40,7 @@ struct GenerateOptions {
     int max_model_len = 0;
     int64_t kv_cache_bytes = 0;
     std::string kv_cache_dtype = "auto";
+    bool enforce_eager = false;
 };
 
 std::vector<int32_t> parse_token_list(const std::string& text) {
@@ -107,6 +108,7 @@ EngineConfig engine_config(const GenerateOptions& o) {
     c.max_model_len = o.max_model_len;
     c.kv_cache_bytes = o.kv_cache_bytes;
     c.kv_cache_dtype = o.kv_cache_dtype;
+    c.enforce_eager = o.enforce_eager;
     return c;
 }
 
@@ -233,6 +235,7 @@ const CommandRegistrar kRegistrar{
         app.add_option("--concurrency", o->concurrency, "Submit C copies of the request at once (default 1)");
         app.add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the end-of-sequence token");
         app.add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token to a text prompt");
+        app.add_flag("--enforce-eager", o->enforce_eager, "Run every step eagerly (no CUDA graphs)");
         app.add_option("--numerics", o->numerics, "exact | reference | fast");
         app.add_option("--device", o->device, "cpu | cuda");
         app.add_option("--threads", o->threads, "CPU threads (0 = all)");

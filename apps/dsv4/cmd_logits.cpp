@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "model/model_loader.h"
-#include "model/sequence_runner.h"
+#include "runtime/sequence_runner.h"
 
 namespace dsv4::cli {
 namespace {
@@ -52,7 +52,7 @@ void run(const LogitsOptions& o) {
         backend = make_cpu_backend(parse_numerics(o.numerics), o.threads);
     } else if (o.device == "cuda") {
 #ifdef DSV4_WITH_CUDA
-        backend = make_cuda_backend(parse_numerics(o.numerics), 0);
+        backend = make_cuda_backend(parse_numerics(o.numerics));
 #else
         fail("--device cuda: this build has no CUDA backend (configure with -DDSV4_CUDA=ON)");
 #endif

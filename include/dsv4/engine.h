@@ -38,6 +38,10 @@ struct EngineConfig {
     int num_prefix_snapshots = -1;  // boundary snapshots kept for prefix caching (-1 = auto: 2 per slot)
     uint64_t seed = 0;              // seed of the engine's unseeded-request seeds (0 = random)
 
+    // Execution (vLLM spelling: --enforce-eager).
+    bool enforce_eager = false;      // run every step eagerly: no CUDA graphs
+    int64_t cuda_workspace_mib = 0;  // CUDA step scratch in MiB (0 = the backend's default, 6 GiB)
+
     // Benchmarks without a checkpoint: random weights made in device memory, in the checkpoint's formats, for a
     // built-in full-size configuration ("flash", "flash-0731", "flash-160": model/flash_preset.h) instead of
     // model_dir's config.json and safetensors. model_dir still provides the tokenizer and the chat template.

@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include "core/error.h"
+
 namespace dsv4 {
 
 std::string_view numerics_name(Numerics n) {
@@ -21,6 +23,14 @@ Numerics parse_numerics(std::string_view name) {
     fail("unknown numerics '{}' (exact, reference or fast)", name);
 }
 
+int32_t StepBatch::uniform_tokens_per_seq() const {
+    if (seqs.empty()) return 0;
+    for (const SequenceSlice& s : seqs) {
+        if (s.n_tokens != seqs.front().n_tokens) return 0;
+    }
+    return seqs.front().n_tokens;
+}
+
 void StepBatch::add_sequence(int32_t slot, int64_t start_pos, std::span<const int32_t> token_ids,
                              std::vector<int32_t> block_table) {
     SequenceSlice s;
@@ -38,21 +48,17 @@ void StepBatch::add_sequence(int32_t slot, int64_t start_pos, std::span<const in
     seqs.push_back(std::move(s));
 }
 
-}  // namespace dsv4
-
-namespace dsv4 {
-
-WeightRef Backend::synthetic_linear(WeightFormat, int64_t, int64_t, float, uint64_t) {
-    fail("backend {} does not make synthetic weights (use dsv4 make-model for a checkpoint)", name());
+WeightRef WeightStore::synthetic_linear(WeightFormat, int64_t, int64_t, float, uint64_t) {
+    fail("this backend does not make synthetic weights (use dsv4 make-model for a checkpoint)");
 }
-VecRef Backend::synthetic_vector(int64_t, float, float, uint64_t) {
-    fail("backend {} does not make synthetic weights", name());
+VecRef WeightStore::synthetic_vector(int64_t, float, float, uint64_t) {
+    fail("this backend does not make synthetic weights (use dsv4 make-model for a checkpoint)");
 }
-TableRef Backend::synthetic_table(int64_t, int64_t, int64_t, uint64_t) {
-    fail("backend {} does not make synthetic weights", name());
+TableRef WeightStore::synthetic_table(int64_t, int64_t, int64_t, uint64_t) {
+    fail("this backend does not make synthetic weights (use dsv4 make-model for a checkpoint)");
 }
-void Backend::synthetic_context(int32_t, int64_t, std::span<const int32_t>, uint64_t) {
-    fail("backend {} does not make synthetic contexts", name());
+void StateStore::synthetic_context(int32_t, int64_t, std::span<const int32_t>, uint64_t) {
+    fail("this backend does not make synthetic contexts");
 }
 
 }  // namespace dsv4

@@ -7,8 +7,8 @@
 #include <map>
 #include <mutex>
 
+#include "config/model_config.h"
 #include "core/error.h"
-#include "model/model_config.h"
 #include "model/tensor_spec.h"
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime.h>
@@ -52,16 +52,23 @@ int64_t weight_bytes(const EngineConfig& config) {
     return bytes;
 }
 
+// The CUDA backend's options from the engine's configuration, then the environment's overrides.
+CudaOptions cuda_options(const EngineConfig& c) {
+    CudaOptions o;
+    if (c.cuda_workspace_mib > 0) o.workspace_mib = c.cuda_workspace_mib;
+    return cuda_options_from_env(o);
+}
+
 DeviceBackend cuda_device() {
     DeviceBackend d;
-    d.create = [](const EngineConfig& c) { return make_cuda_backend(parse_numerics(c.numerics), 0); };
+    d.create = [](const EngineConfig& c) { return make_cuda_backend(parse_numerics(c.numerics), cuda_options(c)); };
     d.state_dtype = engine_state_dtype;
-    // gpu_memory_utilization x total memory - weights - the 6 GiB workspace - 1 GiB slack.
+    // gpu_memory_utilization x total memory - weights - the workspace - 1 GiB slack.
     d.default_state_bytes = [](const EngineConfig& c, int64_t fixed_bytes) {
         size_t free_bytes = 0, total_bytes = 0;
         if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return fixed_bytes + kGiB;
         const auto usable = static_cast<int64_t>(c.gpu_memory_utilization * static_cast<double>(total_bytes)) -
-                            weight_bytes(c) - 7 * kGiB;
+                            weight_bytes(c) - (cuda_options(c).workspace_mib << 20) - kGiB;
         return std::max(fixed_bytes + kGiB / 16, usable);
     };
     return d;

@@ -11,16 +11,16 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "config/model_config.h"
 #include "dsv4/engine.h"
-#include "kv/state_layout.h"
-#include "model/model_config.h"
+#include "state/state_layout.h"
 
 namespace dsv4 {
 
 struct DeviceBackend {
     // A fresh backend for the configuration (numerics, threads, device index ...).
     std::function<std::unique_ptr<Backend>(const EngineConfig&)> create;
-    // How the backend stores K=V rows and indexer keys (sizes the state: kv/state_layout.h).
+    // How the backend stores K=V rows and indexer keys (sizes the state: state/state_layout.h).
     std::function<StateDtype(const EngineConfig&)> state_dtype;
     // Bytes for the whole sequence state when EngineConfig::kv_cache_bytes is 0. `fixed_bytes` is what the slots
     // need (max_num_seqs x slot bytes); the rest goes to snapshots and blocks. E.g. GPU: gpu_memory_utilization x

@@ -14,7 +14,7 @@ EngineCore::EngineCore(EngineParts parts)
       model_(std::move(parts.model)),
       kv_(parts.kv),
       scheduler_(std::move(parts.scheduler), kv_),
-      runner_(*model_->model) {
+      runner_(*model_->model, config_.enforce_eager) {
     publish_stats();
     thread_ = std::thread([this] { run(); });
 }

@@ -1,13 +1,13 @@
-// Engine::create: checks the configuration, sizes the sequence state from the memory budget (kv/state_layout.h),
+// Engine::create: checks the configuration, sizes the sequence state from the memory budget (kv/state_plan.h),
 // loads the model on the device backend and starts the engine thread.
 #include <filesystem>
 
+#include "config/model_config.h"
 #include "core/error.h"
 #include "engine/device_registry.h"
 #include "engine/engine_core.h"
-#include "kv/state_layout.h"
+#include "kv/state_plan.h"
 #include "model/flash_preset.h"
-#include "model/model_config.h"
 
 namespace dsv4 {
 namespace {

@@ -2,59 +2,40 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace dsv4 {
 
 DeepseekV4::DeepseekV4(ModelConfig config, ModelWeights weights, Backend& backend)
     : config_(std::move(config)), weights_(std::move(weights)), backend_(backend) {}
 
-namespace {
-
-bool is_decode_step(const StepBatch& batch) {
-    if (batch.seqs.empty()) return false;
-    for (const auto& s : batch.seqs) {
-        if (s.n_tokens != 1) return false;
-    }
-    return true;
+void DeepseekV4::begin_step(const StepBatch& batch) {
+    backend_.begin_step(batch);
 }
 
-uint64_t mix_key(uint64_t h, uint64_t v) {
-    return (h ^ v) * 0x100000001b3ull + (h >> 29);
+ForwardResult DeepseekV4::forward(const StepBatch& batch, const ForwardRequest& request) {
+    begin_step(batch);
+    return run(batch, request);
 }
 
-}  // namespace
-
-std::vector<float> DeepseekV4::forward(const StepBatch& batch) {
-    Backend& b = backend_;
-    b.begin_step(batch);
-    const auto m = static_cast<int64_t>(batch.logit_rows.size());
-    std::vector<float> logits(m * config_.vocab_size);
-    const bool graphable = use_graphs && !debug_hook && b.graphs_supported() && is_decode_step(batch);
-    Tensor out;
-    if (!graphable) {
-        out = run(batch);
-    } else {
-        uint64_t key = mix_key(mix_key(mix_key(0xcbf29ce484222325ull, batch.tokens.size()), batch.seqs.size()), m);
-        key = mix_key(key, b.graph_shape_key(batch));
-        if (b.graph_replay(key)) {
-            out = graph_outputs_.at(key);
-        } else if (warmed_graph_keys_.count(key) != 0) {
-            b.graph_capture_begin();
-            out = run(batch);
-            b.graph_capture_end(key);
-            graph_outputs_[key] = out;
-            b.graph_replay(key);  // capturing records the work without running it
-        } else {
-            out = run(batch);  // the first step of a shape warms up (lazy uploads happen outside any capture)
-            warmed_graph_keys_.insert(key);
-        }
-    }
-    if (m > 0) b.to_host(out, logits.data());
-    return logits;
+std::vector<float> DeepseekV4::host_logits(const ForwardResult& result) {
+    std::vector<float> out(result.logits.numel());
+    if (!out.empty()) backend_.to_host(result.logits, out.data());
+    return out;
 }
 
-Tensor DeepseekV4::run(const StepBatch& batch) {
+ForwardResult DeepseekV4::run(const StepBatch& batch, const ForwardRequest& request) {
     Backend& b = backend_;
     const int64_t n = batch.n_tokens(), d = config_.hidden_size, hc = config_.hc_mult;
+    ForwardResult result;
+    // Outputs first: they outlive the layers' scratch marks.
+    for (int layer : request.hidden_layers) {
+        DSV4_CHECK(layer >= 0 && layer < config_.num_layers,
+                   "forward: hidden state of layer {} asked, the model has {}", layer, config_.num_layers);
+        result.hidden.push_back(b.alloc(DType::kF32, {n, hc, d}));
+    }
+    const auto m = static_cast<int64_t>(batch.logit_rows.size());
+    result.logits = b.alloc(DType::kF32, {m, config_.vocab_size});
     Tensor streams = b.alloc(DType::kF32, {n, hc, d});
     b.region("embed");
     b.embed(weights_.embed, streams);
@@ -64,19 +45,20 @@ Tensor DeepseekV4::run(const StepBatch& batch) {
         ffn_site(l, streams);
         if (debug_hook) debug_hook("layer" + std::to_string(l), streams);
         b.scratch_release(mark);
+        for (size_t i = 0; i < request.hidden_layers.size(); ++i) {
+            if (request.hidden_layers[i] == l) b.copy(streams, result.hidden[i]);
+        }
     }
-    const auto m = static_cast<int64_t>(batch.logit_rows.size());
+    if (m == 0) return result;
     b.region("head");
-    Tensor out = b.alloc(DType::kF32, {m, config_.vocab_size});
-    if (m == 0) return out;
     Tensor picked = b.alloc(DType::kF32, {m, hc, d});
     b.gather_rows(streams, batch.logit_rows, picked);
     Tensor y = b.alloc(DType::kF32, {m, d});
     b.hc_head(picked, weights_.hc_head, static_cast<float>(config_.hc_eps), static_cast<float>(config_.rms_norm_eps),
               y);
     b.rms_norm(y, &weights_.norm, static_cast<float>(config_.rms_norm_eps), y);
-    b.linear(y, weights_.head, LinearKind::kF32Out, out);
-    return out;
+    b.linear(y, weights_.head, LinearKind::kF32Out, result.logits);
+    return result;
 }
 
 void DeepseekV4::attention_site(int layer, Tensor streams) {

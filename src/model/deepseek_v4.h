@@ -1,42 +1,58 @@
 // DeepseekV4: the forward pass of DeepSeek-V4 (model-spec section 2), written once against the Backend interface.
 // One call runs one step over every token of a StepBatch (prefill chunks and decode tokens of many sequences
-// together) and returns the logits of the rows the batch asks for.
+// together) and returns, in backend memory, the logits of the rows the batch asks for and the hidden states the
+// caller asked for. Execution policy (CUDA graphs) is the runner's: runtime/step_graphs.h.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/weights.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace dsv4 {
+
+// What a caller wants from a step besides the logits of batch.logit_rows.
+struct ForwardRequest {
+    // Layers whose output residual streams [N, hc, D] (every step token) are handed back, in this order (MTP drafts
+    // from the last layer's streams, DSpark from the outputs of its target layers). Each in [0, num_layers).
+    std::vector<int> hidden_layers;
+};
+
+// A step's results in backend memory, valid until the next begin_step.
+struct ForwardResult {
+    Tensor logits;               // [batch.logit_rows.size(), vocab] float32
+    std::vector<Tensor> hidden;  // per ForwardRequest::hidden_layers: [N, hc, D] float32
+};
 
 class DeepseekV4 {
   public:
     DeepseekV4(ModelConfig config, ModelWeights weights, Backend& backend);
 
     const ModelConfig& config() const { return config_; }
+    // The weights as bound on the backend (drafters share the embedding and the head).
+    const ModelWeights& weights() const { return weights_; }
     Backend& backend() { return backend_; }
 
-    // Runs the step; returns float32 logits [batch.logit_rows.size(), vocab] on the host.
-    std::vector<float> forward(const StepBatch& batch);
-
-    // Decode steps (every sequence feeding one token) run as recorded graphs where the backend supports them: the
-    // first step of a shape runs eagerly (warm-up), the second records, later ones replay.
-    bool use_graphs = true;
+    // Uploads the step's metadata; releases the previous step's scratch (and results).
+    void begin_step(const StepBatch& batch);
+    // The device work of a step (layers + head), after begin_step: what a graph records.
+    ForwardResult run(const StepBatch& batch, const ForwardRequest& request = {});
+    // begin_step + run, eagerly.
+    ForwardResult forward(const StepBatch& batch, const ForwardRequest& request = {});
+    // A result's logits on the host, [rows * vocab] (synchronizes).
+    std::vector<float> host_logits(const ForwardResult& result);
+    // forward + host_logits: the eager path of tools and tests.
+    std::vector<float> logits(const StepBatch& batch) { return host_logits(forward(batch)); }
 
     // Called with named intermediates ("layer3" streams, "attn3" / "moe3" sub-layer outputs) when set; for
     // debugging and layer-by-layer comparisons with a reference.
     std::function<void(const std::string& name, const Tensor& value)> debug_hook;
 
   private:
-    // The device work of a step (layers + head); returns the logits tensor [rows, vocab].
-    Tensor run(const StepBatch& batch);
     void attention_site(int layer, Tensor streams);
     void ffn_site(int layer, Tensor streams);
     // x [N, D] (normed sub-layer input) -> attention output [N, D].
@@ -46,8 +62,6 @@ class DeepseekV4 {
     ModelConfig config_;
     ModelWeights weights_;
     Backend& backend_;
-    std::set<uint64_t> warmed_graph_keys_;
-    std::map<uint64_t, Tensor> graph_outputs_;
 };
 
 }  // namespace dsv4

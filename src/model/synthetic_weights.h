@@ -8,7 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/weights.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace dsv4 {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/model_config.h"
 #include "core/dtype.h"
-#include "model/model_config.h"
 
 namespace dsv4 {
 

@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/model_config.h"
 #include "loader/checkpoint.h"
-#include "model/model_config.h"
 #include "model/tensor_spec.h"
 
 namespace dsv4 {

@@ -4,7 +4,7 @@
 
 #include "backend/backend.h"
 #include "backend/weights.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
 #include "model/weight_binding.h"
 
 namespace dsv4 {

@@ -79,7 +79,7 @@ RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
     result.samples.resize(output.seqs.size());
     if (output.seqs.empty()) return result;
     const StepBatch batch = build_step_batch(output);
-    const std::vector<float> logits = model_.forward(batch);
+    const std::vector<float> logits = model_.host_logits(graphs_.forward(batch));
     const int64_t vocab = model_.config().vocab_size;
     // Row r of the logits belongs to the r-th sampling entry.
     std::vector<int64_t> entries, rows;

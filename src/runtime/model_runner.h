@@ -1,7 +1,8 @@
 // ModelRunner: carries out a scheduled step on the model. It applies the step's state ops to the backend, flattens
 // the scheduled sequences into one StepBatch (tokens, positions, slots, block tables, the rows whose logits are
-// wanted), runs DeepseekV4::forward, and samples the next token of every sequence that reached its last known
-// token (src/sample), n > 1 completions from the same row. The batch is passed explicitly; no global context.
+// wanted), runs the step through its StepGraphs (eager, recorded or replayed: runtime/step_graphs.h), and samples
+// the next token of every sequence that reached its last known token (src/sample), n > 1 completions from the same
+// row. The batch is passed explicitly; no global context.
 #pragma once
 
 #include <functional>
@@ -10,6 +11,7 @@
 #include "backend/backend.h"
 #include "kv/state_ops.h"
 #include "model/deepseek_v4.h"
+#include "runtime/step_graphs.h"
 #include "sched/scheduler_output.h"
 
 namespace dsv4 {
@@ -23,7 +25,9 @@ void apply_state_ops(Backend& backend, std::span<const StateOp> ops);
 
 class ModelRunner {
   public:
-    explicit ModelRunner(DeepseekV4& model) : model_(model) {}
+    // enforce_eager: never record or replay CUDA graphs (--enforce-eager).
+    explicit ModelRunner(DeepseekV4& model, bool enforce_eager = false)
+        : model_(model), graphs_(model, enforce_eager) {}
 
     void apply(std::span<const StateOp> ops) { apply_state_ops(model_.backend(), ops); }
     // Runs one step. A failure of the forward pass throws (the whole step is lost); a failure to sample one
@@ -33,8 +37,11 @@ class ModelRunner {
     // Called on the engine thread with each sampled sequence's logits row before sampling (tests, debugging).
     std::function<void(const ScheduledSequence& entry, std::span<const float> logits)> logits_hook;
 
+    const StepGraphs& graphs() const { return graphs_; }
+
   private:
     DeepseekV4& model_;
+    StepGraphs graphs_;
 };
 
 }  // namespace dsv4

@@ -68,6 +68,9 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
         ->check(CLI::IsMember({"auto", "bf16", "fp8"}));
     app.add_option("--block-size", e.block_tokens, "Positions per state block")->check(CLI::Range(1, 1 << 20));
     app.add_flag("--no-enable-prefix-caching", v.no_prefix_caching, "Disable prefix caching");
+    app.add_flag("--enforce-eager", e.enforce_eager, "Run every step eagerly: no CUDA graphs (debugging, profiling)");
+    app.add_option("--cuda-workspace-mib", e.cuda_workspace_mib, "CUDA step scratch in MiB (0 = 6144)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 22));
     app.add_option("--seed", e.seed, "Seed of the seeds of unseeded requests (0 = random)");
     app.add_option("--synthetic-weights", e.synthetic_preset,
                    "Benchmarks: serve random weights made on the device for a full-size preset (flash, flash-0731, "

@@ -7,10 +7,10 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_numerics.h"
+#include "config/rope.h"
 #include "core/block_dequant.h"
 #include "core/float_formats.h"
 #include "core/parallel.h"
-#include "model/rope.h"
 
 namespace dsv4 {
 namespace {
@@ -114,6 +114,12 @@ void CpuBackend::begin_step(const StepBatch& batch) {
 void CpuBackend::to_host(const Tensor& t, float* out) {
     DSV4_CHECK(t.dtype == DType::kF32, "to_host: float32 tensors only");
     std::memcpy(out, t.data, t.numel() * sizeof(float));
+}
+
+void CpuBackend::copy(const Tensor& src, Tensor dst) {
+    DSV4_CHECK(src.dtype == dst.dtype && src.numel() == dst.numel(), "copy: {} {} elements into {} {} elements",
+               dtype_name(src.dtype), src.numel(), dtype_name(dst.dtype), dst.numel());
+    std::memcpy(dst.data, src.data, src.numel() * dtype_bits(src.dtype) / 8);
 }
 
 void CpuBackend::from_host(Tensor t, const void* data) {

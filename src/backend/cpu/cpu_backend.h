@@ -13,26 +13,25 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/state_format.h"
+#include "state/state_format.h"
+#include "state/state_layout.h"
 
 namespace dsv4 {
 
 // Per-layer state of all slots and blocks. Stored rows ("row" = kv_row_format, "key" = index_key_format bytes) live
 // in float vectors (aligned storage; every row size is a multiple of 4 bytes) and are addressed as bytes.
 struct CpuLayerState {
-    AttentionType type = AttentionType::kSliding;
-    int ratio = 0;
-    int entries_per_block = 0;
+    LayerStateShape shape;             // rows per slot / block / snapshot (state/state_layout.h)
     std::vector<float> ring;           // [slots][ring_rows] rows
-    std::vector<float> main_pending;   // [slots][pending_rows(main)][2 * width(main)]  (kv | gate + ape)
-    std::vector<float> index_pending;  // [slots][pending_rows(indexer)][2 * width(indexer)]
+    std::vector<float> main_pending;   // [slots][main.rows][main.record_floats()]  (kv | gate + ape)
+    std::vector<float> index_pending;  // [slots][index.rows][index.record_floats()]
     std::vector<float> entries;        // [blocks][entries_per_block] rows
     std::vector<float> index_keys;     // [blocks][entries_per_block] keys
     // Prefix-cache boundary snapshots (cpu_snapshot.cpp): ring rows of [boundary - window, boundary) and, for CSA,
     // the compressor records of [boundary - ratio, boundary), in position order.
     std::vector<float> snap_ring;   // [snapshots][window] rows
-    std::vector<float> snap_main;   // [snapshots][ratio][2 * width(main)]     (CSA only)
-    std::vector<float> snap_index;  // [snapshots][ratio][2 * width(indexer)]  (CSA only)
+    std::vector<float> snap_main;   // [snapshots][snapshot_records][main.record_floats()]   (CSA only)
+    std::vector<float> snap_index;  // [snapshots][snapshot_records][index.record_floats()]  (CSA only)
 };
 
 class CpuBackend final : public Backend {
@@ -65,6 +64,7 @@ class CpuBackend final : public Backend {
     void to_host(const Tensor& t, float* out) override;
     void from_host(Tensor t, const void* data) override;
     void synchronize() override {}
+    void copy(const Tensor& src, Tensor dst) override;
 
     void embed(const WeightRef& table, Tensor x) override;
     void hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u,
@@ -95,8 +95,7 @@ class CpuBackend final : public Backend {
     const StepBatch& step() const { return step_; }
     const ModelConfig& model() const { return model_; }
     CpuLayerState& layer_state(int layer) { return layers_[layer]; }
-    int ring_rows() const { return ring_rows_; }
-    int pending_rows(const CompressorWeights& w) const;
+    int64_t ring_rows() const { return ring_rows_; }
     // Stored row of the paged store holding entry `entry` of sequence `seq` (null when the block table does not
     // cover it): a K=V row (kMain) or an indexer key (kIndexer).
     uint8_t* entry_row(int layer, CompressorRole role, const SequenceSlice& seq, int64_t entry);
@@ -123,7 +122,7 @@ class CpuBackend final : public Backend {
     int threads_;
     ModelConfig model_;
     StateConfig state_;
-    int ring_rows_ = 0;
+    int64_t ring_rows_ = 0;      // the same for every layer (window + rewind capacity)
     StateRowFormat kv_format_;   // K=V rows as stored
     StateRowFormat key_format_;  // indexer keys as stored
     std::vector<CpuLayerState> layers_;

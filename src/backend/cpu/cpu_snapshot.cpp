@@ -13,11 +13,6 @@ namespace {
 
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
-// Floats of one compressor record (kv | gate + ape) of an overlapping (CSA) compressor with head dim `dim`.
-int64_t csa_record_floats(int dim) {
-    return 2 * 2 * static_cast<int64_t>(dim);
-}
-
 void copy_rows(float* dst, const float* src, int64_t floats) {
     std::memcpy(dst, src, floats * sizeof(float));
 }
@@ -29,9 +24,10 @@ void CpuBackend::create_snapshot_state() {
     for (CpuLayerState& ls : layers_) {
         // Ring rows in the storage dtype (a multiple of 4 bytes each); never read before a save writes them.
         ls.snap_ring.assign(static_cast<size_t>(snaps * model_.sliding_window * kv_format_.bytes() / 4), kPoison);
-        if (ls.type != AttentionType::kCsa) continue;
-        ls.snap_main.assign(static_cast<size_t>(snaps * ls.ratio * csa_record_floats(model_.head_dim)), kPoison);
-        ls.snap_index.assign(static_cast<size_t>(snaps * ls.ratio * csa_record_floats(model_.index_head_dim)), kPoison);
+        const LayerStateShape& shape = ls.shape;
+        ls.snap_main.assign(static_cast<size_t>(snaps * shape.snapshot_records * shape.main.record_floats()), kPoison);
+        ls.snap_index.assign(static_cast<size_t>(snaps * shape.snapshot_records * shape.index.record_floats()),
+                             kPoison);
     }
 }
 
@@ -58,19 +54,18 @@ void CpuBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t bound
             move(ring_row(static_cast<int>(l), slot, pos),
                  snap_rows + (static_cast<int64_t>(snapshot) * window + i) * row_bytes, row_bytes);
         }
-        if (ls.type != AttentionType::kCsa) continue;
-        // CSA pending rings hold 2 * ratio + rewind_capacity records per slot (CpuBackend::pending_rows).
-        const int64_t rows = 2 * ls.ratio + state_.rewind_capacity;
-        auto records = [&](std::vector<float>& pending, std::vector<float>& snap, int dim) {
-            const int64_t rec = csa_record_floats(dim);
-            for (int j = 0; j < ls.ratio; ++j) {
-                const int64_t pos = boundary - ls.ratio + j;
-                move(pending.data() + (static_cast<int64_t>(slot) * rows + pos % rows) * rec,
-                     snap.data() + (static_cast<int64_t>(snapshot) * ls.ratio + j) * rec, rec * 4);
+        // The compressor records of [boundary - n, boundary) (CSA: n = ratio, the window the next entry overlaps).
+        const int64_t n = ls.shape.snapshot_records;
+        auto records = [&](std::vector<float>& pending, std::vector<float>& snap, const CompressorRing& ring) {
+            const int64_t rec = ring.record_floats();
+            for (int64_t j = 0; j < n; ++j) {
+                const int64_t pos = boundary - n + j;
+                move(pending.data() + (static_cast<int64_t>(slot) * ring.rows + pos % ring.rows) * rec,
+                     snap.data() + (static_cast<int64_t>(snapshot) * n + j) * rec, rec * 4);
             }
         };
-        records(ls.main_pending, ls.snap_main, model_.head_dim);
-        records(ls.index_pending, ls.snap_index, model_.index_head_dim);
+        records(ls.main_pending, ls.snap_main, ls.shape.main);
+        records(ls.index_pending, ls.snap_index, ls.shape.index);
     }
 }
 

@@ -9,8 +9,8 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_numerics.h"
+#include "config/rope.h"
 #include "core/parallel.h"
-#include "model/rope.h"
 
 namespace dsv4 {
 namespace {
@@ -86,10 +86,6 @@ float poison_for(StateDtype dtype) {
 
 }  // namespace
 
-int CpuBackend::pending_rows(const CompressorWeights& w) const {
-    return (w.overlap ? 2 : 1) * w.ratio + state_.rewind_capacity;
-}
-
 void CpuBackend::create_state(const ModelConfig& config, const StateConfig& state) {
     DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0 &&
                    state.num_snapshots >= 0,
@@ -101,33 +97,20 @@ void CpuBackend::create_state(const ModelConfig& config, const StateConfig& stat
                state_dtype_name(state.kv_dtype), kv_format_.bytes(), key_format_.bytes());
     model_ = config;
     state_ = state;
-    ring_rows_ = config.sliding_window + state.rewind_capacity;
     const float poison = poison_for(state.kv_dtype);
+    const auto slots = static_cast<size_t>(state.max_slots);
     layers_.assign(config.num_layers, {});
     for (int l = 0; l < config.num_layers; ++l) {
-        const LayerConfig& lc = config.layers[l];
         CpuLayerState& ls = layers_[l];
-        ls.type = lc.attention;
-        ls.ratio = lc.compress_ratio;
-        ls.ring.assign(row_floats(kv_format_, int64_t{state.max_slots} * ring_rows_), poison);
-        if (lc.compress_ratio == 0) continue;
-        DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0,
-                   "state: block size {} is not a multiple of the "
-                   "compression ratio {} of layer {}",
-                   state.block_tokens, lc.compress_ratio, l);
-        ls.entries_per_block = state.block_tokens / lc.compress_ratio;
-        const bool overlap = lc.attention == AttentionType::kCsa;
-        const int main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
-        const int main_width = (overlap ? 2 : 1) * config.head_dim;
-        const int64_t block_rows = int64_t{state.num_blocks} * ls.entries_per_block;
-        ls.main_pending.assign(static_cast<size_t>(state.max_slots) * main_rows * 2 * main_width, kPoison);
+        ls.shape = layer_state_shape(config, l, state.block_tokens, state.rewind_capacity);
+        const LayerStateShape& shape = ls.shape;
+        ring_rows_ = shape.ring_rows;
+        ls.ring.assign(row_floats(kv_format_, int64_t{state.max_slots} * shape.ring_rows), poison);
+        const int64_t block_rows = int64_t{state.num_blocks} * shape.entries_per_block;
+        ls.main_pending.assign(slots * shape.main.slot_floats(), kPoison);
+        ls.index_pending.assign(slots * shape.index.slot_floats(), kPoison);
         ls.entries.assign(row_floats(kv_format_, block_rows), poison);
-        if (overlap) {
-            const int index_rows = 2 * lc.compress_ratio + state.rewind_capacity;
-            ls.index_pending.assign(static_cast<size_t>(state.max_slots) * index_rows * 4 * config.index_head_dim,
-                                    kPoison);
-            ls.index_keys.assign(row_floats(key_format_, block_rows), poison);
-        }
+        if (shape.has_index_keys()) ls.index_keys.assign(row_floats(key_format_, block_rows), poison);
     }
     create_snapshot_state();
 }
@@ -164,10 +147,11 @@ void CpuBackend::reset_slot(int32_t slot) {
 
 uint8_t* CpuBackend::entry_row(int layer, CompressorRole role, const SequenceSlice& seq, int64_t entry) {
     CpuLayerState& ls = layers_[layer];
-    const int64_t block = entry / ls.entries_per_block;
+    const int64_t per_block = ls.shape.entries_per_block;
+    const int64_t block = entry / per_block;
     if (entry < 0 || block >= static_cast<int64_t>(seq.block_table.size())) return nullptr;
     const int64_t physical = seq.block_table[block];
-    const int64_t row = physical * ls.entries_per_block + entry % ls.entries_per_block;
+    const int64_t row = physical * per_block + entry % per_block;
     if (role == CompressorRole::kMain) return reinterpret_cast<uint8_t*>(ls.entries.data()) + row * kv_format_.bytes();
     return reinterpret_cast<uint8_t*>(ls.index_keys.data()) + row * key_format_.bytes();
 }
@@ -190,8 +174,11 @@ void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const
         for (int c = 0; c < width; ++c) gate[t * width + c] += ape[c];
     }
     std::vector<float>& pending = role == CompressorRole::kMain ? ls.main_pending : ls.index_pending;
-    const int64_t rows = pending_rows(w);
-    const int64_t slot_floats = rows * 2 * width;
+    const CompressorRing& ring = role == CompressorRole::kMain ? ls.shape.main : ls.shape.index;
+    DSV4_CHECK(ring.width == width, "compress: layer {} compressor width {} does not match its state ({})", layer,
+               width, ring.width);
+    const int64_t rows = ring.rows;
+    const int64_t slot_floats = ring.slot_floats();
     const auto& freqs = inv_freq(rope);
     const int nope = hd - rope.rope_dim;
 

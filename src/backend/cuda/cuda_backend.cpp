@@ -6,9 +6,10 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_factory.h"
-#include "backend/state_format.h"
+#include "config/rope.h"
 #include "core/error.h"
-#include "model/rope.h"
+#include "state/state_format.h"
+#include "state/state_layout.h"
 
 namespace dsv4 {
 
@@ -23,8 +24,34 @@ bool cuda_available(std::string* why) {
     return true;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, int device) {
-    return std::make_unique<cuda::CudaBackend>(numerics, device);
+namespace {
+
+int64_t positive_env(const char* name, int64_t fallback) {
+    const char* env = std::getenv(name);
+    if (env == nullptr) return fallback;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    DSV4_CHECK(end != env && *end == '\0' && v > 0, "environment variable {}='{}' is not a positive integer", name,
+               env);
+    return v;
+}
+
+}  // namespace
+
+CudaOptions cuda_options_from_env(CudaOptions o) {
+    o.workspace_mib = positive_env("DSV4_CUDA_WORKSPACE_MB", o.workspace_mib);
+    o.min_grouped_pairs = positive_env("DSV4_MIN_GROUPED_PAIRS", o.min_grouped_pairs);
+    o.min_gemm_rows = positive_env("DSV4_MIN_GEMM_ROWS", o.min_gemm_rows);
+    if (std::getenv("DSV4_PROFILE_OPS") != nullptr) o.profile_ops = true;
+    return o;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options) {
+    return std::make_unique<cuda::CudaBackend>(numerics, options);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(Numerics numerics) {
+    return make_cuda_backend(numerics, cuda_options_from_env({}));
 }
 
 namespace cuda {
@@ -57,26 +84,18 @@ DeviceArena::~DeviceArena() {
     if (base_ != nullptr) cudaFree(base_);
 }
 
-CudaBackend::CudaBackend(Numerics numerics, int device) : numerics_(numerics), device_(device) {
+CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
+    : numerics_(numerics), device_(options.device), options_(options) {
     std::string why;
     DSV4_CHECK(cuda_available(&why), "CUDA backend: {}", why);
     DSV4_CUDA(cudaSetDevice(device_));
     DSV4_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     DSV4_CUDA(cudaMalloc(&error_flag_, sizeof(int32_t)));
     DSV4_CUDA(cudaMemset(error_flag_, 0, sizeof(int32_t)));
-    // Step scratch: 6 GiB covers an 8K-token prefill chunk of the Flash shapes (routed-expert intermediates
-    // dominate); DSV4_CUDA_WORKSPACE_MB overrides.
-    size_t workspace_mb = 6144;
-    if (const char* env = std::getenv("DSV4_CUDA_WORKSPACE_MB")) workspace_mb = std::strtoull(env, nullptr, 10);
-    arena_.reserve(workspace_mb << 20);
+    arena_.reserve(static_cast<size_t>(options_.workspace_mib) << 20);
     // One metadata buffer at a fixed address for the backend's life (recorded graphs point into it).
     meta_capacity_ = size_t{1} << 22;
     DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
-    if (const char* env = std::getenv("DSV4_CUDA_GRAPHS")) graphs_enabled_ = std::string(env) != "0";
-    // Tuning knobs (fast numerics): (token, expert) pairs from which routed experts run as grouped tensor-core GEMMs,
-    // activation rows from which linears do.
-    if (const char* env = std::getenv("DSV4_MIN_GROUPED_PAIRS")) min_grouped_pairs_ = std::strtoll(env, nullptr, 10);
-    if (const char* env = std::getenv("DSV4_MIN_GEMM_ROWS")) min_gemm_rows_ = std::strtoll(env, nullptr, 10);
 }
 
 CudaBackend::~CudaBackend() {
@@ -176,61 +195,35 @@ void CudaBackend::create_state(const ModelConfig& config, const StateConfig& sta
                config.index_head_dim, kMaxIndexDim);
     model_ = config;
     state_ = state;
-    ring_rows_ = config.sliding_window + state.rewind_capacity;
-    const StateBytes bytes = planned_state_bytes(config, state);
+    const StateBytes bytes =
+        compute_state_layout(config, state.block_tokens, state.rewind_capacity, state.kv_dtype).bytes();
     check_state_fits(state, bytes);
     layers_.assign(config.num_layers, {});
-    auto poisoned = [&](size_t n_bytes) {
+    shapes_.assign(config.num_layers, {});
+    auto poisoned = [&](size_t n_bytes) -> void* {
+        if (n_bytes == 0) return nullptr;
         void* p = device_copy(nullptr, n_bytes);
         DSV4_CUDA(cudaMemset(p, 0xff, n_bytes));  // NaN in every dtype: unwritten rows show up in tests
         return p;
     };
     const auto slots = static_cast<size_t>(state.max_slots), blocks = static_cast<size_t>(state.num_blocks);
     for (int l = 0; l < config.num_layers; ++l) {
-        const LayerConfig& lc = config.layers[l];
+        const LayerStateShape& shape = shapes_[l] =
+            layer_state_shape(config, l, state.block_tokens, state.rewind_capacity);
+        ring_rows_ = static_cast<int>(shape.ring_rows);
         LayerStateDev& ls = layers_[l];
-        ls.ring = static_cast<uint8_t*>(poisoned(slots * ring_rows_ * kv_format_.bytes));
-        if (lc.compress_ratio == 0) continue;
-        DSV4_CHECK(state.block_tokens % lc.compress_ratio == 0,
-                   "state: block size {} is not a multiple of the "
-                   "compression ratio {} of layer {}",
-                   state.block_tokens, lc.compress_ratio, l);
-        ls.per_block = state.block_tokens / lc.compress_ratio;
-        const bool overlap = lc.attention == AttentionType::kCsa;
-        ls.main_rows = (overlap ? 2 : 1) * lc.compress_ratio + state.rewind_capacity;
-        const int main_width = (overlap ? 2 : 1) * config.head_dim;
-        ls.main_pending = static_cast<float*>(poisoned(slots * ls.main_rows * 2 * main_width * sizeof(float)));
-        ls.entries = static_cast<uint8_t*>(poisoned(blocks * ls.per_block * kv_format_.bytes));
-        if (overlap) {
-            ls.index_rows = 2 * lc.compress_ratio + state.rewind_capacity;
-            ls.index_pending =
-                static_cast<float*>(poisoned(slots * ls.index_rows * 4 * config.index_head_dim * sizeof(float)));
-            ls.index_keys = static_cast<uint8_t*>(poisoned(blocks * ls.per_block * key_format_.bytes));
-        }
+        ls.per_block = static_cast<int>(shape.entries_per_block);
+        ls.main_rows = static_cast<int>(shape.main.rows);
+        ls.index_rows = static_cast<int>(shape.index.rows);
+        ls.ring = static_cast<uint8_t*>(poisoned(slots * shape.ring_rows * kv_format_.bytes));
+        ls.main_pending = static_cast<float*>(poisoned(slots * shape.main.slot_floats() * sizeof(float)));
+        ls.index_pending = static_cast<float*>(poisoned(slots * shape.index.slot_floats() * sizeof(float)));
+        ls.entries = static_cast<uint8_t*>(poisoned(blocks * shape.entries_per_block * kv_format_.bytes));
+        if (shape.has_index_keys())
+            ls.index_keys = static_cast<uint8_t*>(poisoned(blocks * shape.entries_per_block * key_format_.bytes));
     }
     create_snapshot_state();
     state_bytes_ = bytes;
-}
-
-StateBytes CudaBackend::planned_state_bytes(const ModelConfig& config, const StateConfig& state) const {
-    StateBytes b;
-    const int64_t hd = config.head_dim, ihd = config.index_head_dim, row = kv_format_.bytes, key = key_format_.bytes;
-    for (const LayerConfig& lc : config.layers) {
-        b.slot += int64_t{ring_rows_} * row;
-        b.snapshot += int64_t{config.sliding_window} * row;
-        if (lc.compress_ratio == 0) continue;
-        const bool overlap = lc.attention == AttentionType::kCsa;
-        const int64_t r = lc.compress_ratio, per_block = state.block_tokens / lc.compress_ratio;
-        const int64_t main_record = 2 * (overlap ? 2 : 1) * hd * 4;  // kv | gate + ape, float32
-        b.slot += ((overlap ? 2 : 1) * r + state.rewind_capacity) * main_record;
-        b.block += per_block * row;
-        if (overlap) {
-            b.slot += (2 * r + state.rewind_capacity) * 4 * ihd * 4;
-            b.block += per_block * key;
-            b.snapshot += r * (main_record + 4 * ihd * 4);
-        }
-    }
-    return b;
 }
 
 void CudaBackend::check_state_fits(const StateConfig& state, const StateBytes& bytes) const {
@@ -291,28 +284,32 @@ void CudaBackend::begin_step(const StepBatch& batch) {
     meta_host_.insert(meta_host_.end(), batch.positions.begin(), batch.positions.end());
     meta_host_.insert(meta_host_.end(), batch.seq_index.begin(), batch.seq_index.end());
     meta_host_.insert(meta_host_.end(), batch.logit_rows.begin(), batch.logit_rows.end());
+    // Per sequence, one array per field (the kernels read them as StepMeta::seq_*).
+    struct SeqColumns {
+        std::vector<int32_t> slot, token_begin, n_tokens, start, table_offset, table_len;
+    } cols;
     std::vector<int32_t> tables;
-    std::vector<int32_t> fields[6];
     for (const auto& seq : batch.seqs) {
         DSV4_CHECK(seq.slot >= 0 && seq.slot < state_.max_slots, "step: slot {} is outside [0, {})", seq.slot,
                    state_.max_slots);
         const int64_t end = seq.start_pos + seq.n_tokens;
         DSV4_CHECK(static_cast<int64_t>(seq.block_table.size()) * state_.block_tokens >= end,
-                   "step: block table of "
-                   "slot {} covers {} positions, {} needed",
-                   seq.slot, seq.block_table.size() * state_.block_tokens, end);
-        fields[0].push_back(seq.slot);
-        fields[1].push_back(seq.token_begin);
-        fields[2].push_back(seq.n_tokens);
-        fields[3].push_back(static_cast<int32_t>(seq.start_pos));
-        fields[4].push_back(static_cast<int32_t>(tables.size()));
-        fields[5].push_back(static_cast<int32_t>(seq.block_table.size()));
+                   "step: block table of slot {} covers {} positions, {} needed", seq.slot,
+                   seq.block_table.size() * state_.block_tokens, end);
+        cols.slot.push_back(seq.slot);
+        cols.token_begin.push_back(seq.token_begin);
+        cols.n_tokens.push_back(seq.n_tokens);
+        cols.start.push_back(static_cast<int32_t>(seq.start_pos));
+        cols.table_offset.push_back(static_cast<int32_t>(tables.size()));
+        cols.table_len.push_back(static_cast<int32_t>(seq.block_table.size()));
         for (int32_t b : seq.block_table) {
             DSV4_CHECK(b >= 0 && b < state_.num_blocks, "step: block id {} is outside [0, {})", b, state_.num_blocks);
             tables.push_back(b);
         }
     }
-    for (const auto& f : fields) meta_host_.insert(meta_host_.end(), f.begin(), f.end());
+    for (const std::vector<int32_t>* f :
+         {&cols.slot, &cols.token_begin, &cols.n_tokens, &cols.start, &cols.table_offset, &cols.table_len})
+        meta_host_.insert(meta_host_.end(), f->begin(), f->end());
     meta_host_.insert(meta_host_.end(), tables.begin(), tables.end());
     DSV4_CHECK(meta_host_.size() <= meta_capacity_,
                "step metadata of {} entries exceeds the buffer ({}); too many "
@@ -339,7 +336,6 @@ void CudaBackend::begin_step(const StepBatch& batch) {
     meta_.n_seqs = s;
     meta_.num_blocks = state_.num_blocks;
     meta_.error_flag = error_flag_;
-    host_positions_ = batch.positions;
     host_logit_rows_ = batch.logit_rows;
     max_position_ = 0;
     for (int32_t pos : batch.positions) max_position_ = std::max<int64_t>(max_position_, pos);
@@ -365,6 +361,13 @@ void CudaBackend::to_host(const Tensor& t, float* out) {
     synchronize();
 }
 
+void CudaBackend::copy(const Tensor& src, Tensor dst) {
+    DSV4_CHECK(src.dtype == dst.dtype && src.numel() == dst.numel(), "copy: {} {} elements into {} {} elements",
+               dtype_name(src.dtype), src.numel(), dtype_name(dst.dtype), dst.numel());
+    DSV4_CUDA(cudaMemcpyAsync(dst.data, src.data, src.numel() * dtype_bits(src.dtype) / 8, cudaMemcpyDeviceToDevice,
+                              stream_));
+}
+
 void CudaBackend::from_host(Tensor t, const void* data) {
     DSV4_CUDA(cudaMemcpyAsync(t.data, data, t.numel() * dtype_bits(t.dtype) / 8, cudaMemcpyHostToDevice, stream_));
     DSV4_CUDA(cudaStreamSynchronize(stream_));
@@ -377,7 +380,7 @@ int64_t CudaBackend::indexer_entry_bucket(int ratio) const {
     return bucket;
 }
 
-uint64_t CudaBackend::graph_shape_key(const StepBatch& batch) const {
+uint64_t CudaBackend::shape_key(const StepBatch& batch) const {
     (void)batch;  // begin_step has seen it: the largest position decides the indexer's bucket
     uint64_t key = 0;
     for (const LayerConfig& l : model_.layers) {  // the indexer's and the HCA attention's launch shapes
@@ -386,25 +389,26 @@ uint64_t CudaBackend::graph_shape_key(const StepBatch& batch) const {
     return key;
 }
 
-bool CudaBackend::graph_replay(uint64_t key) {
+bool CudaBackend::replay(uint64_t key) {
     auto it = graphs_.find(key);
     if (it == graphs_.end()) return false;
     DSV4_CUDA(cudaGraphLaunch(it->second, stream_));
     return true;
 }
 
-void CudaBackend::graph_capture_begin() {
+void CudaBackend::begin_capture() {
     DSV4_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
     capturing_ = true;
 }
 
-void CudaBackend::graph_capture_end(uint64_t key) {
+void CudaBackend::end_capture(uint64_t key) {
     cudaGraph_t graph = nullptr;
     capturing_ = false;
     DSV4_CUDA(cudaStreamEndCapture(stream_, &graph));
     cudaGraphExec_t exec = nullptr;
     DSV4_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     DSV4_CUDA(cudaGraphDestroy(graph));
+    if (auto it = graphs_.find(key); it != graphs_.end()) cudaGraphExecDestroy(it->second);  // re-recorded
     graphs_[key] = exec;
 }
 

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_factory.h"
 #include "backend/cuda/kernels.h"
+#include "state/state_layout.h"
 
 namespace dsv4::cuda {
 
@@ -44,9 +46,9 @@ class DeviceArena {
     size_t high_water_ = 0;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public Backend, public GraphRecorder {
   public:
-    CudaBackend(Numerics numerics, int device);
+    CudaBackend(Numerics numerics, const CudaOptions& options);
     ~CudaBackend() override;
 
     std::string name() const override { return "cuda"; }
@@ -73,6 +75,7 @@ class CudaBackend final : public Backend {
     void to_host(const Tensor& t, float* out) override;
     void from_host(Tensor t, const void* data) override;
     void synchronize() override;
+    void copy(const Tensor& src, Tensor dst) override;
 
     void embed(const WeightRef& table, Tensor x) override;
     void hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u,
@@ -102,11 +105,13 @@ class CudaBackend final : public Backend {
     VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
     TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed) override;
     void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
-    bool graphs_supported() const override { return graphs_enabled_ && !profiling_ && !op_profiling_; }
-    bool graph_replay(uint64_t key) override;
-    void graph_capture_begin() override;
-    void graph_capture_end(uint64_t key) override;
-    uint64_t graph_shape_key(const StepBatch& batch) const override;
+    // GraphRecorder
+    GraphRecorder* graph_recorder() override { return this; }
+    bool graphs_available() const override { return !profiling_ && !op_profiling_; }
+    bool replay(uint64_t key) override;
+    void begin_capture() override;
+    void end_capture(uint64_t key) override;
+    uint64_t shape_key(const StepBatch& batch) const override;
     void set_profiling(bool on) override;
     void region(std::string_view name) override;
     std::vector<std::pair<std::string, double>> profile(bool reset) override;
@@ -152,16 +157,25 @@ class CudaBackend final : public Backend {
     void launched(const char* op, int kernels = 1);
     void create_snapshot_state();
     void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);
-    // Bytes per slot / block / snapshot of the state create_state allocates (kv_format_ / key_format_ set).
-    StateBytes planned_state_bytes(const ModelConfig& config, const StateConfig& state) const;
     // Fails with a clear message (sizes, free memory) before allocating a state that cannot fit.
     void check_state_fits(const StateConfig& state, const StateBytes& bytes) const;
     void record_mark(std::string_view name);
     void check_error_flag();
 
+    // --- Device and options ---
     Numerics numerics_;
     int device_;
+    CudaOptions options_;
     cudaStream_t stream_ = nullptr;
+    int32_t* error_flag_ = nullptr;  // set by kernels on an out-of-range index (check_error_flag)
+
+    // --- Weight store: everything device_copy'd (weights, vectors, tables, state), per-layer expert handle tables ---
+    std::vector<void*> allocations_;
+    size_t resident_bytes_ = 0;
+    std::map<std::pair<const void*, int>, const WeightRef*> expert_tables_;
+    std::map<std::tuple<double, int, bool>, float*> inv_freq_;  // RoPE frequencies per (theta, dims, yarn)
+
+    // --- State store ---
     ModelConfig model_;
     StateConfig state_;
     int ring_rows_ = 0;
@@ -169,32 +183,29 @@ class CudaBackend final : public Backend {
     RowFormatDev key_format_;  // stored indexer keys
     StateBytes state_bytes_;
     std::vector<LayerStateDev> layers_;
+    std::vector<LayerStateShape> shapes_;  // per layer: rows per slot / block / snapshot (state/state_layout.h)
     struct SnapshotDev {
         uint8_t* ring = nullptr;  // [snapshots][window] stored K=V rows
-        float* main = nullptr;    // CSA: [snapshots][ratio][4 * head_dim]
-        float* index = nullptr;   // CSA: [snapshots][ratio][4 * index_head_dim]
+        float* main = nullptr;    // CSA: [snapshots][ratio][main record floats]
+        float* index = nullptr;   // CSA: [snapshots][ratio][index record floats]
     };
     std::vector<SnapshotDev> snapshots_;
-    std::vector<void*> allocations_;  // weights, vectors, tables, state
+
+    // --- The step: scratch arena and metadata (one device buffer at a fixed address; begin_step re-uploads it) ---
     DeviceArena arena_;
-    // Step metadata: host staging and device copy.
     std::vector<int32_t> meta_host_;
     int32_t* meta_dev_ = nullptr;
     size_t meta_capacity_ = 0;
-    int32_t* error_flag_ = nullptr;
     StepMeta meta_;
-    std::vector<int32_t> host_positions_;  // for host-side decisions (none on the hot path)
     std::vector<int32_t> host_logit_rows_;
     const int32_t* logit_rows_dev_ = nullptr;  // the step's logit rows inside the metadata buffer
-    int64_t max_position_ = 0;
-    bool graphs_enabled_ = true;
+    int64_t max_position_ = 0;                 // decides the indexer / HCA key buckets (part of the graph key)
+
+    // --- Graph recorder ---
     bool capturing_ = false;
-    int64_t min_grouped_pairs_ = kMinGroupedPairs;
-    int64_t min_gemm_rows_ = kMinGemmRows;
     std::map<uint64_t, cudaGraphExec_t> graphs_;
-    std::map<std::tuple<double, int, bool>, float*> inv_freq_;
-    std::map<std::pair<const void*, int>, const WeightRef*> expert_tables_;
-    size_t resident_bytes_ = 0;
+
+    // --- Profiler ---
     int64_t launches_ = 0;
     bool profiling_ = false;
     bool op_profiling_ = false;

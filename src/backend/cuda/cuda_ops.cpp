@@ -147,7 +147,7 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (fast() && m >= min_gemm_rows_ && gemm_supported(w.cols)) {
+    if (fast() && m >= options_.min_gemm_rows && gemm_supported(w.cols)) {
         launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
     } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m) && !reference()) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode sizes
@@ -162,7 +162,8 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");
     // Token t's group g input is x[(t * groups + g) * k ...]; its output rows g * R .. of y[t].
     const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;  // group's scale rows
-    if (fast() && aligned && n >= min_gemm_rows_ && gemm_supported(k)) {  // tensor cores (prefill, large batches)
+    if (fast() && aligned && n >= options_.min_gemm_rows &&
+        gemm_supported(k)) {  // tensor cores (prefill, large batches)
         for (int g = 0; g < groups; ++g) {
             launch_gemm_bf16(stream_, weight_rows(w, g * per_group, per_group), x.f32() + g * k, groups * k, n,
                              y.f32() + g * per_group, w.rows, false);
@@ -381,7 +382,7 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     const WeightFormat format = w.experts.front().w1.format;
     // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
     // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
-    const bool grouped = fast() && pairs >= min_grouped_pairs_ && gemm_supported(d) && gemm_supported(inter);
+    const bool grouped = fast() && pairs >= options_.min_grouped_pairs && gemm_supported(d) && gemm_supported(inter);
     const bool gemv =
         !grouped && !ref && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
     const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};

@@ -36,10 +36,12 @@ void CudaBackend::create_snapshot_state() {
     for (size_t l = 0; l < layers_.size(); ++l) {
         SnapshotDev& s = snapshots_[l];
         s.ring = static_cast<uint8_t*>(device_copy(nullptr, snaps * model_.sliding_window * kv_format_.bytes));
-        if (layers_[l].index_keys == nullptr) continue;  // not CSA
-        const int ratio = state_.block_tokens / layers_[l].per_block;
-        s.main = static_cast<float*>(device_copy(nullptr, snaps * ratio * 4 * model_.head_dim * 4));
-        s.index = static_cast<float*>(device_copy(nullptr, snaps * ratio * 4 * model_.index_head_dim * 4));
+        const LayerStateShape& shape = shapes_[l];
+        if (shape.snapshot_records == 0) continue;  // not CSA
+        s.main =
+            static_cast<float*>(device_copy(nullptr, snaps * shape.snapshot_records * shape.main.record_floats() * 4));
+        s.index =
+            static_cast<float*>(device_copy(nullptr, snaps * shape.snapshot_records * shape.index.record_floats() * 4));
     }
 }
 
@@ -52,7 +54,7 @@ void CudaBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boun
                "{}: boundary {} is not a positive multiple of "
                "the block size {}",
                op, boundary, state_.block_tokens);
-    const int64_t window = model_.sliding_window, hd = model_.head_dim, ihd = model_.index_head_dim;
+    const int64_t window = model_.sliding_window;
     const int64_t row = kv_format_.bytes;
     for (size_t l = 0; l < layers_.size(); ++l) {
         const LayerStateDev& ls = layers_[l];
@@ -62,14 +64,17 @@ void CudaBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boun
         copy_ring_range(stream_, ls.ring + static_cast<int64_t>(slot) * ring_rows_ * row, ring_rows_,
                         sn.ring + (static_cast<int64_t>(snapshot) * window + (first - (boundary - window))) * row,
                         first, boundary - first, row, to_snapshot);
-        if (ls.index_keys == nullptr) continue;
-        const int64_t ratio = state_.block_tokens / ls.per_block;
-        copy_ring_range(stream_, ls.main_pending + static_cast<int64_t>(slot) * ls.main_rows * 4 * hd, ls.main_rows,
-                        sn.main + static_cast<int64_t>(snapshot) * ratio * 4 * hd, boundary - ratio, ratio, 4 * hd * 4,
-                        to_snapshot);
-        copy_ring_range(stream_, ls.index_pending + static_cast<int64_t>(slot) * ls.index_rows * 4 * ihd, ls.index_rows,
-                        sn.index + static_cast<int64_t>(snapshot) * ratio * 4 * ihd, boundary - ratio, ratio,
-                        4 * ihd * 4, to_snapshot);
+        // The compressor records of [boundary - n, boundary) (CSA: n = ratio, the window the next entry overlaps).
+        const LayerStateShape& shape = shapes_[l];
+        const int64_t n = shape.snapshot_records;
+        if (n == 0) continue;
+        auto records = [&](float* pending, float* snap, const CompressorRing& ring) {
+            const int64_t rec = ring.record_floats();
+            copy_ring_range(stream_, pending + static_cast<int64_t>(slot) * ring.slot_floats(), ring.rows,
+                            snap + static_cast<int64_t>(snapshot) * n * rec, boundary - n, n, rec * 4, to_snapshot);
+        };
+        records(ls.main_pending, sn.main, shape.main);
+        records(ls.index_pending, sn.index, shape.index);
     }
 }
 
@@ -85,18 +90,18 @@ void CudaBackend::copy_slot(int32_t src, int32_t dst) {
     DSV4_CHECK(src >= 0 && src < state_.max_slots && dst >= 0 && dst < state_.max_slots,
                "copy_slot: slots {} -> {} outside [0, {})", src, dst, state_.max_slots);
     if (src == dst) return;
-    const int64_t hd = model_.head_dim, ihd = model_.index_head_dim;
-    for (const LayerStateDev& ls : layers_) {
+    for (size_t l = 0; l < layers_.size(); ++l) {
+        const LayerStateDev& ls = layers_[l];
+        const LayerStateShape& shape = shapes_[l];
         auto copy = [&](void* base_ptr, int64_t per_slot_bytes) {
             if (base_ptr == nullptr) return;
             auto* base = static_cast<uint8_t*>(base_ptr);
             DSV4_CUDA(cudaMemcpyAsync(base + dst * per_slot_bytes, base + src * per_slot_bytes,
                                       static_cast<size_t>(per_slot_bytes), cudaMemcpyDeviceToDevice, stream_));
         };
-        copy(ls.ring, int64_t{ring_rows_} * kv_format_.bytes);
-        const int64_t main_width = (ls.index_keys != nullptr ? 2 : 1) * hd;
-        copy(ls.main_pending, int64_t{ls.main_rows} * 2 * main_width * 4);
-        copy(ls.index_pending, int64_t{ls.index_rows} * 4 * ihd * 4);
+        copy(ls.ring, shape.ring_rows * kv_format_.bytes);
+        copy(ls.main_pending, shape.main.slot_floats() * 4);
+        copy(ls.index_pending, shape.index.slot_floats() * 4);
     }
 }
 

@@ -129,8 +129,8 @@ void CudaBackend::synthetic_context(int32_t slot, int64_t length, std::span<cons
 }
 
 void CudaBackend::set_profiling(bool on) {
-    // DSV4_PROFILE_OPS=1: time every op instead of the model's regions.
-    op_profiling_ = on && std::getenv("DSV4_PROFILE_OPS") != nullptr;
+    // CudaOptions::profile_ops (DSV4_PROFILE_OPS): time every op instead of the model's regions.
+    op_profiling_ = on && options_.profile_ops;
     profiling_ = on && !op_profiling_;
     marks_.clear();
     profile_ms_.clear();

@@ -80,11 +80,8 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
                  int64_t y_stride, bool round_out, int groups = 1, int64_t group_x = 0);
 // Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
 constexpr int64_t kMaxGemvRows = 256;
-// Fast numerics: activation row counts from which linears run on tensor cores, and (token, expert) pair counts from
-// which the routed experts are grouped by expert for tensor-core GEMMs (H200, 4-layer Flash: at 16 tokens the GEMVs
-// are faster, at 32 the GEMMs; docs/performance-log.md). DSV4_MIN_GEMM_ROWS / DSV4_MIN_GROUPED_PAIRS override.
-constexpr int64_t kMinGemmRows = 32;
-constexpr int64_t kMinGroupedPairs = 128;
+// (The row and pair counts from which fast numerics switch to tensor cores are CudaOptions::min_gemm_rows and
+// min_grouped_pairs, backend/cuda/cuda_factory.h.)
 // Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
 void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
                         const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,

@@ -13,8 +13,8 @@
 
 #include "dsv4/engine.h"
 #include "server/generation/choice_pipeline.h"
-#include "server/http/metrics.h"
 #include "server/generation/response_sink.h"
+#include "server/http/metrics.h"
 
 namespace dsv4::server {
 

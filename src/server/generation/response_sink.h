@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "server/http/api_error.h"
 #include "server/generation/choice_pipeline.h"
+#include "server/http/api_error.h"
 
 namespace dsv4::server {
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "server/openai/api_types.h"
-#include "server/openai/response_json.h"
 #include "server/generation/response_sink.h"
 #include "server/http/sse.h"
+#include "server/openai/api_types.h"
+#include "server/openai/response_json.h"
 #include "tokenizer/output_parser.h"
 
 namespace dsv4::server {

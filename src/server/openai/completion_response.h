@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "server/openai/api_types.h"
-#include "server/openai/response_json.h"
 #include "server/generation/response_sink.h"
 #include "server/http/sse.h"
+#include "server/openai/api_types.h"
+#include "server/openai/response_json.h"
 
 namespace dsv4::server {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "server/openai/api_types.h"
 #include "server/http/model_context.h"
+#include "server/openai/api_types.h"
 
 namespace dsv4::server {
 

@@ -4,12 +4,12 @@
 
 #include <chrono>
 
+#include "server/generation/generation.h"
+#include "server/http/routes.h"
 #include "server/openai/chat_response.h"
 #include "server/openai/completion_response.h"
-#include "server/generation/generation.h"
 #include "server/openai/prompt_builder.h"
 #include "server/openai/request_parser.h"
-#include "server/http/routes.h"
 
 namespace dsv4::server {
 namespace {

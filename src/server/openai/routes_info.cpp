@@ -1,9 +1,9 @@
 // GET /health, /version, /metrics, /v1/models[/{id}]; POST /tokenize, /detokenize.
 #include <nlohmann/json.hpp>
 
+#include "server/http/routes.h"
 #include "server/openai/prompt_builder.h"
 #include "server/openai/request_parser.h"
-#include "server/http/routes.h"
 
 namespace dsv4::server {
 namespace {

@@ -20,8 +20,7 @@ namespace {
 
 std::vector<float> gpu_logits(const std::string& name, Numerics numerics, StateDtype dtype, int64_t chunk,
                               int64_t decode_from, bool graphs = true) {
-    Fixture f = open_fixture(name, numerics, "logits.npy", make_cuda_backend(numerics, 0), dtype);
-    f.model().use_graphs = graphs;
+    Fixture f = open_fixture(name, numerics, "logits.npy", make_cuda_backend(numerics), dtype, graphs);
     return run_logits(f, chunk, decode_from);
 }
 

@@ -13,7 +13,8 @@
 #include "backend/backend.h"
 #include "core/npy.h"
 #include "model/model_loader.h"
-#include "model/sequence_runner.h"
+#include "runtime/sequence_runner.h"
+#include "runtime/step_graphs.h"
 
 namespace dsv4::golden {
 
@@ -36,6 +37,9 @@ struct Fixture {
     std::unique_ptr<LoadedModel> loaded;
     std::vector<int32_t> tokens;
     NpyTensor<float> reference;  // [T, vocab]
+    // Steps as the engine runs them: decode steps record and replay graphs where the backend can (reset it, or
+    // open with graphs = false, for eager steps).
+    std::unique_ptr<StepGraphs> graphs;
 
     DeepseekV4& model() { return *loaded->model; }
     int64_t vocab() const { return reference.shape[1]; }
@@ -52,12 +56,14 @@ inline StateConfig test_state(int slots = 2, StateDtype kv_dtype = StateDtype::k
 }
 
 inline Fixture open_fixture(const std::string& name, Numerics numerics, const std::string& logits_file = "logits.npy",
-                            std::unique_ptr<Backend> backend = nullptr, StateDtype kv_dtype = StateDtype::kF32) {
+                            std::unique_ptr<Backend> backend = nullptr, StateDtype kv_dtype = StateDtype::kF32,
+                            bool graphs = true) {
     Fixture f;
     f.backend = backend ? std::move(backend) : make_cpu_backend(numerics, 0);
     f.loaded = load_model(fixture_dir(name), *f.backend, test_state(2, kv_dtype));
     f.tokens = read_npy_i32((fixture_dir(name) / "tokens.npy").string()).values;
     f.reference = read_npy_f32((fixture_dir(name) / logits_file).string());
+    f.graphs = std::make_unique<StepGraphs>(f.model(), !graphs);
     return f;
 }
 
@@ -75,7 +81,7 @@ inline double relative_max_error(const std::vector<float>& got, const std::vecto
 // Feeds the whole prompt through a fresh sequence in chunks of `chunk` tokens (0 = all at once), then one token per
 // step from `decode_from` on (when >= 0). Returns the logits of every position.
 inline std::vector<float> run_logits(Fixture& f, int64_t chunk, int64_t decode_from, int32_t slot = 0) {
-    SequenceRunner runner(f.model(), slot, 8);
+    SequenceRunner runner(f.model(), slot, 8, f.graphs.get());
     std::vector<float> all;
     const auto t = static_cast<int64_t>(f.tokens.size());
     const int64_t prefill_end = decode_from >= 0 ? decode_from : t;

@@ -34,8 +34,8 @@
 #include "backend/backend.h"
 #include "core/error.h"
 #include "model/model_loader.h"
-#include "model/sequence_runner.h"
 #include "model/synthetic_checkpoint.h"
+#include "runtime/sequence_runner.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 // Freed memory sits in ASan's quarantine (256 MB by default) and would count as resident growth.

@@ -222,7 +222,7 @@ struct Pair {
     explicit Pair(Numerics n, const ModelConfig& c = op_config(), int slots = 2, int blocks = 16,
                   StateDtype kv_dtype = StateDtype::kF32, int snapshots = 0) {
         cpu = make_cpu_backend(n == Numerics::kFast ? Numerics::kExact : n, 0);
-        gpu = make_cuda_backend(n, 0);
+        gpu = make_cuda_backend(n);
         StateConfig s;
         s.max_slots = slots;
         s.num_blocks = blocks;

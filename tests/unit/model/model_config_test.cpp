@@ -1,4 +1,4 @@
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 #include <gtest/gtest.h>
 

@@ -7,15 +7,15 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "bench/client/bench_stats.h"
 #include "core/error.h"
+#include "server/generation/choice_pipeline.h"
 #include "server/http/admission.h"
 #include "server/http/api_error.h"
 #include "server/http/auth.h"
-#include "bench/client/bench_stats.h"
-#include "server/generation/choice_pipeline.h"
 #include "server/http/metrics.h"
-#include "server/model_files.h"
 #include "server/http/sse.h"
+#include "server/model_files.h"
 
 namespace dsv4::server {
 namespace {

@@ -16,9 +16,9 @@
 #include "core/float_formats.h"
 #include "loader/checkpoint.h"
 #include "model/model_loader.h"
-#include "model/sequence_runner.h"
 #include "model/synthetic_values.h"
 #include "model/weight_binding.h"
+#include "runtime/sequence_runner.h"
 #include "st_writer.h"
 
 namespace dsv4 {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model_config.h"
+#include "config/model_config.h"
 #include "model/tensor_spec.h"
 #include "st_writer.h"
 

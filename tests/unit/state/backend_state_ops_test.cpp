@@ -29,7 +29,7 @@ struct Model {
         StepBatch batch;
         batch.add_sequence(slot, start, toks, std::move(table));
         for (int32_t i = 0; i < static_cast<int32_t>(toks.size()); ++i) batch.logit_rows.push_back(i);
-        return model().forward(batch);
+        return model().logits(batch);
     }
 };
 
@@ -114,7 +114,7 @@ TEST_P(StateOps, ForkedSlotsContinueIndependentlyAndExactly) {
     batch.add_sequence(0, 200, part(t, 200, 210), {0, 1});
     batch.add_sequence(1, 200, part(alt, 200, 210), {0, 2});
     for (int32_t i = 0; i < 20; ++i) batch.logit_rows.push_back(i);
-    const auto both = m.model().forward(batch);
+    const auto both = m.model().logits(batch);
     const size_t half = both.size() / 2;
     // Cold references in slot 2.
     m.b().reset_slot(2);

@@ -1,4 +1,4 @@
-#include "model/rope.h"
+#include "config/rope.h"
 
 #include <algorithm>
 #include <cmath>

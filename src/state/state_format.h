@@ -1,6 +1,6 @@
-// Byte layouts of the stored sequence state per StateDtype (backend.h), and the host encoder / decoder of one row.
-// The CPU backend stores and reads rows through these; the CUDA backend's device codec (backend/cuda/state_codec.cuh)
-// writes the same bytes. kv/state_layout.h sizes the state with the same byte counts.
+// Byte layouts of the stored sequence state per StateDtype (state/state_config.h), and the host encoder / decoder of
+// one row. The CPU backend stores and reads rows through these; the CUDA backend's device codec
+// (backend/cuda/state_codec.cuh) writes the same bytes. state/state_layout.h sizes the state with the same byte counts.
 //
 // K=V rows (ring rows, compressed entries, snapshot ring rows), head dim d with r rope dims (the last r), n = d - r:
 //   f32   d x float32 (4d bytes)
@@ -22,8 +22,8 @@
 
 #include <cstdint>
 
-#include "backend/backend.h"
-#include "model/model_config.h"
+#include "config/model_config.h"
+#include "state/state_config.h"
 
 namespace dsv4 {
 

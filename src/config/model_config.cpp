@@ -1,4 +1,4 @@
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
 // StateLayout: the byte formulas against model-spec 5.4 (the full Flash model) and against what the CPU backend
-// actually allocates (fixtures), and plan_state's sizing and errors.
-#include "kv/state_layout.h"
+// actually allocates (fixtures).
+#include "state/state_layout.h"
 
 #include <gtest/gtest.h>
 
@@ -95,46 +95,39 @@ TEST(StateLayout, Fp8RejectsNopeDimsOutsideBlocksOf64) {
     }
 }
 
-TEST(StateLayout, PlanSplitsTheBudget) {
+TEST(StateLayout, LayerShapesFollowTheSpec) {
     const ModelConfig c = load_model_config(source("tests/fixtures/flash_schedule/config.json"));
-    const StateLayout l = compute_state_layout(c, 128, 16, StateDtype::kF32);
-    StatePlanRequest req;
-    req.max_slots = 4;
-    req.block_tokens = 128;
-    req.rewind_capacity = 16;
-    req.num_snapshots = 3;
-    req.budget_bytes = 4 * l.slot_bytes + 3 * l.snapshot_bytes + 10 * l.block_bytes + 7;
-    req.min_tokens = 1000;
-    const StatePlan plan = plan_state(c, req, StateDtype::kF32);
-    EXPECT_EQ(plan.state.kv_dtype, StateDtype::kF32);
-    EXPECT_EQ(plan_state(c, req, StateDtype::kFp8).state.kv_dtype, StateDtype::kFp8);
-    EXPECT_EQ(plan.state.max_slots, 4);
-    EXPECT_EQ(plan.state.num_snapshots, 3);
-    EXPECT_EQ(plan.state.num_blocks, 10);
-    EXPECT_EQ(plan.token_capacity, 1280);
-    EXPECT_LE(plan.total_bytes, req.budget_bytes);
-    // Automatic snapshots: at most 2 per slot and a fifth of what the slots leave.
-    req.num_snapshots = -1;
-    req.budget_bytes += 100 * l.snapshot_bytes;
-    const StatePlan automatic = plan_state(c, req, StateDtype::kF32);
-    EXPECT_EQ(automatic.state.num_snapshots, 8);  // 2 per slot: the fifth would allow about 20
-    EXPECT_LE(automatic.state.num_snapshots * l.snapshot_bytes, (req.budget_bytes - 4 * l.slot_bytes) / 5);
-}
-
-TEST(StateLayout, PlanRejectsBudgetsThatDoNotFit) {
-    const ModelConfig c = load_model_config(source("tests/fixtures/flash_schedule/config.json"));
-    const StateLayout l = compute_state_layout(c, 128, 16, StateDtype::kF32);
-    StatePlanRequest req;
-    req.max_slots = 4;
-    req.block_tokens = 128;
-    req.num_snapshots = 0;
-    req.budget_bytes = 3 * l.slot_bytes;  // not even the slots
-    EXPECT_THROW(plan_state(c, req, StateDtype::kF32), Error);
-    req.budget_bytes = 4 * l.slot_bytes + 2 * l.block_bytes;
-    req.min_tokens = 1000;  // needs 8 blocks
-    EXPECT_THROW(plan_state(c, req, StateDtype::kF32), Error);
-    req.block_tokens = 100;  // not a multiple of the HCA ratio 128
-    EXPECT_THROW(compute_state_layout(c, 100, 16, StateDtype::kF32), Error);
+    const int rewind = 16, block = 256;
+    for (int l = 0; l < c.num_layers; ++l) {
+        const LayerConfig& lc = c.layers[l];
+        const LayerStateShape s = layer_state_shape(c, l, block, rewind);
+        EXPECT_EQ(s.ring_rows, c.sliding_window + rewind);
+        EXPECT_EQ(s.snapshot_ring_rows, c.sliding_window);
+        EXPECT_EQ(s.ratio, lc.compress_ratio);
+        if (lc.attention == AttentionType::kCsa) {
+            EXPECT_EQ(s.main.rows, 2 * lc.compress_ratio + rewind);
+            EXPECT_EQ(s.main.width, 2 * c.head_dim);
+            EXPECT_EQ(s.index.rows, 2 * lc.compress_ratio + rewind);
+            EXPECT_EQ(s.index.width, 2 * c.index_head_dim);
+            EXPECT_EQ(s.snapshot_records, lc.compress_ratio);
+            EXPECT_TRUE(s.has_index_keys());
+        } else if (lc.attention == AttentionType::kHca) {
+            EXPECT_EQ(s.main.rows, lc.compress_ratio + rewind);
+            EXPECT_EQ(s.main.width, c.head_dim);
+            EXPECT_EQ(s.index.rows, 0);
+            EXPECT_EQ(s.snapshot_records, 0);
+        } else {
+            EXPECT_EQ(s.main.rows, 0);
+            EXPECT_EQ(s.entries_per_block, 0);
+        }
+        if (lc.compress_ratio > 0) {
+            EXPECT_EQ(s.entries_per_block, block / lc.compress_ratio);
+        }
+    }
+    // A block size that is not a multiple of a compression ratio, and layers outside the model, are errors.
+    EXPECT_THROW(layer_state_shape(c, 2, 130, rewind), Error);
+    EXPECT_THROW(layer_state_shape(c, c.num_layers, block, rewind), Error);
+    EXPECT_THROW(layer_state_shape(c, 0, block, -1), Error);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // SequenceRunner: feeds one sequence through a DeepseekV4 without the scheduler: whole, in chunks, one token at a
 // time, or after a rewind. Used by `dsv4 logits`, `dsv4 generate` (single prompt) and the golden tests. The engine
-// (src/engine) drives many sequences through the same model with its own scheduler and block manager.
+// (src/engine) drives many sequences through the same model with its own scheduler and block manager. Steps run
+// through a StepGraphs when one is given (decode steps then record and replay graphs, as in the engine), else
+// eagerly.
 #pragma once
 
 #include <cstdint>
@@ -8,13 +10,14 @@
 #include <vector>
 
 #include "model/deepseek_v4.h"
+#include "runtime/step_graphs.h"
 
 namespace dsv4 {
 
 class SequenceRunner {
   public:
     // Uses state slot `slot` and blocks [slot * blocks_per_slot, (slot + 1) * blocks_per_slot) of the backend.
-    SequenceRunner(DeepseekV4& model, int32_t slot, int32_t blocks_per_slot);
+    SequenceRunner(DeepseekV4& model, int32_t slot, int32_t blocks_per_slot, StepGraphs* graphs = nullptr);
 
     // Appends tokens and returns their logits [tokens.size(), vocab] (all rows) or [1, vocab] (last row only).
     std::vector<float> feed(std::span<const int32_t> tokens, bool all_logits);
@@ -24,6 +27,7 @@ class SequenceRunner {
 
   private:
     DeepseekV4& model_;
+    StepGraphs* graphs_;
     int32_t slot_;
     int32_t blocks_per_slot_;
     int64_t length_ = 0;

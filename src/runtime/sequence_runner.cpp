@@ -1,11 +1,11 @@
-#include "model/sequence_runner.h"
+#include "runtime/sequence_runner.h"
 
 #include "core/error.h"
 
 namespace dsv4 {
 
-SequenceRunner::SequenceRunner(DeepseekV4& model, int32_t slot, int32_t blocks_per_slot)
-    : model_(model), slot_(slot), blocks_per_slot_(blocks_per_slot) {
+SequenceRunner::SequenceRunner(DeepseekV4& model, int32_t slot, int32_t blocks_per_slot, StepGraphs* graphs)
+    : model_(model), graphs_(graphs), slot_(slot), blocks_per_slot_(blocks_per_slot) {
     model_.backend().reset_slot(slot_);
 }
 
@@ -22,7 +22,7 @@ std::vector<float> SequenceRunner::feed(std::span<const int32_t> tokens, bool al
     batch.add_sequence(slot_, length_, tokens, std::move(table));
     const auto n = static_cast<int32_t>(tokens.size());
     for (int32_t i = all_logits ? 0 : n - 1; i < n; ++i) batch.logit_rows.push_back(i);
-    std::vector<float> logits = model_.forward(batch);
+    std::vector<float> logits = graphs_ != nullptr ? model_.host_logits(graphs_->forward(batch)) : model_.logits(batch);
     length_ = end;
     max_written_ = std::max(max_written_, end);
     return logits;

@@ -1,4 +1,4 @@
-#include "backend/state_format.h"
+#include "state/state_format.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
 // The stored-row formats of backend/state_format.h: the fp8_ds_mla K=V record and the FP8 indexer key are byte-exact
 // to the reference roundings (core/quant_sim.h), bf16 rows round to nearest even, and the dtype names parse.
-#include "backend/state_format.h"
+#include "state/state_format.h"
 
 #include <gtest/gtest.h>
 

@@ -1,45 +1,10 @@
-#include "kv/state_layout.h"
+#include "kv/state_plan.h"
 
 #include <algorithm>
 
-#include "backend/state_format.h"
 #include "core/error.h"
 
 namespace dsv4 {
-namespace {
-
-constexpr int64_t kRecordElementBytes = 4;  // compressor records (kv | gate + ape) are float32 everywhere
-
-}  // namespace
-
-StateLayout compute_state_layout(const ModelConfig& c, int block_tokens, int rewind_capacity, StateDtype dtype) {
-    DSV4_CHECK(block_tokens > 0 && rewind_capacity >= 0, "state layout: block size {} / rewind capacity {}",
-               block_tokens, rewind_capacity);
-    StateLayout s;
-    s.dtype = dtype;
-    s.row_bytes = kv_row_format(dtype, c).bytes();  // throws when the dims do not fit the dtype
-    s.indexer_key_bytes = index_key_format(dtype, c).bytes();
-    const int64_t window = c.sliding_window, rewind = rewind_capacity;
-    const int64_t d = c.head_dim, di = c.index_head_dim;
-    for (const LayerConfig& lc : c.layers) {
-        s.slot_bytes += (window + rewind) * s.row_bytes;
-        s.snapshot_bytes += window * s.row_bytes;
-        const int64_t r = lc.compress_ratio;
-        if (r == 0) continue;
-        DSV4_CHECK(block_tokens % r == 0, "block size {} is not a multiple of the compression ratio {}", block_tokens,
-                   r);
-        if (lc.attention == AttentionType::kCsa) {
-            const int64_t record_floats = 2 * 2 * d + 2 * 2 * di;  // main + indexer, both halves, kv | gate
-            s.slot_bytes += (2 * r + rewind) * record_floats * kRecordElementBytes;
-            s.snapshot_bytes += r * record_floats * kRecordElementBytes;
-            s.block_bytes += block_tokens / r * (s.row_bytes + s.indexer_key_bytes);
-        } else {
-            s.slot_bytes += (r + rewind) * 2 * d * kRecordElementBytes;
-            s.block_bytes += block_tokens / r * s.row_bytes;
-        }
-    }
-    return s;
-}
 
 StatePlan plan_state(const ModelConfig& config, const StatePlanRequest& req, StateDtype dtype) {
     DSV4_CHECK(req.max_slots > 0, "state plan: max_slots must be positive, got {}", req.max_slots);

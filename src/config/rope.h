@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "model/model_config.h"
+#include "config/model_config.h"
 
 namespace dsv4 {
 

@@ -1,0 +1,87 @@
+// ModelOps: the ops the DeepSeek-V4 forward pass (src/model/deepseek_v4.cpp) is written against, once, for every
+// device: step scratch memory, the step's metadata, and the math. The CPU backend (backend/cpu) is the numerical
+// reference; the CUDA backend (backend/cuda) is the production path. Ops that read or write sequence state (the
+// compressor, the indexer, attention, store_window) address it through the step's slots and block tables; the state
+// itself is the StateStore role (backend/state_store.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+
+#include "backend/step.h"
+#include "backend/tensor.h"
+#include "backend/weights.h"
+#include "config/model_config.h"
+
+namespace dsv4 {
+
+class ModelOps {
+  public:
+    virtual ~ModelOps() = default;
+
+    // --- Step ---
+    // Per-step scratch memory; everything allocated is released by begin_step().
+    virtual Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) = 0;
+    // Scratch marks: everything allocated after scratch_mark() is released by scratch_release(mark) (the model
+    // releases each layer's temporaries, so a step's scratch does not grow with depth).
+    virtual size_t scratch_mark() { return 0; }
+    virtual void scratch_release(size_t mark) { (void)mark; }
+    virtual void begin_step(const StepBatch& batch) = 0;
+    // Copies a float32 tensor to the host (logits, tests).
+    virtual void to_host(const Tensor& t, float* out) = 0;
+    // Copies host bytes (numel x element size) into a backend tensor (tests, inputs).
+    virtual void from_host(Tensor t, const void* data) = 0;
+    virtual void synchronize() = 0;
+    // dst = src (same dtype and element count): a device-to-device copy, capturable in graphs.
+    virtual void copy(const Tensor& src, Tensor dst) = 0;
+
+    // --- Ops. Shapes: N step tokens, D hidden, hc streams, H heads. Positions/tokens come from the step. ---
+    virtual void embed(const WeightRef& table, Tensor x /*[N, hc, D]*/) = 0;
+    virtual void hc_pre(const Tensor& x /*[N,hc,D]*/, const MhcWeights& w, int sinkhorn_iters, float hc_eps,
+                        float norm_eps, Tensor u /*[N,D]*/, Tensor post /*[N,hc]*/, Tensor comb /*[N,hc,hc]*/) = 0;
+    virtual void hc_post(Tensor x /*[N,hc,D] in/out*/, const Tensor& y /*[N,D]*/, const Tensor& post,
+                         const Tensor& comb) = 0;
+    virtual void hc_head(const Tensor& x /*[N,hc,D]*/, const HcHeadWeights& w, float hc_eps, float norm_eps,
+                         Tensor y /*[N,D]*/) = 0;
+    // y = x * rsqrt(mean(x^2) + eps) (* weight), over the last dim of a [rows, k] view.
+    virtual void rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) = 0;
+    virtual void linear(const Tensor& x /*[M,K]*/, const WeightRef& w, LinearKind kind, Tensor y /*[M,rows]*/) = 0;
+    // Grouped projection: x [N, G, K] with W [G * R, K] -> y [N, G * R] (group g uses rows g*R .. g*R+R-1).
+    virtual void grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) = 0;
+    // Interleaved RoPE on the trailing rope_dim dims of every head: x [N, heads, head_dim], in place.
+    virtual void rope(Tensor x, const RopeParams& rope, bool inverse) = 0;
+    // Reference numerics: FP8-sim of the non-rope dims in blocks of 64 (K=V rows); no-op in exact numerics.
+    virtual void kv_cache_sim(Tensor kv /*[N, head_dim]*/, int nope_dims) = 0;
+    // Reference numerics: Hadamard rotation + FP4-sim of indexer queries; no-op in exact numerics.
+    virtual void indexer_query_sim(Tensor q /*[N, heads, index_head_dim]*/) = 0;
+
+    // Compressor: consumes the step's projections a = W_kv x, g = W_gate x ([N, width]); emits the entries of
+    // every window completed in this step into the paged store (pool, norm, RoPE at the window start, and the
+    // reference roundings), and keeps the per-token data needed by later steps.
+    virtual void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
+                          const RopeParams& rope, float norm_eps) = 0;
+    // Lightning indexer: for each step token, the top-min(k, eligible) entries by sum_h w_h relu(q_h . K_e) over the
+    // entries e < floor((pos + 1) / ratio); unused picks are -1. q [N, Hi, d], weights [N, Hi] (already scaled).
+    virtual void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk /*[N,k]*/) = 0;
+    // Sparse attention with sinks over the window rows (this step's kv + the ring) and compressed rows (all
+    // complete HCA entries, or the CSA top-k picks). q [N, H, d], kv [N, d]; out [N, H, d].
+    virtual void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                           const Tensor* topk, float scale, Tensor out) = 0;
+    // Writes this step's K=V rows into each sequence's ring (after attention has read the old rows).
+    virtual void store_window(int layer, const Tensor& kv /*[N, d]*/) = 0;
+
+    // MoE routing: weights [N, k] and expert ids [N, k] (int32).
+    virtual void route(const Tensor& h /*[N,D]*/, const MoeWeights& w, const ModelConfig& c, RoutingType routing,
+                       Tensor weights /*[N,k] f32*/, Tensor ids /*[N,k] i32*/) = 0;
+    // Routed experts plus the shared expert: y [N, D].
+    virtual void moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                     Tensor y) = 0;
+    // x *= factor, element-wise.
+    virtual void scale(Tensor x, float factor) = 0;
+    // Gathers rows of x [N, D] into y [M, D].
+    virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) = 0;
+};
+
+}  // namespace dsv4
