@@ -39,14 +39,26 @@ if ((${#changed[@]} == 0)); then
     exit 0
 fi
 echo "lint: clang-tidy on ${#changed[@]} changed file(s) since ${base:0:12}"
-errors='bugprone-*,clang-analyzer-*,performance-*,-performance-avoid-endl,-bugprone-exception-escape'
+# Findings are reported only in the changed files themselves (their headers included), so old code elsewhere does not
+# fail a change; the bug-finding checks below are errors, the rest of bugprone / performance warnings.
+checks='-*,bugprone-*,performance-*,clang-analyzer-core.*,clang-analyzer-cplusplus.*,-bugprone-easily-swappable-parameters'
+errors='bugprone-use-after-move,bugprone-dangling-handle,bugprone-undefined-memory-manipulation,bugprone-infinite-loop'
+errors+=',bugprone-suspicious-*,bugprone-unused-return-value,bugprone-string-constructor,bugprone-move-forwarding-reference'
+errors+=',bugprone-sizeof-*,bugprone-use-after-move,clang-analyzer-core.*,clang-analyzer-cplusplus.*'
+mapfile -t changed_headers < <(git diff --name-only --diff-filter=AM "$base" -- '*.h')
+filter='^$'
+if ((${#changed_headers[@]})); then
+    filter="($(printf '%s|' "${changed_headers[@]}" | sed 's/[.]/\\./g; s/|$//'))$"
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-clang-tidy -p "$build_dir" --quiet --warnings-as-errors="$errors" "${changed[@]}" >"$log" 2>&1 || status=$?
-grep -v -E '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Suppressed|^Use -header-filter' "$log" || true
+clang-tidy -p "$build_dir" --quiet --checks="$checks" --warnings-as-errors="$errors" --header-filter="$filter" \
+    --extra-arg=-Wno-unknown-warning-option "${changed[@]}" >"$log" 2>&1 || status=$?
 if ((status != 0)); then
+    grep -v -E '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Suppressed|^Use -header-filter' "$log" || true
     echo "lint: clang-tidy found errors (above)" >&2
     exit 1
 fi
+echo "lint: $(grep -c 'warning:' "$log" || true) clang-tidy warning(s) (not errors; run scripts/lint.sh locally to see them)"
 echo "lint: clang-tidy clean"
