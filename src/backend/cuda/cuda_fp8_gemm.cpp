@@ -1,6 +1,8 @@
 // cuBLASLt FP8 block-scaled GEMMs (cuda_fp8_gemm.h).
 #include "backend/cuda/cuda_fp8_gemm.h"
 
+#include <cstdio>
+
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 
@@ -68,7 +70,8 @@ const float* Fp8LtGemms::find_scales(const WeightRef& w) const {
     return e.data + (offset / e.src_stride) * e.stride;
 }
 
-Fp8LtGemms::Plan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_t ldb, int64_t ldd) {
+Fp8LtGemms::Plan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_t ldb, int64_t ldd,
+                                   const float* w_scales, const float* x_scales) {
     const auto key = std::make_tuple(n_w, k, m_pad, ldb, ldd);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
@@ -79,6 +82,8 @@ Fp8LtGemms::Plan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
              static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F));
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F));
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
     DSV4_LT(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n_w, k));      // W^T: column-major K x n_w
     DSV4_LT(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, m_pad, ldb));  // X: column-major K x M
     DSV4_LT(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, n_w, m_pad, ldd));    // y: column-major n_w x M
@@ -91,17 +96,20 @@ Fp8LtGemms::Plan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_
     const cublasStatus_t status =
         cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-        fail("cuBLASLt has no FP8 block-scaled algorithm for [{} x {}] x [{} x {}] (status {})", m_pad, k, n_w, k,
-             static_cast<int>(status));
+    p.found = status == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p.found) {
+        p.algo = result.algo;
+    } else {
+        std::fprintf(stderr, "cuBLASLt: no FP8 block-scaled algorithm for [%lld x %lld] x [%lld x %lld] (status %d); "
+                     "using the wgmma kernel\n", static_cast<long long>(m_pad), static_cast<long long>(k),
+                     static_cast<long long>(n_w), static_cast<long long>(k), static_cast<int>(status));
     }
-    p.algo = result.algo;
     return plans_.emplace(key, p).first->second;
 }
 
-void Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g) {
+bool Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g) {
     const Fp8Act& x = *g.x;
-    if (x.rows == 0) return;
+    if (x.rows == 0) return true;
     const char* why = unmet(g.w, x.k);
     DSV4_CHECK(why == nullptr, "FP8 cuBLASLt GEMM needs {}", why);
     DSV4_CHECK(x.rows_pad % 4 == 0 && g.x_col0 % 128 == 0 && g.x_col0 + g.w.cols <= x.k,
@@ -112,8 +120,9 @@ void Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g) {
     DSV4_CHECK(!padded || g.scratch != nullptr, "FP8 cuBLASLt GEMM: {} rows need a padded output", x.rows);
     float* d = padded ? g.scratch : g.y;
     const int64_t ldd = padded ? g.w.rows : g.y_stride;
-    Plan& p = plan(g.w.rows, g.w.cols, x.rows_pad, x.k, ldd);
     const float* x_scales = x.scales + (g.x_col0 / 128) * x.rows_pad;
+    Plan& p = plan(g.w.rows, g.w.cols, x.rows_pad, x.k, ldd, w_scales, x_scales);
+    if (!p.found) return false;
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
     const float alpha = 1.0f, beta = 0.0f;
@@ -123,6 +132,7 @@ void Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g) {
         DSV4_CUDA(cudaMemcpy2DAsync(g.y, g.y_stride * sizeof(float), d, g.w.rows * sizeof(float),
                                     g.w.rows * sizeof(float), x.rows, cudaMemcpyDeviceToDevice, stream));
     }
+    return true;
 }
 
 }  // namespace dsv4::cuda

@@ -40,13 +40,15 @@ class Fp8LtGemms {
     bool registered(const WeightRef& w) const { return find_scales(w) != nullptr; }
     // Why cuBLASLt cannot run this weight / activation pair, or null when it can.
     static const char* unmet(const WeightRef& w, int64_t k_cols);
-    void run(cudaStream_t stream, const Fp8LtGemm& g);
+    // Enqueues the GEMM; false (nothing enqueued) when cuBLASLt has no algorithm for the shape (remembered).
+    bool run(cudaStream_t stream, const Fp8LtGemm& g);
 
   private:
     struct Plan {
         cublasLtMatmulDesc_t desc = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
         cublasLtMatmulAlgo_t algo{};
+        bool found = false;
     };
     struct ScaleEntry {
         float* data = nullptr;
@@ -55,7 +57,9 @@ class Fp8LtGemms {
         int64_t block_rows = 0;
     };
     const float* find_scales(const WeightRef& w) const;
-    Plan& plan(int64_t n_w, int64_t k, int64_t m_pad, int64_t ldb, int64_t ldd);
+    // The heuristic needs the scale pointers set (block scaling modes reject null ones).
+    Plan& plan(int64_t n_w, int64_t k, int64_t m_pad, int64_t ldb, int64_t ldd, const float* w_scales,
+               const float* x_scales);
 
     cublasLtHandle_t handle_ = nullptr;
     void* workspace_ = nullptr;

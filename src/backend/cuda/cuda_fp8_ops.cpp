@@ -47,9 +47,11 @@ void CudaBackend::linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, c
         g.y = y;
         g.y_stride = y_stride;
         if (x.rows % 4 != 0) g.scratch = scratch(static_cast<size_t>(x.rows_pad * w.rows));
-        fp8_lt_->run(stream_, g);
-        launched("fp8 linear (cuBLASLt)", x.rows % 4 != 0 ? 2 : 1);
-        return;
+        if (fp8_lt_->run(stream_, g)) {
+            launched("fp8 linear (cuBLASLt)", x.rows % 4 != 0 ? 2 : 1);
+            return;
+        }
+        path = LinearPath::kFp8Wgmma;  // no cuBLASLt algorithm for this shape: same roundings on our kernel
     }
     DSV4_CHECK(path == LinearPath::kFp8Wgmma, "linear_fp8: path {} is not an FP8 path", linear_path_name(path));
     ExpertGemmArgs a;

@@ -3,6 +3,7 @@
 // copies larger than the L2, next to the ceilings measured in the same run.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -106,6 +107,8 @@ KernelBenchRow row_of(const std::string& op, const std::string& path, int64_t m,
     row.gb_per_s = bytes / (us * 1e-6) / 1e9;
     row.fp8_fraction = r.fp8_tflops > 0.0 ? row.tflops / r.fp8_tflops : 0.0;
     row.copy_fraction = r.ceilings.copy_tb_per_s > 0.0 ? row.gb_per_s / (r.ceilings.copy_tb_per_s * 1e3) : 0.0;
+    std::fprintf(stderr, "  %s m=%lld %s: %.2f us, %.1f TFLOP/s, %.1f GB/s\n", op.c_str(), static_cast<long long>(m),
+                 path.c_str(), us, row.tflops, row.gb_per_s);  // progress
     return row;
 }
 

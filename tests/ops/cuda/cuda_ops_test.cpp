@@ -233,15 +233,13 @@ TEST(CudaOps, MoeFlashWidths) {
         Tensor yc = make_tensor(*p.cpu, {n, d}), yg = make_tensor(*p.gpu, {n, d});
         const cuda::MoePath path =
             cuda::choose_moe_path({numerics, WeightFormat::kFp4Row, n * k, d, inter}, 128 /* kMinGroupedPairs */, "");
-        // The FP8 grouped path rounds like reference numerics (FP8 activations per 128, the routing weight before
-        // W2) but keeps float32 intermediates: compared with the CPU's reference numerics, whose bf16 roundings of
-        // the intermediates flip some FP8 codes by one step.
-        std::unique_ptr<Backend> ref_cpu =
-            path == cuda::MoePath::kGroupedFp8 ? make_cpu_backend(Numerics::kReference, 0) : nullptr;
-        Backend& cpu = ref_cpu != nullptr ? *ref_cpu : *p.cpu;
-        cpu.moe(hc_, mc, wc, ic, 10.0f, yc);
+        p.cpu->moe(hc_, mc, wc, ic, 10.0f, yc);
         p.gpu->moe(hg, mg, wgt, ig, 10.0f, yg);
-        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(cpu, yc)), ref_cpu != nullptr ? 3e-2 : tolerance(numerics))
+        // The FP8 grouped path quantizes the activations per 128 to e4m3 twice (the input, and the SwiGLU output
+        // before W2): against float32 (exact) that is a few percent; cuda_fp8_test.cpp checks it against a host
+        // model of the same roundings to 5e-3.
+        const bool fp8 = path == cuda::MoePath::kGroupedFp8;
+        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), fp8 ? 8e-2 : tolerance(numerics))
             << "tokens " << n;
     }
 }
