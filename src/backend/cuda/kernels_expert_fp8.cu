@@ -277,8 +277,8 @@ __device__ __forceinline__ void store_swiglu(const ExpertGemmArgs& a, const Tile
         const float w = col < t.ntok && a.route_weights != nullptr ? a.route_weights[slot_row(a, t, col)] : 1.0f;
         float gv = g[i], uv = u[i];
         if (a.limit > 0.0f) {
-            gv = fminf(gv, a.limit);
-            uv = fminf(fmaxf(uv, -a.limit), a.limit);
+            gv = gv > a.limit ? a.limit : gv;  // comparisons keep a NaN (fminf / fmaxf would not)
+            uv = uv > a.limit ? a.limit : uv < -a.limit ? -a.limit : uv;
         }
         g[i] = to_bf16(gv / (1.0f + expf(-gv)) * uv * w);
     }

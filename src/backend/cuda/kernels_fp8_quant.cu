@@ -58,8 +58,8 @@ __global__ void quant_fp8_kernel(QuantFp8Args a) {
 
 __device__ __forceinline__ float swiglu_value(float g, float u, float limit, float weight) {
     if (limit > 0.0f) {
-        g = fminf(g, limit);
-        u = fminf(fmaxf(u, -limit), limit);
+        g = g > limit ? limit : g;  // comparisons keep a NaN (fminf / fmaxf would replace it by the limit)
+        u = u > limit ? limit : u < -limit ? -limit : u;
     }
     return to_bf16(g / (1.0f + expf(-g)) * u * weight);
 }
