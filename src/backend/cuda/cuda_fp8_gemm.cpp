@@ -100,9 +100,11 @@ Fp8LtGemms::Plan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_
     if (p.found) {
         p.algo = result.algo;
     } else {
-        std::fprintf(stderr, "cuBLASLt: no FP8 block-scaled algorithm for [%lld x %lld] x [%lld x %lld] (status %d); "
-                     "using the wgmma kernel\n", static_cast<long long>(m_pad), static_cast<long long>(k),
-                     static_cast<long long>(n_w), static_cast<long long>(k), static_cast<int>(status));
+        std::fprintf(stderr,
+                     "cuBLASLt: no FP8 block-scaled algorithm for [%lld x %lld] x [%lld x %lld] (status %d); "
+                     "using the wgmma kernel\n",
+                     static_cast<long long>(m_pad), static_cast<long long>(k), static_cast<long long>(n_w),
+                     static_cast<long long>(k), static_cast<int>(status));
     }
     return plans_.emplace(key, p).first->second;
 }

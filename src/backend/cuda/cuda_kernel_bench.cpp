@@ -126,7 +126,7 @@ void bench_linears(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
     const int64_t max_m = *std::max_element(o.rows.begin(), o.rows.end());
     for (const Shape& s : kShapes) {
         if (!o.filter.empty() && std::string(s.name).find(o.filter) == std::string::npos) continue;
-        const double wbytes = weight_bytes(s.format, s.rows, s.cols * s.groups);
+        const double wbytes = weight_bytes(s.format, s.rows, s.cols);  // groups split the rows
         const int copies = static_cast<int>(std::clamp(std::ceil(256e6 / wbytes), 1.0, 16.0));
         std::vector<WeightRef> weights;
         for (int c = 0; c < copies; ++c) {
@@ -159,7 +159,7 @@ void bench_linears(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
                 });
                 const double bytes = wbytes + 4.0 * m * (s.cols * s.groups + s.rows);
                 const std::string name = (path == chosen ? "auto:" : "") + std::string(cuda::linear_path_name(path));
-                r.rows.push_back(row_of(s.name, name, m, s.rows, s.cols * s.groups, us, flops, bytes, r));
+                r.rows.push_back(row_of(s.name, name, m, s.rows, s.cols, us, flops, bytes, r));
             }
         }
     }
