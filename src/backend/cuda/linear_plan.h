@@ -32,8 +32,8 @@ struct LinearProblem {
 
 // Row thresholds of fast numerics and the forced paths, from CudaOptions (cuda_factory.h).
 struct LinearTuning {
-    int64_t min_gemm_rows = 32;       // tensor cores from here
-    int64_t min_fp8_rows = 32;        // FP8 weights on FP8 tensor cores from here
+    int64_t min_gemm_rows = 32;  // tensor cores from here
+    int64_t min_fp8_rows = 32;   // FP8 weights on FP8 tensor cores from here
     // cuBLASLt from here, our FP8 wgmma GEMM below: cuBLASLt measured faster at every row count on the Flash shapes
     // (bench kernels, H200, 2026-12-01: e.g. wo_b M=64 21.7 vs 147 us, M=8192 569 vs 2,402 us).
     int64_t min_fp8_lt_rows = 1;

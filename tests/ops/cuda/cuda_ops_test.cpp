@@ -239,8 +239,7 @@ TEST(CudaOps, MoeFlashWidths) {
         // before W2): against float32 (exact) that is a few percent; cuda_fp8_test.cpp checks it against a host
         // model of the same roundings to 5e-3.
         const bool fp8 = path == cuda::MoePath::kGroupedFp8;
-        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), fp8 ? 8e-2 : tolerance(numerics))
-            << "tokens " << n;
+        EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), fp8 ? 8e-2 : tolerance(numerics)) << "tokens " << n;
     }
 }
 
