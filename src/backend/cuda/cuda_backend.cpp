@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_factory.h"
+#include "backend/cuda/cuda_fp8_gemm.h"
 #include "config/rope.h"
 #include "core/error.h"
 #include "state/state_format.h"
@@ -42,6 +43,10 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.workspace_mib = positive_env("DSV4_CUDA_WORKSPACE_MB", o.workspace_mib);
     o.min_grouped_pairs = positive_env("DSV4_MIN_GROUPED_PAIRS", o.min_grouped_pairs);
     o.min_gemm_rows = positive_env("DSV4_MIN_GEMM_ROWS", o.min_gemm_rows);
+    o.min_fp8_rows = positive_env("DSV4_MIN_FP8_ROWS", o.min_fp8_rows);
+    o.min_fp8_lt_rows = positive_env("DSV4_MIN_FP8_LT_ROWS", o.min_fp8_lt_rows);
+    if (const char* v = std::getenv("DSV4_LINEAR_PATH")) o.linear_path = v;
+    if (const char* v = std::getenv("DSV4_MOE_PATH")) o.moe_path = v;
     if (std::getenv("DSV4_PROFILE_OPS") != nullptr) o.profile_ops = true;
     return o;
 }
@@ -96,6 +101,12 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
     // One metadata buffer at a fixed address for the backend's life (recorded graphs point into it).
     meta_capacity_ = size_t{1} << 22;
     DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
+    tuning_ = LinearTuning::from(options_);
+    if (fast()) {
+        fp8_lt_ = std::make_unique<Fp8LtGemms>();
+        DSV4_CUDA(cudaMalloc(&clamp_count_, sizeof(int32_t)));
+        DSV4_CUDA(cudaMemset(clamp_count_, 0, sizeof(int32_t)));
+    }
 }
 
 CudaBackend::~CudaBackend() {
@@ -103,6 +114,8 @@ CudaBackend::~CudaBackend() {
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (void* p : allocations_) cudaFree(p);
     for (auto& [key, p] : inv_freq_) cudaFree(p);
+    fp8_lt_.reset();
+    if (clamp_count_ != nullptr) cudaFree(clamp_count_);
     if (meta_dev_ != nullptr) cudaFree(meta_dev_);
     if (error_flag_ != nullptr) cudaFree(error_flag_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -130,6 +143,7 @@ WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView*
         w.scales = static_cast<const uint8_t*>(device_copy(scale->data, scale->nbytes));
         w.scale_cols = scale->shape.back();
     }
+    register_fp8_weight(w);
     return w;
 }
 

@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,9 +19,13 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_factory.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_fp8.h"
+#include "backend/cuda/linear_plan.h"
 #include "state/state_layout.h"
 
 namespace dsv4::cuda {
+
+class Fp8LtGemms;
 
 // Throws dsv4::Error naming the failed call when status is not cudaSuccess.
 void check(cudaError_t status, const char* what);
@@ -152,6 +157,22 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // Device array of the experts' w1 (0), w2 (1) or w3 (2) handles, built once per MoE layer.
     const WeightRef* expert_table(const MoeWeights& w, int which);
 
+    // FP8 tensor-core paths of fast numerics (cuda_fp8_ops.cpp): activations quantized per 1x128 into scratch, a
+    // linear on cuBLASLt or our wgmma kernel, the routed experts grouped on FP8 wgmma.
+    Fp8Act alloc_fp8(int64_t rows, int64_t k);
+    Fp8Act quantize_fp8(const float* x, int64_t x_stride, int64_t rows, int64_t k);
+    void linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, const WeightRef& w, float* y, int64_t y_stride);
+    void moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                         Tensor y);
+    const LinearTuning& linear_tuning() const { return tuning_; }
+    // Forces the linear / MoE kernel (names of linear_plan.h; empty: choose by shape), as DSV4_LINEAR_PATH /
+    // DSV4_MOE_PATH do (benchmarks).
+    void force_paths(const std::string& linear, const std::string& moe) {
+        tuning_.forced_linear = linear;
+        tuning_.forced_moe = moe;
+    }
+    int32_t* fp8_clamp_counter() const { return clamp_count_; }
+
   private:
     void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
     void launched(const char* op, int kernels = 1);
@@ -161,6 +182,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void check_state_fits(const StateConfig& state, const StateBytes& bytes) const;
     void record_mark(std::string_view name);
     void check_error_flag();
+    void register_fp8_weight(const WeightRef& w);
 
     // --- Device and options ---
     Numerics numerics_;
@@ -203,6 +225,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
 
     // --- Graph recorder ---
     bool capturing_ = false;
+    LinearTuning tuning_;                 // kernel thresholds and forced paths (CudaOptions)
+    std::unique_ptr<Fp8LtGemms> fp8_lt_;  // fast numerics
+    int32_t* clamp_count_ = nullptr;      // W4A8 conversions below the exponent window (device counter)
     std::map<uint64_t, cudaGraphExec_t> graphs_;
 
     // --- Profiler ---

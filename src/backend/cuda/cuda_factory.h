@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -20,11 +21,20 @@ struct CudaOptions {
     // faster, at 32 the GEMMs; docs/performance-log.md).
     int64_t min_gemm_rows = 32;
     int64_t min_grouped_pairs = 128;
+    // FP8 weights run on FP8 tensor cores from min_fp8_rows activation rows: cuBLASLt's block-scaled GEMM from
+    // min_fp8_lt_rows, our FP8 wgmma GEMM below (cuBLASLt measured faster at every row count, H200 2026-12-01).
+    int64_t min_fp8_rows = 32;
+    int64_t min_fp8_lt_rows = 1;
+    // Kernel paths forced by name (backend/cuda/linear_plan.h; empty: chosen by shape); a forced path the shapes
+    // cannot take is an error naming the requirement.
+    std::string linear_path;
+    std::string moe_path;
     bool profile_ops = false;  // profiling times every op instead of the model's regions
 };
 
 // `base` with the environment's overrides (documented in docs/operations.md): DSV4_CUDA_WORKSPACE_MB,
-// DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_PROFILE_OPS (set: per-op profiling). A value that is not a
+// DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS, DSV4_LINEAR_PATH, DSV4_MOE_PATH,
+// DSV4_PROFILE_OPS (set: per-op profiling). A value that is not a
 // positive integer is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
@@ -44,5 +54,31 @@ struct DeviceCeilings {
     size_t total_bytes = 0;
 };
 DeviceCeilings measure_device_ceilings();
+
+// `dsv4 bench kernels` (cuda_kernel_bench.cpp): every GEMM shape of DeepSeek-V4-Flash and the grouped routed experts
+// on each kernel path that can run them, timed on synthetic weights (rotated over copies larger than the L2), with
+// the FP8 ceiling (cuBLASLt block-scaled 8192^3) and the copy bandwidth measured in the same run.
+struct KernelBenchOptions {
+    std::vector<int64_t> rows{1, 8, 64, 256, 2048, 8192};        // activation rows of the linears
+    std::vector<int64_t> expert_tokens{8, 64, 256, 2048, 8192};  // tokens routed (6 experts each)
+    int experts = 160;
+    std::string filter;  // only ops whose name contains this
+};
+struct KernelBenchRow {
+    std::string op;    // e.g. "wq_b", "experts"
+    std::string path;  // linear_plan.h name; "auto:" prefix when it is the path the backend chooses
+    int64_t m = 0, n = 0, k = 0;
+    double us = 0.0;
+    double tflops = 0.0;
+    double gb_per_s = 0.0;  // weight + activation bytes / time
+    double fp8_fraction = 0.0;
+    double copy_fraction = 0.0;
+};
+struct KernelBenchResult {
+    DeviceCeilings ceilings;
+    double fp8_tflops = 0.0;  // cuBLASLt FP8 block-scaled, 8192^3, GEMM alone
+    std::vector<KernelBenchRow> rows;
+};
+KernelBenchResult run_kernel_bench(const KernelBenchOptions& o);
 
 }  // namespace dsv4

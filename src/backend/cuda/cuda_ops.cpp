@@ -144,12 +144,17 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const int64_t m = x.numel() / w.cols;
     DSV4_CHECK(x.numel() == m * w.cols && y.numel() == m * w.rows, "linear: x has {} elements, y {}, weight [{}, {}]",
                x.numel(), y.numel(), w.rows, w.cols);
+    const LinearPath path = choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear);
+    if (path == LinearPath::kFp8Lt || path == LinearPath::kFp8Wgmma) {  // FP8 tensor cores
+        linear_fp8(path, quantize_fp8(x.f32(), w.cols, m, w.cols), 0, w, y.f32(), w.rows);
+        return;
+    }
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (fast() && m >= options_.min_gemm_rows && gemm_supported(w.cols)) {
+    if (path == LinearPath::kGemmBf16) {
         launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
-    } else if (m <= kMaxGemvRows && gemv_supported(w.format, w.cols, m) && !reference()) {
+    } else if (path == LinearPath::kGemv) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // decode sizes
     } else {  // reference numerics always: double accumulation
         launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out, reference());
@@ -162,8 +167,17 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");
     // Token t's group g input is x[(t * groups + g) * k ...]; its output rows g * R .. of y[t].
     const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;  // group's scale rows
-    if (fast() && aligned && n >= options_.min_gemm_rows &&
-        gemm_supported(k)) {  // tensor cores (prefill, large batches)
+    LinearProblem problem{numerics_, w, n, k, true, aligned};
+    problem.w.rows = per_group;
+    const LinearPath path = choose_linear_path(problem, tuning_, tuning_.forced_linear);
+    if (path == LinearPath::kFp8Lt || path == LinearPath::kFp8Wgmma) {  // one quantization for all groups
+        const Fp8Act a = quantize_fp8(x.f32(), groups * k, n, groups * k);
+        for (int g = 0; g < groups; ++g) {
+            linear_fp8(path, a, g * k, weight_rows(w, g * per_group, per_group), y.f32() + g * per_group, w.rows);
+        }
+        return;
+    }
+    if (path == LinearPath::kGemmBf16) {  // tensor cores (prefill, large batches)
         for (int g = 0; g < groups; ++g) {
             launch_gemm_bf16(stream_, weight_rows(w, g * per_group, per_group), x.f32() + g * k, groups * k, n,
                              y.f32() + g * per_group, w.rows, false);
@@ -171,7 +185,7 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
         launched("grouped_linear", groups);
         return;
     }
-    if (!reference() && n <= kMaxGemvRows && gemv_supported(w.format, k, n)) {
+    if (path == LinearPath::kGemv) {
         // All groups in one launch: a group's GEMV alone is a few blocks (latency-bound at decode sizes).
         launch_gemv(stream_, w, x.f32(), groups * k, n, y.f32(), w.rows, false, groups, k);
         launched("grouped_linear");
@@ -373,18 +387,20 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     if (n == 0) return;
     const int64_t inter = w.experts.front().w1.rows;
     const auto n_experts = static_cast<int>(w.experts.size());
+    const WeightFormat format = w.experts.front().w1.format;
+    // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
+    // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
+    const MoePath path =
+        choose_moe_path({numerics_, format, pairs, d, inter}, tuning_.min_grouped_pairs, tuning_.forced_moe);
+    if (path == MoePath::kGroupedFp8) return moe_grouped_fp8(h, w, weights, ids, limit, y);
     const bool ref = reference();
     const float* x = ref ? quantized_activations(h, d) : h.f32();
     float* g = scratch(pairs * inter);
     float* u = scratch(pairs * inter);
     float* act = scratch(pairs * inter);
     float* routed = scratch(pairs * d);
-    const WeightFormat format = w.experts.front().w1.format;
-    // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
-    // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
-    const bool grouped = fast() && pairs >= options_.min_grouped_pairs && gemm_supported(d) && gemm_supported(inter);
-    const bool gemv =
-        !grouped && !ref && pairs <= kMaxGemvPairs && gemv_supported(format, d, 1) && gemv_supported(format, inter, 1);
+    const bool grouped = path == MoePath::kGroupedBf16;
+    const bool gemv = path == MoePath::kPerPairGemv;
     const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};
     auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
         if (grouped) {

@@ -62,6 +62,7 @@ WeightRef CudaBackend::synthetic_linear(WeightFormat format, int64_t rows, int64
         }
     }
     launched("synthetic_linear", 2);
+    register_fp8_weight(w);
     return w;
 }
 

@@ -1,0 +1,152 @@
+// Kernel choice for linears and routed experts (linear_plan.h).
+#include "backend/cuda/linear_plan.h"
+
+#include "backend/cuda/kernels.h"
+#include "core/error.h"
+
+namespace dsv4::cuda {
+namespace {
+
+bool fp8_block_weight(const WeightRef& w) {
+    return w.format == WeightFormat::kFp8Block && w.block_rows == 128 && w.block_cols == 128;
+}
+
+}  // namespace
+
+const char* linear_path_name(LinearPath p) {
+    switch (p) {
+        case LinearPath::kGeneric:
+            return "generic";
+        case LinearPath::kGemv:
+            return "gemv";
+        case LinearPath::kGemmBf16:
+            return "gemm_bf16";
+        case LinearPath::kFp8Lt:
+            return "fp8_lt";
+        case LinearPath::kFp8Wgmma:
+            return "fp8_wgmma";
+    }
+    return "?";
+}
+
+LinearTuning LinearTuning::from(const CudaOptions& o) {
+    LinearTuning t;
+    t.min_gemm_rows = o.min_gemm_rows;
+    t.min_fp8_rows = o.min_fp8_rows;
+    t.min_fp8_lt_rows = o.min_fp8_lt_rows;
+    t.min_grouped_pairs = o.min_grouped_pairs;
+    t.forced_linear = o.linear_path;
+    t.forced_moe = o.moe_path;
+    return t;
+}
+
+std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
+    const bool fast = p.numerics == Numerics::kFast;
+    switch (path) {
+        case LinearPath::kGeneric:
+            return "";
+        case LinearPath::kGemv:
+            if (p.numerics == Numerics::kReference) return "exact or fast numerics (reference accumulates in double)";
+            if (p.m > kMaxGemvRows) return "at most " + std::to_string(kMaxGemvRows) + " activation rows";
+            if (!gemv_supported(p.w.format, p.k, p.m)) return "a reduction dim the GEMV's vector loads cover";
+            return "";
+        case LinearPath::kGemmBf16:
+            if (!fast) return "fast numerics";
+            if (!gemm_supported(p.k)) return "a reduction dim that is a multiple of 64";
+            if (!p.slices_aligned) return "group rows on 128-row scale blocks";
+            return "";
+        case LinearPath::kFp8Lt:
+        case LinearPath::kFp8Wgmma:
+            if (!fast) return "fast numerics";
+            if (!fp8_block_weight(p.w)) return "an FP8 weight with 128x128 scale blocks";
+            if (p.k % 128 != 0) return "a reduction dim that is a multiple of 128";
+            if (!p.slices_aligned) return "group rows on 128-row scale blocks";
+            if (path == LinearPath::kFp8Lt && p.w.rows % 4 != 0) return "weight rows that are a multiple of 4";
+            return "";
+    }
+    return "a known path";
+}
+
+LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, const std::string& forced) {
+    if (!forced.empty()) {
+        for (LinearPath path : {LinearPath::kGeneric, LinearPath::kGemv, LinearPath::kGemmBf16, LinearPath::kFp8Lt,
+                                LinearPath::kFp8Wgmma}) {
+            if (forced != linear_path_name(path)) continue;
+            const std::string why = linear_path_unmet(path, p);
+            DSV4_CHECK(why.empty(), "linear path {} (DSV4_LINEAR_PATH) needs {} (weight [{}, {}], {} rows)", forced,
+                       why, p.w.rows, p.w.cols, p.m);
+            return path;
+        }
+        fail("DSV4_LINEAR_PATH={} is not one of generic, gemv, gemm_bf16, fp8_lt, fp8_wgmma", forced);
+    }
+    if (p.numerics == Numerics::kFast) {
+        if (p.m >= t.min_fp8_rows && linear_path_unmet(LinearPath::kFp8Lt, p).empty()) {
+            return p.m >= t.min_fp8_lt_rows ? LinearPath::kFp8Lt : LinearPath::kFp8Wgmma;
+        }
+        if (p.m >= t.min_gemm_rows && linear_path_unmet(LinearPath::kGemmBf16, p).empty()) {
+            return LinearPath::kGemmBf16;
+        }
+    }
+    if (linear_path_unmet(LinearPath::kGemv, p).empty()) return LinearPath::kGemv;
+    return LinearPath::kGeneric;
+}
+
+const char* moe_path_name(MoePath p) {
+    switch (p) {
+        case MoePath::kPerPair:
+            return "per_pair";
+        case MoePath::kPerPairGemv:
+            return "per_pair_gemv";
+        case MoePath::kGroupedBf16:
+            return "grouped_bf16";
+        case MoePath::kGroupedFp8:
+            return "grouped_fp8";
+    }
+    return "?";
+}
+
+std::string moe_path_unmet(MoePath path, const MoeProblem& p) {
+    const bool fast = p.numerics == Numerics::kFast;
+    switch (path) {
+        case MoePath::kPerPair:
+            return "";
+        case MoePath::kPerPairGemv:
+            if (p.numerics == Numerics::kReference) return "exact or fast numerics";
+            if (p.pairs > kMaxGemvPairs) return "at most " + std::to_string(kMaxGemvPairs) + " pairs";
+            if (!gemv_supported(p.format, p.d, 1) || !gemv_supported(p.format, p.inter, 1)) {
+                return "widths the GEMV's vector loads cover";
+            }
+            return "";
+        case MoePath::kGroupedBf16:
+            if (!fast) return "fast numerics";
+            if (!gemm_supported(p.d) || !gemm_supported(p.inter)) return "widths that are multiples of 64";
+            return "";
+        case MoePath::kGroupedFp8:
+            if (!fast) return "fast numerics";
+            if (p.format != WeightFormat::kFp4Row) return "FP4 routed experts";
+            if (p.d % 128 != 0 || p.inter % 128 != 0) return "hidden and intermediate sizes that are multiples of 128";
+            return "";
+    }
+    return "a known path";
+}
+
+MoePath choose_moe_path(const MoeProblem& p, int64_t min_grouped_pairs, const std::string& forced) {
+    if (!forced.empty()) {
+        for (MoePath path : {MoePath::kPerPair, MoePath::kPerPairGemv, MoePath::kGroupedBf16, MoePath::kGroupedFp8}) {
+            if (forced != moe_path_name(path)) continue;
+            const std::string why = moe_path_unmet(path, p);
+            DSV4_CHECK(why.empty(), "MoE path {} (DSV4_MOE_PATH) needs {} ({} pairs, widths {} / {})", forced, why,
+                       p.pairs, p.d, p.inter);
+            return path;
+        }
+        fail("DSV4_MOE_PATH={} is not one of per_pair, per_pair_gemv, grouped_bf16, grouped_fp8", forced);
+    }
+    if (p.numerics == Numerics::kFast && p.pairs >= min_grouped_pairs) {
+        if (moe_path_unmet(MoePath::kGroupedFp8, p).empty()) return MoePath::kGroupedFp8;
+        if (moe_path_unmet(MoePath::kGroupedBf16, p).empty()) return MoePath::kGroupedBf16;
+    }
+    if (moe_path_unmet(MoePath::kPerPairGemv, p).empty()) return MoePath::kPerPairGemv;
+    return MoePath::kPerPair;
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,324 @@
+// The FP8 tensor-core paths of fast numerics against host models of their roundings, on fresh random inputs:
+// linears on cuBLASLt's block-scaled FP8 GEMM and on our wgmma kernel (M from 1 to 9,000, odd and non-multiple-of-4
+// sizes, the Flash shapes, the grouped output projection), and the routed experts on the W4A8 wgmma kernel (experts
+// with 0, 1 and many tokens, per-32 scale spreads inside and outside the exponent window, NaN inputs). The model:
+// activations rounded to bf16 then quantized per 128 to e4m3 with power-of-two scales (core act_quant_fp8_sim), sums
+// in double. Outputs start as NaN, so an unwritten element fails. Skipped without a GPU.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <deque>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/linear_plan.h"
+#include "core/parallel.h"
+#include "op_test_support.h"
+
+namespace dsv4::ops_test {
+namespace {
+
+// Sets an environment variable for the life of the object (the CUDA backend reads its knobs when constructed).
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+    ~ScopedEnv() { unsetenv(name_); }
+
+  private:
+    const char* name_;
+};
+
+// bf16, then FP8 e4m3 per 128 with a power-of-two scale: the activation rounding of every FP8 / FP4 GEMM.
+std::vector<float> quantized(const std::vector<float>& x, int64_t k) {
+    std::vector<float> q(x.size());
+    for (size_t i = 0; i < x.size(); ++i) q[i] = round_to_bf16(x[i]);
+    for (size_t r = 0; r < x.size() / k; ++r) act_quant_fp8_sim(q.data() + r * k, k, 128);
+    return q;
+}
+
+std::vector<float> dequantized(const HostWeight& w) {
+    std::vector<float> v(w.rows * w.cols);
+    for (int64_t r = 0; r < w.rows; ++r) {
+        for (int64_t c = 0; c < w.cols; ++c) {
+            float x = 0.0f;
+            if (w.format == WeightFormat::kFp8Block) {
+                x = decode_e4m3(w.data[r * w.cols + c]) *
+                    decode_ue8m0(w.scales[(r / 128) * w.scale_shape[1] + c / 128]);
+            } else {
+                x = decode_e2m1(e2m1_code_at(w.data.data() + r * (w.cols / 2), c)) *
+                    decode_ue8m0(w.scales[r * (w.cols / 32) + c / 32]);
+            }
+            v[r * w.cols + c] = x;
+        }
+    }
+    return v;
+}
+
+// y[i][r] = sum_j x[i][j] * W[r][j] in double.
+std::vector<float> host_linear(const std::vector<float>& x, const std::vector<float>& w, int64_t m, int64_t n,
+                               int64_t k) {
+    std::vector<float> y(m * n);
+    parallel_for(m, [&](int64_t i) {
+        for (int64_t r = 0; r < n; ++r) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < k; ++j) acc += static_cast<double>(x[i * k + j]) * w[r * k + j];
+            y[i * n + r] = static_cast<float>(acc);
+        }
+    });
+    return y;
+}
+
+// FP4 weights whose per-32 groups have magnitudes spread over `spread` binades (scale exponents differ by as much).
+HostWeight spread_fp4_weight(int64_t rows, int64_t cols, int spread) {
+    HostWeight w = make_weight(WeightFormat::kFp4Row, rows, cols);
+    std::uniform_int_distribution<int> shift(-spread / 2, spread - spread / 2);
+    for (auto& s : w.scales) s = static_cast<uint8_t>(std::clamp(static_cast<int>(s) + shift(rng()), 1, 254));
+    return w;
+}
+
+constexpr double kFp8PathTol = 1e-3;  // against the host model of the same roundings
+
+struct Fp8LinearCase {
+    int64_t rows, cols, m;
+};
+
+class CudaFp8Linear : public ::testing::TestWithParam<std::tuple<std::string, Fp8LinearCase>> {};
+
+TEST_P(CudaFp8Linear, MatchesReferenceRounding) {
+    DSV4_REQUIRE_GPU();
+    const auto& [path, c] = GetParam();
+    ScopedEnv force("DSV4_LINEAR_PATH", path);
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    HostWeight w = make_weight(WeightFormat::kFp8Block, c.rows, c.cols);
+    const WeightRef wg = upload(*gpu, w);
+    auto x = random_floats(c.m * c.cols, 2.0f);
+    if (c.m > 3) x[2 * c.cols + 5] = NAN;  // row 2 must come out non-finite, the others unaffected
+    Tensor xg = make_tensor(*gpu, {c.m, c.cols}, x), yg = make_tensor(*gpu, {c.m, c.rows});
+    gpu->linear(xg, wg, LinearKind::kQuantized, yg);
+    std::vector<float> got = read(*gpu, yg);
+    std::vector<float> want = host_linear(quantized(x, c.cols), dequantized(w), c.m, c.rows, c.cols);
+    if (c.m > 3) {
+        for (int64_t r = 0; r < c.rows; ++r) {
+            EXPECT_FALSE(std::isfinite(got[2 * c.rows + r])) << "NaN input row, column " << r;
+            got[2 * c.rows + r] = want[2 * c.rows + r] = 0.0f;
+        }
+    }
+    EXPECT_LE(rel_l2(got, want), kFp8PathTol) << path << " [" << c.rows << " x " << c.cols << "] m " << c.m;
+}
+
+const Fp8LinearCase kFp8LinearCases[] = {
+    {256, 512, 1},    {256, 512, 2},    {256, 512, 3},    {256, 512, 5},      {256, 512, 31},   {256, 512, 64},
+    {256, 512, 130},  {256, 512, 257},  {256, 512, 1000}, {256, 512, 4099},   {260, 384, 9000}, {1024, 4096, 33},
+    {32768, 1024, 7}, {4096, 8192, 64}, {512, 4096, 300}, {2048, 4096, 2048},
+};
+
+INSTANTIATE_TEST_SUITE_P(Paths, CudaFp8Linear,
+                         ::testing::Combine(::testing::Values(std::string("fp8_lt"), std::string("fp8_wgmma")),
+                                            ::testing::ValuesIn(kFp8LinearCases)));
+
+// The grouped output projection (wo_a: 8 groups of 1024 rows over 4096-wide slices) with one quantization of the
+// whole [n, 8 * 4096] input.
+TEST(CudaFp8, GroupedProjection) {
+    DSV4_REQUIRE_GPU();
+    for (const std::string path : {"fp8_lt", "fp8_wgmma"}) {
+        ScopedEnv force("DSV4_LINEAR_PATH", path);
+        auto gpu = make_cuda_backend(Numerics::kFast);
+        const int64_t groups = 8, k = 4096, per = 1024;
+        for (int64_t n : {int64_t{40}, int64_t{301}}) {
+            HostWeight w = make_weight(WeightFormat::kFp8Block, groups * per, k);
+            const WeightRef wg = upload(*gpu, w);
+            auto x = random_floats(n * groups * k);
+            Tensor xg = make_tensor(*gpu, {n, groups, k}, x), yg = make_tensor(*gpu, {n, groups * per});
+            gpu->grouped_linear(xg, wg, static_cast<int>(groups), yg);
+            const std::vector<float> got = read(*gpu, yg), xq = quantized(x, groups * k), wd = dequantized(w);
+            std::vector<float> want(n * groups * per);
+            for (int64_t g = 0; g < groups; ++g) {
+                std::vector<float> xs(n * k), ws(wd.begin() + g * per * k, wd.begin() + (g + 1) * per * k);
+                for (int64_t t = 0; t < n; ++t) {
+                    std::copy_n(xq.begin() + (t * groups + g) * k, k, xs.begin() + t * k);
+                }
+                const std::vector<float> yg_host = host_linear(xs, ws, n, per, k);
+                for (int64_t t = 0; t < n; ++t) {
+                    std::copy_n(yg_host.begin() + t * per, per, want.begin() + t * groups * per + g * per);
+                }
+            }
+            EXPECT_LE(rel_l2(got, want), kFp8PathTol) << path << " tokens " << n;
+        }
+    }
+}
+
+// Host model of the grouped FP8 MoE path: x = Q(h); g, u = W1 x, W3 x; act = Q(bf16(silu(min(g, l)) * clamp(u) *
+// weight)); routed = W2 act; plus the shared expert (FP8 path: same roundings; otherwise float32 GEMVs).
+struct MoeModel {
+    int64_t d = 0, inter = 0;
+    std::vector<std::vector<float>> w1, w2, w3;
+    std::vector<float> s1, s2, s3;
+    int64_t shared_inter = 0;
+    bool shared_fp8 = false;
+};
+
+std::vector<float> swiglu_host(const std::vector<float>& g, const std::vector<float>& u, float limit, float weight) {
+    std::vector<float> a(g.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+        const float gv = std::min(g[i], limit), uv = std::clamp(u[i], -limit, limit);
+        a[i] = round_to_bf16(gv / (1.0f + std::exp(-gv)) * uv * weight);
+    }
+    return a;
+}
+
+std::vector<float> moe_host(const MoeModel& m, const std::vector<float>& h, const std::vector<float>& weights,
+                            const std::vector<int32_t>& ids, int64_t n, int64_t k, float limit) {
+    const std::vector<float> xq = quantized(h, m.d);
+    std::vector<float> y(n * m.d, 0.0f);
+    parallel_for(n, [&](int64_t t) {
+        const std::vector<float> x(xq.begin() + t * m.d, xq.begin() + (t + 1) * m.d);
+        std::vector<double> acc(m.d, 0.0);
+        for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = ids[t * k + j];
+            const auto g = host_linear(x, m.w1[e], 1, m.inter, m.d), u = host_linear(x, m.w3[e], 1, m.inter, m.d);
+            const auto act = quantized(swiglu_host(g, u, limit, weights[t * k + j]), m.inter);
+            const auto out = host_linear(act, m.w2[e], 1, m.d, m.inter);
+            for (int64_t i = 0; i < m.d; ++i) acc[i] += out[i];
+        }
+        if (m.shared_inter > 0) {
+            const std::vector<float> hs(h.begin() + t * m.d, h.begin() + (t + 1) * m.d);
+            const std::vector<float>& in = m.shared_fp8 ? x : hs;
+            const auto g = host_linear(in, m.s1, 1, m.shared_inter, m.d);
+            const auto u = host_linear(in, m.s3, 1, m.shared_inter, m.d);
+            std::vector<float> a = swiglu_host(g, u, limit, 1.0f);
+            if (m.shared_fp8) {
+                a = quantized(a, m.shared_inter);
+            } else {  // the float path does not round to bf16
+                for (size_t i = 0; i < a.size(); ++i) {
+                    const float gv = std::min(g[i], limit), uv = std::clamp(u[i], -limit, limit);
+                    a[i] = gv / (1.0f + std::exp(-gv)) * uv;
+                }
+            }
+            const auto out = host_linear(a, m.s2, 1, m.d, m.shared_inter);
+            for (int64_t i = 0; i < m.d; ++i) acc[i] += out[i];
+        }
+        for (int64_t i = 0; i < m.d; ++i) y[t * m.d + i] = static_cast<float>(acc[i]);
+    });
+    return y;
+}
+
+int32_t read_clamps(Backend& b) {
+    auto* cuda = dynamic_cast<cuda::CudaBackend*>(&b);
+    int32_t v = -1;
+    if (cuda != nullptr && cuda->fp8_clamp_counter() != nullptr) {
+        b.synchronize();
+        EXPECT_EQ(cudaMemcpy(&v, cuda->fp8_clamp_counter(), sizeof(v), cudaMemcpyDeviceToHost), cudaSuccess);
+    }
+    return v;
+}
+
+// Token patterns: (tokens, pattern) where pattern 0 = uniform over the first 6 of 8 experts (two get no token),
+// 1 = every token's first pick is expert 0 (many tokens, several tiles) and expert 7 gets exactly one pair.
+TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
+    DSV4_REQUIRE_GPU();
+    ScopedEnv force("DSV4_MOE_PATH", "grouped_fp8");
+    const int64_t d = 512, inter = 256, k = 6, experts = 8;
+    const float limit = 10.0f;
+    for (int spread : {6, 30}) {  // per-32 scale exponents within / beyond the 15-binade window of a K block
+        auto gpu = make_cuda_backend(Numerics::kFast);
+        std::deque<HostWeight> host;
+        MoeWeights mw;
+        MoeModel model;
+        model.d = d;
+        model.inter = inter;
+        for (int e = 0; e < experts; ++e) {
+            const HostWeight& w1 = host.emplace_back(spread_fp4_weight(inter, d, spread));
+            const HostWeight& w2 = host.emplace_back(spread_fp4_weight(d, inter, spread));
+            const HostWeight& w3 = host.emplace_back(spread_fp4_weight(inter, d, spread));
+            mw.experts.push_back({upload(*gpu, w1), upload(*gpu, w2), upload(*gpu, w3)});
+            model.w1.push_back(dequantized(w1));
+            model.w2.push_back(dequantized(w2));
+            model.w3.push_back(dequantized(w3));
+        }
+        const int64_t si = 256;
+        const HostWeight &s1 = host.emplace_back(make_weight(WeightFormat::kFp8Block, si, d)),
+                         &s2 = host.emplace_back(make_weight(WeightFormat::kFp8Block, d, si)),
+                         &s3 = host.emplace_back(make_weight(WeightFormat::kFp8Block, si, d));
+        mw.shared = ExpertWeights{upload(*gpu, s1), upload(*gpu, s2), upload(*gpu, s3)};
+        model.s1 = dequantized(s1);
+        model.s2 = dequantized(s2);
+        model.s3 = dequantized(s3);
+        model.shared_inter = si;
+        const int32_t clamps_before = read_clamps(*gpu);
+        for (auto [n, pattern] : {std::pair<int64_t, int>{1, 0}, {22, 0}, {200, 1}, {700, 0}}) {
+            const cuda::LinearProblem shared_problem{Numerics::kFast, mw.shared->w1, n, d};
+            const cuda::LinearPath sp =
+                cuda::choose_linear_path(shared_problem, cuda::LinearTuning::from(cuda_options_from_env({})), "");
+            model.shared_fp8 = sp == cuda::LinearPath::kFp8Lt || sp == cuda::LinearPath::kFp8Wgmma;
+            auto h = random_floats(n * d);
+            if (n > 100) h[17 * d + 3] = NAN;  // token 17's output must be non-finite, the others unaffected
+            std::vector<int32_t> ids(n * k);
+            std::vector<float> weights(n * k);
+            std::uniform_int_distribution<int> pick(0, 5);
+            std::uniform_real_distribution<float> wdist(0.05f, 0.5f);
+            for (int64_t t = 0; t < n; ++t) {
+                for (int64_t j = 0; j < k; ++j) {
+                    ids[t * k + j] =
+                        pattern == 1 && j == 0 ? 0 : (pattern == 1 ? 1 + static_cast<int>(j) % 5 : pick(rng()));
+                    weights[t * k + j] = wdist(rng());
+                }
+            }
+            if (pattern == 1) ids[5 * k + 2] = 7;
+            Tensor hg = make_tensor(*gpu, {n, d}, h), yg = make_tensor(*gpu, {n, d});
+            Tensor wt = make_tensor(*gpu, {n, k}, weights), ig = gpu->alloc(DType::kI32, {n, k});
+            gpu->from_host(ig, ids.data());
+            const size_t mark = gpu->scratch_mark();
+            gpu->moe(hg, mw, wt, ig, limit, yg);
+            std::vector<float> got = read(*gpu, yg);
+            gpu->scratch_release(mark);
+            std::vector<float> want = moe_host(model, h, weights, ids, n, k, limit);
+            if (n > 100) {
+                for (int64_t i = 0; i < d; ++i) {
+                    EXPECT_FALSE(std::isfinite(got[17 * d + i])) << "NaN token, element " << i;
+                    got[17 * d + i] = want[17 * d + i] = 0.0f;
+                }
+            }
+            // Hopper's FP8 wgmma keeps ~14 mantissa bits inside a K block: g and u differ from the double model by
+            // ~1e-5 relative, which moves a few FP8 codes of the re-quantized activation by one step (a single token
+            // averages over few of them: 6.0e-3 seen at 1 token, H200).
+            EXPECT_LE(rel_l2(got, want), n < 8 ? 1e-2 : 5e-3)
+                << "tokens " << n << " pattern " << pattern << " spread " << spread;
+        }
+        const int32_t clamps = read_clamps(*gpu) - clamps_before;
+        if (spread <= 14) {
+            EXPECT_EQ(clamps, 0) << "spread " << spread;
+        } else {
+            EXPECT_GT(clamps, 0) << "spread " << spread;
+        }
+    }
+}
+
+// The chooser names the requirement a forced path misses.
+TEST(CudaFp8, ForcedPathFailsNamingTheRequirement) {
+    WeightRef w;
+    w.format = WeightFormat::kFp8Block;
+    w.rows = 256;
+    w.cols = 64;
+    w.block_rows = w.block_cols = 128;
+    const cuda::LinearProblem p{Numerics::kFast, w, 100, 64};
+    try {
+        cuda::choose_linear_path(p, cuda::LinearTuning{}, "fp8_lt");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("multiple of 128"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(cuda::choose_linear_path(p, cuda::LinearTuning{}, ""), cuda::LinearPath::kGemmBf16);
+    const cuda::LinearProblem ref{Numerics::kReference, w, 100, 64};
+    EXPECT_EQ(cuda::choose_linear_path(ref, cuda::LinearTuning{}, ""), cuda::LinearPath::kGeneric);
+    const cuda::MoeProblem moe{Numerics::kFast, WeightFormat::kFp4Row, 600, 4096, 192};
+    EXPECT_EQ(cuda::choose_moe_path(moe, 128, ""), cuda::MoePath::kGroupedBf16);
+    try {
+        cuda::choose_moe_path(moe, 128, "grouped_fp8");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("multiples of 128"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace dsv4::ops_test
