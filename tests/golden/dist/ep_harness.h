@@ -89,6 +89,9 @@ struct EpRunOptions {
     std::function<ExpertPlacement(int layers, int experts, int ranks)> placement;
     int64_t rebalance_after_step = -1;  // EPLB re-plans (and moves experts) after this step, when >= 0
     int fail_rank = -1;                 // this rank throws at layer 2 of step 1 (a dying rank)
+    BackendFactory make_backend = cpu_exact;
+    // The communicators over the ranks' backends (default: loopback).
+    std::function<std::vector<std::unique_ptr<Communicator>>(const std::vector<Backend*>&)> make_comms;
 };
 
 // Sums of the ranks' ExpertParallelStats, so a test can show the exchanges really ran.
@@ -101,7 +104,13 @@ inline RunLogits expert_parallel_run(const std::string& fixture, const std::vect
     const ModelConfig config = load_model_config(golden::fixture_dir(fixture) / "config.json");
     const auto placement =
         std::make_shared<const ExpertPlacement>(o.placement(config.num_layers, config.n_routed_experts, o.ranks));
-    auto group = make_loopback_group(o.ranks);
+    std::vector<std::unique_ptr<Backend>> backends;
+    std::vector<Backend*> raw_backends;
+    for (int r = 0; r < o.ranks; ++r) {
+        backends.push_back(o.make_backend(r));
+        raw_backends.push_back(backends.back().get());
+    }
+    auto group = o.make_comms ? o.make_comms(raw_backends) : make_loopback_group(o.ranks);
     std::vector<Communicator*> comms;
     for (auto& c : group) comms.push_back(c.get());
     RunLogits out(seqs.size());
