@@ -68,8 +68,15 @@ inline void keep_logits(const std::vector<float>& all, const std::vector<int>& m
     }
 }
 
-inline RunLogits single_rank_run(const std::string& fixture, const std::vector<SequencePlan>& seqs, const Schedule& s) {
-    auto backend = make_cpu_backend(Numerics::kExact, 1);
+using BackendFactory = std::function<std::unique_ptr<Backend>(int rank)>;
+
+inline std::unique_ptr<Backend> cpu_exact(int) {
+    return make_cpu_backend(Numerics::kExact, 1);
+}
+
+inline RunLogits single_rank_run(const std::string& fixture, const std::vector<SequencePlan>& seqs, const Schedule& s,
+                                 const BackendFactory& make_backend = cpu_exact) {
+    auto backend = make_backend(0);
     auto loaded = load_model(golden::fixture_dir(fixture), *backend, golden::test_state(4));
     std::vector<int> all(seqs.size());
     for (size_t i = 0; i < seqs.size(); ++i) all[i] = static_cast<int>(i);
