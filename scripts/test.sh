@@ -47,6 +47,6 @@ if [[ ${DSV4_SKIP_CUDA:-0} != 1 ]] && { command -v nvcc >/dev/null 2>&1 || [[ -x
   stage "CUDA backend compile check (sm_90a)"
   cmake --preset cuda >/dev/null
   # The backend and its GPU test programs (they skip without a GPU; the H200 runs them: tools/device/).
-  cmake --build --preset cuda -j "$jobs" --target dsv4_backend_cuda ops_cuda golden_cuda
+  cmake --build --preset cuda -j "$jobs" --target dsv4_backend_cuda ops_cuda golden_cuda golden_dist_cuda
 fi
 stage "all tests passed"

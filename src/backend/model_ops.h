@@ -78,6 +78,17 @@ class ModelOps {
     // Routed experts plus the shared expert: y [N, D].
     virtual void moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                      Tensor y) = 0;
+    // The parts of moe that expert parallelism (src/dist) runs on different ranks; moe itself stays one op so the
+    // single-device path is unchanged. Pairs: p = t * k + j is token t's j-th routed expert.
+    // routed [P, D]: expert ids[p] applied to row x_row(p) of h, times weights[p] (before W2 in reference numerics,
+    // after W2 otherwise); x_row(p) = p / ids.size(1) for ids [N, k], so a dispatched batch passes ids [M, 1]. Every
+    // pair is computed independently of the others (same bits in any batch).
+    virtual void moe_routed(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                            Tensor routed) = 0;
+    // The shared expert alone: y [N, D].
+    virtual void moe_shared(const Tensor& h, const ExpertWeights& shared, float limit, Tensor y) = 0;
+    // y[t] = sum_j routed[t * k + j] in order j = 0 .. k-1, then + shared[t] when given, stored as moe stores.
+    virtual void moe_combine(const Tensor& routed /*[N*k, D]*/, int k, const Tensor* shared, Tensor y) = 0;
     // x *= factor, element-wise.
     virtual void scale(Tensor x, float factor) = 0;
     // Gathers rows of x [N, D] into y [M, D].

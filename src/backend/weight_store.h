@@ -23,6 +23,10 @@ class WeightStore {
     // An I64/I32 table, stored as int32; every entry checked to lie in [0, max_value).
     virtual TableRef upload_table(const TensorView& values, int64_t max_value) = 0;
 
+    // The set of resident routed experts of some layer changed (expert placement, between steps): drop anything
+    // cached from the old set (the CUDA backend's per-layer expert handle tables).
+    virtual void expert_set_changed() {}
+
     // Optional (benchmarks and synthetic models, made on the device with no checkpoint file). The defaults fail,
     // naming the backend.
     // A random weight in checkpoint form: N(0, stddev) values quantized with valid scales (FP8 block / FP4 row) or

@@ -9,6 +9,14 @@ namespace dsv4 {
 DeepseekV4::DeepseekV4(ModelConfig config, ModelWeights weights, Backend& backend)
     : config_(std::move(config)), weights_(std::move(weights)), backend_(backend) {}
 
+void DeepseekV4::set_routed_expert(int layer, int expert, const ExpertWeights& weights) {
+    DSV4_CHECK(layer >= 0 && layer < config_.num_layers && expert >= 0 &&
+                   expert < static_cast<int>(weights_.layers[layer].ffn.experts.size()),
+               "set_routed_expert: layer {} expert {} is outside the model", layer, expert);
+    weights_.layers[layer].ffn.experts[expert] = weights;
+    backend_.expert_set_changed();
+}
+
 void DeepseekV4::begin_step(const StepBatch& batch) {
     backend_.begin_step(batch);
 }
@@ -92,7 +100,11 @@ void DeepseekV4::ffn_site(int layer, Tensor streams) {
     b.route(u, w.ffn, config_, config_.layers[layer].routing, weights, ids);
     Tensor y = b.alloc(DType::kF32, {n, d});
     b.region("experts+shared");
-    b.moe(u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
+    if (moe_dispatch_ != nullptr) {
+        moe_dispatch_->moe(layer, u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
+    } else {
+        b.moe(u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
+    }
     if (debug_hook) debug_hook("moe" + std::to_string(layer), y);
     b.region("mhc");
     b.hc_post(streams, y, post, comb);

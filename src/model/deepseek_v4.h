@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "backend/weights.h"
 #include "config/model_config.h"
+#include "model/moe_dispatch.h"
 
 namespace dsv4 {
 
@@ -36,6 +37,9 @@ class DeepseekV4 {
     // The weights as bound on the backend (drafters share the embedding and the head).
     const ModelWeights& weights() const { return weights_; }
     Backend& backend() { return backend_; }
+    // Replaces this device's copy of a routed expert (expert placement between steps: src/dist/eplb_controller.h);
+    // an empty ExpertWeights drops it. Never during a step.
+    void set_routed_expert(int layer, int expert, const ExpertWeights& weights);
 
     // Uploads the step's metadata; releases the previous step's scratch (and results).
     void begin_step(const StepBatch& batch);
@@ -47,6 +51,11 @@ class DeepseekV4 {
     std::vector<float> host_logits(const ForwardResult& result);
     // forward + host_logits: the eager path of tools and tests.
     std::vector<float> logits(const StepBatch& batch) { return host_logits(forward(batch)); }
+
+    // Routes the MoE sub-layers through a dispatcher (expert parallelism); null (the default) calls the backend's
+    // moe op. Not owned; must outlive the model's steps.
+    void set_moe_dispatch(MoeDispatch* dispatch) { moe_dispatch_ = dispatch; }
+    MoeDispatch* moe_dispatch() const { return moe_dispatch_; }
 
     // Called with named intermediates ("layer3" streams, "attn3" / "moe3" sub-layer outputs) when set; for
     // debugging and layer-by-layer comparisons with a reference.
@@ -62,6 +71,7 @@ class DeepseekV4 {
     ModelConfig config_;
     ModelWeights weights_;
     Backend& backend_;
+    MoeDispatch* moe_dispatch_ = nullptr;
 };
 
 }  // namespace dsv4

@@ -7,21 +7,22 @@
 
 namespace dsv4 {
 
-std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backend& backend, const StateConfig& state) {
+std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backend& backend, const StateConfig& state,
+                                        const ExpertResidency& residency) {
     DSV4_CHECK(std::filesystem::is_directory(dir), "model directory {} does not exist", dir.string());
     ModelConfig config = load_model_config(dir / "config.json");
-    auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr});
-    BoundWeights bound = bind_weights(config, *loaded->checkpoint);  // every problem reported at once
+    auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr, std::nullopt});
+    loaded->bound = bind_weights(config, *loaded->checkpoint);  // every problem reported at once
     // Weights first: the state is then sized against the memory that is really left.
-    ModelWeights weights = load_model_weights(config, bound, backend);
+    ModelWeights weights = load_model_weights(config, *loaded->bound, backend, residency);
     backend.create_state(config, state);
     loaded->model = std::make_unique<DeepseekV4>(std::move(config), std::move(weights), backend);
     return loaded;
 }
 
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
-                                                  uint64_t seed) {
-    ModelWeights weights = make_synthetic_weights(config, backend, seed);
+                                                  uint64_t seed, const ExpertResidency& residency) {
+    ModelWeights weights = make_synthetic_weights(config, backend, seed, residency);
     backend.synchronize();
     backend.create_state(config, state);  // after the weights, as in load_model
     auto loaded = std::make_unique<LoadedModel>();

@@ -9,18 +9,23 @@
 #include "backend/backend.h"
 #include "loader/checkpoint.h"
 #include "model/deepseek_v4.h"
+#include "model/expert_residency.h"
+#include "model/weight_binding.h"
 
 namespace dsv4 {
 
 struct LoadedModel {
     std::optional<Checkpoint> checkpoint;  // must outlive the model: CPU weights point into its mapping
     std::unique_ptr<DeepseekV4> model;
+    std::optional<BoundWeights> bound;  // the checkpoint's tensors (experts uploaded later: expert placement)
 };
 
-std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backend& backend, const StateConfig& state);
+// residency: the routed experts this backend holds (expert parallelism); empty = all.
+std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backend& backend, const StateConfig& state,
+                                        const ExpertResidency& residency = {});
 
 // A model with random weights made directly on the backend (model/synthetic_weights.h): no checkpoint.
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
-                                                  uint64_t seed);
+                                                  uint64_t seed, const ExpertResidency& residency = {});
 
 }  // namespace dsv4

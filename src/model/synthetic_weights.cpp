@@ -7,7 +7,8 @@ namespace {
 
 class SyntheticBuilder {
   public:
-    SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed) : c_(c), b_(b), seed_(seed) {}
+    SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed, const ExpertResidency& residency)
+        : c_(c), b_(b), seed_(seed), residency_(residency) {}
 
     WeightRef linear(WeightFormat format, int64_t rows, int64_t cols) {
         return b_.synthetic_linear(format, rows, cols, 1.0f / std::sqrt(static_cast<float>(cols)), next());
@@ -82,7 +83,12 @@ class SyntheticBuilder {
             m.bias = vec(c_.n_routed_experts, 0.0f, 0.1f);
         }
         for (int e = 0; e < c_.n_routed_experts; ++e) {
-            m.experts.push_back({expert(inter, d), expert(d, inter), expert(inter, d)});
+            if (expert_resident(residency_, layer_index_, e)) {
+                m.experts.push_back({expert(inter, d), expert(d, inter), expert(inter, d)});
+            } else {
+                for (int i = 0; i < 3; ++i) next();  // the seeds a resident expert would have drawn
+                m.experts.emplace_back();
+            }
         }
         if (c_.n_shared_experts > 0) m.shared = ExpertWeights{fp8(inter, d), fp8(d, inter), fp8(inter, d)};
         return l;
@@ -96,7 +102,10 @@ class SyntheticBuilder {
         m.norm = vec(c_.hidden_size, 1.0f, 0.1f);
         m.hc_head = {vec(hc * width, 0.0f, 2.0f / std::sqrt(static_cast<float>(width))), vec(hc, 0.0f, 0.5f),
                      vec(1, 1.0f, 0.3f)};
-        for (const LayerConfig& lc : c_.layers) m.layers.push_back(layer(lc));
+        for (const LayerConfig& lc : c_.layers) {
+            m.layers.push_back(layer(lc));
+            ++layer_index_;
+        }
         return m;
     }
 
@@ -106,12 +115,15 @@ class SyntheticBuilder {
     const ModelConfig& c_;
     Backend& b_;
     uint64_t seed_;
+    const ExpertResidency& residency_;
+    int layer_index_ = 0;
 };
 
 }  // namespace
 
-ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed) {
-    return SyntheticBuilder(config, backend, seed).model();
+ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
+                                    const ExpertResidency& residency) {
+    return SyntheticBuilder(config, backend, seed, residency).model();
 }
 
 }  // namespace dsv4

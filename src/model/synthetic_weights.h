@@ -9,9 +9,13 @@
 #include "backend/backend.h"
 #include "backend/weights.h"
 #include "config/model_config.h"
+#include "model/expert_residency.h"
 
 namespace dsv4 {
 
-ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed);
+// Only the experts `residency` names are made (the others draw their seeds all the same, so a rank holds the same
+// values as a single device would).
+ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
+                                    const ExpertResidency& residency = {});
 
 }  // namespace dsv4

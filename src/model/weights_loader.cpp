@@ -10,8 +10,8 @@ namespace {
 
 class Binder {
   public:
-    Binder(const ModelConfig& c, const BoundWeights& bound, Backend& backend)
-        : c_(c), bound_(bound), backend_(backend) {}
+    Binder(const ModelConfig& c, const BoundWeights& bound, Backend& backend, const ExpertResidency& residency = {})
+        : c_(c), bound_(bound), backend_(backend), residency_(residency) {}
 
     // The binder validated every tensor against the config (weight_binding.h); this re-checks the shape it relies on.
     const TensorView& tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
@@ -99,7 +99,14 @@ class Binder {
         return a;
     }
 
-    MoeWeights moe(const std::string& p, const LayerConfig& lc) {
+    ExpertWeights expert(int layer, int e) {
+        const int64_t d = c_.hidden_size, inter = c_.moe_intermediate_size;
+        const std::string base = "layers." + std::to_string(layer) + ".ffn.experts." + std::to_string(e) + ".";
+        return {expert_linear(base + "w1", inter, d), expert_linear(base + "w2", d, inter),
+                expert_linear(base + "w3", inter, d)};
+    }
+
+    MoeWeights moe(const std::string& p, int layer, const LayerConfig& lc) {
         MoeWeights m;
         const int64_t d = c_.hidden_size, inter = c_.moe_intermediate_size;
         m.gate = bf16_linear(p + "ffn.gate.weight", c_.n_routed_experts, d);
@@ -111,9 +118,7 @@ class Binder {
             m.bias = vec(p + "ffn.gate.bias", DType::kF32, {c_.n_routed_experts});
         }
         for (int e = 0; e < c_.n_routed_experts; ++e) {
-            const std::string base = p + "ffn.experts." + std::to_string(e) + ".";
-            m.experts.push_back({expert_linear(base + "w1", inter, d), expert_linear(base + "w2", d, inter),
-                                 expert_linear(base + "w3", inter, d)});
+            m.experts.push_back(expert_resident(residency_, layer, e) ? expert(layer, e) : ExpertWeights{});
         }
         if (c_.n_shared_experts > 0) {
             const std::string base = p + "ffn.shared_experts.";
@@ -132,7 +137,7 @@ class Binder {
         l.hc_attn = mhc(p + "hc_attn");
         l.hc_ffn = mhc(p + "hc_ffn");
         l.attn = attention(p, lc);
-        l.ffn = moe(p, lc);
+        l.ffn = moe(p, i, lc);
         return l;
     }
 
@@ -152,12 +157,22 @@ class Binder {
     const ModelConfig& c_;
     const BoundWeights& bound_;
     Backend& backend_;
+    ExpertResidency residency_;
 };
 
 }  // namespace
 
-ModelWeights load_model_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend) {
-    return Binder(config, bound, backend).model();
+ModelWeights load_model_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend,
+                                const ExpertResidency& residency) {
+    return Binder(config, bound, backend, residency).model();
+}
+
+ExpertWeights load_expert_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend, int layer,
+                                  int expert) {
+    DSV4_CHECK(layer >= 0 && layer < config.num_layers && expert >= 0 && expert < config.n_routed_experts,
+               "load_expert_weights: layer {} expert {} is outside the model ({} layers, {} experts)", layer, expert,
+               config.num_layers, config.n_routed_experts);
+    return Binder(config, bound, backend).expert(layer, expert);
 }
 
 }  // namespace dsv4

@@ -5,10 +5,16 @@
 #include "backend/backend.h"
 #include "backend/weights.h"
 #include "config/model_config.h"
+#include "model/expert_residency.h"
 #include "model/weight_binding.h"
 
 namespace dsv4 {
 
-ModelWeights load_model_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend);
+// Uploads every tensor except the routed experts `residency` leaves out (invalid WeightRefs in their place).
+ModelWeights load_model_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend,
+                                const ExpertResidency& residency = {});
+// One routed expert of one layer (expert placement changes between steps: src/dist).
+ExpertWeights load_expert_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend, int layer,
+                                  int expert);
 
 }  // namespace dsv4

@@ -87,6 +87,10 @@ class CpuBackend final : public Backend {
                Tensor ids) override;
     void moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
              Tensor y) override;
+    void moe_routed(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                    Tensor routed) override;
+    void moe_shared(const Tensor& h, const ExpertWeights& shared, float limit, Tensor y) override;
+    void moe_combine(const Tensor& routed, int k, const Tensor* shared, Tensor y) override;
     void scale(Tensor x, float factor) override;
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
 

@@ -104,22 +104,36 @@ void CpuBackend::route(const Tensor& h, const MoeWeights& w, const ModelConfig& 
 void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                      Tensor y) {
     const int64_t n = h.size(0), d = h.size(1), k = ids.size(1);
+    Tensor routed = alloc(DType::kF32, {n * k, d});
+    moe_routed(h, w, weights, ids, limit, routed);
+    Tensor shared = alloc(DType::kF32, {n, d});
+    if (w.shared) moe_shared(h, *w.shared, limit, shared);
+    moe_combine(routed, static_cast<int>(k), w.shared ? &shared : nullptr, y);
+}
+
+void CpuBackend::moe_routed(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                            Tensor routed) {
+    const int64_t d = h.size(1), k = ids.size(1), pairs = ids.numel();
+    DSV4_CHECK(routed.numel() == pairs * d && weights.numel() == pairs && pairs / std::max<int64_t>(k, 1) <= h.size(0),
+               "moe_routed: {} pairs of {} rows do not fit routed [{}] / weights [{}]", pairs, h.size(0),
+               routed.numel(), weights.numel());
     const bool ref = reference();
-    // Routed: per expert, the (token, slot) pairs that chose it.
+    // Per expert, the pairs that chose it.
     std::vector<std::vector<int64_t>> users(w.experts.size());
-    for (int64_t i = 0; i < n * k; ++i) {
+    for (int64_t i = 0; i < pairs; ++i) {
         const int32_t e = ids.i32()[i];
         DSV4_CHECK(e >= 0 && e < static_cast<int32_t>(w.experts.size()), "moe: expert id {} is outside [0, {})", e,
                    w.experts.size());
+        DSV4_CHECK(w.experts[e].w1.valid(), "moe: expert {} is not resident on this backend", e);
         users[e].push_back(i);
     }
-    std::vector<float> routed(n * k * d, 0.0f);
     for (size_t e = 0; e < users.size(); ++e) {
         const auto& list = users[e];
         if (list.empty()) continue;
         const auto m = static_cast<int64_t>(list.size());
         const ExpertWeights& ex = w.experts[e];
         const int64_t inter = ex.w1.rows;
+        const size_t mark = scratch_mark();
         Tensor xe = alloc(DType::kF32, {m, d}), ge = alloc(DType::kF32, {m, inter}),
                ue = alloc(DType::kF32, {m, inter});
         Tensor act = alloc(DType::kF32, {m, inter}), ye = alloc(DType::kF32, {m, d});
@@ -137,29 +151,40 @@ void CpuBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weights
         linear(act, ex.w2, LinearKind::kQuantized, ye);
         for (int64_t i = 0; i < m; ++i) {
             const float wt = ref ? 1.0f : weights.f32()[list[i]];
-            float* dst = routed.data() + list[i] * d;
+            float* dst = routed.f32() + list[i] * d;
             for (int64_t c = 0; c < d; ++c) dst[c] = ye.f32()[i * d + c] * wt;
         }
+        scratch_release(mark);
     }
-    Tensor shared = alloc(DType::kF32, {n, d});
-    std::fill_n(shared.f32(), n * d, 0.0f);
-    if (w.shared) {
-        const int64_t inter = w.shared->w1.rows;
-        Tensor gs = alloc(DType::kF32, {n, inter}), us = alloc(DType::kF32, {n, inter}),
-               as = alloc(DType::kF32, {n, inter});
-        linear(h, w.shared->w1, LinearKind::kQuantized, gs);
-        linear(h, w.shared->w3, LinearKind::kQuantized, us);
-        for (int64_t t = 0; t < n; ++t) {
-            cpu::with_acc(ref, [&](auto acc) {
-                swiglu<decltype(acc)>(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, ref,
-                                      as.f32() + t * inter);
-            });
-        }
-        linear(as, w.shared->w2, LinearKind::kQuantized, shared);
-    }
+}
+
+void CpuBackend::moe_shared(const Tensor& h, const ExpertWeights& shared, float limit, Tensor y) {
+    const int64_t n = h.size(0), inter = shared.w1.rows;
+    const bool ref = reference();
+    const size_t mark = scratch_mark();
+    Tensor gs = alloc(DType::kF32, {n, inter}), us = alloc(DType::kF32, {n, inter}),
+           as = alloc(DType::kF32, {n, inter});
+    linear(h, shared.w1, LinearKind::kQuantized, gs);
+    linear(h, shared.w3, LinearKind::kQuantized, us);
     for (int64_t t = 0; t < n; ++t) {
-        const float* r = routed.data() + t * k * d;
-        const float* sh = shared.f32() + t * d;
+        cpu::with_acc(ref, [&](auto acc) {
+            swiglu<decltype(acc)>(gs.f32() + t * inter, us.f32() + t * inter, inter, limit, 1.0f, ref,
+                                  as.f32() + t * inter);
+        });
+    }
+    linear(as, shared.w2, LinearKind::kQuantized, y);
+    scratch_release(mark);
+}
+
+void CpuBackend::moe_combine(const Tensor& routed, int k, const Tensor* shared, Tensor y) {
+    const int64_t d = y.size(-1), n = y.numel() / std::max<int64_t>(d, 1);
+    DSV4_CHECK(routed.numel() == n * k * d && (shared == nullptr || shared->numel() == n * d),
+               "moe_combine: routed has {} elements for {} rows of top-{}", routed.numel(), n, k);
+    const bool ref = reference();
+    const std::vector<float> zeros(shared == nullptr ? d : 0, 0.0f);
+    for (int64_t t = 0; t < n; ++t) {
+        const float* r = routed.f32() + t * k * d;
+        const float* sh = shared != nullptr ? shared->f32() + t * d : zeros.data();
         cpu::with_acc(ref, [&](auto acc) { combine_row<decltype(acc)>(r, sh, k, d, ref, y.f32() + t * d); });
     }
 }

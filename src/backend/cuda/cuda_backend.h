@@ -103,12 +103,17 @@ class CudaBackend final : public Backend, public GraphRecorder {
                Tensor ids) override;
     void moe(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
              Tensor y) override;
+    void moe_routed(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                    Tensor routed) override;
+    void moe_shared(const Tensor& h, const ExpertWeights& shared, float limit, Tensor y) override;
+    void moe_combine(const Tensor& routed, int k, const Tensor* shared, Tensor y) override;
     void scale(Tensor x, float factor) override;
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
 
     WeightRef synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) override;
     VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
     TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed) override;
+    void expert_set_changed() override { expert_tables_.clear(); }  // the old tables stay allocated until teardown
     void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
     // GraphRecorder
     GraphRecorder* graph_recorder() override { return this; }
@@ -164,6 +169,16 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, const WeightRef& w, float* y, int64_t y_stride);
     void moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                          Tensor y);
+    // The routed pairs on the grouped FP8 path into routed [pairs, d] (weights applied before W2), from x quantized.
+    void grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit, const Fp8Act& x,
+                           float* routed);
+    // The MoE path for a number of pairs (the first resident expert's format and shape).
+    MoePath moe_path(const Tensor& h, const MoeWeights& w, int64_t pairs) const;
+    // The routed pairs on the per-pair / bf16-grouped paths (weights applied before W2 in reference numerics only).
+    void moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                   MoePath path, float* routed);
+    // The shared expert into ys [N, D]; x: h quantized for FP8 linears (reused when both linears are FP8), or null.
+    void shared_expert(const Tensor& h, const Fp8Act* x, const ExpertWeights& s, float limit, Tensor ys);
     const LinearTuning& linear_tuning() const { return tuning_; }
     // Forces the linear / MoE kernel (names of linear_plan.h; empty: choose by shape), as DSV4_LINEAR_PATH /
     // DSV4_MOE_PATH do (benchmarks).

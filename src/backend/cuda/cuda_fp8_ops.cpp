@@ -81,10 +81,16 @@ struct TilePlan {
 
 }  // namespace
 
-void CudaBackend::moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
-                                  float limit, Tensor y) {
-    const int64_t n = h.size(0), d = h.size(1), k = ids.size(1), pairs = n * k;
-    const int64_t inter = w.experts.front().w1.rows;
+void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                                    const Fp8Act& x, float* routed) {
+    const int64_t d = x.k, k = ids.size(1), pairs = ids.numel();
+    int64_t inter = 0;
+    for (const ExpertWeights& e : w.experts) {
+        if (e.w1.valid()) {
+            inter = e.w1.rows;
+            break;
+        }
+    }
     const auto n_experts = static_cast<int>(w.experts.size());
     // Tile widths: a small tile when the average expert gets few tokens (decode batches), else the large ones.
     const int64_t per_expert = pairs / std::max<int64_t>(1, std::min<int64_t>(pairs, n_experts));
@@ -118,7 +124,6 @@ void CudaBackend::moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Te
     const TilePlan up = up_tile == down_tile ? down : plan(up_tile);
     launched("moe grouping", up_tile == down_tile ? 3 : 4);
 
-    const Fp8Act x = quantize_fp8(h.f32(), d, n, d);
     const Fp8Act act = alloc_fp8(pairs, inter);
     ExpertGemmArgs g;
     g.format = WeightFormat::kFp4Row;
@@ -145,7 +150,6 @@ void CudaBackend::moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Te
     launch_expert_gemm_fp8(stream_, g);
     launched("moe up (fp8)");
 
-    float* routed = scratch(static_cast<size_t>(pairs * d));
     ExpertGemmArgs dn = g;
     dn.table = expert_table(w, 1);
     dn.table_up = nullptr;
@@ -168,34 +172,48 @@ void CudaBackend::moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Te
     dn.y_stride = d;
     launch_expert_gemm_fp8(stream_, dn);
     launched("moe down (fp8)");
+}
 
+void CudaBackend::moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
+                                  float limit, Tensor y) {
+    const int64_t n = h.size(0), d = h.size(1), k = ids.size(1), pairs = n * k;
+    const Fp8Act x = quantize_fp8(h.f32(), d, n, d);
+    float* routed = scratch(static_cast<size_t>(pairs * d));
+    grouped_fp8_pairs(w, weights, ids, limit, x, routed);
     float* shared = nullptr;
     if (w.shared) {
-        const ExpertWeights& s = *w.shared;
-        const int64_t si = s.w1.rows;
-        Tensor gs = alloc(DType::kF32, {n, si}), us = alloc(DType::kF32, {n, si}), ys = alloc(DType::kF32, {n, d});
+        Tensor ys = alloc(DType::kF32, {n, d});
+        shared_expert(h, &x, *w.shared, limit, ys);
+        shared = ys.f32();
+    }
+    launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, false, false, y.f32());
+    launched("moe combine");
+}
+
+void CudaBackend::shared_expert(const Tensor& h, const Fp8Act* x, const ExpertWeights& s, float limit, Tensor ys) {
+    const int64_t n = h.size(0), d = h.size(1), si = s.w1.rows;
+    const bool ref = reference();
+    Tensor gs = alloc(DType::kF32, {n, si}), us = alloc(DType::kF32, {n, si});
+    if (x != nullptr) {  // the routed experts' quantized input, reused when the shared expert's linears are FP8 too
         const LinearPath p1 = choose_linear_path({numerics_, s.w1, n, d}, tuning_, tuning_.forced_linear);
         const LinearPath p2 = choose_linear_path({numerics_, s.w2, n, si}, tuning_, tuning_.forced_linear);
         const bool fp8_up = p1 == LinearPath::kFp8Lt || p1 == LinearPath::kFp8Wgmma;
         const bool fp8_down = p2 == LinearPath::kFp8Lt || p2 == LinearPath::kFp8Wgmma;
         if (fp8_up && fp8_down && s.w3.format == s.w1.format) {
-            linear_fp8(p1, x, 0, s.w1, gs.f32(), si);
-            linear_fp8(p1, x, 0, s.w3, us.f32(), si);
+            linear_fp8(p1, *x, 0, s.w1, gs.f32(), si);
+            linear_fp8(p1, *x, 0, s.w3, us.f32(), si);
             const Fp8Act act_s = alloc_fp8(n, si);
             launch_swiglu_quant_fp8(stream_, {gs.f32(), us.f32(), nullptr, limit, act_s});
             launched("shared swiglu quant");
             linear_fp8(p2, act_s, 0, s.w2, ys.f32(), d);
-        } else {
-            Tensor as = alloc(DType::kF32, {n, si});
-            linear(h, s.w1, LinearKind::kQuantized, gs);
-            linear(h, s.w3, LinearKind::kQuantized, us);
-            launch_swiglu(stream_, gs.f32(), us.f32(), n, si, limit, nullptr, false, as.f32());
-            linear(as, s.w2, LinearKind::kQuantized, ys);
+            return;
         }
-        shared = ys.f32();
     }
-    launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, false, false, y.f32());
-    launched("moe combine");
+    Tensor as = alloc(DType::kF32, {n, si});
+    linear(h, s.w1, LinearKind::kQuantized, gs);
+    linear(h, s.w3, LinearKind::kQuantized, us);
+    launch_swiglu(stream_, gs.f32(), us.f32(), n, si, limit, nullptr, ref, as.f32());
+    linear(as, s.w2, LinearKind::kQuantized, ys);
 }
 
 }  // namespace dsv4::cuda

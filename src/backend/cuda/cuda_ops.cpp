@@ -385,20 +385,50 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
                       Tensor y) {
     const int64_t n = h.size(0), d = h.size(1), k = ids.size(1), pairs = n * k;
     if (n == 0) return;
-    const int64_t inter = w.experts.front().w1.rows;
-    const auto n_experts = static_cast<int>(w.experts.size());
-    const WeightFormat format = w.experts.front().w1.format;
+    const MoePath path = moe_path(h, w, pairs);
+    if (path == MoePath::kGroupedFp8) return moe_grouped_fp8(h, w, weights, ids, limit, y);
+    const bool ref = reference();
+    float* routed = scratch(pairs * d);
+    moe_pairs(h, w, weights, ids, limit, path, routed);
+    float* shared = nullptr;
+    if (w.shared) {
+        Tensor ys = alloc(DType::kF32, {n, d});
+        shared_expert(h, nullptr, *w.shared, limit, ys);
+        shared = ys.f32();
+    }
+    launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, !ref, ref, y.f32());
+    launched("moe combine");
+}
+
+MoePath CudaBackend::moe_path(const Tensor& h, const MoeWeights& w, int64_t pairs) const {
+    const ExpertWeights* first = nullptr;
+    for (const ExpertWeights& e : w.experts) {
+        if (e.w1.valid()) {
+            first = &e;
+            break;
+        }
+    }
+    DSV4_CHECK(first != nullptr, "moe: no routed expert is resident on this device");
     // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
     // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
-    const MoePath path =
-        choose_moe_path({numerics_, format, pairs, d, inter}, tuning_.min_grouped_pairs, tuning_.forced_moe);
-    if (path == MoePath::kGroupedFp8) return moe_grouped_fp8(h, w, weights, ids, limit, y);
+    return choose_moe_path({numerics_, first->w1.format, pairs, h.size(1), first->w1.rows}, tuning_.min_grouped_pairs,
+                           tuning_.forced_moe);
+}
+
+void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                            MoePath path, float* routed) {
+    const int64_t d = h.size(1), k = ids.size(1), pairs = ids.numel();
+    const auto first =
+        std::find_if(w.experts.begin(), w.experts.end(), [](const ExpertWeights& e) { return e.w1.valid(); });
+    DSV4_CHECK(first != w.experts.end(), "moe: no routed expert is resident on this device");
+    const int64_t inter = first->w1.rows;
+    const auto n_experts = static_cast<int>(w.experts.size());
+    const WeightFormat format = first->w1.format;
     const bool ref = reference();
     const float* x = ref ? quantized_activations(h, d) : h.f32();
     float* g = scratch(pairs * inter);
     float* u = scratch(pairs * inter);
     float* act = scratch(pairs * inter);
-    float* routed = scratch(pairs * d);
     const bool grouped = path == MoePath::kGroupedBf16;
     const bool gemv = path == MoePath::kPerPairGemv;
     const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};
@@ -422,18 +452,47 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     const float* act_in = ref ? quantized_activations(Tensor(act, DType::kF32, {pairs, inter}), inter) : act;
     expert_linear(1, 1, act_in, inter, d, routed);
     launched("moe experts", 4);
-    float* shared = nullptr;
-    if (w.shared) {
-        const int64_t si = w.shared->w1.rows;
-        Tensor gs = alloc(DType::kF32, {n, si}), us = alloc(DType::kF32, {n, si}), as = alloc(DType::kF32, {n, si});
-        Tensor ys = alloc(DType::kF32, {n, d});
-        linear(h, w.shared->w1, LinearKind::kQuantized, gs);
-        linear(h, w.shared->w3, LinearKind::kQuantized, us);
-        launch_swiglu(stream_, gs.f32(), us.f32(), n, si, limit, nullptr, ref, as.f32());
-        linear(as, w.shared->w2, LinearKind::kQuantized, ys);
-        shared = ys.f32();
+}
+
+void CudaBackend::moe_routed(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
+                             float limit, Tensor routed) {
+    const int64_t d = h.size(1), pairs = ids.numel();
+    DSV4_CHECK(routed.numel() == pairs * d && weights.numel() == pairs,
+               "moe_routed: {} pairs do not fit routed [{}] / weights [{}]", pairs, routed.numel(), weights.numel());
+    if (pairs == 0) return;
+    const MoePath path = moe_path(h, w, pairs);
+    if (path == MoePath::kGroupedFp8) {  // the routing weight enters before W2 (fused into the up projection)
+        const Fp8Act x = quantize_fp8(h.f32(), d, h.size(0), d);
+        grouped_fp8_pairs(w, weights, ids, limit, x, routed.f32());
+        return;
     }
-    launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, !ref, ref, y.f32());
+    moe_pairs(h, w, weights, ids, limit, path, routed.f32());
+    if (!reference()) {  // the weight after W2, as moe's combine applies it (one pair per "token")
+        launch_combine(stream_, routed.f32(), weights.f32(), nullptr, pairs, 1, d, true, false, routed.f32());
+        launched("moe pair weights");
+    }
+}
+
+void CudaBackend::moe_shared(const Tensor& h, const ExpertWeights& shared, float limit, Tensor y) {
+    const int64_t n = h.size(0), d = h.size(1);
+    if (n == 0) return;
+    const LinearPath p1 = choose_linear_path({numerics_, shared.w1, n, d}, tuning_, tuning_.forced_linear);
+    const bool fp8 = p1 == LinearPath::kFp8Lt || p1 == LinearPath::kFp8Wgmma;
+    if (fp8) {
+        const Fp8Act x = quantize_fp8(h.f32(), d, n, d);
+        return shared_expert(h, &x, shared, limit, y);
+    }
+    shared_expert(h, nullptr, shared, limit, y);
+}
+
+void CudaBackend::moe_combine(const Tensor& routed, int k, const Tensor* shared, Tensor y) {
+    const int64_t d = y.size(-1), n = y.numel() / std::max<int64_t>(d, 1);
+    DSV4_CHECK(routed.numel() == n * k * d && (shared == nullptr || shared->numel() == n * d),
+               "moe_combine: routed has {} elements for {} rows of top-{}", routed.numel(), n, k);
+    if (n == 0) return;
+    const bool ref = reference();
+    launch_combine(stream_, routed.f32(), nullptr, shared != nullptr ? shared->f32() : nullptr, n, k, d, false, ref,
+                   y.f32());
     launched("moe combine");
 }
 
