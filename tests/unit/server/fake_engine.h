@@ -37,7 +37,7 @@ struct FakeEngineOptions {
     std::chrono::microseconds step_interval{1000};   // every running completion gets one token per step
     std::chrono::microseconds first_token_delay{0};  // "prefill" time before a request's first token
     int max_running = 64;                            // more requests wait (stats().waiting)
-    int max_queued_requests = 1024;                  // running + waiting; beyond it submit says kQueueFull
+    int max_queued_requests = 1024;                  // waiting beyond max_running; more: submit says kQueueFull
     std::vector<int32_t> word_tokens;                // the default generator's vocabulary (non-empty)
     FakeScript script;
     std::function<void(const FakeHandoffStats&)> on_shutdown;  // called once shutdown() has finished
@@ -84,6 +84,7 @@ class FakeEngine : public Engine {
         std::vector<Completion> completions;
         std::optional<std::vector<int32_t>> script;
         std::chrono::steady_clock::time_point ready_at;
+        std::optional<std::chrono::steady_clock::time_point> scheduled_at;  // started running
         bool running = false;
         bool abort_requested = false;
         int64_t abort_step = 0;

@@ -67,6 +67,11 @@ ModelInfo fake_model_info(const tokenizer::Tokenizer& tokenizer, int max_model_l
     info.max_model_len = max_model_len;
     info.bos_token_id = tokenizer.token_to_id("<｜begin▁of▁sentence｜>").value_or(0);
     info.eos_token_ids = {tokenizer.token_to_id("<｜end▁of▁sentence｜>").value_or(1)};
+    info.cache.block_size = 256;
+    info.cache.cache_dtype = "fake";
+    info.cache.num_blocks = 64;
+    info.cache.num_slots = 64;
+    info.cache.enable_prefix_caching = false;
     return info;
 }
 
