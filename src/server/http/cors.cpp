@@ -63,8 +63,8 @@ std::vector<std::string> parse_allowed_origins(const std::vector<std::string>& v
     std::vector<std::string> origins;
     for (const std::string& value : values) add_entries(value, origins);
     for (std::string& origin : origins) {
+        while (origin.size() > 1 && origin.back() == '/') origin.pop_back();  // browsers send no trailing slash
         check_origin(origin);
-        while (origin.size() > 1 && origin.back() == '/') origin.pop_back();
     }
     return origins;
 }
