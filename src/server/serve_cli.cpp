@@ -25,7 +25,8 @@ void add_http_options(CLI::App& app, ServeCliValues& v) {
                  "/metrics answers without the API key (by default it needs it: it shows request volumes)");
     app.add_option("--allowed-origins", v.allowed_origins,
                    "CORS: origins whose pages may call the API (comma-separated, repeatable, or a JSON list as vLLM "
-                   "takes it; * = any); default: none, CORS off");
+                   "takes it; * = any); default: none, CORS off")
+        ->default_str("");
     app.add_flag("--no-webui", v.no_webui, "Do not serve the chat page at /");
     app.add_option("--request-read-timeout", s.request_read_timeout_s,
                    "Seconds a request's line, headers and body may take to arrive (else 408 and the connection "
@@ -41,9 +42,11 @@ void add_http_options(CLI::App& app, ServeCliValues& v) {
         ->check(CLI::Range(size_t{1024}, size_t{1} << 32));
     app.add_option("--max-concurrent-requests", s.max_in_flight,
                    "Generation requests in flight before 429 (default 2 x max-num-seqs + 64)")
-        ->check(CLI::Range(1, 100000));
+        ->check(CLI::Range(1, 100000))
+        ->default_str("");  // derived (the field's 0 means "not given")
     app.add_option("--http-threads", s.http_threads, "HTTP worker threads (default max-concurrent-requests + 16)")
-        ->check(CLI::Range(1, 100000));
+        ->check(CLI::Range(1, 100000))
+        ->default_str("");
     app.add_option("--keep-alive-timeout", s.keep_alive_timeout_s, "Seconds an idle keep-alive connection is kept")
         ->check(CLI::Range(1, 3600));
     app.add_option("--default-thinking", v.default_thinking,
