@@ -128,6 +128,8 @@ ModelInfo fake_model_info(const tokenizer::Tokenizer& tokenizer, int max_model_l
 //   [[think]]     reasoning then "The answer is 42." in thinking mode; only the answer otherwise
 //   [[stop]]      "Hello world. STOP here and more text after."
 //   [[utf8]]      "Grüße 你好 🙂 done"
+//   [[markdown]]  kFakeMarkdownText: a heading, emphasis, a list, a link and a code block (reasoning first when
+//                 thinking), for the chat page's rendering test
 //   a <tool_result> in the last user turn: "The weather in Paris is sunny."
 FakeScript fake_demo_script(std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
 
@@ -138,5 +140,9 @@ inline constexpr const char* kFakeToolReasoning = "I should call the weather too
 inline constexpr const char* kFakeStopText = "Hello world. STOP here and more text after.";
 inline constexpr const char* kFakeUtf8Text = "Grüße 你好 🙂 done";
 inline constexpr const char* kFakeToolResultAnswer = "The weather in Paris is sunny.";
+inline constexpr const char* kFakeMarkdownText =
+    "## Plan\n\nUse **bold** and *italic* with `inline code`:\n\n- first item\n- second item\n\n"
+    "See [the docs](https://example.com/docs).\n\n```python\ndef square(x):\n    return x * x  # <not html>\n```\n"
+    "Done.";
 
 }  // namespace dsv4::testing

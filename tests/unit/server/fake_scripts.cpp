@@ -42,6 +42,8 @@ std::string script_text(std::string_view prompt) {
     if (last_turn.find("[[think]]") != std::string_view::npos) return reasoned(kFakeThinkReasoning, kFakeThinkAnswer);
     if (last_turn.find("[[stop]]") != std::string_view::npos) return kFakeStopText;
     if (last_turn.find("[[utf8]]") != std::string_view::npos) return kFakeUtf8Text;
+    if (last_turn.find("[[markdown]]") != std::string_view::npos)
+        return reasoned(kFakeThinkReasoning, kFakeMarkdownText);
     return {};
 }
 

@@ -49,6 +49,19 @@ TEST(OperatorDefaults, HealthIsPublicMetricsAreKeyed) {
     EXPECT_EQ(get(protected_health, "/metrics").status, 200);
 }
 
+TEST(OperatorDefaults, ChatPageAtRootUnlessNoWebui) {
+    DSV4_REQUIRE_TOKENIZER();
+    TestServer with_page;
+    const HttpResult page = get(with_page, "/");
+    EXPECT_EQ(page.status, 200);
+    EXPECT_EQ(header(page, "Content-Type"), "text/html; charset=utf-8");
+    EXPECT_NE(page.body.find("/v1/chat/completions"), std::string::npos);
+    EXPECT_NE(header(page, "Content-Security-Policy").find("connect-src 'self'"), std::string::npos);
+    TestServer without_page({.engine = {}, .server = [](server::ServerConfig& c) { c.webui = false; }});
+    EXPECT_EQ(get(without_page, "/").status, 404);
+    EXPECT_EQ(get(without_page, "/health").status, 200);
+}
+
 TEST(OperatorDefaults, HealthIs503WhileLoadingEvenWithAKey) {
     server::ServerConfig config;
     config.port = 0;
