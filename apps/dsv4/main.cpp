@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "command.h"
 #include "core/error.h"
@@ -24,6 +25,18 @@ int main(int argc, char** argv) {
     for (auto& command : commands) {
         CLI::App* sub = app.add_subcommand(command.name, command.description);
         command.setup(*sub);
+    }
+    // CLI11 answers an unknown first word with "A subcommand is required": name the word and the commands instead.
+    if (argc > 1 && argv[1][0] != '-') {
+        const std::string word = argv[1];
+        const bool known = std::any_of(commands.begin(), commands.end(), [&](const auto& c) { return c.name == word; });
+        if (!known) {
+            std::string names;
+            for (const auto& command : commands) names += (names.empty() ? "" : ", ") + command.name;
+            std::fprintf(stderr, "error: unknown command '%s'; the commands are: %s (dsv4 --help describes them)\n",
+                         word.c_str(), names.c_str());
+            return 2;
+        }
     }
     try {
         app.parse(argc, argv);

@@ -4,6 +4,7 @@
 // server's business.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -26,7 +27,7 @@ struct EngineConfig {
     int max_num_batched_tokens = 2048;
     int long_prefill_token_threshold = 1024;  // longest prefill chunk per request per step
     int max_model_len = 0;                    // 0 = the model's max_position_embeddings
-    int max_queued_requests = 1024;
+    int max_queued_requests = 1024;           // requests waiting beyond the free running slots before 429
     int64_t max_queued_tokens = 1 << 22;
 
     // Sequence state memory.
@@ -79,6 +80,8 @@ struct RequestOutput {
     // Filled on the first event of each completion.
     int prompt_tokens = 0;
     int cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
+    // When the engine first scheduled the request (it left the queue); unset when the engine does not say.
+    std::optional<std::chrono::steady_clock::time_point> scheduled_at;
 };
 
 // A request's results. pop() blocks until an event arrives, the timeout passes (nullopt) or the stream ends.
@@ -111,6 +114,10 @@ struct SubmitResult {
     std::string message;
 };
 
+// Upper bounds of the tokens-per-step histogram (vLLM's vllm:iteration_tokens_total buckets).
+inline constexpr std::array<int64_t, 13> kStepTokenBounds = {1,   8,    16,   32,   64,   128,  256,
+                                                             512, 1024, 2048, 4096, 8192, 16384};
+
 struct EngineStats {
     int running = 0;
     int waiting = 0;
@@ -124,6 +131,21 @@ struct EngineStats {
     int64_t spec_draft_tokens_total = 0;
     int64_t spec_accepted_tokens_total = 0;
     int64_t requests_finished_total = 0;
+    // Steps by tokens computed in the step: [i] counts steps with more than kStepTokenBounds[i - 1] and at most
+    // kStepTokenBounds[i] tokens; the last entry counts the steps above the last bound.
+    std::array<int64_t, kStepTokenBounds.size() + 1> steps_by_tokens{};
+    int64_t step_tokens_total = 0;  // sum of the tokens of every step
+};
+
+// How the engine laid out its sequence state (reported by /metrics as vllm:cache_config_info).
+struct CacheInfo {
+    int block_size = 0;       // positions per state block
+    std::string cache_dtype;  // storage of K=V rows: f32 | bf16 | fp8 (resolved, never "auto")
+    int64_t num_blocks = 0;   // state blocks
+    int num_slots = 0;        // sequence slots (at most max_num_seqs run at once)
+    bool enable_prefix_caching = false;
+    double gpu_memory_utilization = 0.0;
+    int64_t state_bytes = 0;  // bytes of sequence state allocated
 };
 
 struct ModelInfo {
@@ -132,6 +154,7 @@ struct ModelInfo {
     int max_model_len = 0;
     std::vector<int32_t> eos_token_ids;
     int32_t bos_token_id = 0;
+    CacheInfo cache;
 };
 
 class Engine {

@@ -1,5 +1,6 @@
 #include "engine/engine_core.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "core/error.h"
@@ -68,15 +69,20 @@ SubmitResult EngineCore::submit(GenerateRequest request) {
     if (streams_.contains(request.request_id)) {
         return reject(AdmissionError::kInvalid, fmt::format("request id '{}' is already in use", request.request_id));
     }
-    const int64_t queued = static_cast<int64_t>(inbox_.requests.size()) + waiting_requests_;
+    // Requests that will have to wait: those not running yet (inbox, in transit, the scheduler's queue) beyond the
+    // sequence slots still free. An idle engine with free slots queues nothing, however fast requests arrive.
+    const int64_t pending = static_cast<int64_t>(inbox_.requests.size()) + transit_requests_ + waiting_requests_;
+    const int64_t queued = std::max<int64_t>(0, pending - free_slots_);
     if (queued >= config_.max_queued_requests) {
-        return reject(AdmissionError::kQueueFull, fmt::format("{} requests are queued (max_queued_requests {})", queued,
-                                                              config_.max_queued_requests));
-    }
-    if (inbox_tokens_ + waiting_tokens_ + prompt > config_.max_queued_tokens) {
         return reject(AdmissionError::kQueueFull,
-                      fmt::format("{} prompt tokens are queued; {} more exceed max_queued_tokens {}",
-                                  inbox_tokens_ + waiting_tokens_, prompt, config_.max_queued_tokens));
+                      fmt::format("{} requests are waiting for a free sequence slot (max_num_queued_reqs {})", queued,
+                                  config_.max_queued_requests));
+    }
+    const int64_t queued_tokens = inbox_tokens_ + transit_tokens_ + waiting_tokens_;
+    if (queued_tokens + prompt > config_.max_queued_tokens) {
+        return reject(AdmissionError::kQueueFull,
+                      fmt::format("{} prompt tokens are queued; {} more exceed max_queued_tokens {}", queued_tokens,
+                                  prompt, config_.max_queued_tokens));
     }
     auto stream = std::make_shared<ResultStreamQueue>(std::max(1, request.params.n));
     streams_.emplace(request.request_id, stream);
@@ -139,7 +145,10 @@ void EngineCore::run() {
             wake_.wait(lock, [&] { return stop_ || busy || !inbox_.empty(); });
             if (!inbox_.empty()) idle_now_ = false;
             std::swap(inbox, inbox_);
-            inbox_tokens_ = 0;  // counted by the scheduler's waiting queue once process() has added them
+            // Counted by the scheduler's waiting queue once process() has added them and published the stats.
+            transit_requests_ = static_cast<int64_t>(inbox.requests.size());
+            transit_tokens_ = inbox_tokens_;
+            inbox_tokens_ = 0;
             stop = stop_;
         }
         process(inbox);
@@ -209,12 +218,18 @@ void EngineCore::step() {
         publish(failed);
         return;
     }
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        ++stats_.steps_total;
-    }
+    record_step(output.num_batched_tokens);
     publish_stats();  // before the events: a client that saw a request finish sees its state freed in the stats
     publish(result);
+}
+
+void EngineCore::record_step(int64_t tokens) {
+    const auto bound = std::lower_bound(kStepTokenBounds.begin(), kStepTokenBounds.end(), tokens);
+    const auto bucket = static_cast<size_t>(bound - kStepTokenBounds.begin());
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.steps_total;
+    ++stats_.steps_by_tokens[bucket];
+    stats_.step_tokens_total += tokens;
 }
 
 void EngineCore::fail_step(const SchedulerOutput& output, const std::string& error) {
@@ -251,6 +266,9 @@ void EngineCore::publish_stats() {
     counts_ = counts;
     waiting_requests_ = waiting;
     waiting_tokens_ = waiting_tokens;
+    free_slots_ = counts.free_slots;
+    transit_requests_ = 0;
+    transit_tokens_ = 0;
     stats_.running = scheduler_.num_running();
     stats_.waiting = waiting;
     stats_.prompt_tokens_total = s.prompt_tokens_total;

@@ -73,6 +73,7 @@ class EngineCore final : public Engine {
     void fail_step(const SchedulerOutput& output, const std::string& error);
     void publish(UpdateResult& result);
     void publish_stats();
+    void record_step(int64_t tokens);
 
     EngineConfig config_;
     ModelInfo info_;
@@ -90,6 +91,9 @@ class EngineCore final : public Engine {
     std::unordered_map<std::string, std::shared_ptr<ResultStreamQueue>> streams_;  // live requests
     int waiting_requests_ = 0;  // published by the engine thread after each step
     int64_t waiting_tokens_ = 0;
+    int free_slots_ = 0;            // sequence slots not held by running (or fork-pending) sequences
+    int64_t transit_requests_ = 0;  // taken from the inbox, not yet in the published waiting count
+    int64_t transit_tokens_ = 0;
     bool idle_now_ = true;
     bool draining_ = false;
     bool stop_ = false;

@@ -101,6 +101,13 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.info.max_model_len = parts.config.max_model_len;
     parts.info.eos_token_ids = {static_cast<int32_t>(model_config.eos_token_id)};
     parts.info.bos_token_id = static_cast<int32_t>(model_config.bos_token_id);
+    parts.info.cache.block_size = plan.state.block_tokens;
+    parts.info.cache.cache_dtype = std::string(state_dtype_name(dtype));
+    parts.info.cache.num_blocks = plan.state.num_blocks;
+    parts.info.cache.num_slots = plan.state.max_slots;
+    parts.info.cache.enable_prefix_caching = config.enable_prefix_caching;
+    parts.info.cache.gpu_memory_utilization = config.device == "cuda" ? config.gpu_memory_utilization : 0.0;
+    parts.info.cache.state_bytes = plan.total_bytes;
     return std::make_unique<EngineCore>(std::move(parts));
 }
 

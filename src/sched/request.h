@@ -7,6 +7,7 @@
 // computes some of the tokens not yet computed, and when it reaches the last one the next token is sampled.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -57,6 +58,7 @@ struct RequestGroup {
     std::vector<std::unique_ptr<Sequence>> seqs;  // n completions
     bool forked = false;                          // the prompt is done and every completion has its own state
     int unfinished = 0;
+    std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // left the queue (reported on events)
 
     int64_t num_prompt_tokens() const { return static_cast<int64_t>(prompt.size()); }
 };

@@ -137,6 +137,7 @@ void Scheduler::admit_waiting(SchedulerOutput& out, int64_t& budget) {
             kv_.limit_chunk(seq->kv, start, start + chunk_tokens(*seq, start, budget), seq->num_prompt_tokens());
         if (kv_.blocks_needed_to_admit(hit, end) > kv_.num_free_blocks()) break;
         waiting_.pop_front();
+        if (!group.first_scheduled) group.first_scheduled = std::chrono::steady_clock::now();
         kv_.admit(seq->kv, kv_.take_slot(), hit, end, out.state_ops);
         if (!seq->reported) {
             seq->cached_prompt_tokens = hit.tokens;
@@ -273,6 +274,7 @@ void Scheduler::emit(Sequence* seq, std::vector<GeneratedToken> tokens, UpdateRe
     if (!seq->reported) {
         update.output.prompt_tokens = static_cast<int>(seq->num_prompt_tokens());
         update.output.cached_prompt_tokens = static_cast<int>(seq->cached_prompt_tokens);
+        update.output.scheduled_at = seq->group->first_scheduled;
         seq->reported = true;
     }
     result.outputs.push_back(std::move(update));

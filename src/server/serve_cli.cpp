@@ -1,6 +1,7 @@
 #include "server/serve_cli.h"
 
 #include "core/error.h"
+#include "server/http/cors.h"
 #include "server/model_files.h"
 
 namespace dsv4::server {
@@ -16,8 +17,21 @@ void add_http_options(CLI::App& app, ServeCliValues& v) {
     app.add_option("--port", s.port, "Port (0 = any free port, printed at startup)")->check(CLI::Range(0, 65535));
     app.add_option("--api-key", s.api_key, "Require this key (Authorization: Bearer KEY or X-Api-Key)")
         ->envname("DSV4_API_KEY");
-    app.add_flag("--public-health", s.public_health, "/health answers without the API key");
-    app.add_flag("--public-metrics", s.public_metrics, "/metrics answers without the API key");
+    app.add_flag("--protect-health", v.protect_health,
+                 "/health needs the API key too (by default it answers without one, so probes work)");
+    app.add_flag("--public-health", v.public_health_flag, "Accepted for compatibility: /health is public by default")
+        ->excludes("--protect-health");
+    app.add_flag("--public-metrics", s.public_metrics,
+                 "/metrics answers without the API key (by default it needs it: it shows request volumes)");
+    app.add_option("--allowed-origins", v.allowed_origins,
+                   "CORS: origins whose pages may call the API (comma-separated, repeatable, or a JSON list as vLLM "
+                   "takes it; * = any); default: none, CORS off")
+        ->default_str("");
+    app.add_flag("--no-webui", v.no_webui, "Do not serve the chat page at /");
+    app.add_option("--request-read-timeout", s.request_read_timeout_s,
+                   "Seconds a request's line, headers and body may take to arrive (else 408 and the connection "
+                   "closes): slow clients cannot hold HTTP threads")
+        ->check(CLI::Range(0.1, 3600.0));
     app.add_option("--served-model-name", s.served_model_name,
                    "The model name clients send (default: the model "
                    "directory's name)");
@@ -28,9 +42,11 @@ void add_http_options(CLI::App& app, ServeCliValues& v) {
         ->check(CLI::Range(size_t{1024}, size_t{1} << 32));
     app.add_option("--max-concurrent-requests", s.max_in_flight,
                    "Generation requests in flight before 429 (default 2 x max-num-seqs + 64)")
-        ->check(CLI::Range(1, 100000));
+        ->check(CLI::Range(1, 100000))
+        ->default_str("");  // derived (the field's 0 means "not given")
     app.add_option("--http-threads", s.http_threads, "HTTP worker threads (default max-concurrent-requests + 16)")
-        ->check(CLI::Range(1, 100000));
+        ->check(CLI::Range(1, 100000))
+        ->default_str("");
     app.add_option("--keep-alive-timeout", s.keep_alive_timeout_s, "Seconds an idle keep-alive connection is kept")
         ->check(CLI::Range(1, 3600));
     app.add_option("--default-thinking", v.default_thinking,
@@ -48,7 +64,9 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
     app.add_option("--numerics", e.numerics, "exact | reference | fast")
         ->check(CLI::IsMember({"exact", "reference", "fast"}));
     app.add_option("--threads", e.threads, "CPU backend threads (0 = all)")->check(CLI::Range(0, 4096));
-    app.add_option("--max-num-seqs", e.max_num_seqs, "Sequences decoded together")->check(CLI::Range(1, 4096));
+    app.add_option("--max-num-seqs", e.max_num_seqs,
+                   "Sequences decoded together; also the most completions (n) one request may ask for")
+        ->check(CLI::Range(1, 4096));
     app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget per engine step")
         ->check(CLI::Range(1, 1 << 24));
     app.add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
@@ -56,7 +74,8 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
         ->check(CLI::Range(1, 1 << 24));
     app.add_option("--max-model-len", e.max_model_len, "Context length (0 = the model's)")
         ->check(CLI::Range(0, 1 << 30));
-    app.add_option("--max-num-queued-reqs", e.max_queued_requests, "Engine queue cap (429 above)")
+    app.add_option("--max-num-queued-reqs", e.max_queued_requests,
+                   "Requests that may wait for a free sequence slot (429 beyond; running ones do not count)")
         ->check(CLI::Range(1, 1 << 24));
     app.add_option("--max-num-queued-tokens", e.max_queued_tokens, "Engine queued-prompt-token cap (429 above)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
@@ -83,6 +102,8 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
 }  // namespace
 
 void add_serve_options(CLI::App& app, ServeCliValues& values) {
+    // `serve --help` shows every default (the values the fields start with).
+    app.option_defaults()->always_capture_default();
     add_http_options(app, values);
     add_engine_options(app, values);
 }
@@ -98,6 +119,9 @@ ServeOptions finalize_serve_options(ServeCliValues& values) {
                                        : "synthetic-" + options.engine.synthetic_preset;
     }
     server.default_thinking = values.default_thinking == "on" ? ThinkingMode::kThinking : ThinkingMode::kChat;
+    server.public_health = !values.protect_health;
+    server.webui = !values.no_webui;
+    server.allowed_origins = parse_allowed_origins(values.allowed_origins);
     server.template_revision = resolve_template_revision(options.template_revision, options.engine.model_dir);
     if (server.max_in_flight <= 0) server.max_in_flight = 2 * options.engine.max_num_seqs + 64;
     if (server.http_threads <= 0) server.http_threads = server.max_in_flight + 16;

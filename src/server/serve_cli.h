@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "server/serve_runner.h"
 
@@ -14,6 +15,10 @@ struct ServeCliValues {
     std::string model;                     // --model ("" = the bundled model)
     std::string default_thinking = "off";  // --default-thinking on|off
     bool no_prefix_caching = false;
+    bool protect_health = false;      // --protect-health
+    bool public_health_flag = false;  // --public-health (the default; kept so old command lines still parse)
+    bool no_webui = false;
+    std::vector<std::string> allowed_origins;  // --allowed-origins, as given
 };
 
 // Adds every option to `app`, writing into `values`.

@@ -150,9 +150,9 @@ int run_server(const ServeOptions& options, const EngineFactory& create_engine) 
     LoadedModel model = load_model(options, create_engine);
     http.set_model(model.context);
     loading.store(false);
-    log_line("ready: serving '%s' at http://%s:%d/v1 (thinking %s by default%s)", config.served_model_name.c_str(),
+    log_line("ready: serving '%s' at http://%s:%d/v1 (thinking %s by default%s)%s", config.served_model_name.c_str(),
              config.host.c_str(), port, config.default_thinking == ThinkingMode::kThinking ? "on" : "off",
-             config.api_key.empty() ? ", no API key" : ", API key required");
+             config.api_key.empty() ? ", no API key" : ", API key required", config.webui ? "; chat page at /" : "");
 
     {
         std::unique_lock lock(mutex);

@@ -22,7 +22,9 @@ ApiError submit_error(const SubmitResult& result) {
         case AdmissionError::kTooLong:
             return ApiError(400, "invalid_request_error", result.message, "max_tokens", "context_length_exceeded");
         case AdmissionError::kQueueFull:
-            return overloaded_error(result.message.empty() ? "The engine queue is full" : result.message, 1);
+            return ApiError(429, "rate_limit_error",
+                            result.message.empty() ? "The engine queue is full" : result.message, {}, "queue_full")
+                .with_retry_after(1);
         case AdmissionError::kDraining:
             return unavailable_error("The server is shutting down", "draining", 5);
         case AdmissionError::kNone:
@@ -83,6 +85,7 @@ void GenerationRun::submit() {
         request.request_id = jobs_[i].job.request_id;
         request.prompt_tokens = jobs_[i].job.prompt_tokens;
         request.params = spec_.params;
+        jobs_[i].submitted = Clock::now();
         SubmitResult result = engine_->submit(std::move(request));
         if (!result.stream) {
             for (size_t j = 0; j < i; ++j) engine_->abort(jobs_[j].job.request_id);
@@ -90,6 +93,9 @@ void GenerationRun::submit() {
             throw submit_error(result);
         }
         jobs_[i].stream = std::move(result.stream);
+        metrics_->request_max_num_generation_tokens.observe(spec_.params.max_tokens);
+        metrics_->request_params_max_tokens.observe(spec_.params.max_tokens);
+        metrics_->request_params_n.observe(spec_.params.n);
     }
 }
 
@@ -175,6 +181,7 @@ void GenerationRun::drain_after_abort() {
         if (!next) continue;
         RequestOutput& event = next->second;
         JobState& job = jobs_[next->first];
+        observe_completion_timing(next->first, event);
         if (event.finished && ++job.finished_completions == spec_.params.n) {
             metrics_->e2e_latency.observe(seconds_since(spec_.arrival));
         }
@@ -184,6 +191,33 @@ void GenerationRun::drain_after_abort() {
             metrics_->count_finish(FinishLabel::kAbort);
         }
     }
+}
+
+void GenerationRun::observe_completion_timing(size_t job_index, const RequestOutput& event) {
+    const int n = spec_.params.n;
+    if (event.completion_index < 0 || event.completion_index >= n) return;
+    ChoiceState& choice = choices_[job_index * static_cast<size_t>(n) + static_cast<size_t>(event.completion_index)];
+    if (event.scheduled_at && !choice.scheduled_at) choice.scheduled_at = event.scheduled_at;
+    if (!event.tokens.empty()) {
+        const auto now = Clock::now();
+        if (!choice.first_token) choice.first_token = now;
+        choice.last_token = now;
+        choice.tokens += static_cast<int64_t>(event.tokens.size());
+    }
+    if (!event.finished) return;
+    const auto seconds = [](Clock::time_point from, Clock::time_point to) {
+        return std::max(0.0, std::chrono::duration<double>(to - from).count());
+    };
+    if (choice.scheduled_at) metrics_->queue_time.observe(seconds(jobs_[job_index].submitted, *choice.scheduled_at));
+    if (!choice.first_token) return;  // nothing generated: no prefill or decode phase to report
+    if (choice.scheduled_at) {
+        metrics_->prefill_time.observe(seconds(*choice.scheduled_at, *choice.first_token));
+        metrics_->inference_time.observe(seconds(*choice.scheduled_at, choice.last_token));
+    }
+    const double decode = seconds(*choice.first_token, choice.last_token);
+    metrics_->decode_time.observe(decode);
+    if (choice.tokens > 1)
+        metrics_->request_time_per_output_token.observe(decode / static_cast<double>(choice.tokens - 1));
 }
 
 void GenerationRun::observe_token_timing(JobState& job, const RequestOutput& event) {
@@ -203,6 +237,7 @@ bool GenerationRun::handle_event(size_t job_index, RequestOutput& event, Respons
     const int n = spec_.params.n;
     if (event.completion_index < 0 || event.completion_index >= n) return true;  // not ours: ignore
     observe_token_timing(job, event);
+    observe_completion_timing(job_index, event);
     job.cached_tokens = std::max(job.cached_tokens, event.cached_prompt_tokens);
     if (event.finished && ++job.finished_completions == n) {
         metrics_->e2e_latency.observe(seconds_since(spec_.arrival));

@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace dsv4::server {
 
@@ -23,6 +25,11 @@ class ApiError : public std::runtime_error {
     const std::string& param() const { return param_; }   // empty: null
     const std::string& code() const { return code_; }     // empty: null
     int retry_after_s() const { return retry_after_s_; }  // > 0: send a Retry-After header
+    const std::string& allow() const { return allow_; }   // non-empty (405): send an Allow header
+    ApiError& with_allow(std::string methods) {
+        allow_ = std::move(methods);
+        return *this;
+    }
     ApiError& with_retry_after(int seconds) {
         retry_after_s_ = seconds;
         return *this;
@@ -36,6 +43,7 @@ class ApiError : public std::runtime_error {
     std::string type_;
     std::string param_;
     std::string code_;
+    std::string allow_;
     int retry_after_s_ = 0;
 };
 
@@ -47,11 +55,23 @@ template <typename... Args>
 
 ApiError not_found_error(std::string message, std::string code = {});
 ApiError authentication_error();
-ApiError payload_too_large_error(size_t limit_bytes);
+// 413: the body declared by Content-Length (as sent, digits) is above the limit.
+ApiError declared_body_too_large_error(const std::string& declared_bytes, size_t limit_bytes);
+// 413: more than the limit arrived (chunked or compressed bodies): at least `received_bytes`.
+ApiError received_body_too_large_error(uint64_t received_bytes, size_t limit_bytes);
+// 408: the request (line, headers, body) did not arrive within --request-read-timeout.
+ApiError request_timeout_error(double timeout_seconds);
+// 405 with the methods the path accepts (the Allow header's value).
+ApiError method_not_allowed_error(const std::string& method, const std::string& path, const std::string& allow);
 // 429: the server or the engine queue is full.
 ApiError overloaded_error(std::string message, int retry_after_s);
 // 503: loading the model or draining for shutdown.
 ApiError unavailable_error(std::string message, std::string code, int retry_after_s);
 ApiError internal_error(std::string message);
+
+// The dsv4:requests_rejected_total reason for a refusal ("" for errors that are not refusals, such as a 500):
+// unauthorized, bad_request, too_large, read_timeout, not_found, method_not_allowed, cors, unsupported_media_type,
+// invalid, too_long, unknown_model, server_busy, queue_full, loading, draining.
+std::string_view rejection_reason(const ApiError& error);
 
 }  // namespace dsv4::server

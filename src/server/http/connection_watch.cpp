@@ -160,7 +160,7 @@ WatchedConnection::WatchedConnection(ConnectionWatcher* watcher, const Connectio
                                      std::function<void()> on_disconnect)
     : watcher_(watcher) {
     if (watcher_ == nullptr) return;
-    id_ = watcher_->watch(find_connection_fd(address), std::move(on_disconnect));
+    id_ = watcher_->watch(address.fd >= 0 ? address.fd : find_connection_fd(address), std::move(on_disconnect));
 }
 
 WatchedConnection::~WatchedConnection() {

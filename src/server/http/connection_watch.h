@@ -19,9 +19,11 @@ struct ConnectionAddress {
     int local_port = -1;
     std::string remote_ip;
     int remote_port = -1;
+    int fd = -1;  // the connection's socket when the worker knows it (no search needed)
 };
 
 // The descriptor of this process's TCP socket with exactly these endpoints, or -1 (Linux: scans /proc/self/fd).
+// Only needed when the address carries no fd.
 int find_connection_fd(const ConnectionAddress& address);
 
 // shutdown(SHUT_RDWR) on every connected socket of this process whose local port is `local_port` (the server's

@@ -1,4 +1,5 @@
-// HttpServer: the cpp-httplib listener with the OpenAI routes. Lifecycle: bind() -> start() (serves /health 503
+// HttpServer: the cpp-httplib listener (HttpListener) with the checks before routing (RequestChecks) and the routes
+// (OpenAI API, /health, /metrics, the chat page). Lifecycle: bind() -> start() (serves /health 503
 // and 503 for model routes while loading) -> set_model() (ready) -> begin_drain() (new requests and /health get 503;
 // running requests continue) -> [engine shutdown: running requests finish or are aborted] -> stop() (waits for the
 // in-flight responses to be written, closes the listener, joins the workers). The engine must outlive stop().
@@ -14,11 +15,11 @@
 #include "server/http/model_context.h"
 #include "server/http/server_config.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace dsv4::server {
+
+class HttpListener;
+class Router;
+class RequestChecks;
 
 class HttpServer {
   public:
@@ -43,7 +44,9 @@ class HttpServer {
     void configure();
 
     std::unique_ptr<ServerState> state_;
-    std::unique_ptr<httplib::Server> http_;
+    std::unique_ptr<HttpListener> http_;
+    std::unique_ptr<Router> router_;
+    std::unique_ptr<RequestChecks> checks_;
     std::thread listener_;
     std::atomic<bool> listener_done_{false};
     int port_ = -1;

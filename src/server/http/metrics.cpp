@@ -18,6 +18,7 @@ const std::vector<double> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2
 const std::vector<double> kTokenCountBuckets = {1,    2,    5,    10,    20,    50,    100,    200,    500,
                                                 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000};
 const std::vector<double> kOverheadBuckets = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2, 0.1};
+const std::vector<double> kParamsNBuckets = {1, 2, 5, 10, 20};
 
 constexpr std::array<std::string_view, static_cast<size_t>(FinishLabel::kCount)> kFinishNames = {"stop", "length",
                                                                                                  "abort", "error"};
@@ -49,9 +50,11 @@ class Writer {
         sample(name, value);
     }
     void histogram(std::string_view name, std::string_view help, const Histogram& histogram) {
+        histogram_samples(name, help, histogram.upper_bounds(), histogram.snapshot());
+    }
+    void histogram_samples(std::string_view name, std::string_view help, const std::vector<double>& bounds,
+                           const Histogram::Snapshot& snap) {
         header(name, "histogram", help);
-        const Histogram::Snapshot snap = histogram.snapshot();
-        const auto& bounds = histogram.upper_bounds();
         const std::string bucket = fmt::format("{}_bucket", name);
         for (size_t i = 0; i < bounds.size(); ++i) {
             sample(bucket, static_cast<double>(snap.cumulative[i]), fmt::format("le=\"{}\"", bounds[i]));
@@ -88,6 +91,50 @@ void render_engine(Writer& w, const EngineStats& s) {
     w.counter("dsv4:engine_steps_total", "Engine steps executed.", static_cast<double>(s.steps_total));
     w.counter("dsv4:engine_requests_finished_total", "Engine requests finished (any reason).",
               static_cast<double>(s.requests_finished_total));
+    // The engine counts steps per bucket; Prometheus wants cumulative counts.
+    Histogram::Snapshot steps;
+    std::vector<double> bounds;
+    uint64_t running = 0;
+    for (size_t i = 0; i < kStepTokenBounds.size(); ++i) {
+        running += static_cast<uint64_t>(s.steps_by_tokens[i]);
+        steps.cumulative.push_back(running);
+        bounds.push_back(static_cast<double>(kStepTokenBounds[i]));
+    }
+    steps.count = running + static_cast<uint64_t>(s.steps_by_tokens.back());
+    steps.sum = static_cast<double>(s.step_tokens_total);
+    w.histogram_samples("vllm:iteration_tokens_total", "Histogram of number of tokens per engine step.", bounds, steps);
+}
+
+std::string python_bool(bool value) {
+    return value ? "True" : "False";  // vLLM's labels are Python str() values
+}
+
+void render_cache_info(Writer& w, const CacheInfo& c) {
+    // vLLM's label names where they exist; num_gpu_blocks counts the state blocks wherever they live (CPU device too).
+    w.header("vllm:cache_config_info", "gauge", "Information of the sequence-state (KV cache) configuration.");
+    w.sample("vllm:cache_config_info", 1,
+             fmt::format("block_size=\"{}\",cache_dtype=\"{}\",enable_prefix_caching=\"{}\","
+                         "gpu_memory_utilization=\"{}\",num_gpu_blocks=\"{}\",num_slots=\"{}\",state_bytes=\"{}\"",
+                         c.block_size, escape_label_value(c.cache_dtype), python_bool(c.enable_prefix_caching),
+                         c.gpu_memory_utilization, c.num_blocks, c.num_slots, c.state_bytes));
+}
+
+void render_request_timing(Writer& w, const ServerMetrics& m) {
+    w.histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+                m.queue_time);
+    w.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+                m.prefill_time);
+    w.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
+                m.decode_time);
+    w.histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.",
+                m.inference_time);
+    w.histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+                m.request_time_per_output_token);
+    w.histogram("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
+                m.request_max_num_generation_tokens);
+    w.histogram("vllm:request_params_n", "Histogram of the n request parameter.", m.request_params_n);
+    w.histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+                m.request_params_max_tokens);
 }
 
 }  // namespace
@@ -124,7 +171,21 @@ ServerMetrics::ServerMetrics()
       e2e_latency(kE2eBuckets),
       request_prompt_tokens(kTokenCountBuckets),
       request_generation_tokens(kTokenCountBuckets),
-      event_overhead(kOverheadBuckets) {}
+      event_overhead(kOverheadBuckets),
+      queue_time(kE2eBuckets),
+      prefill_time(kE2eBuckets),
+      decode_time(kE2eBuckets),
+      inference_time(kE2eBuckets),
+      request_time_per_output_token(kItlBuckets),
+      request_max_num_generation_tokens(kTokenCountBuckets),
+      request_params_n(kParamsNBuckets),
+      request_params_max_tokens(kTokenCountBuckets) {
+    // Zero samples for the common reasons, so a dashboard sees 0 rather than no series before the first refusal.
+    for (const char* reason : {"server_busy", "queue_full", "too_large", "too_long", "read_timeout", "unauthorized",
+                               "invalid", "loading", "draining"}) {
+        rejections_.emplace(reason, 0);
+    }
+}
 
 void ServerMetrics::count_http_status(int status) {
     std::lock_guard lock(maps_mutex_);
@@ -138,10 +199,12 @@ void ServerMetrics::count_rejection(std::string_view reason) {
     ++it->second;
 }
 
-std::string ServerMetrics::render(std::string_view model_name, const EngineStats* stats, int in_flight) const {
+std::string ServerMetrics::render(std::string_view model_name, const EngineStats* stats, const CacheInfo* cache,
+                                  int in_flight) const {
     Writer w(model_name);
     w.gauge("dsv4:model_loaded", "1 once the model is loaded and requests are served.", stats != nullptr ? 1 : 0);
     if (stats != nullptr) render_engine(w, *stats);
+    if (cache != nullptr) render_cache_info(w, *cache);
     w.gauge("dsv4:requests_in_flight", "HTTP generation requests being served.", static_cast<double>(in_flight));
     w.header("vllm:request_success_total", "counter", "Count of finished choices by finish reason.");
     for (size_t i = 0; i < kFinishNames.size(); ++i) {
@@ -151,9 +214,14 @@ std::string ServerMetrics::render(std::string_view model_name, const EngineStats
     w.histogram("vllm:time_to_first_token_seconds", "Time to first token in seconds.", time_to_first_token);
     w.histogram("vllm:inter_token_latency_seconds", "Time between streamed engine events in seconds.",
                 inter_token_latency);
+    w.histogram("vllm:time_per_output_token_seconds",
+                "Time between streamed engine events in seconds (vllm:inter_token_latency_seconds' name before vLLM "
+                "0.11, which dashboards still use).",
+                inter_token_latency);
     w.histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.", e2e_latency);
     w.histogram("vllm:request_prompt_tokens", "Prompt tokens per request.", request_prompt_tokens);
     w.histogram("vllm:request_generation_tokens", "Generated tokens per request.", request_generation_tokens);
+    render_request_timing(w, *this);
     w.histogram("dsv4:stream_event_overhead_seconds",
                 "Server time per engine event: popped from the result stream until its bytes were written.",
                 event_overhead);

@@ -46,19 +46,32 @@ class ServerMetrics {
     ServerMetrics();
 
     Histogram time_to_first_token;        // vllm:time_to_first_token_seconds
-    Histogram inter_token_latency;        // vllm:inter_token_latency_seconds (per engine event)
+    Histogram inter_token_latency;        // vllm:inter_token_latency_seconds (per engine event); also exported as
+                                          // vllm:time_per_output_token_seconds, its name before vLLM 0.11
     Histogram e2e_latency;                // vllm:e2e_request_latency_seconds
     Histogram request_prompt_tokens;      // vllm:request_prompt_tokens
     Histogram request_generation_tokens;  // vllm:request_generation_tokens
     Histogram event_overhead;             // dsv4:stream_event_overhead_seconds: engine event popped -> bytes written
+    // Per completion, from its engine events (vLLM's definitions): queue = submitted -> first scheduled, prefill =
+    // scheduled -> first token, decode = first -> last token, inference = scheduled -> last token.
+    Histogram queue_time;                         // vllm:request_queue_time_seconds
+    Histogram prefill_time;                       // vllm:request_prefill_time_seconds
+    Histogram decode_time;                        // vllm:request_decode_time_seconds
+    Histogram inference_time;                     // vllm:request_inference_time_seconds
+    Histogram request_time_per_output_token;      // vllm:request_time_per_output_token_seconds (decode / (tokens-1))
+    Histogram request_max_num_generation_tokens;  // vllm:request_max_num_generation_tokens (max_tokens asked)
+    Histogram request_params_n;                   // vllm:request_params_n
+    Histogram request_params_max_tokens;          // vllm:request_params_max_tokens
 
     void count_finish(FinishLabel label) { finished_[static_cast<size_t>(label)].fetch_add(1); }
     void count_http_status(int status);
     void count_client_disconnect() { client_disconnects_.fetch_add(1); }
-    void count_rejection(std::string_view reason);  // queue_full, server_busy, draining, loading, too_long, invalid
+    void count_rejection(std::string_view reason);  // rejection_reason() of api_error.h
 
-    // The whole exposition. `stats` is null while the model is loading; `in_flight`: HTTP generation requests.
-    std::string render(std::string_view model_name, const EngineStats* stats, int in_flight) const;
+    // The whole exposition. `stats` and `cache` are null while the model is loading; `in_flight`: HTTP generation
+    // requests being served.
+    std::string render(std::string_view model_name, const EngineStats* stats, const CacheInfo* cache,
+                       int in_flight) const;
 
   private:
     std::array<std::atomic<uint64_t>, static_cast<size_t>(FinishLabel::kCount)> finished_{};

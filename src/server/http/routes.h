@@ -12,11 +12,19 @@
 
 namespace dsv4::server {
 
-void register_generation_routes(httplib::Server& http, ServerState& state);
-void register_info_routes(httplib::Server& http, ServerState& state);
+class Router;
 
-// Writes the error object with its status (and Retry-After).
+void register_generation_routes(Router& router, ServerState& state);
+void register_info_routes(Router& router, ServerState& state);
+// GET / (the chat page), unless --no-webui.
+void register_webui_routes(Router& router, ServerState& state);
+
+// Writes the error object with its status (and Retry-After, Allow).
 void send_error(httplib::Response& response, const ApiError& error);
+// A refused request: counted in dsv4:requests_rejected_total (by rejection_reason), then send_error.
+void refuse_request(ServerState& state, httplib::Response& response, const ApiError& error);
+// Sets X-Request-Id (replacing an earlier value).
+void set_request_id_header(httplib::Response& response, const std::string& id);
 void send_json(httplib::Response& response, const std::string& json_text);
 
 // Runs `body`, turning any exception into an error response.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tokenizer/chat_encoding.h"
 
@@ -12,7 +13,7 @@ struct ServerConfig {
     std::string host = "127.0.0.1";       // loopback by default: put a TLS proxy (deploy/caddy) in front to expose it
     int port = 8000;                      // 0: any free port (printed on startup)
     std::string api_key;                  // empty: no authentication
-    bool public_health = false;           // /health answers without the key (--public-health)
+    bool public_health = true;            // /health answers without the key (probes); --protect-health: false
     bool public_metrics = false;          // /metrics answers without the key (--public-metrics)
     std::string served_model_name;        // the "model" clients must send (or omit)
     size_t max_request_bytes = 8u << 20;  // larger bodies get 413
@@ -20,8 +21,10 @@ struct ServerConfig {
     int max_in_flight = 0;                // generation requests in flight before 429; 0 = 2 * max_num_seqs + 64
     double shutdown_timeout_s = 30;       // SIGTERM: how long running requests may take before they are aborted
     int keep_alive_timeout_s = 10;
-    int read_timeout_s = 60;   // receiving a request body
-    int write_timeout_s = 60;  // a client that stops reading for this long is dropped
+    double request_read_timeout_s = 30;        // request line + headers + body must arrive within this (else 408)
+    int write_timeout_s = 60;                  // a client that stops reading for this long is dropped
+    std::vector<std::string> allowed_origins;  // CORS (--allowed-origins); empty: off
+    bool webui = true;                         // the chat page at / (--no-webui: off)
 
     // Chat defaults (documented in docs/operations.md).
     ThinkingMode default_thinking = ThinkingMode::kChat;  // --default-thinking on|off

@@ -5,6 +5,8 @@
 #include <chrono>
 
 #include "server/generation/generation.h"
+#include "server/http/request_checks.h"
+#include "server/http/router.h"
 #include "server/http/routes.h"
 #include "server/openai/chat_response.h"
 #include "server/openai/completion_response.h"
@@ -35,6 +37,8 @@ struct PreparedGeneration {
     std::shared_ptr<GenerationRun> run;
     AdmissionGate::Ticket ticket;
     ResponseIdentity identity;
+    std::string engine_id;            // the engine request id (unique among live requests)
+    std::string response_request_id;  // X-Request-Id of the response: the client's, else identity.id
     GenerationOptions options;
     ConnectionAddress address;
     // Builds the sink for this request (chat or completion, stream or not).
@@ -59,7 +63,7 @@ std::function<void()> disconnect_action(std::atomic<bool>& gone, Engine* engine,
 void respond_streaming(ServerState& state, std::shared_ptr<PreparedGeneration> prepared, httplib::Response& response) {
     response.set_header("Cache-Control", "no-cache");
     response.set_header("X-Accel-Buffering", "no");  // nginx: do not buffer SSE
-    response.set_header("X-Request-Id", prepared->identity.id);
+    set_request_id_header(response, prepared->response_request_id);
     response.set_chunked_content_provider(
         "text/event-stream",
         [&state, prepared](size_t, httplib::DataSink& data_sink) {
@@ -82,7 +86,7 @@ void respond_once(ServerState& state, PreparedGeneration& prepared, httplib::Res
                             disconnect_action(gone, prepared.model->engine, prepared.run->request_ids()));
     std::unique_ptr<ResponseSink> sink = prepared.make_sink(nullptr);
     prepared.run->run(*sink, gone);
-    response.set_header("X-Request-Id", prepared.identity.id);
+    set_request_id_header(response, prepared.response_request_id);
     if (auto error = prepared.sink_error(*sink)) {
         send_error(response, *error);
     } else {
@@ -104,7 +108,14 @@ std::shared_ptr<PreparedGeneration> begin(ServerState& state, const httplib::Req
     auto prepared = std::make_shared<PreparedGeneration>();
     prepared->ticket = state.gate().enter();
     prepared->model = ready_model(state);
-    prepared->identity = {fmt::format("{}-{}", id_prefix, random_hex(32)), prepared->model->served_name, unix_now()};
+    // A client's X-Request-Id names the response ("chatcmpl-<id>", as vLLM does) and comes back in the header; the
+    // engine id gets a random suffix, so two requests sent with the same id never collide.
+    const std::string client_id = client_request_id(request);
+    const std::string id = client_id.empty() ? random_hex(32) : client_id;
+    prepared->identity = {fmt::format("{}-{}", id_prefix, id), prepared->model->served_name, unix_now()};
+    prepared->engine_id =
+        client_id.empty() ? prepared->identity.id : fmt::format("{}-{}", prepared->identity.id, random_hex(8));
+    prepared->response_request_id = client_id.empty() ? prepared->identity.id : client_id;
     prepared->address = connection_address(request);
     return prepared;
 }
@@ -120,11 +131,12 @@ ChoiceConfig base_choice_config(const GenerationOptions& options, const ModelCon
     return config;
 }
 
-void handle_chat(ServerState& state, const httplib::Request& request, httplib::Response& response) {
+void handle_chat(ServerState& state, const httplib::Request& request, const std::string& body,
+                 httplib::Response& response) {
     const auto arrival = std::chrono::steady_clock::now();
     auto prepared = begin(state, request, "chatcmpl");
     const ModelContext& model = *prepared->model;
-    ChatRequest chat = parse_chat_request(request.body);
+    ChatRequest chat = parse_chat_request(body);
     check_model_name(chat.options.model, model);
     PreparedChat prompt = prepare_chat_prompt(chat, model, state.config().default_thinking);
     finalize_sampling(chat.options, prompt.prompt_tokens.size(), model, 0, "messages");
@@ -137,7 +149,7 @@ void handle_chat(ServerState& state, const httplib::Request& request, httplib::R
     spec.choice.thinking = prompt.thinking;
     spec.choice.parallel_tool_calls = chat.parallel_tool_calls;
     spec.choice.tool_call_id_prefix = fmt::format("call_{}_", random_hex(16));
-    spec.jobs.push_back({prepared->identity.id, std::move(prompt.prompt_tokens)});
+    spec.jobs.push_back({prepared->engine_id, std::move(prompt.prompt_tokens)});
     prepared->run = std::make_shared<GenerationRun>(*model.engine, *model.tokenizer, state.metrics(), std::move(spec));
 
     const ChatResponseOptions options{.num_choices = chat.options.sampling.n,
@@ -157,11 +169,12 @@ void handle_chat(ServerState& state, const httplib::Request& request, httplib::R
     respond(state, std::move(prepared), response);
 }
 
-void handle_completion(ServerState& state, const httplib::Request& request, httplib::Response& response) {
+void handle_completion(ServerState& state, const httplib::Request& request, const std::string& body,
+                       httplib::Response& response) {
     const auto arrival = std::chrono::steady_clock::now();
     auto prepared = begin(state, request, "cmpl");
     const ModelContext& model = *prepared->model;
-    CompletionRequest completion = parse_completion_request(request.body);
+    CompletionRequest completion = parse_completion_request(body);
     check_model_name(completion.options.model, model);
 
     GenerationSpec spec{.params = {}, .choice = {}, .jobs = {}, .arrival = arrival};
@@ -179,7 +192,7 @@ void handle_completion(ServerState& state, const httplib::Request& request, http
             echo_text.insert(echo_text.end(), static_cast<size_t>(completion.options.sampling.n), text);
         }
         spec.jobs.push_back(
-            {single ? prepared->identity.id : fmt::format("{}-{}", prepared->identity.id, i), std::move(tokens)});
+            {single ? prepared->engine_id : fmt::format("{}-{}", prepared->engine_id, i), std::move(tokens)});
     }
     finalize_sampling(completion.options, longest, model, 16, "prompt");
     spec.params = completion.options.sampling;
@@ -206,24 +219,28 @@ void handle_completion(ServerState& state, const httplib::Request& request, http
     respond(state, std::move(prepared), response);
 }
 
-void method_not_allowed(httplib::Response& response) {
-    response.set_header("Allow", "POST");
-    send_error(response,
-               ApiError(405, "invalid_request_error", "Method not allowed: use POST", {}, "method_not_allowed"));
+// Errors before generation starts are refusals (counted by reason); later ones are part of the response.
+void guarded_generation(ServerState& state, httplib::Response& response, const std::function<void()>& body) {
+    try {
+        body();
+    } catch (const ApiError& error) {
+        refuse_request(state, response, error);
+    } catch (const std::exception& e) {
+        send_error(response, internal_error(fmt::format("Internal error: {}", e.what())));
+    }
 }
 
 }  // namespace
 
-void register_generation_routes(httplib::Server& http, ServerState& state) {
-    http.Post("/v1/chat/completions", [&state](const httplib::Request& request, httplib::Response& response) {
-        guarded(response, [&] { handle_chat(state, request, response); });
-    });
-    http.Post("/v1/completions", [&state](const httplib::Request& request, httplib::Response& response) {
-        guarded(response, [&] { handle_completion(state, request, response); });
-    });
-    for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
-        http.Get(path, [](const httplib::Request&, httplib::Response& response) { method_not_allowed(response); });
-    }
+void register_generation_routes(Router& router, ServerState& state) {
+    router.post("/v1/chat/completions",
+                [&state](const httplib::Request& request, const std::string& body, httplib::Response& response) {
+                    guarded_generation(state, response, [&] { handle_chat(state, request, body, response); });
+                });
+    router.post("/v1/completions",
+                [&state](const httplib::Request& request, const std::string& body, httplib::Response& response) {
+                    guarded_generation(state, response, [&] { handle_completion(state, request, body, response); });
+                });
 }
 
 }  // namespace dsv4::server

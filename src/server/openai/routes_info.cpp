@@ -1,6 +1,7 @@
 // GET /health, /version, /metrics, /v1/models[/{id}]; POST /tokenize, /detokenize.
 #include <nlohmann/json.hpp>
 
+#include "server/http/router.h"
 #include "server/http/routes.h"
 #include "server/openai/prompt_builder.h"
 #include "server/openai/request_parser.h"
@@ -34,9 +35,9 @@ void handle_health(ServerState& state, httplib::Response& response) {
     }
 }
 
-void handle_tokenize(ServerState& state, const httplib::Request& request, httplib::Response& response) {
+void handle_tokenize(ServerState& state, const std::string& request_body, httplib::Response& response) {
     const auto model = ready_model(state);
-    TokenizeRequest parsed = parse_tokenize_request(request.body);
+    TokenizeRequest parsed = parse_tokenize_request(request_body);
     check_model_name(parsed.model, *model);
     std::vector<int32_t> tokens;
     if (parsed.is_chat) {
@@ -54,9 +55,9 @@ void handle_tokenize(ServerState& state, const httplib::Request& request, httpli
     send_json(response, body.dump());
 }
 
-void handle_detokenize(ServerState& state, const httplib::Request& request, httplib::Response& response) {
+void handle_detokenize(ServerState& state, const std::string& request_body, httplib::Response& response) {
     const auto model = ready_model(state);
-    DetokenizeRequest parsed = parse_detokenize_request(request.body);
+    DetokenizeRequest parsed = parse_detokenize_request(request_body);
     check_model_name(parsed.model, *model);
     std::vector<int32_t> ids;
     for (size_t i = 0; i < parsed.tokens.size(); ++i) {
@@ -72,34 +73,36 @@ void handle_detokenize(ServerState& state, const httplib::Request& request, http
 
 }  // namespace
 
-void register_info_routes(httplib::Server& http, ServerState& state) {
-    http.Get("/health", [&state](const httplib::Request&, httplib::Response& response) {
+void register_info_routes(Router& router, ServerState& state) {
+    router.get("/health", [&state](const httplib::Request&, httplib::Response& response) {
         guarded(response, [&] { handle_health(state, response); });
     });
-    http.Get("/version", [](const httplib::Request&, httplib::Response& response) {
+    router.get("/version", [](const httplib::Request&, httplib::Response& response) {
 #ifdef DSV4_WITH_CUDA
         send_json(response, R"({"version":"0.1.0","build":"cuda"})");
 #else
         send_json(response, R"({"version":"0.1.0","build":"cpu"})");
 #endif
     });
-    http.Get("/metrics", [&state](const httplib::Request&, httplib::Response& response) {
+    router.get("/metrics", [&state](const httplib::Request&, httplib::Response& response) {
         guarded(response, [&] {
             const auto model = state.model();
             std::optional<EngineStats> stats;
             if (model) stats = model->engine->stats();
             const std::string name = model ? model->served_name : state.config().served_model_name;
-            response.set_content(state.metrics().render(name, stats ? &*stats : nullptr, state.gate().in_flight()),
-                                 "text/plain; version=0.0.4; charset=utf-8");
+            const CacheInfo* cache = model ? &model->info.cache : nullptr;
+            response.set_content(
+                state.metrics().render(name, stats ? &*stats : nullptr, cache, state.gate().in_flight()),
+                "text/plain; version=0.0.4; charset=utf-8");
         });
     });
-    http.Get("/v1/models", [&state](const httplib::Request&, httplib::Response& response) {
+    router.get("/v1/models", [&state](const httplib::Request&, httplib::Response& response) {
         guarded(response, [&] {
             const auto model = ready_model(state);
             send_json(response, json{{"object", "list"}, {"data", json::array({model_card(*model)})}}.dump());
         });
     });
-    http.Get(R"(/v1/models/(.+))", [&state](const httplib::Request& request, httplib::Response& response) {
+    router.get(R"(/v1/models/(.+))", [&state](const httplib::Request& request, httplib::Response& response) {
         guarded(response, [&] {
             const auto model = ready_model(state);
             const std::string id = request.matches[1];
@@ -109,11 +112,11 @@ void register_info_routes(httplib::Server& http, ServerState& state) {
             send_json(response, model_card(*model).dump());
         });
     });
-    http.Post("/tokenize", [&state](const httplib::Request& request, httplib::Response& response) {
-        guarded(response, [&] { handle_tokenize(state, request, response); });
+    router.post("/tokenize", [&state](const httplib::Request&, const std::string& body, httplib::Response& response) {
+        guarded(response, [&] { handle_tokenize(state, body, response); });
     });
-    http.Post("/detokenize", [&state](const httplib::Request& request, httplib::Response& response) {
-        guarded(response, [&] { handle_detokenize(state, request, response); });
+    router.post("/detokenize", [&state](const httplib::Request&, const std::string& body, httplib::Response& response) {
+        guarded(response, [&] { handle_detokenize(state, body, response); });
     });
 }
 

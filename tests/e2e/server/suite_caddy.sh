@@ -1,5 +1,7 @@
-# Real Caddy (deploy/caddy/Caddyfile) in front of the server: HTTPS with Caddy's local CA (verified, not -k), HTTP/2,
-# SSE chunks delivered as they are produced (not buffered), the IP allow-list, and the openai SDK through the proxy.
+# Real Caddy (deploy/caddy/Caddyfile, the file deploy/compose.yaml runs) in front of the server, without containers:
+# HTTPS with Caddy's local CA (verified, not -k), HTTP/2, SSE chunks delivered as they are produced (not buffered),
+# /metrics kept internal, slow clients buffered by Caddy (they never hold one of dsv4's HTTP threads), the IP
+# allow-list, and the openai SDK through the proxy.
 command -v caddy >/dev/null || skip "caddy is not installed (scripts/install-deps.sh installs it)"
 [[ $E2E_MODE == fake ]] || skip "the caddy suite runs on the FakeEngine only"
 CADDYFILE=$E2E_REPO/deploy/caddy/Caddyfile
@@ -62,6 +64,47 @@ done
 
 API_KEY=none BASE_URL=$HTTPS_URL NODE_EXTRA_CA_CERTS=$CA run_node --test-name-pattern "models.list|non-streaming and streaming" \
   "$E2E_DIR/openai_sdk.test.js"
+
+# /metrics is internal: Caddy answers 404 itself; dsv4 still serves it on its own address.
+code=$(curl -s -o "$E2E_WORK/metrics" -w '%{http_code}' --cacert "$CA" "$HTTPS_URL/metrics")
+[[ $code == 404 ]] || fail "/metrics through caddy: $code"
+[[ $(curl -s -o /dev/null -w '%{http_code}' "$BASE_URL/metrics") == 200 ]] || fail "/metrics on dsv4 itself"
+stop_caddy
+stop_server 0
+
+# Slow clients: dsv4 with 4 HTTP threads. Straight at dsv4, 4 clients that stall inside their body hold every
+# thread until --request-read-timeout; through Caddy, 12 of them hold nothing (Caddy waits for the whole body and
+# never forwards a partial request), so /health through Caddy answers at once.
+start_server --http-threads 4 --max-concurrent-requests 2 --request-read-timeout 2
+start_caddy "127.0.0.1/32 ::1/128"
+node "$E2E_DIR/slow_clients.js" "$BASE_URL/v1/completions" 4 1500 >"$E2E_WORK/direct" &
+direct_pid=$!
+sleep 0.5
+blocked=$(curl -s -o /dev/null -m 0.7 -w '%{http_code}' "$BASE_URL/health" || true)
+[[ $blocked != 200 ]] || fail "4 stalled clients did not occupy dsv4's 4 threads (the buffering test would prove nothing)"
+wait "$direct_pid"
+sleep 2.2  # --request-read-timeout ends the direct ones
+posts_before=$(grep -c '"POST /v1/completions"' "$SERVER_LOG" || true)
+NODE_EXTRA_CA_CERTS=$CA node "$E2E_DIR/slow_clients.js" "$HTTPS_URL/v1/completions" 12 2500 >"$E2E_WORK/buffered" &
+buffered_pid=$!
+sleep 0.5
+start_ms=$(date +%s%3N)
+code=$(curl -s -o /dev/null -m 2 -w '%{http_code}' --cacert "$CA" "$HTTPS_URL/health" || true)
+elapsed=$(($(date +%s%3N) - start_ms))
+[[ $code == 200 ]] || fail "/health through caddy with 12 slow clients: $code"
+((elapsed < 1000)) || fail "/health through caddy took $elapsed ms with 12 slow clients"
+[[ $(grep -c '"POST /v1/completions"' "$SERVER_LOG" || true) == "$posts_before" ]] ||
+  fail "a partial request reached dsv4 through caddy while its client was still sending"
+wait "$buffered_pid"
+grep -q '"opened":12' "$E2E_WORK/buffered" || fail "slow clients: $(cat "$E2E_WORK/buffered")"
+# When such a client gives up, Caddy 2.6 forwards the truncated body all at once; dsv4 answers it at once (400).
+sleep 0.3
+tail -n +$((posts_before + 1)) <(grep '"POST /v1/completions"' "$SERVER_LOG") | while read -r line; do
+  ms=${line% ms*}
+  ms=${ms##* }
+  [[ ${ms%.*} -lt 100 ]] || fail "a request forwarded by caddy held a dsv4 thread for $ms ms: $line"
+done
+echo "slow clients: direct $(cat "$E2E_WORK/direct"), through caddy $(cat "$E2E_WORK/buffered"), /health in ${elapsed} ms"
 stop_caddy
 
 # The allow-list: a list without loopback turns this client away with 403 before anything reaches dsv4.

@@ -53,8 +53,41 @@ big=$(head -c 70000 /dev/zero | tr '\0' 'a')
 expect_code 413 POST /v1/completions "${json[@]}" "${auth[@]}" --data-binary "{\"prompt\":\"$big\"}"
 expect_body '"code":"request_too_large"'
 
+# Issue 22's faults as a user meets them. `curl -d @file` sends application/x-www-form-urlencoded: bodies over 8 KB
+# got a false 413 claiming an 8 MiB limit.
+{ printf '{"prompt":"hi","max_tokens":2,"pad":"'; head -c 20000 /dev/zero | tr '\0' 'p'; printf '"}'; } >"$E2E_WORK/form.json"
+expect_code 200 POST /v1/completions "${auth[@]}" -d @"$E2E_WORK/form.json"
+expect_body '"object":"text_completion"'
+expect_code 413 POST /v1/completions "${auth[@]}" --data-binary @<(head -c 70000 /dev/zero | tr '\0' ' ')
+expect_body '70000 bytes'
+expect_body '65536 bytes'
+expect_code 405 PUT /v1/chat/completions "${json[@]}" "${auth[@]}" -d "$chat"
+expect_header Allow "POST"
+expect_code 200 POST /v1/chat/completions "${json[@]}" "${auth[@]}" -H "X-Request-Id: e2e-trace-1" -d "$chat"
+expect_header X-Request-Id "e2e-trace-1"
+expect_body '"id":"chatcmpl-e2e-trace-1"'
+expect_code 200 GET /metrics "${auth[@]}"
+expect_body 'dsv4:requests_rejected_total\{model_name="dsv4-e2e",reason="unauthorized"\} [1-9]'
+expect_body 'dsv4:requests_rejected_total\{model_name="dsv4-e2e",reason="too_large"\} [1-9]'
+
 run_node "$E2E_DIR/malformed.test.js"
 expect_code 200 GET /health
+stop_server 0
+
+# --max-num-queued-reqs counts only requests beyond the free sequence slots: 3 concurrent requests on an idle server
+# with 4 slots and a queue of 1 all succeed (the fault answered 429 429 200), three times in a row.
+start_server --max-num-seqs 4 --max-num-queued-reqs 1 "${fake_flags[@]}"
+for round in 1 2 3; do
+  pids=()
+  for i in 1 2 3; do
+    curl -s -o /dev/null -w '%{http_code}' "${json[@]}" -d '{"prompt":"q","max_tokens":8}' "$BASE_URL/v1/completions" \
+      >"$E2E_WORK/queued-$round-$i" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  codes=$(cat "$E2E_WORK"/queued-"$round"-*)
+  [[ $codes == 200200200 ]] || fail "round $round of 3 concurrent requests with 4 free slots: $codes"
+done
 stop_server 0
 
 if [[ $E2E_MODE == fake ]]; then

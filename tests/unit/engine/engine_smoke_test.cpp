@@ -21,9 +21,9 @@ EngineCore& core(Engine& e) {
     return dynamic_cast<EngineCore&>(e);
 }
 
-void expect_state_returned(Engine& e) {
+void expect_state_returned(Engine& e, int slots = 8) {
     const auto counts = core(e).state_counts();
-    EXPECT_EQ(counts.free_slots, 8);
+    EXPECT_EQ(counts.free_slots, slots);
     EXPECT_EQ(counts.free_blocks, counts.num_blocks);
     EXPECT_EQ(counts.live_requests, 0);
 }
@@ -88,6 +88,55 @@ TEST(Engine, QueueLimitOnRequests) {
     auto engine = Engine::create(c);
     auto r = engine->submit(make_request("x", prompt_of(5), greedy(1)));
     EXPECT_EQ(r.error, AdmissionError::kQueueFull);
+}
+
+// Regression: --max-num-seqs 4 --max-num-queued-reqs 1 refused two of three concurrent requests on an idle engine,
+// because requests the engine thread had not picked up yet counted as queued. Only requests beyond the free
+// sequence slots wait; the count must not depend on how far the engine thread got.
+TEST(Engine, QueueLimitCountsOnlyRequestsBeyondTheFreeSlots) {
+    EngineConfig c = small_config("flash_schedule", 4);
+    c.max_queued_requests = 1;
+    for (int round = 0; round < 3; ++round) {
+        auto engine = Engine::create(c);
+        std::vector<std::shared_ptr<ResultStream>> streams;
+        for (int i = 0; i < 5; ++i) {  // 4 slots + 1 queued
+            auto r = engine->submit(make_request(fmt::format("r{}", i), prompt_of(5, i), greedy(400)));
+            ASSERT_TRUE(r.stream) << "round " << round << ", request " << i << ": " << r.message;
+            streams.push_back(r.stream);
+        }
+        auto refused = engine->submit(make_request("r5", prompt_of(5), greedy(4)));
+        EXPECT_EQ(refused.error, AdmissionError::kQueueFull) << refused.message;
+        EXPECT_NE(refused.message.find("1 requests are waiting"), std::string::npos) << refused.message;
+        for (int i = 0; i < 5; ++i) engine->abort(fmt::format("r{}", i));
+        for (auto& stream : streams) drain(*stream);
+        expect_state_returned(*engine, 4);
+    }
+}
+
+TEST(Engine, StepTokenHistogramCountsEveryStep) {
+    auto engine = Engine::create(small_config("flash_schedule"));
+    const auto submitted = std::chrono::steady_clock::now();
+    auto r = engine->submit(make_request("a", prompt_of(40), greedy(5)));
+    ASSERT_TRUE(r.stream) << r.message;
+    auto first = r.stream->pop(std::chrono::seconds(120));
+    ASSERT_TRUE(first.has_value());
+    ASSERT_TRUE(first->scheduled_at.has_value());  // the queue time's end, for vllm:request_queue_time_seconds
+    EXPECT_GE(*first->scheduled_at, submitted);
+    EXPECT_LE(*first->scheduled_at, std::chrono::steady_clock::now());
+    drain(*r.stream);
+    const EngineStats s = engine->stats();
+    int64_t steps = 0;
+    for (int64_t count : s.steps_by_tokens) steps += count;
+    EXPECT_EQ(steps, s.steps_total);
+    EXPECT_EQ(s.step_tokens_total, 40 + 4);  // the prompt, then one token per decode step (the last is not fed)
+    EXPECT_EQ(s.steps_by_tokens[0], s.steps_total - 1);  // decode steps of 1 token; one prefill step of 40 (<= 64)
+    EXPECT_EQ(s.steps_by_tokens[4], 1);
+    const CacheInfo& cache = engine->model_info().cache;
+    EXPECT_EQ(cache.block_size, 128);
+    EXPECT_EQ(cache.cache_dtype, "f32");
+    EXPECT_GT(cache.num_blocks, 0);
+    EXPECT_EQ(cache.num_slots, 8);
+    EXPECT_TRUE(cache.enable_prefix_caching);
 }
 
 TEST(Engine, AbortAndFinishEndStreams) {

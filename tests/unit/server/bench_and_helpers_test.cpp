@@ -104,7 +104,7 @@ TEST(Metrics, HistogramAndExposition) {
     EngineStats stats;
     stats.running = 3;
     stats.generation_tokens_total = 1234567;
-    const std::string text = metrics.render("a\"b", &stats, 5);
+    const std::string text = metrics.render("a\"b", &stats, nullptr, 5);
     EXPECT_NE(text.find("vllm:num_requests_running{model_name=\"a\\\"b\"} 3\n"), std::string::npos) << text;
     EXPECT_NE(text.find("vllm:generation_tokens_total{model_name=\"a\\\"b\"} 1234567\n"), std::string::npos);
     EXPECT_NE(text.find("finished_reason=\"length\"} 1\n"), std::string::npos);

@@ -106,7 +106,8 @@ SubmitResult FakeEngine::submit(GenerateRequest request) {
         return reject(AdmissionError::kTooLong, "prompt + max_tokens exceeds the context");
     }
     if (live_.count(request.request_id) != 0) return reject(AdmissionError::kInvalid, "duplicate request id");
-    if (static_cast<int>(live_.size()) >= options_.max_queued_requests) {
+    // Like the engine: only requests beyond the running slots are queued.
+    if (static_cast<int>(live_.size()) - options_.max_running >= options_.max_queued_requests) {
         return reject(AdmissionError::kQueueFull, "the fake engine queue is full");
     }
     Live live;
@@ -212,6 +213,7 @@ void FakeEngine::step_locked(std::vector<std::pair<std::shared_ptr<Stream>, Requ
         Live& live = live_.at(id);
         if (live.running || running >= options_.max_running) continue;
         live.running = true;
+        live.scheduled_at = now;
         live.ready_at = now + options_.first_token_delay;
         ++running;
     }
@@ -226,6 +228,7 @@ void FakeEngine::step_locked(std::vector<std::pair<std::shared_ptr<Stream>, Requ
             RequestOutput event;
             event.completion_index = i;
             event.prompt_tokens = static_cast<int>(live.request.prompt_tokens.size());
+            event.scheduled_at = live.scheduled_at;
             if (live.abort_requested) {
                 c.finished = true;
                 event.finished = true;
@@ -244,6 +247,11 @@ void FakeEngine::step_locked(std::vector<std::pair<std::shared_ptr<Stream>, Requ
                                               [](const Completion& c) { return c.finished; });
         if (all_finished) done.push_back(id);
     }
+    int64_t step_tokens = 0;
+    for (const auto& [stream, event] : events) step_tokens += static_cast<int64_t>(event.tokens.size());
+    const auto bound = std::lower_bound(kStepTokenBounds.begin(), kStepTokenBounds.end(), step_tokens);
+    ++totals_.steps_by_tokens[static_cast<size_t>(bound - kStepTokenBounds.begin())];
+    totals_.step_tokens_total += step_tokens;
     for (const std::string& id : done) {
         live_.erase(id);
         order_.erase(std::find(order_.begin(), order_.end(), id));

@@ -37,7 +37,7 @@ struct FakeEngineOptions {
     std::chrono::microseconds step_interval{1000};   // every running completion gets one token per step
     std::chrono::microseconds first_token_delay{0};  // "prefill" time before a request's first token
     int max_running = 64;                            // more requests wait (stats().waiting)
-    int max_queued_requests = 1024;                  // running + waiting; beyond it submit says kQueueFull
+    int max_queued_requests = 1024;                  // waiting beyond max_running; more: submit says kQueueFull
     std::vector<int32_t> word_tokens;                // the default generator's vocabulary (non-empty)
     FakeScript script;
     std::function<void(const FakeHandoffStats&)> on_shutdown;  // called once shutdown() has finished
@@ -84,6 +84,7 @@ class FakeEngine : public Engine {
         std::vector<Completion> completions;
         std::optional<std::vector<int32_t>> script;
         std::chrono::steady_clock::time_point ready_at;
+        std::optional<std::chrono::steady_clock::time_point> scheduled_at;  // started running
         bool running = false;
         bool abort_requested = false;
         int64_t abort_step = 0;
@@ -127,6 +128,8 @@ ModelInfo fake_model_info(const tokenizer::Tokenizer& tokenizer, int max_model_l
 //   [[think]]     reasoning then "The answer is 42." in thinking mode; only the answer otherwise
 //   [[stop]]      "Hello world. STOP here and more text after."
 //   [[utf8]]      "Grüße 你好 🙂 done"
+//   [[markdown]]  kFakeMarkdownText: a heading, emphasis, a list, a link and a code block (reasoning first when
+//                 thinking), for the chat page's rendering test
 //   a <tool_result> in the last user turn: "The weather in Paris is sunny."
 FakeScript fake_demo_script(std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
 
@@ -137,5 +140,9 @@ inline constexpr const char* kFakeToolReasoning = "I should call the weather too
 inline constexpr const char* kFakeStopText = "Hello world. STOP here and more text after.";
 inline constexpr const char* kFakeUtf8Text = "Grüße 你好 🙂 done";
 inline constexpr const char* kFakeToolResultAnswer = "The weather in Paris is sunny.";
+inline constexpr const char* kFakeMarkdownText =
+    "## Plan\n\nUse **bold** and *italic* with `inline code`:\n\n- first item\n- second item\n\n"
+    "See [the docs](https://example.com/docs).\n\n```python\ndef square(x):\n    return x * x  # <not html>\n```\n"
+    "Done.";
 
 }  // namespace dsv4::testing

@@ -42,6 +42,8 @@ std::string script_text(std::string_view prompt) {
     if (last_turn.find("[[think]]") != std::string_view::npos) return reasoned(kFakeThinkReasoning, kFakeThinkAnswer);
     if (last_turn.find("[[stop]]") != std::string_view::npos) return kFakeStopText;
     if (last_turn.find("[[utf8]]") != std::string_view::npos) return kFakeUtf8Text;
+    if (last_turn.find("[[markdown]]") != std::string_view::npos)
+        return reasoned(kFakeThinkReasoning, kFakeMarkdownText);
     return {};
 }
 
@@ -67,6 +69,11 @@ ModelInfo fake_model_info(const tokenizer::Tokenizer& tokenizer, int max_model_l
     info.max_model_len = max_model_len;
     info.bos_token_id = tokenizer.token_to_id("<｜begin▁of▁sentence｜>").value_or(0);
     info.eos_token_ids = {tokenizer.token_to_id("<｜end▁of▁sentence｜>").value_or(1)};
+    info.cache.block_size = 256;
+    info.cache.cache_dtype = "fake";
+    info.cache.num_blocks = 64;
+    info.cache.num_slots = 64;
+    info.cache.enable_prefix_caching = false;
     return info;
 }
 

@@ -117,19 +117,24 @@ TEST(ServerErrors, ApiKey) {
 
 TEST(ServerErrors, EngineQueueFullIs429WithRetryAfter) {
     DSV4_REQUIRE_TOKENIZER();
+    // One running slot and one queue place: a running request and a queued one fill the engine.
     TestServer server({.engine =
                            [](FakeEngineOptions& o) {
+                               o.max_running = 1;
                                o.max_queued_requests = 1;
                                o.step_interval = std::chrono::microseconds(20000);
                            },
                        .server = {}});
-    std::thread long_request(
-        [&] { EXPECT_EQ(post_json(server, "/v1/completions", R"({"prompt":"a","max_tokens":15})").status, 200); });
-    while (server.engine().live_requests() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::vector<std::thread> long_requests;
+    for (int i = 0; i < 2; ++i) {
+        long_requests.emplace_back(
+            [&] { EXPECT_EQ(post_json(server, "/v1/completions", R"({"prompt":"a","max_tokens":15})").status, 200); });
+        while (server.engine().live_requests() <= i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     const HttpResult rejected = post_json(server, "/v1/completions", R"({"prompt":"b","max_tokens":2})");
     expect_error(rejected, 429, "rate_limit_error");
     EXPECT_EQ(rejected.headers.find("Retry-After")->second, "1");
-    long_request.join();
+    for (std::thread& t : long_requests) t.join();
     EXPECT_EQ(post_json(server, "/v1/completions", R"({"prompt":"b","max_tokens":2})").status, 200);
 }
 

@@ -149,7 +149,10 @@ std::string RawConnection::read_until(const std::string& needle, std::chrono::mi
         pollfd p{fd_, POLLIN, 0};
         if (poll(&p, 1, 20) <= 0) continue;
         const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-        if (n <= 0) break;
+        if (n <= 0) {
+            peer_closed_ = true;
+            break;
+        }
         received_.append(buffer, static_cast<size_t>(n));
     }
     return received_;

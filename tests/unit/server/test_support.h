@@ -75,11 +75,13 @@ class RawConnection {
     void send_all(const std::string& bytes);
     // Reads until `needle` appeared in everything received so far (or the timeout passes); returns all received.
     std::string read_until(const std::string& needle, std::chrono::milliseconds timeout);
-    void close_now();  // closes the socket (a FIN to the server)
+    void close_now();                                  // closes the socket (a FIN to the server)
+    bool peer_closed() const { return peer_closed_; }  // read_until saw the end of the stream
 
   private:
     int fd_ = -1;
     std::string received_;
+    bool peer_closed_ = false;
 };
 
 std::string http_post_request(const std::string& path, const std::string& body);
