@@ -15,8 +15,8 @@
 #include "command.h"
 #include "core/error.h"
 #include "core/npy.h"
-#include "model/heldout_score.h"
 #include "model/model_loader.h"
+#include "runtime/heldout_score.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4::cli {
@@ -37,7 +37,7 @@ struct BpbOptions {
 std::unique_ptr<Backend> make_backend(const BpbOptions& o) {
     if (o.device == "cpu") return make_cpu_backend(parse_numerics(o.numerics), o.threads);
 #ifdef DSV4_WITH_CUDA
-    if (o.device == "cuda") return make_cuda_backend(parse_numerics(o.numerics), 0);
+    if (o.device == "cuda") return make_cuda_backend(parse_numerics(o.numerics));
     fail("--device {}: expected cpu or cuda", o.device);
 #else
     fail("--device {}: expected cpu (this build has no CUDA backend; configure with -DDSV4_CUDA=ON)", o.device);

@@ -9,12 +9,12 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "config/model_config.h"
 #include "core/npy.h"
 #include "loader/checkpoint.h"
-#include "model/heldout_score.h"
-#include "model/model_config.h"
 #include "model/model_loader.h"
 #include "model/weight_binding.h"
+#include "runtime/heldout_score.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4 {

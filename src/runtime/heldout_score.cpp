@@ -1,10 +1,10 @@
-#include "model/heldout_score.h"
+#include "runtime/heldout_score.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
-#include "model/sequence_runner.h"
+#include "runtime/sequence_runner.h"
 
 namespace dsv4 {
 namespace {
