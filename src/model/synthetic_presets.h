@@ -2,9 +2,10 @@
 // draft stages the checkpoint carries. All presets use the real number formats and the real layer schedule pattern
 // (0, 0, then CSA/HCA alternating; the first three layers hash-routed).
 //
-//   bundled     the model `dsv4 serve` runs with no --model: the real V4 vocabulary (129,280, so the V4 tokenizer
-//               works), small dims (hidden 128, 4 layers 0,0,4,128, 8 experts top-2, window 128) and one MTP stage.
-//               Random weights: it produces gibberish; it exists to exercise every code path end to end.
+//   random-v4   (old name: bundled) the real V4 vocabulary (129,280, so the V4 tokenizer works), small dims
+//               (hidden 128, 4 layers 0,0,4,128, 8 experts top-2, window 128) and one MTP stage. Random weights:
+//               it produces gibberish; it exists to exercise every code path end to end (tests, e2e). The model
+//               `dsv4 serve` runs with no --model is the trained demo model, models/demo (docs/demo-model.md).
 //   tiny        like the golden fixture flash_schedule (vocab 512, hidden 128, 6 layers, 8 experts)
 //   mid         hidden 1024, 8 layers, 64 experts top-6 (the CPU benchmark model)
 //   flash       DeepSeek-V4-Flash exactly (43 layers, 256 experts, 1 MTP stage): ~160 GB when written whole

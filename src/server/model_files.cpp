@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 
 std::string default_bundled_model_dir() {
     if (const char* env = std::getenv("DSV4_BUNDLED_MODEL"); env != nullptr && *env != '\0') return env;
-    return (fs::path(DSV4_REPO_DIR) / "models" / "bundled").string();
+    return (fs::path(DSV4_REPO_DIR) / "models" / "demo").string();
 }
 
 std::string resolve_model_dir(const std::string& requested) {
@@ -26,10 +26,10 @@ std::string resolve_model_dir(const std::string& requested) {
     const std::string bundled = default_bundled_model_dir();
     if (!fs::exists(fs::path(bundled) / "config.json")) {
         fail(
-            "no --model given and the bundled model is missing at {}. Create it with `scripts/run.sh` (builds it and "
-            "serves it), or `dsv4 make-model --preset bundled --out {} --tokenizer "
-            "build/release/tokenizer/deepseek_v4/tokenizer.json`, or pass --model DIR",
-            bundled, bundled);
+            "no --model given and the bundled demo model is missing at {} (it is part of the repository: restore it "
+            "with `git checkout -- models/demo`, or set DSV4_BUNDLED_MODEL), or pass --model DIR (a random-weight "
+            "model for tests: `dsv4 make-model --preset random-v4 --out DIR`)",
+            bundled);
     }
     return bundled;
 }

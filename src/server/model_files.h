@@ -1,4 +1,4 @@
-// Where `dsv4 serve` finds its model: --model DIR, or the bundled tiny model at a fixed path, and what the
+// Where `dsv4 serve` finds its model: --model DIR, or the bundled demo model at a fixed path, and what the
 // directory says about the chat template revision and the served name.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 namespace dsv4::server {
 
-// $DSV4_BUNDLED_MODEL when set, else <repo>/models/bundled (created by scripts/run.sh or `dsv4 make-model`).
+// $DSV4_BUNDLED_MODEL when set, else <repo>/models/demo (the trained demo model, committed; docs/demo-model.md).
 std::string default_bundled_model_dir();
 
 // `requested` when given, else the bundled model. Throws dsv4::Error with instructions when the directory (or its
@@ -19,7 +19,7 @@ std::string resolve_model_dir(const std::string& requested);
 // "v4" / "v4-0731" force one. Throws dsv4::Error for anything else.
 ChatTemplateRevision resolve_template_revision(const std::string& setting, const std::string& model_dir);
 
-// The last path component of the model directory ("bundled", "DeepSeek-V4-Flash").
+// The last path component of the model directory ("demo", "DeepSeek-V4-Flash").
 std::string default_served_name(const std::string& model_dir);
 
 }  // namespace dsv4::server

@@ -11,7 +11,7 @@ void add_http_options(CLI::App& app, ServeCliValues& v) {
     ServerConfig& s = v.options.server;
     app.add_option("--model", v.model,
                    "Model directory (config.json, safetensors, tokenizer.json); default: the "
-                   "bundled tiny model at <repo>/models/bundled");
+                   "bundled demo model at <repo>/models/demo");
     app.add_option("--tokenizer", v.options.tokenizer_path, "tokenizer.json (default: the model directory's)");
     app.add_option("--host", s.host, "Address to bind (default 127.0.0.1: put a TLS proxy in front to expose it)");
     app.add_option("--port", s.port, "Port (0 = any free port, printed at startup)")->check(CLI::Range(0, 65535));

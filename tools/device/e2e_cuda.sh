@@ -14,7 +14,7 @@ xz -dc .devbin/e2e/tokenizer.json.xz >"$work/tokenizer.json"
 export PATH="$work/bin:$PATH"
 export LD_LIBRARY_PATH="$repo/.devbin/lib:$repo/.devbin/e2e/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 node --version && curl --version | head -n 1
-.devbin/dsv4 make-model --preset bundled --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
+.devbin/dsv4 make-model --preset random-v4 --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
 export DSV4_BUNDLED_MODEL="$work/bundled"
 export DSV4_E2E_SERVE_FLAGS="--device cuda --numerics exact"  # exact: the concurrency suite compares streams bitwise
 suites=("$@")

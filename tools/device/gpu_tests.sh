@@ -34,6 +34,7 @@ for suite in "$@"; do
         bench43fast) run bench43fast .devbin/dsv4 bench offline --preset flash-160 --numerics fast --batch 1,64 \
                          --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/bench43fast.json" ;;
         e2e) run e2e tools/device/e2e_cuda.sh ;;
+        demo) run demo tools/device/demo_model_gpu.sh ;;
         hf) run hf python3 tools/bench/hf_baseline.py --layers 4 --prefill 1024,8192 --decode-batch 1,8 --context 2048 ;;
     esac
 done
@@ -42,5 +43,6 @@ grep -h -B2 -A6 "Failure" "$OUT"/ops.log 2>/dev/null | head -60
 grep -h "ERROR SUMMARY\|========= " "$OUT"/sanitizer.log 2>/dev/null | head -20
 tail -5 "$OUT"/tame.log 2>/dev/null
 grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tail -30
+cat "$OUT"/demo.log 2>/dev/null
 for f in bench4ops bench4 bench43 bench43fast hf; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
 printf '%s\n' "${summary[@]}"

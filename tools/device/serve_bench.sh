@@ -14,7 +14,7 @@ OUT=${OUT:-/tmp/out}
 work=${SERVE_BENCH_WORK:-/tmp/dsv4-serve-bench}
 rm -rf "$work" && mkdir -p "$work" "$OUT"
 xz -dc .devbin/tokenizer.json.xz >"$work/tokenizer.json"
-.devbin/dsv4 make-model --preset bundled --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
+.devbin/dsv4 make-model --preset random-v4 --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
 
 # SERVE_BENCH_MODEL overrides the model flags (e.g. "--device cpu" to try this script on the bundled model here).
 # shellcheck disable=SC2086

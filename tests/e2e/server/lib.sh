@@ -39,8 +39,8 @@ prepare_model_dir() {
       (
         flock 9
         if [[ ! -f $MODEL_DIR/model.safetensors.index.json || ! -f $MODEL_DIR/tokenizer.json ]]; then
-          "$E2E_SERVER" make-model --preset bundled --out "$MODEL_DIR" --force --tokenizer "$E2E_TOKENIZER" \
-            >"$E2E_WORK/make-model.log" 2>&1 || fail "dsv4 make-model --preset bundled failed: $(tail -n 3 "$E2E_WORK/make-model.log")"
+          "$E2E_SERVER" make-model --preset random-v4 --out "$MODEL_DIR" --force --tokenizer "$E2E_TOKENIZER" \
+            >"$E2E_WORK/make-model.log" 2>&1 || fail "dsv4 make-model --preset random-v4 failed: $(tail -n 3 "$E2E_WORK/make-model.log")"
         fi
       ) 9>"$(dirname "$E2E_WORK")/bundled_model.lock"
     fi

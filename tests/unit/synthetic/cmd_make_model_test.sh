@@ -36,8 +36,10 @@ check "no stale shards after --force (found $shards)" $?
 check "replaced model inspects clean" $?
 
 echo '{"fake": "tokenizer"}' >"$work/tok.json"
-"$dsv4" make-model --preset bundled --layers 2 --experts 2 --out "$work/b" --tokenizer "$work/tok.json" >/dev/null 2>&1
-check "bundled truncated" $?
+"$dsv4" make-model --preset random-v4 --layers 2 --experts 2 --out "$work/b" --tokenizer "$work/tok.json" >/dev/null 2>&1
+check "random-v4 truncated" $?
+"$dsv4" make-model --preset bundled --layers 1 --experts 2 --out "$work/old-name" --tokenizer "$work/tok.json" >/dev/null 2>&1
+check "bundled (old name of random-v4) still accepted" $?
 cmp -s "$work/tok.json" "$work/b/tokenizer.json"
 check "tokenizer copied" $?
 grep -q '"num_hidden_layers": 2' "$work/b/config.json"

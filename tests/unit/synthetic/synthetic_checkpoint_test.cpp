@@ -94,7 +94,7 @@ TEST_P(SyntheticPresets, HoldsExactlyTheExpectedTensorsAndBinds) {
     EXPECT_EQ(load_model_config(w->path() / "config.json").num_layers, w->config.num_layers);
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, SyntheticPresets, ::testing::Values("tiny", "bundled"));
+INSTANTIATE_TEST_SUITE_P(Presets, SyntheticPresets, ::testing::Values("tiny", "random-v4"));
 
 TEST(SyntheticValues, Fp8WeightsDecodeToTheGeneratingValues) {
     auto w = write_preset("tiny");
@@ -359,7 +359,7 @@ TEST_P(SyntheticForward, LogitsAreFiniteAndDependOnPosition) {
     for (float x : next) ASSERT_TRUE(std::isfinite(x));
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, SyntheticForward, ::testing::Values("tiny", "bundled"));
+INSTANTIATE_TEST_SUITE_P(Presets, SyntheticForward, ::testing::Values("tiny", "random-v4"));
 
 }  // namespace
 }  // namespace dsv4
