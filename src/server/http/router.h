@@ -7,7 +7,6 @@
 #include <httplib.h>
 
 #include <functional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -24,7 +23,9 @@ class Router {
 
     Router(httplib::Server& http, size_t max_body_bytes, Refuse refuse);
 
-    // `pattern` is a regular expression over the whole path, as cpp-httplib takes it.
+    // `pattern` is what cpp-httplib takes (a regular expression over the whole path); the router's own 404/405 check
+    // understands the two forms the routes use: a literal path, or a literal prefix followed by "(.+)". Any other
+    // pattern is refused at registration (a dsv4::Error), so the two never disagree.
     void get(const std::string& pattern, GetHandler handler);  // GET and HEAD
     void post(const std::string& pattern, PostHandler handler);
 
@@ -37,7 +38,8 @@ class Router {
 
   private:
     struct Route {
-        std::regex pattern;
+        std::string prefix;     // the literal part
+        bool any_tail = false;  // "(.+)" after it: one or more further characters
         std::string source;
         bool get = false;
         bool post = false;
