@@ -117,7 +117,9 @@ if [[ $E2E_MODE == fake ]]; then
   expect_header Retry-After "[0-9]+"
   expect_body '"message":"Loading model"'
   expect_code 503 POST /v1/chat/completions "${json[@]}" -d "$chat"
-  for _ in $(seq 1 100); do
+  # Wait on the clock, not a count: under a loaded CI machine the 2.5 s fake load can take several times longer.
+  ready_deadline=$((SECONDS + 60))
+  while ((SECONDS < ready_deadline)); do
     [[ $(http_code GET /health) == 200 ]] && break
     sleep 0.1
   done
