@@ -8,6 +8,10 @@ namespace dsv4::structured {
 namespace {
 
 constexpr int kMaxExpressionDepth = 2000;  // nesting of IR nodes inside one rule body
+// A rule's DFA may have at most max(kMinRuleStates, kStatesPerNfaState x its NFA states): determinization that
+// grows faster than the expression is exponential blowup, refused early instead of running to the global limit.
+constexpr size_t kMinRuleStates = 4096;
+constexpr size_t kStatesPerNfaState = 4;
 
 using ClassMask = ByteSet;  // a set of byte-class ids (there are at most 256 classes)
 
@@ -50,6 +54,14 @@ struct Nfa {
     void call(int32_t from, int32_t to, int32_t rule) { edges[static_cast<size_t>(from)].push_back({to, rule, -1}); }
 };
 
+struct VectorHash {
+    size_t operator()(const std::vector<int32_t>& v) const {
+        uint64_t h = 0x9e3779b97f4a7c15ULL ^ v.size();
+        for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ULL;
+        return static_cast<size_t>(h ^ (h >> 32));
+    }
+};
+
 // The subset construction of one NFA. `budget` is shared by every DFA of the grammar.
 class SubsetConstruction {
   public:
@@ -58,27 +70,31 @@ class SubsetConstruction {
           num_classes_(num_classes),
           budget_(budget),
           budget_limit_(budget_limit),
-          mark_(nfa.edges.size(), 0) {}
+          local_limit_(std::max<size_t>(kMinRuleStates, kStatesPerNfaState * nfa.edges.size())),
+          mark_(nfa.edges.size(), 0),
+          by_class_(static_cast<size_t>(num_classes)) {}
 
     RuleDfa run(int32_t start, int32_t accept) {
         accept_ = accept;
-        intern(closure({start}));
+        seeds_.assign(1, start);
+        intern(closure());
         for (size_t d = 0; d < sets_.size(); ++d) expand(static_cast<int32_t>(d));
         return std::move(dfa_);
     }
 
   private:
-    std::vector<int32_t> closure(std::vector<int32_t> seeds) {
+    // The epsilon closure of seeds_, sorted.
+    std::vector<int32_t> closure() {
         ++generation_;
         std::vector<int32_t> out;
-        while (!seeds.empty()) {
-            const int32_t s = seeds.back();
-            seeds.pop_back();
+        while (!seeds_.empty()) {
+            const int32_t s = seeds_.back();
+            seeds_.pop_back();
             if (mark_[static_cast<size_t>(s)] == generation_) continue;
             mark_[static_cast<size_t>(s)] = generation_;
             out.push_back(s);
             for (const NfaEdge& e : nfa_.edges[static_cast<size_t>(s)]) {
-                if (e.rule < 0 && e.mask < 0) seeds.push_back(e.target);
+                if (e.rule < 0 && e.mask < 0) seeds_.push_back(e.target);
             }
         }
         std::sort(out.begin(), out.end());
@@ -90,6 +106,12 @@ class SubsetConstruction {
         if (it != ids_.end()) return it->second;
         if (budget_ <= 0) {
             grammar_fail("the grammar is too complex (its automaton needs more than {} states)", budget_limit_);
+        }
+        if (sets_.size() >= local_limit_) {
+            grammar_fail(
+                "the grammar is too complex: a rule or pattern determinizes to more than {} states (an "
+                "ambiguous repetition such as (a|b)*a(a|b){{20}})",
+                local_limit_);
         }
         --budget_;
         const auto id = static_cast<int32_t>(sets_.size());
@@ -103,7 +125,7 @@ class SubsetConstruction {
     }
 
     void expand(int32_t d) {
-        std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(num_classes_));
+        for (auto& targets : by_class_) targets.clear();
         std::map<int32_t, std::vector<int32_t>> by_rule;
         for (int32_t s : sets_[static_cast<size_t>(d)]) {
             for (const NfaEdge& e : nfa_.edges[static_cast<size_t>(s)]) {
@@ -113,23 +135,27 @@ class SubsetConstruction {
                     const ClassMask& mask = nfa_.masks[static_cast<size_t>(e.mask)];
                     for (int c = 0; c < num_classes_; ++c) {
                         if (mask.contains(static_cast<uint8_t>(c)))
-                            by_class[static_cast<size_t>(c)].push_back(e.target);
+                            by_class_[static_cast<size_t>(c)].push_back(e.target);
                     }
                 }
             }
         }
-        std::map<std::vector<int32_t>, int32_t> memo;  // equal target sets share one closure
+        memo_.clear();  // equal target sets share one closure
         for (int c = 0; c < num_classes_; ++c) {
-            std::vector<int32_t>& targets = by_class[static_cast<size_t>(c)];
+            std::vector<int32_t>& targets = by_class_[static_cast<size_t>(c)];
             if (targets.empty()) continue;
             std::sort(targets.begin(), targets.end());
             targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-            auto [it, inserted] = memo.emplace(targets, -1);
-            if (inserted) it->second = intern(closure(targets));
+            auto [it, inserted] = memo_.emplace(targets, -1);
+            if (inserted) {
+                seeds_ = targets;
+                it->second = intern(closure());
+            }
             dfa_.states[static_cast<size_t>(d)].next[static_cast<size_t>(c)] = it->second;
         }
         for (auto& [rule, targets] : by_rule) {
-            const int32_t next = intern(closure(targets));
+            seeds_ = targets;
+            const int32_t next = intern(closure());
             dfa_.states[static_cast<size_t>(d)].calls.emplace_back(rule, next);
         }
     }
@@ -138,10 +164,14 @@ class SubsetConstruction {
     int num_classes_;
     int& budget_;
     int budget_limit_;
+    size_t local_limit_;
     int32_t accept_ = -1;
     std::vector<uint32_t> mark_;
     uint32_t generation_ = 0;
-    std::map<std::vector<int32_t>, int32_t> ids_;
+    std::vector<int32_t> seeds_;
+    std::vector<std::vector<int32_t>> by_class_;
+    std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> memo_;
+    std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids_;
     std::vector<std::vector<int32_t>> sets_;
     RuleDfa dfa_;
 };

@@ -234,6 +234,9 @@ int32_t SchemaCompiler::value(const Json& schema, const std::string& path, int d
     if (schema.contains("allOf")) return value(merge_all_of(schema, path, depth), path, depth + 1);
     if (schema.contains("anyOf") || schema.contains("oneOf")) return union_value(schema, path, depth);
     if (schema.contains("enum") || schema.contains("const")) return enum_value(schema, path, depth);
+    const bool free_form = std::none_of(schema.items().begin(), schema.items().end(),
+                                        [](const auto& item) { return is_assertion(item.key()); });
+    if (free_form) return any_value();  // {} and annotation-only schemas: one shared JSON value rule
     return typed_value(schema, path, depth);
 }
 

@@ -30,7 +30,8 @@ int32_t bound(const Json& schema, const char* key, const std::string& path, int3
     return static_cast<int32_t>(d);
 }
 
-std::vector<Property> collect_properties(const Json& schema, const std::string& path, bool& impossible) {
+std::vector<Property> collect_properties(const Json& schema, const std::string& path, bool& impossible,
+                                         std::vector<std::string>& all_names) {
     std::vector<std::string> required;
     if (schema.contains("required")) {
         const Json& list = schema.at("required");
@@ -46,6 +47,7 @@ std::vector<Property> collect_properties(const Json& schema, const std::string& 
         const Json& properties = schema.at("properties");
         if (!properties.is_object()) schema_fail(path, "'properties' must be an object");
         for (const auto& [name, sub] : properties.items()) {
+            all_names.push_back(name);
             const bool is_required = std::find(required.begin(), required.end(), name) != required.end();
             if (sub.is_boolean() && !sub.get<bool>()) {
                 impossible = impossible || is_required;  // a required property that no value satisfies
@@ -65,9 +67,12 @@ std::vector<Property> collect_properties(const Json& schema, const std::string& 
 
 int32_t SchemaCompiler::object_value(const Json& schema, const std::string& path, int depth) {
     bool impossible = false;
-    const std::vector<Property> properties = collect_properties(schema, path, impossible);
+    std::vector<std::string> listed;  // every name in "properties": never an additional property
+    const std::vector<Property> properties = collect_properties(schema, path, impossible, listed);
     if (impossible) return nothing();
-    const Json* additional = options_.strict ? nullptr : &kTrueSchema;
+    // Strict (generation) mode writes only the listed properties; an object schema that lists none is free-form.
+    const bool lists = schema.contains("properties") || schema.contains("required");
+    const Json* additional = options_.strict && lists ? nullptr : &kTrueSchema;
     if (schema.contains("additionalProperties")) {
         const Json& a = schema.at("additionalProperties");
         additional = a.is_boolean() && !a.get<bool>() ? nullptr : &a;
@@ -84,7 +89,8 @@ int32_t SchemaCompiler::object_value(const Json& schema, const std::string& path
         int32_t extras = g_.empty();
         if (additional != nullptr) {
             std::vector<int32_t> names;
-            for (const Property& p : properties) names.push_back(g_.literal(Json(p.name).dump()));
+            for (const Property& p : properties) listed.push_back(p.name);
+            for (const std::string& name : listed) names.push_back(g_.literal(Json(name).dump()));
             int32_t key = g_.seq({g_.literal("\""), g_.star(any_string_char()), g_.literal("\"")});
             if (!names.empty()) key = g_.difference(key, g_.alt(std::move(names)));
             const int32_t member = g_.seq(
