@@ -59,12 +59,30 @@ SamplerState::SamplerState(const SamplingParams& params, std::span<const int64_t
     }
     std::sort(masked_ids_.begin(), masked_ids_.end());
     masked_ids_.erase(std::unique(masked_ids_.begin(), masked_ids_.end()), masked_ids_.end());
+    if (params.constraint) {
+        DSV4_CHECK(params.constraint->vocab_size() == vocab_size,
+                   "SamplerState: the structured-output constraint covers {} tokens, the vocabulary has {}",
+                   params.constraint->vocab_size(), vocab_size);
+        constraint_ = params.constraint->start();
+        mask_.assign(static_cast<size_t>((vocab_size + 63) / 64), 0);
+    }
 }
 
 void SamplerState::record_output(int64_t token) {
     check_token(token, "output token");
+    if (constraint_) {
+        if (!constraint_->accept(static_cast<int32_t>(token)))
+            fail("token {} is not allowed by the request's structured-output constraint", token);
+        mask_ready_ = false;
+    }
     ++history_[token].output_count;
     ++num_output_tokens_;
+}
+
+void SamplerState::prepare_constraint_mask() {
+    if (!constraint_ || mask_ready_) return;
+    mask_summary_ = constraint_->fill_allowed(mask_);
+    mask_ready_ = true;
 }
 
 void SamplerState::check_token(int64_t token, const char* what) const {

@@ -1,7 +1,10 @@
 #include "structured/token_trie.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <tuple>
 
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -116,6 +119,23 @@ std::shared_ptr<const TokenVocabulary> make_vocabulary(const tokenizer::Tokenize
         if (eos >= 0 && eos < count) vocabulary->bytes[static_cast<size_t>(eos)].clear();
     }
     return finish_vocabulary(std::move(vocabulary));
+}
+
+}  // namespace dsv4::structured
+
+namespace dsv4::structured {
+
+std::shared_ptr<const TokenVocabulary> shared_vocabulary(const tokenizer::Tokenizer& tokenizer,
+                                                         const std::vector<int32_t>& end_tokens, int64_t mask_bits) {
+    using Key = std::tuple<const tokenizer::Tokenizer*, std::vector<int32_t>, int64_t>;
+    static std::mutex mutex;
+    static std::map<Key, std::weak_ptr<const TokenVocabulary>> alive;
+    std::lock_guard lock(mutex);
+    Key key{&tokenizer, end_tokens, mask_bits};
+    if (auto found = alive[key].lock()) return found;
+    auto vocabulary = make_vocabulary(tokenizer, end_tokens, mask_bits);
+    alive[key] = vocabulary;
+    return vocabulary;
 }
 
 }  // namespace dsv4::structured

@@ -60,5 +60,8 @@ std::shared_ptr<const TokenVocabulary> make_vocabulary(std::vector<std::string> 
 // smaller (ids at and above mask_bits are dropped).
 std::shared_ptr<const TokenVocabulary> make_vocabulary(const tokenizer::Tokenizer& tokenizer,
                                                        std::vector<int32_t> end_tokens, int64_t mask_bits);
+// The same, shared while alive: servers (and tests) on one tokenizer build the 129K-token trie once.
+std::shared_ptr<const TokenVocabulary> shared_vocabulary(const tokenizer::Tokenizer& tokenizer,
+                                                         const std::vector<int32_t>& end_tokens, int64_t mask_bits);
 
 }  // namespace dsv4::structured
