@@ -56,12 +56,19 @@ void apply_constraint_mask(std::span<float> logits, SamplerState& state) {
     state.prepare_constraint_mask();
     const std::span<const uint64_t> mask = state.constraint_mask();
     const size_t n = logits.size();
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     for (size_t w = 0; w < mask.size(); ++w) {
         const uint64_t word = mask[w];
         if (word == ~uint64_t{0}) continue;
-        const size_t end = std::min(n, (w + 1) * 64);
-        for (size_t i = w * 64; i < end; ++i) {
-            if (!((word >> (i & 63)) & 1)) logits[i] = -std::numeric_limits<float>::infinity();
+        const size_t begin = w * 64;
+        const size_t end = std::min(n, begin + 64);
+        if (word == 0) {  // most words of a narrow mask: a plain fill vectorizes
+            std::fill(logits.begin() + static_cast<std::ptrdiff_t>(begin),
+                      logits.begin() + static_cast<std::ptrdiff_t>(end), kNegInf);
+            continue;
+        }
+        for (size_t i = begin; i < end; ++i) {
+            if (!((word >> (i & 63)) & 1)) logits[i] = kNegInf;
         }
     }
 }

@@ -79,6 +79,25 @@ void SamplerState::record_output(int64_t token) {
     ++num_output_tokens_;
 }
 
+SamplerState::DraftMasks SamplerState::draft_constraint_masks(std::span<const int64_t> drafts) {
+    DSV4_CHECK(constraint_ != nullptr, "draft_constraint_masks: the request has no constraint");
+    DraftMasks out;
+    int accepted = 0;
+    for (size_t i = 0; i <= drafts.size(); ++i) {
+        std::vector<uint64_t>& mask = out.masks.emplace_back(mask_.size());
+        constraint_->fill_allowed(mask);
+        if (i == drafts.size()) break;
+        const int64_t token = drafts[i];
+        const bool allowed =
+            token >= 0 && token < vocab_size_ && ((mask[static_cast<size_t>(token) >> 6] >> (token & 63)) & 1);
+        if (!allowed || !constraint_->accept(static_cast<int32_t>(token))) break;
+        ++accepted;
+    }
+    constraint_->rollback(accepted);
+    out.valid_prefix = static_cast<size_t>(accepted);
+    return out;
+}
+
 void SamplerState::prepare_constraint_mask() {
     if (!constraint_ || mask_ready_) return;
     mask_summary_ = constraint_->fill_allowed(mask_);

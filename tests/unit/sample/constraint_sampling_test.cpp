@@ -149,5 +149,30 @@ TEST(ConstraintSampling, DisallowedTokensAndIgnoreEosAreRefused) {
     EXPECT_THROW(validate_sampling_params(params, kVocab + 1), Error);  // the mask does not cover the vocabulary
 }
 
+TEST(ConstraintSampling, DraftMasksFollowTheDraftsAndLeaveTheStateUnchanged) {
+    constexpr int64_t kVocab = 128;
+    const SubsetRule rule{.seed = 17, .end_from = 1};
+    SamplingParams params;
+    params.constraint = std::make_shared<SubsetConstraint>(rule, kVocab);
+    SamplerState state(params, {}, kEos, kVocab);
+    state.record_output(3);  // position 1 from here on
+    auto allowed_at = [&](int position) {
+        std::vector<uint64_t> bits((kVocab + 63) / 64, 0);
+        for (int32_t t = 0; t < kVocab; ++t) {
+            if (rule.allowed(position, t)) bits[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
+        }
+        return bits;
+    };
+    int32_t disallowed = 1;
+    while (rule.allowed(3, disallowed)) ++disallowed;
+    const std::vector<int64_t> drafts = {3, 3, disallowed, 3};  // positions 1, 2 allowed; position 3 not
+    const SamplerState::DraftMasks masks = state.draft_constraint_masks(drafts);
+    ASSERT_EQ(masks.valid_prefix, 2u);
+    ASSERT_EQ(masks.masks.size(), 3u);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(masks.masks[static_cast<size_t>(i)], allowed_at(1 + i)) << i;
+    state.prepare_constraint_mask();  // rolled back: the next mask is position 1's again
+    EXPECT_TRUE(std::equal(state.constraint_mask().begin(), state.constraint_mask().end(), allowed_at(1).begin()));
+}
+
 }  // namespace
 }  // namespace dsv4
