@@ -17,6 +17,8 @@ optional_packages=()
 if ((!serving_only)); then
   # docker-compose validates deploy/compose.yaml (`docker-compose config`; no daemon needed).
   packages+=(docker-compose)
+  # The official JSON-Schema-Test-Suite as data for the structured-output tests (tests/unit/structured).
+  packages+=(json-schema-test-suite)
   # Chromium runs the chat page's end-to-end test (tests/e2e/webui). Not every Debian architecture ships it: where
   # it cannot be installed the test says so and skips.
   optional_packages+=(chromium)

@@ -26,6 +26,8 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--seed", o->seed, "Prompt generator seed");
         app.add_option("--percentiles", o->percentiles, "Percentiles to report, e.g. 50,90,99")->delimiter(',');
         app.add_option("--json", o->json_out, "Also write the results to this JSON file");
+        app.add_option("--extra-body", o->extra_body,
+                       "JSON object merged into every request (e.g. a structured-output constraint)");
         app.callback([o] { server::run_serve_bench(*o); });
     }};
 

@@ -74,6 +74,11 @@ std::string request_body(const ServeBenchOptions& o, const std::string& model, c
                  {"stream", true},
                  {"ignore_eos", o.ignore_eos},
                  {"stream_options", {{"include_usage", true}}}};
+    if (!o.extra_body.empty()) {
+        const json extra = json::parse(o.extra_body, nullptr, false);
+        DSV4_CHECK(extra.is_object(), "--extra-body must be a JSON object (got: {})", o.extra_body);
+        body.update(extra);
+    }
     if (o.endpoint == "chat") {
         std::string text = "Request " + std::to_string(index) + ":";
         for (int i = 0; i < o.input_len; ++i) text += " w" + std::to_string(rng() % 1000);

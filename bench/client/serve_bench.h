@@ -27,6 +27,9 @@ struct ServeBenchOptions {
     double top_p = 1.0;
     uint64_t seed = 0;  // prompt generator seed
     std::vector<double> percentiles = {50, 90, 99};
+    // A JSON object merged into every request body (vLLM's --extra-body), e.g. a structured-output constraint:
+    // '{"guided_json": {...}}' (with --no-ignore-eos: constraints refuse ignore_eos).
+    std::string extra_body;
     std::string json_out;  // also write the results as JSON here
 };
 

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "dsv4/token_constraint.h"
 
 namespace dsv4 {
 
@@ -42,6 +45,11 @@ struct SamplingParams {
                                   // Values are "raw": log_softmax of the model logits before any processing.
     int n = 1;                    // [1, 128]; completions sharing the prompt's state
     bool skip_special_tokens = true;
+
+    // Structured output: when set, every token is sampled among those the constraint allows (the mask is applied
+    // to the logits first, before min_tokens, logit_bias and penalties), and the end tokens only where the
+    // constraint may end. Each completion gets its own state (constraint->start()).
+    std::shared_ptr<const TokenConstraint> constraint;
 };
 
 }  // namespace dsv4

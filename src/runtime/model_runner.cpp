@@ -73,13 +73,36 @@ void apply_state_ops(Backend& backend, std::span<const StateOp> ops) {
     }
 }
 
+bool ModelRunner::prefetch_masks(const SchedulerOutput& output) {
+    std::vector<SamplerState*> states;
+    for (const ScheduledSequence& entry : output.seqs) {
+        if (!entry.sample) continue;
+        if (entry.seq->sampler.has_constraint()) states.push_back(&entry.seq->sampler);
+        for (Sequence* child : entry.fork_children) {
+            if (child->sampler.has_constraint()) states.push_back(&child->sampler);
+        }
+    }
+    if (states.empty()) return false;
+    if (!prefetch_) prefetch_ = std::make_unique<MaskPrefetcher>();
+    prefetch_->start(std::move(states));
+    return true;
+}
+
 RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
     apply(output.state_ops);
     RunnerOutput result;
     result.samples.resize(output.seqs.size());
     if (output.seqs.empty()) return result;
     const StepBatch batch = build_step_batch(output);
+    // The masks are computed while the forward pass runs; every exit waits for them (the samplers are shared).
+    struct WaitForMasks {
+        MaskPrefetcher* prefetch;
+        ~WaitForMasks() {
+            if (prefetch != nullptr) prefetch->wait();
+        }
+    } masks{prefetch_masks(output) ? prefetch_.get() : nullptr};
     const std::vector<float> logits = model_.host_logits(graphs_.forward(batch));
+    if (masks.prefetch != nullptr) masks.prefetch->wait();
     const int64_t vocab = model_.config().vocab_size;
     // Row r of the logits belongs to the r-th sampling entry.
     std::vector<int64_t> entries, rows;

@@ -6,11 +6,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 
 #include "backend/backend.h"
 #include "kv/state_ops.h"
 #include "model/deepseek_v4.h"
+#include "runtime/mask_prefetch.h"
 #include "runtime/step_graphs.h"
 #include "sched/scheduler_output.h"
 
@@ -40,8 +42,13 @@ class ModelRunner {
     const StepGraphs& graphs() const { return graphs_; }
 
   private:
+    // Starts the structured-output masks of the step's sampling sequences on the prefetch thread; returns whether
+    // any was started (then wait() before sampling).
+    bool prefetch_masks(const SchedulerOutput& output);
+
     DeepseekV4& model_;
     StepGraphs graphs_;
+    std::unique_ptr<MaskPrefetcher> prefetch_;  // created with the first constrained step
 };
 
 }  // namespace dsv4

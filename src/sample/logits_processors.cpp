@@ -1,5 +1,6 @@
 #include "sample/logits_processors.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.h"
@@ -50,14 +51,38 @@ bool has_penalties(const SamplingParams& params) {
 
 }  // namespace
 
-void apply_logits_processors(std::span<float> logits, const SamplingParams& params, const SamplerState& state) {
+void apply_constraint_mask(std::span<float> logits, SamplerState& state) {
+    if (!state.has_constraint()) return;
+    state.prepare_constraint_mask();
+    const std::span<const uint64_t> mask = state.constraint_mask();
+    const size_t n = logits.size();
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    for (size_t w = 0; w < mask.size(); ++w) {
+        const uint64_t word = mask[w];
+        if (word == ~uint64_t{0}) continue;
+        const size_t begin = w * 64;
+        const size_t end = std::min(n, begin + 64);
+        if (word == 0) {  // most words of a narrow mask: a plain fill vectorizes
+            std::fill(logits.begin() + static_cast<std::ptrdiff_t>(begin),
+                      logits.begin() + static_cast<std::ptrdiff_t>(end), kNegInf);
+            continue;
+        }
+        for (size_t i = begin; i < end; ++i) {
+            if (!((word >> (i & 63)) & 1)) logits[i] = kNegInf;
+        }
+    }
+}
+
+void apply_logits_processors(std::span<float> logits, const SamplingParams& params, SamplerState& state) {
     DSV4_CHECK(static_cast<int64_t>(logits.size()) == state.vocab_size(),
                "apply_logits_processors: logits row has {} entries, vocabulary has {}", logits.size(),
                state.vocab_size());
     DSV4_CHECK(params.repetition_penalty == 1.0 || state.tracks_prompt(),
                "apply_logits_processors: repetition_penalty is {} but the SamplerState was built without it",
                params.repetition_penalty);
-    if (state.num_output_tokens() < params.min_tokens) mask_stop_tokens(logits, state);
+    apply_constraint_mask(logits, state);
+    if (state.num_output_tokens() < params.min_tokens && !state.constraint_requires_end())
+        mask_stop_tokens(logits, state);
     add_logit_bias(logits, params);
     if (!has_penalties(params)) return;
     for (const auto& [token, seen] : state.history()) {

@@ -11,13 +11,18 @@
 namespace dsv4 {
 
 // Edits logits (length state.vocab_size()) in place:
-//   1. while state.num_output_tokens() < params.min_tokens: EOS and stop token ids -> -inf
+//   0. with a structured-output constraint: every token it does not allow -> -inf (apply_constraint_mask)
+//   1. while state.num_output_tokens() < params.min_tokens: EOS and stop token ids -> -inf (not once the
+//      constraint is complete and only an end token may follow)
 //   2. logit_bias: logits[id] += bias
 //   3. repetition_penalty r (tokens in prompt or output): logit > 0 -> logit / r, else logit * r
 //   4. frequency_penalty f: logit -= f * output_count
 //   5. presence_penalty p: logit -= p if output_count > 0
 // Arithmetic is in double, rounded once to float per token. Throws dsv4::Error on a length mismatch or when the
 // repetition penalty is on but the state was built without it (so the prompt was not recorded).
-void apply_logits_processors(std::span<float> logits, const SamplingParams& params, const SamplerState& state);
+void apply_logits_processors(std::span<float> logits, const SamplingParams& params, SamplerState& state);
+
+// Step 0 alone: sets the logits of tokens outside state's constraint mask to -inf (computing the mask if needed).
+void apply_constraint_mask(std::span<float> logits, SamplerState& state);
 
 }  // namespace dsv4

@@ -59,12 +59,49 @@ SamplerState::SamplerState(const SamplingParams& params, std::span<const int64_t
     }
     std::sort(masked_ids_.begin(), masked_ids_.end());
     masked_ids_.erase(std::unique(masked_ids_.begin(), masked_ids_.end()), masked_ids_.end());
+    if (params.constraint) {
+        DSV4_CHECK(params.constraint->vocab_size() == vocab_size,
+                   "SamplerState: the structured-output constraint covers {} tokens, the vocabulary has {}",
+                   params.constraint->vocab_size(), vocab_size);
+        constraint_ = params.constraint->start();
+        mask_.assign(static_cast<size_t>((vocab_size + 63) / 64), 0);
+    }
 }
 
 void SamplerState::record_output(int64_t token) {
     check_token(token, "output token");
+    if (constraint_) {
+        if (!constraint_->accept(static_cast<int32_t>(token)))
+            fail("token {} is not allowed by the request's structured-output constraint", token);
+        mask_ready_ = false;
+    }
     ++history_[token].output_count;
     ++num_output_tokens_;
+}
+
+SamplerState::DraftMasks SamplerState::draft_constraint_masks(std::span<const int64_t> drafts) {
+    DSV4_CHECK(constraint_ != nullptr, "draft_constraint_masks: the request has no constraint");
+    DraftMasks out;
+    int accepted = 0;
+    for (size_t i = 0; i <= drafts.size(); ++i) {
+        std::vector<uint64_t>& mask = out.masks.emplace_back(mask_.size());
+        constraint_->fill_allowed(mask);
+        if (i == drafts.size()) break;
+        const int64_t token = drafts[i];
+        const bool allowed =
+            token >= 0 && token < vocab_size_ && ((mask[static_cast<size_t>(token) >> 6] >> (token & 63)) & 1);
+        if (!allowed || !constraint_->accept(static_cast<int32_t>(token))) break;
+        ++accepted;
+    }
+    constraint_->rollback(accepted);
+    out.valid_prefix = static_cast<size_t>(accepted);
+    return out;
+}
+
+void SamplerState::prepare_constraint_mask() {
+    if (!constraint_ || mask_ready_) return;
+    mask_summary_ = constraint_->fill_allowed(mask_);
+    mask_ready_ = true;
 }
 
 void SamplerState::check_token(int64_t token, const char* what) const {

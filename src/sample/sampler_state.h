@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "dsv4/sampling_params.h"
+#include "dsv4/token_constraint.h"
 
 namespace dsv4 {
 
@@ -40,8 +42,30 @@ class SamplerState {
     int64_t vocab_size() const { return vocab_size_; }
     int64_t num_output_tokens() const { return num_output_tokens_; }
 
-    // Appends a generated token (sample() does this itself; call it for tokens decided elsewhere).
+    // Appends a generated token (sample() does this itself; call it for tokens decided elsewhere). With a
+    // constraint, a token it does not allow throws dsv4::Error.
     void record_output(int64_t token);
+
+    // Structured output (params.constraint): this completion's state and the mask of its next token.
+    bool has_constraint() const { return constraint_ != nullptr; }
+    // Computes the next token's mask now, if not done yet (the model runner calls it while the forward pass runs;
+    // sample() calls it otherwise). The mask stays valid until the next record_output().
+    void prepare_constraint_mask();
+    // Bit t of word t / 64: token t may come next. Valid after prepare_constraint_mask().
+    std::span<const uint64_t> constraint_mask() const { return mask_; }
+    // The constraint is complete: only an end token may follow (min_tokens cannot hold the end back then).
+    bool constraint_requires_end() const { return constraint_ != nullptr && mask_ready_ && !mask_summary_.any_token; }
+
+    // Speculative decoding with a constraint: the masks of the positions a draft would fill, for verifying the
+    // target's logits (masks[i] applies to the row that scores drafts[i]; one more mask for the bonus token after the
+    // last accepted draft). The constraint is walked along the drafts and rolled back, so the state is unchanged.
+    // valid_prefix: how many leading drafts the constraint allows (drafts after the first disallowed one cannot be
+    // accepted; their rows get no mask). Requires has_constraint().
+    struct DraftMasks {
+        std::vector<std::vector<uint64_t>> masks;  // valid_prefix + 1 masks
+        size_t valid_prefix = 0;
+    };
+    DraftMasks draft_constraint_masks(std::span<const int64_t> drafts);
 
     // Tokens seen in the output (and in the prompt when tracked), for the penalties.
     const std::unordered_map<int64_t, TokenHistory>& history() const { return history_; }
@@ -59,6 +83,10 @@ class SamplerState {
     bool tracks_prompt_ = false;
     std::unordered_map<int64_t, TokenHistory> history_;
     std::vector<int64_t> masked_ids_;
+    std::unique_ptr<TokenConstraintState> constraint_;
+    std::vector<uint64_t> mask_;
+    bool mask_ready_ = false;
+    TokenMaskSummary mask_summary_;
 };
 
 }  // namespace dsv4

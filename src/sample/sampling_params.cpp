@@ -67,6 +67,19 @@ void check_length_params(const SamplingParams& params, int64_t vocab_size) {
     }
 }
 
+void check_constraint(const SamplingParams& params, int64_t vocab_size) {
+    if (!params.constraint) return;
+    if (params.ignore_eos) {
+        fail(
+            "sampling parameter 'ignore_eos' cannot be combined with structured output: the grammar decides where "
+            "the output ends");
+    }
+    if (params.constraint->vocab_size() != vocab_size) {
+        fail("the structured-output constraint covers {} tokens, the vocabulary has {}",
+             params.constraint->vocab_size(), vocab_size);
+    }
+}
+
 void check_output_params(const SamplingParams& params) {
     if (params.logprobs && (*params.logprobs < 0 || *params.logprobs > kMaxLogprobs)) {
         fail("sampling parameter 'logprobs' must be in [0, {}] (got {})", kMaxLogprobs, *params.logprobs);
@@ -84,6 +97,7 @@ void validate_sampling_params(const SamplingParams& params, int64_t vocab_size) 
     check_penalties(params, vocab_size);
     check_length_params(params, vocab_size);
     check_output_params(params);
+    check_constraint(params, vocab_size);
 }
 
 }  // namespace dsv4

@@ -19,6 +19,9 @@ const std::vector<double> kTokenCountBuckets = {1,    2,    5,    10,    20,    
                                                 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000};
 const std::vector<double> kOverheadBuckets = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 1e-2, 0.1};
 const std::vector<double> kParamsNBuckets = {1, 2, 5, 10, 20};
+const std::vector<double> kMaskBuckets = {1e-6,   2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4,
+                                          2.5e-4, 5e-4,   1e-3, 5e-3, 0.01,   0.05};
+const std::vector<double> kCompileBuckets = {1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5};
 
 constexpr std::array<std::string_view, static_cast<size_t>(FinishLabel::kCount)> kFinishNames = {"stop", "length",
                                                                                                  "abort", "error"};
@@ -137,7 +140,27 @@ void render_request_timing(Writer& w, const ServerMetrics& m) {
                 m.request_params_max_tokens);
 }
 
+void render_structured(Writer& w, const StructuredOutputMetrics& s) {
+    w.histogram("dsv4:structured_output_mask_seconds",
+                "Time to compute one structured-output token mask (cached masks included).", s.mask_seconds);
+    w.counter("dsv4:structured_output_mask_cache_hits_total", "Structured-output token masks found in the mask cache.",
+              static_cast<double>(s.mask_cache_hits.load()));
+    w.histogram("dsv4:structured_output_compile_seconds", "Time to compile one structured-output grammar.",
+                s.compile_seconds);
+    w.counter("dsv4:structured_output_grammars_compiled_total",
+              "Schemas and grammars compiled for structured outputs (grammar cache misses).",
+              static_cast<double>(s.grammars_compiled.load()));
+    w.counter("dsv4:structured_output_grammar_cache_hits_total",
+              "Structured-output requests whose grammar was already compiled.",
+              static_cast<double>(s.grammar_cache_hits.load()));
+    w.counter("dsv4:structured_output_grammar_errors_total",
+              "Structured-output schemas and grammars refused (unsupported or invalid).",
+              static_cast<double>(s.grammar_errors.load()));
+}
+
 }  // namespace
+
+StructuredOutputMetrics::StructuredOutputMetrics() : mask_seconds(kMaskBuckets), compile_seconds(kCompileBuckets) {}
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -227,6 +250,7 @@ std::string ServerMetrics::render(std::string_view model_name, const EngineStats
                 event_overhead);
     w.counter("dsv4:client_disconnects_total", "Requests aborted because the client went away.",
               static_cast<double>(client_disconnects_.load()));
+    render_structured(w, *structured);
     std::lock_guard lock(maps_mutex_);
     w.header("dsv4:http_responses_total", "counter", "HTTP responses by status code.");
     for (const auto& [status, count] : http_statuses_) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -41,6 +42,18 @@ class Histogram {
 
 enum class FinishLabel : uint8_t { kStop, kLength, kAbort, kError, kCount };
 
+// Structured outputs: compiled grammars and the token masks computed on the engine threads. Shared (shared_ptr) with
+// the constraints, which may outlive a request.
+struct StructuredOutputMetrics {
+    StructuredOutputMetrics();
+    Histogram mask_seconds;     // dsv4:structured_output_mask_seconds: one token mask (cache hits included)
+    Histogram compile_seconds;  // dsv4:structured_output_compile_seconds: one grammar compile (cache misses)
+    std::atomic<uint64_t> grammars_compiled{0};
+    std::atomic<uint64_t> grammar_cache_hits{0};
+    std::atomic<uint64_t> grammar_errors{0};  // schemas / grammars refused with a 400
+    std::atomic<uint64_t> mask_cache_hits{0};
+};
+
 class ServerMetrics {
   public:
     ServerMetrics();
@@ -62,6 +75,7 @@ class ServerMetrics {
     Histogram request_max_num_generation_tokens;  // vllm:request_max_num_generation_tokens (max_tokens asked)
     Histogram request_params_n;                   // vllm:request_params_n
     Histogram request_params_max_tokens;          // vllm:request_params_max_tokens
+    std::shared_ptr<StructuredOutputMetrics> structured = std::make_shared<StructuredOutputMetrics>();
 
     void count_finish(FinishLabel label) { finished_[static_cast<size_t>(label)].fetch_add(1); }
     void count_http_status(int status);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dsv4/engine.h"
+#include "server/generation/structured_outputs.h"
 #include "server/http/admission.h"
 #include "server/http/connection_watch.h"
 #include "server/http/metrics.h"
@@ -27,6 +28,8 @@ struct ModelContext {
     int64_t created = 0;           // load time (Unix seconds), reported by /v1/models
     int32_t think_end_token = -1;  // </think>, for reasoning token counts
     int32_t bos_token = 0;
+    // Compiled grammars for structured outputs (built on the first structured request).
+    std::shared_ptr<StructuredOutputs> structured = std::make_shared<StructuredOutputs>();
 };
 
 // Random request / tool-call ids: "chatcmpl-<32 hex>", "call_<16 hex>_".

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dsv4/sampling_params.h"
+#include "structured/grammar_spec.h"
 #include "tokenizer/chat_encoding.h"
 
 namespace dsv4::server {
@@ -16,6 +17,14 @@ namespace dsv4::server {
 struct StreamOptions {
     bool include_usage = false;           // a last chunk with usage (choices: [])
     bool continuous_usage_stats = false;  // usage on every chunk (vLLM extension)
+};
+
+// A structured-output request (response_format, guided_*, structured_outputs, grammar, json_schema, or a forced
+// tool_choice): what to compile and which field asked for it (named by errors).
+struct StructuredOutputRequest {
+    structured::GrammarSpec spec;
+    std::string param;
+    std::optional<nlohmann::ordered_json> prompt_schema;  // response_format json_schema: shown to the model too
 };
 
 // What chat and completion requests share.
@@ -28,6 +37,7 @@ struct GenerationOptions {
     bool logprobs = false;  // return logprobs of the sampled tokens
     int top_logprobs = 0;   // alternatives per position
     std::string user;       // informational only
+    std::optional<StructuredOutputRequest> structured;
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };

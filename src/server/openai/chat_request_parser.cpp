@@ -204,6 +204,28 @@ void reject_unsupported_chat(const Json& body) {
     }
 }
 
+// tool_choice "required" or a named function: the output is a DSML tool-call block whose arguments follow the
+// tools' parameter schemas (structured/tool_call_grammar). Named: exactly one call of that function.
+void force_tool_calls(ChatRequest& request) {
+    if (request.tool_choice != ToolChoice::kRequired && request.tool_choice != ToolChoice::kNamed) return;
+    if (request.options.structured) {
+        fail_request(request.options.structured->param,
+                     "'tool_choice' forces a tool call, which cannot be combined with '{}'",
+                     request.options.structured->param);
+    }
+    StructuredOutputRequest forced;
+    forced.param = "tool_choice";
+    forced.spec.kind = structured::GrammarKind::kToolCalls;
+    forced.spec.parallel_tool_calls = request.tool_choice == ToolChoice::kRequired && request.parallel_tool_calls;
+    for (const auto& tool : request.conversation.tools) {
+        const std::string name = tool.value("name", "");
+        if (request.tool_choice == ToolChoice::kNamed && name != request.tool_choice_name) continue;
+        const bool has_parameters = tool.contains("parameters") && !tool.at("parameters").is_null();
+        forced.spec.tools.push_back({name, has_parameters ? tool.at("parameters").dump() : std::string()});
+    }
+    request.options.structured = std::move(forced);
+}
+
 }  // namespace
 
 void parse_chat_fields(const Json& body, ChatRequest& request) {
@@ -219,6 +241,7 @@ ChatRequest parse_chat_request(std::string_view body_text) {
     ChatRequest request;
     request.options = parse_generation_options(body, /*chat=*/true);
     parse_chat_fields(body, request);
+    force_tool_calls(request);
     return request;
 }
 

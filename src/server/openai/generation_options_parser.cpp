@@ -113,22 +113,80 @@ void parse_stream(const Json& body, GenerationOptions& options) {
     }
 }
 
-void reject_unsupported(const Json& body) {
-    if (const Json* format = get_object(body, "response_format", "")) {
-        const std::string type = get_string(*format, "type", "response_format").value_or("text");
-        if (type != "text") {
-            fail_request("response_format",
-                         "'response_format' type '{}' is not supported: this server has no constrained decoding yet "
-                         "(use 'text' and ask for JSON in the prompt)",
-                         type);
-        }
+// Fields other servers (vLLM, llama-server, OpenAI) accept that would change the output, with their neutral value:
+// present with another value, they are refused instead of ignored.
+enum class Neutral { kFalse, kTrue, kZero, kOne, kMinusOne, kEmpty };
+struct GenerationField {
+    const char* name;
+    Neutral neutral;
+};
+constexpr GenerationField kUnsupportedGenerationFields[] = {
+    {"use_beam_search", Neutral::kFalse},
+    {"length_penalty", Neutral::kOne},
+    {"early_stopping", Neutral::kFalse},
+    {"allowed_token_ids", Neutral::kEmpty},
+    {"bad_words", Neutral::kEmpty},
+    {"truncate_prompt_tokens", Neutral::kEmpty},
+    {"typical_p", Neutral::kOne},
+    {"tfs_z", Neutral::kOne},
+    {"mirostat", Neutral::kZero},
+    {"repeat_penalty", Neutral::kOne},
+    {"penalize_nl", Neutral::kFalse},
+    {"n_predict", Neutral::kMinusOne},
+    {"dry_multiplier", Neutral::kZero},
+    {"xtc_probability", Neutral::kZero},
+    {"top_n_sigma", Neutral::kMinusOne},
+    {"dynatemp_range", Neutral::kZero},
+    {"logits_processors", Neutral::kEmpty},
+    {"chat_template", Neutral::kEmpty},
+    {"add_generation_prompt", Neutral::kTrue},
+    {"documents", Neutral::kEmpty},
+    {"structural_tag", Neutral::kEmpty},
+    {"spaces_between_special_tokens", Neutral::kTrue},
+    {"samplers", Neutral::kEmpty},
+    {"audio", Neutral::kEmpty},
+    {"return_tokens_as_token_ids", Neutral::kFalse},
+};
+
+bool is_neutral(const Json& value, Neutral neutral) {
+    if (value.is_null()) return true;
+    switch (neutral) {
+        case Neutral::kFalse:
+            return value == Json(false);
+        case Neutral::kTrue:
+            return value == Json(true);
+        case Neutral::kZero:
+            return value.is_number() && value.get<double>() == 0.0;
+        case Neutral::kOne:
+            return value.is_number() && value.get<double>() == 1.0;
+        case Neutral::kMinusOne:
+            return value.is_number() && value.get<double>() == -1.0;
+        case Neutral::kEmpty:
+            return (value.is_string() || value.is_array() || value.is_object()) && value.empty();
     }
+    return false;
+}
+
+void reject_unsupported(const Json& body) {
+    reject_unsupported_generation_fields(body);
     if (get_int(body, "prompt_logprobs", "", INT_MIN, kIntMax)) {
         fail_request("prompt_logprobs", "'prompt_logprobs' is not supported");
     }
 }
 
 }  // namespace
+
+void reject_unsupported_generation_fields(const Json& body) {
+    for (const GenerationField& field : kUnsupportedGenerationFields) {
+        if (body.contains(field.name) && !is_neutral(body.at(field.name), field.neutral)) {
+            fail_request(field.name, "'{}' is not supported by this server (it would change the output)", field.name);
+        }
+    }
+    if (body.contains("modalities") && !body.at("modalities").is_null() &&
+        body.at("modalities") != Json::array({"text"})) {
+        fail_request("modalities", "'modalities' other than [\"text\"] are not supported");
+    }
+}
 
 GenerationOptions parse_generation_options(const Json& body, bool chat) {
     GenerationOptions options;
@@ -139,6 +197,7 @@ GenerationOptions parse_generation_options(const Json& body, bool chat) {
     parse_logprobs(body, chat, options);
     parse_stream(body, options);
     reject_unsupported(body);
+    options.structured = parse_structured_output(body);
     if (auto n = get_int(body, "n", "", 1, kMaxCompletions)) options.sampling.n = static_cast<int>(*n);
     if (auto best_of = get_int(body, "best_of", "", 1, kMaxCompletions); best_of && *best_of != options.sampling.n) {
         fail_request("best_of", "'best_of' different from 'n' is not supported (got best_of {} and n {})", *best_of,

@@ -28,6 +28,20 @@ ChatConversation conversation_for(const ChatRequest& request) {
         std::erase_if(conversation.tools,
                       [&](const auto& tool) { return tool.value("name", "") != request.tool_choice_name; });
     }
+    // A response_format schema is shown to the model the way DeepSeek's template does it ("## Response Format" in
+    // the system prompt), on the first system / developer message or a new system message in front.
+    const auto& structured = request.options.structured;
+    if (structured && structured->prompt_schema) {
+        std::vector<ChatMessage>& messages = conversation.messages;
+        const bool has_system =
+            !messages.empty() && (messages[0].role == ChatRole::kSystem || messages[0].role == ChatRole::kDeveloper);
+        if (!has_system) {
+            ChatMessage system;
+            system.role = ChatRole::kSystem;
+            messages.insert(messages.begin(), std::move(system));
+        }
+        if (!messages[0].response_format) messages[0].response_format = *structured->prompt_schema;
+    }
     return conversation;
 }
 

@@ -25,5 +25,11 @@ DetokenizeRequest parse_detokenize_request(std::string_view body);
 GenerationOptions parse_generation_options(const Json& body, bool chat);
 // The chat-specific fields of `body` (messages, tools, tool_choice, reasoning controls) into `request`.
 void parse_chat_fields(const Json& body, ChatRequest& request);
+// The structured-output fields (response_format, vLLM's guided_json / guided_regex / guided_choice / guided_grammar /
+// structured_outputs, llama-server's grammar / json_schema): at most one may be given.
+std::optional<StructuredOutputRequest> parse_structured_output(const Json& body);
+// 400 for fields other servers accept that would change what is generated and that this server does not implement
+// (e.g. use_beam_search, typical_p, mirostat); neutral values (false, 1.0, 0, empty) are accepted.
+void reject_unsupported_generation_fields(const Json& body);
 
 }  // namespace dsv4::server

@@ -139,6 +139,12 @@ void handle_chat(ServerState& state, const httplib::Request& request, const std:
     ChatRequest chat = parse_chat_request(body);
     check_model_name(chat.options.model, model);
     PreparedChat prompt = prepare_chat_prompt(chat, model, state.config().default_thinking);
+    if (chat.options.structured) {
+        // In thinking mode the reasoning stays free; the grammar applies from </think> on.
+        chat.options.sampling.constraint =
+            model.structured->compile(*chat.options.structured, prompt.thinking ? model.think_end_token : -1,
+                                      *model.tokenizer, model.info, state.metrics().structured);
+    }
     finalize_sampling(chat.options, prompt.prompt_tokens.size(), model, 0, "messages");
 
     GenerationSpec spec{.params = chat.options.sampling,
@@ -193,6 +199,10 @@ void handle_completion(ServerState& state, const httplib::Request& request, cons
         }
         spec.jobs.push_back(
             {single ? prepared->engine_id : fmt::format("{}-{}", prepared->engine_id, i), std::move(tokens)});
+    }
+    if (completion.options.structured) {
+        completion.options.sampling.constraint = model.structured->compile(
+            *completion.options.structured, -1, *model.tokenizer, model.info, state.metrics().structured);
     }
     finalize_sampling(completion.options, longest, model, 16, "prompt");
     spec.params = completion.options.sampling;

@@ -1,6 +1,7 @@
 // The official `openai` npm SDK (6.49, node 20) against a running server: chat, streaming with usage, reasoning
 // fields, tool calls with streamed arguments, tool results, completions with token ids, n > 1, logprobs, errors,
-// client aborts. DSV4_MODE=fake: the FakeEngine's scripted outputs ([[think]], [[tool]], ...) are checked exactly;
+// client aborts, structured outputs (chat.completions.parse with a JSON schema, forced tool calls).
+// DSV4_MODE=fake: the FakeEngine's scripted outputs ([[think]], [[tool]], ...) are checked exactly;
 // DSV4_MODE=engine (bundled random-weight model): structural checks and greedy self-consistency only.
 'use strict';
 const test = require('node:test');
@@ -137,6 +138,66 @@ test('tools on the engine: the response is well formed whatever the model emits'
   assert.ok(['stop', 'length', 'tool_calls'].includes(once.choices[0].finish_reason));
   for (const call of message.tool_calls || []) JSON.parse(call.function.arguments);
   assert.ok(!(message.content || '').includes('DSML'));
+});
+
+// Structured outputs: whatever the model (scripted fake or random-weight engine), the output follows the schema.
+const itemFormat = { type: 'json_schema', json_schema: { name: 'item', strict: true, schema: {
+  type: 'object', additionalProperties: false, required: ['name', 'size', 'count'],
+  properties: { name: { type: 'string', maxLength: 8 }, size: { enum: ['S', 'M', 'L'] },
+    count: { type: 'integer', minimum: 1, maximum: 9 } } } } };
+
+function checkItem(item) {
+  assert.deepEqual(Object.keys(item).sort(), ['count', 'name', 'size']);
+  assert.equal(typeof item.name, 'string');
+  assert.ok([...item.name].length <= 8, item.name);
+  assert.ok(['S', 'M', 'L'].includes(item.size));
+  assert.ok(Number.isInteger(item.count) && item.count >= 1 && item.count <= 9);
+}
+
+test('structured outputs: chat.completions.parse with a JSON schema, streamed, n > 1, sampled', async () => {
+  const parsed = await client.chat.completions.parse({ model, messages: user('Describe an item.'),
+    response_format: itemFormat, max_tokens: 400, temperature: 0 });
+  assert.equal(parsed.choices[0].finish_reason, 'stop');
+  checkItem(parsed.choices[0].message.parsed);
+  const sampled = await client.chat.completions.create({ model, messages: user('Describe an item.'),
+    response_format: itemFormat, max_tokens: 400, n: 2, temperature: 1, seed: 7 });
+  for (const choice of sampled.choices) checkItem(JSON.parse(choice.message.content));
+  const streamed = await collect(await client.chat.completions.create({ model, messages: user('Describe an item.'),
+    response_format: itemFormat, max_tokens: 400, top_p: 0.9, seed: 3, stream: true }));
+  assert.equal(streamed.finish, 'stop');
+  checkItem(JSON.parse(streamed.content));
+  const cut = await client.chat.completions.create({ model, messages: user('Describe an item.'),
+    response_format: itemFormat, max_tokens: 2 });
+  assert.equal(cut.choices[0].finish_reason, 'length');
+  await assert.rejects(client.chat.completions.create({ model, messages: user('x'), response_format: {
+    type: 'json_schema', json_schema: { name: 'bad', schema: { type: 'array', uniqueItems: true } } } }),
+  (e) => e instanceof OpenAI.BadRequestError && e.param === 'response_format.json_schema.schema' &&
+    e.message.includes('uniqueItems'));
+});
+
+test('structured outputs: forced tool calls parse and their arguments validate', async () => {
+  const bounded = [
+    { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', required: ['city'],
+      properties: { city: { type: 'string', maxLength: 6 }, days: { type: 'integer', minimum: 1, maximum: 5 } } } } },
+    { type: 'function', function: { name: 'get_time', parameters: { type: 'object', required: ['zone'],
+      properties: { zone: { enum: ['UTC', 'CET'] } } } } },
+  ];
+  for (const tool_choice of ['required', { type: 'function', function: { name: 'get_time' } }]) {
+    const once = await client.chat.completions.create({ model, messages: user('What time is it?'), tools: bounded,
+      tool_choice, parallel_tool_calls: false, max_tokens: 600, temperature: 0 });
+    assert.equal(once.choices[0].finish_reason, 'tool_calls', JSON.stringify(once.choices[0]));
+    const calls = once.choices[0].message.tool_calls;
+    assert.equal(calls.length, 1);
+    const args = JSON.parse(calls[0].function.arguments);
+    if (calls[0].function.name === 'get_weather') {
+      assert.equal(tool_choice, 'required');
+      assert.ok(typeof args.city === 'string' && [...args.city].length <= 6);
+      if (args.days !== undefined) assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 5);
+    } else {
+      assert.equal(calls[0].function.name, 'get_time');
+      assert.ok(['UTC', 'CET'].includes(args.zone));
+    }
+  }
 });
 
 test('completions: token-id prompts give what the same text prompt gives', async () => {

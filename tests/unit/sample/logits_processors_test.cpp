@@ -15,7 +15,7 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-std::vector<float> processed(std::vector<float> logits, const SamplingParams& params, const SamplerState& state) {
+std::vector<float> processed(std::vector<float> logits, const SamplingParams& params, SamplerState& state) {
     apply_logits_processors(logits, params, state);
     return logits;
 }

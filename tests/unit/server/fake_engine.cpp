@@ -118,6 +118,7 @@ SubmitResult FakeEngine::submit(GenerateRequest request) {
         uint64_t seed = 0;
         if (!greedy) seed = params.seed ? *params.seed + static_cast<uint64_t>(i) + 1 : mix64(++random_state_);
         live.completions[static_cast<size_t>(i)].seed = seed;
+        if (params.constraint) live.completions[static_cast<size_t>(i)].constraint = params.constraint->start();
     }
     if (options_.script) live.script = options_.script(request.prompt_tokens);
     totals_.prompt_tokens_total += static_cast<int64_t>(request.prompt_tokens.size());
@@ -261,7 +262,7 @@ void FakeEngine::step_locked(std::vector<std::pair<std::shared_ptr<Stream>, Requ
 
 void FakeEngine::advance_completion(Live& live, int index, RequestOutput& event) {
     Completion& c = live.completions[static_cast<size_t>(index)];
-    const int32_t token = token_at(live, c, index, c.generated);
+    const int32_t token = next_token(live, c, index);
     ++c.generated;
     ++totals_.generation_tokens_total;
     event.tokens.push_back(with_logprobs(token, live.request.params));
@@ -287,6 +288,28 @@ int32_t FakeEngine::token_at(const Live& live, const Completion& completion, int
     const uint64_t h = mix64(hash_prompt(live.request.prompt_tokens) ^ mix64(completion.seed) ^
                              mix64(static_cast<uint64_t>(position) + 0x9e37));
     return options_.word_tokens[h % options_.word_tokens.size()];
+}
+
+int32_t FakeEngine::next_token(const Live& live, Completion& completion, int index) const {
+    const int32_t proposal = token_at(live, completion, index, completion.generated);
+    if (!completion.constraint) return proposal;
+    std::vector<uint64_t> mask(static_cast<size_t>((options_.info.vocab_size + 63) / 64));
+    const TokenMaskSummary summary = completion.constraint->fill_allowed(mask);
+    auto allowed = [&](int32_t t) { return t >= 0 && ((mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1) != 0; };
+    int32_t token = proposal;
+    if (!allowed(token)) {
+        std::vector<int32_t> ids;
+        for (int32_t t = 0; t < options_.info.vocab_size; ++t) {
+            if (allowed(t)) ids.push_back(t);
+        }
+        if (summary.end_allowed && !options_.info.eos_token_ids.empty()) {
+            token = options_.info.eos_token_ids[0];
+        } else if (!ids.empty()) {
+            token = ids[mix64(completion.seed ^ static_cast<uint64_t>(proposal) * 0x9e37) % ids.size()];
+        }
+    }
+    completion.constraint->accept(token);
+    return token;
 }
 
 GeneratedToken FakeEngine::with_logprobs(int32_t token, const SamplingParams& params) const {
@@ -324,9 +347,10 @@ std::vector<int32_t> FakeEngine::expected_tokens(const std::vector<int32_t>& pro
     if (options_.script) live.script = options_.script(prompt);
     Completion c;
     if (params.temperature >= 1e-5 && params.seed) c.seed = *params.seed + static_cast<uint64_t>(completion_index) + 1;
+    if (params.constraint) c.constraint = params.constraint->start();
     std::vector<int32_t> tokens;
     for (;;) {
-        const int32_t token = token_at(live, c, completion_index, c.generated);
+        const int32_t token = next_token(live, c, completion_index);
         ++c.generated;
         tokens.push_back(token);
         if (finish_check(live, c, token) != FinishReason::kNone) return tokens;

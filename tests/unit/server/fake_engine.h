@@ -77,6 +77,9 @@ class FakeEngine : public Engine {
         bool finished = false;
         bool finish_requested = false;
         uint64_t seed = 0;
+        // Structured output: the constraint's state; each token is the generator's choice when allowed, else the
+        // end when allowed, else an allowed token picked by the same hash (so outputs always follow the grammar).
+        std::shared_ptr<TokenConstraintState> constraint;
     };
     struct Live {
         GenerateRequest request;
@@ -94,6 +97,7 @@ class FakeEngine : public Engine {
     void step_locked(std::vector<std::pair<std::shared_ptr<Stream>, RequestOutput>>& events);
     void advance_completion(Live& live, int index, RequestOutput& event);
     int32_t token_at(const Live& live, const Completion& completion, int index, int position) const;
+    int32_t next_token(const Live& live, Completion& completion, int index) const;
     GeneratedToken with_logprobs(int32_t token, const SamplingParams& params) const;
     FinishReason finish_check(const Live& live, const Completion& completion, int32_t token) const;
 

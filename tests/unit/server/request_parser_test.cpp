@@ -195,8 +195,8 @@ TEST(RequestParser, ChatRejectionsNameTheParameter) {
               "stream_options");
     EXPECT_EQ(chat_rejects(std::string("{") + kHello + R"(,"stream":true,"stream_options":{"include_usage":1}})"),
               "stream_options.include_usage");
-    EXPECT_EQ(chat_rejects(std::string("{") + kHello + R"(,"response_format":{"type":"json_object"}})"),
-              "response_format");
+    EXPECT_EQ(chat_rejects(std::string("{") + kHello + R"(,"response_format":{"type":"xml"}})"),
+              "response_format.type");
     EXPECT_EQ(chat_rejects(std::string("{") + kHello + R"(,"functions":[]})"), "functions");
     EXPECT_EQ(chat_rejects(std::string("{") + kHello + R"(,"stop_token_ids":[-1]})"), "stop_token_ids[0]");
     EXPECT_EQ(chat_rejects(std::string("{") + kHello + R"(,"seed":1.5})"), "seed");

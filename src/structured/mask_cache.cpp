@@ -1,0 +1,111 @@
+#include "structured/mask_cache.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+namespace dsv4::structured {
+namespace {
+
+constexpr size_t kEntryOverhead = 128;  // map node, list node, key: a rough per-entry cost for the budget
+
+void set_bit(std::span<uint64_t> bits, uint32_t id) {
+    bits[id >> 6] |= uint64_t{1} << (id & 63);
+}
+
+// Bits [0, num_bits) set, the rest of the words zero.
+void fill_ones(std::span<uint64_t> bits, int64_t num_bits) {
+    const auto full = static_cast<size_t>(num_bits / 64);
+    std::fill(bits.begin(), bits.begin() + static_cast<std::ptrdiff_t>(full), ~uint64_t{0});
+    std::fill(bits.begin() + static_cast<std::ptrdiff_t>(full), bits.end(), 0);
+    if (num_bits % 64 != 0) bits[full] = (uint64_t{1} << (num_bits % 64)) - 1;
+}
+
+}  // namespace
+
+std::string MaskCache::make_key(std::span<const int32_t> key) {
+    std::string out(key.size() * sizeof(int32_t), '\0');
+    if (!key.empty()) std::memcpy(out.data(), key.data(), out.size());
+    return out;
+}
+
+bool MaskCache::lookup(std::span<const int32_t> key, std::span<uint64_t> bits, MaskSummary& summary) {
+    const std::string k = make_key(key);
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(k);
+    if (it == entries_.end()) return false;
+    Entry& entry = it->second;
+    lru_.splice(lru_.begin(), lru_, entry.lru);
+    summary = entry.summary;
+    switch (entry.form) {
+        case Form::kBits:
+            std::copy(entry.words.begin(), entry.words.end(), bits.begin());
+            break;
+        case Form::kAllowed:
+            std::fill(bits.begin(), bits.end(), 0);
+            for (uint32_t id : entry.ids) set_bit(bits, id);
+            break;
+        case Form::kRejected:
+            fill_ones(bits, entry.num_bits);
+            for (uint32_t id : entry.ids) bits[id >> 6] &= ~(uint64_t{1} << (id & 63));
+            break;
+    }
+    return true;
+}
+
+void MaskCache::insert(std::span<const int32_t> key, std::span<const uint64_t> bits, int64_t num_bits,
+                       MaskSummary summary) {
+    Entry entry;
+    entry.summary = summary;
+    entry.num_bits = num_bits;
+    size_t allowed = 0;
+    for (uint64_t w : bits) allowed += static_cast<size_t>(std::popcount(w));
+    const auto total = static_cast<size_t>(num_bits);
+    const size_t bitset_bytes = bits.size() * sizeof(uint64_t);
+    if (allowed * sizeof(uint32_t) <= bitset_bytes) {
+        entry.form = Form::kAllowed;
+        for (size_t i = 0; i < total; ++i) {
+            if ((bits[i >> 6] >> (i & 63)) & 1) entry.ids.push_back(static_cast<uint32_t>(i));
+        }
+    } else if ((total - allowed) * sizeof(uint32_t) <= bitset_bytes) {
+        entry.form = Form::kRejected;
+        for (size_t i = 0; i < total; ++i) {
+            if (!((bits[i >> 6] >> (i & 63)) & 1)) entry.ids.push_back(static_cast<uint32_t>(i));
+        }
+    } else {
+        entry.form = Form::kBits;
+        entry.words.assign(bits.begin(), bits.end());
+    }
+    entry.bytes = kEntryOverhead + key.size() * sizeof(int32_t) + entry.ids.size() * sizeof(uint32_t) +
+                  (entry.form == Form::kBits ? bitset_bytes : 0);
+    if (entry.bytes > budget_) return;
+    const std::string k = make_key(key);
+    std::lock_guard lock(mutex_);
+    if (entries_.contains(k)) return;  // another thread computed it meanwhile
+    evict_to(budget_ - entry.bytes);
+    lru_.push_front(k);
+    entry.lru = lru_.begin();
+    bytes_ += entry.bytes;
+    entries_.emplace(k, std::move(entry));
+}
+
+void MaskCache::evict_to(size_t budget) {
+    while (bytes_ > budget && !lru_.empty()) {
+        auto it = entries_.find(lru_.back());
+        bytes_ -= it->second.bytes;
+        entries_.erase(it);
+        lru_.pop_back();
+    }
+}
+
+size_t MaskCache::bytes() const {
+    std::lock_guard lock(mutex_);
+    return bytes_;
+}
+
+size_t MaskCache::entries() const {
+    std::lock_guard lock(mutex_);
+    return entries_.size();
+}
+
+}  // namespace dsv4::structured

@@ -1,0 +1,67 @@
+// The vocabulary as grammars see it, and its byte trie. A TokenVocabulary lists, per token id, the bytes the token
+// adds to the output (HF ByteLevel pieces decoded, so a token may end in the middle of a UTF-8 character). Added
+// tokens (chat markers, DSML, <think>) and special tokens are left out of the trie: a grammar allows them only where
+// it names them (GrammarSpec::allowed_added_tokens) or, for the end tokens, where the grammar may end.
+// TokenTrie stores the trie in preorder (byte, depth, index after the subtree, tokens ending here), so a walk is a
+// loop over an array that skips a whole subtree as soon as the grammar rejects its prefix.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dsv4::tokenizer {
+class Tokenizer;
+}
+
+namespace dsv4::structured {
+
+class TokenTrie {
+  public:
+    // tokens[i] are the bytes of token ids[i]; empty byte strings are ignored.
+    TokenTrie(std::span<const int32_t> ids, std::span<const std::string> tokens);
+
+    int32_t num_nodes() const { return static_cast<int32_t>(byte_.size()); }
+    uint8_t byte(int32_t node) const { return byte_[static_cast<size_t>(node)]; }
+    int32_t depth(int32_t node) const { return depth_[static_cast<size_t>(node)]; }  // 1 for the first byte
+    int32_t skip(int32_t node) const { return skip_[static_cast<size_t>(node)]; }    // first node after the subtree
+    std::span<const int32_t> tokens_at(int32_t node) const {
+        return {
+            tokens_.data() + token_begin_[static_cast<size_t>(node)],
+            static_cast<size_t>(token_begin_[static_cast<size_t>(node) + 1] - token_begin_[static_cast<size_t>(node)])};
+    }
+    int32_t max_depth() const { return max_depth_; }
+
+  private:
+    std::vector<uint8_t> byte_;
+    std::vector<uint16_t> depth_;
+    std::vector<int32_t> skip_;
+    std::vector<int32_t> token_begin_;  // per node, plus one: tokens ending at the node, in tokens_
+    std::vector<int32_t> tokens_;
+    int32_t max_depth_ = 0;
+};
+
+struct TokenVocabulary {
+    int64_t mask_bits = 0;                      // bits in a token mask: the model's vocabulary size
+    std::vector<std::string> bytes;             // per id: what it adds to the output ("" = never by grammar)
+    std::vector<std::string> added_token_text;  // per id: the content of added tokens ("" otherwise)
+    std::vector<int32_t> end_tokens;            // EOS ids: allowed exactly where the grammar may end
+    std::unique_ptr<TokenTrie> trie;
+
+    int32_t find_added_token(std::string_view content) const;  // -1 when absent
+};
+
+// From explicit pieces (tests): ids are 0..bytes.size()-1; added tokens none.
+std::shared_ptr<const TokenVocabulary> make_vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_tokens,
+                                                       int64_t mask_bits);
+// From a tokenizer: ordinary tokens are trie pieces, added tokens are kept aside. mask_bits >= tokenizer vocab or
+// smaller (ids at and above mask_bits are dropped).
+std::shared_ptr<const TokenVocabulary> make_vocabulary(const tokenizer::Tokenizer& tokenizer,
+                                                       std::vector<int32_t> end_tokens, int64_t mask_bits);
+// The same, shared while alive: servers (and tests) on one tokenizer build the 129K-token trie once.
+std::shared_ptr<const TokenVocabulary> shared_vocabulary(const tokenizer::Tokenizer& tokenizer,
+                                                         const std::vector<int32_t>& end_tokens, int64_t mask_bits);
+
+}  // namespace dsv4::structured
