@@ -285,6 +285,11 @@ Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 void CudaBackend::begin_step(const StepBatch& batch) {
     check_error_flag();
     arena_.reset();
+    begin_substep(batch);
+}
+
+void CudaBackend::begin_substep(const StepBatch& batch) {
+    DSV4_CHECK(!capturing_, "begin_substep: a step's metadata cannot change inside a graph capture");
     const auto n = static_cast<int32_t>(batch.tokens.size());
     const auto s = static_cast<int32_t>(batch.seqs.size());
     for (int32_t token : batch.tokens) {

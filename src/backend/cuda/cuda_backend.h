@@ -77,6 +77,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     size_t scratch_mark() override { return arena_.used(); }
     void scratch_release(size_t mark) override { arena_.release_to(mark); }
     void begin_step(const StepBatch& batch) override;
+    void begin_substep(const StepBatch& batch) override;
     void to_host(const Tensor& t, float* out) override;
     void from_host(Tensor t, const void* data) override;
     void synchronize() override;
@@ -98,6 +99,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
     void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                    const Tensor* topk, float scale, Tensor out) override;
+    void block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
+                         Tensor out) override;
     void store_window(int layer, const Tensor& kv) override;
     void route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing, Tensor weights,
                Tensor ids) override;
