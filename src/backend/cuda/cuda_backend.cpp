@@ -412,6 +412,7 @@ bool CudaBackend::replay(uint64_t key) {
     auto it = graphs_.find(key);
     if (it == graphs_.end()) return false;
     DSV4_CUDA(cudaGraphLaunch(it->second, stream_));
+    arena_.advance_to(graph_arena_end_[key]);  // later substeps (drafters) allocate past the step's results
     return true;
 }
 
@@ -429,6 +430,7 @@ void CudaBackend::end_capture(uint64_t key) {
     DSV4_CUDA(cudaGraphDestroy(graph));
     if (auto it = graphs_.find(key); it != graphs_.end()) cudaGraphExecDestroy(it->second);  // re-recorded
     graphs_[key] = exec;
+    graph_arena_end_[key] = arena_.used();
 }
 
 const float* CudaBackend::inv_freq(const RopeParams& rope) {

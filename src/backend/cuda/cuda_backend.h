@@ -40,6 +40,8 @@ class DeviceArena {
     void reset() { used_ = 0; }
     size_t used() const { return used_; }
     void release_to(size_t mark) { used_ = mark < used_ ? mark : used_; }
+    // After a graph replay: the replayed step's scratch (its results among it) is in use up to `mark`.
+    void advance_to(size_t mark) { used_ = mark > used_ ? mark : used_; }
     size_t capacity() const { return capacity_; }
     size_t high_water() const { return high_water_; }
     ~DeviceArena();
@@ -247,6 +249,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     std::unique_ptr<Fp8LtGemms> fp8_lt_;  // fast numerics
     int32_t* clamp_count_ = nullptr;      // W4A8 conversions below the exponent window (device counter)
     std::map<uint64_t, cudaGraphExec_t> graphs_;
+    std::map<uint64_t, size_t> graph_arena_end_;  // scratch a recorded step uses (drafters allocate after it)
 
     // --- Profiler ---
     int64_t launches_ = 0;
