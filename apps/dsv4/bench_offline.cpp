@@ -19,8 +19,8 @@
 #include "core/error.h"
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
-#include "model/synthetic_presets.h"
 #include "model/model_loader.h"
+#include "model/synthetic_presets.h"
 #include "model/tensor_spec.h"
 #include "runtime/step_graphs.h"
 #include "server/speculative_cli.h"
@@ -69,8 +69,8 @@ struct OfflineOptions {
     int steps = 8;
     std::string json_out;
     uint64_t seed = 1;
-    bool enforce_eager = false;  // decode steps without CUDA graphs
-    std::string speculative_config;               // oracle mode (bench_oracle.h) when set
+    bool enforce_eager = false;      // decode steps without CUDA graphs
+    std::string speculative_config;  // oracle mode (bench_oracle.h) when set
     std::vector<double> oracle_acceptance{2.5, 3.0, 5.6};
 };
 
@@ -88,7 +88,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
 
 // State bytes a decode token reads at context `ctx` with rows and indexer keys stored as `dtype`.
 double state_bytes_per_token(const ModelConfig& c, StateDtype dtype, int64_t ctx) {
@@ -332,10 +331,11 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--json", o->json_out, "Write the results as JSON");
         app.add_option("--seed", o->seed, "Weight seed");
         app.add_flag("--enforce-eager", o->enforce_eager, "Run decode steps eagerly (no CUDA graphs)");
-        app.add_option("--speculative-config", o->speculative_config,
-                       "Oracle speculative decoding (vLLM's JSON, e.g. {\"method\":\"mtp\",\"num_speculative_tokens\":3}): "
-                       "drafts are the target's greedy continuation, accepted per token with the probability giving "
-                       "each --oracle-acceptance length; the first --context is prefilled for real");
+        app.add_option(
+            "--speculative-config", o->speculative_config,
+            "Oracle speculative decoding (vLLM's JSON, e.g. {\"method\":\"mtp\",\"num_speculative_tokens\":3}): "
+            "drafts are the target's greedy continuation, accepted per token with the probability giving "
+            "each --oracle-acceptance length; the first --context is prefilled for real");
         app.add_option("--oracle-acceptance", o->oracle_acceptance, "Oracle tokens per verify step (default 2.5,3,5.6)")
             ->delimiter(',');
         app.callback([o] { run(*o); });

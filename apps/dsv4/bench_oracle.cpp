@@ -192,7 +192,7 @@ double oracle_alpha(double length, int k) {
 nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const OracleOptions& options) {
     const SpeculativeConfig& spec = options.speculative;
     DSV4_CHECK(spec.enabled(), "oracle mode needs --speculative-config (the drafter whose cost is measured)");
-    Oracle o{config, backend, options};
+    Oracle o{config, backend, options, nullptr, nullptr, nullptr, 0, 0};
     o.k = spec.num_speculative_tokens;
     const int max_batch = *std::max_element(options.batches.begin(), options.batches.end());
     const int decode_steps = options.steps * (o.k + 1) + 2;
@@ -202,8 +202,8 @@ nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const Ora
     state.rewind_capacity = 16;
     o.blocks_per_slot = static_cast<int>((options.context + decode_steps + o.k + 256) / 256);
     state.num_blocks = o.blocks_per_slot * max_batch;
-    o.loaded = make_synthetic_model(config, backend, state, options.seed, {},
-                                    DraftLoad{spec.method == "dspark" ? 3 : 1});
+    o.loaded =
+        make_synthetic_model(config, backend, state, options.seed, {}, DraftLoad{spec.method == "dspark" ? 3 : 1});
     DraftOptions draft;
     draft.num_speculative_tokens = o.k;
     draft.probabilistic = false;
@@ -222,8 +222,7 @@ nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const Ora
         }
         const double plain_step_s = plain_decode(o, prompts, decode_steps, continuation);
         const double plain_tps = batch / plain_step_s;
-        const double decode_bytes =
-            wb.non_expert + wb.per_expert * experts_touched(config, batch) * config.num_layers;
+        const double decode_bytes = wb.non_expert + wb.per_expert * experts_touched(config, batch) * config.num_layers;
         const double verify_bytes =
             wb.non_expert + wb.per_expert * experts_touched(config, int64_t{batch} * (o.k + 1)) * config.num_layers;
         for (double length : options.acceptance_lengths) {
@@ -250,8 +249,8 @@ nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const Ora
                            {"draft_ms", 1e3 * t.draft_s / t.steps},
                            {"plain_step_ms", 1e3 * plain_step_s},
                            {"byte_ratio", verify_bytes / decode_bytes},
-                           {"expert_byte_ratio", experts_touched(config, int64_t{batch} * (o.k + 1)) /
-                                                     experts_touched(config, batch)}});
+                           {"expert_byte_ratio",
+                            experts_touched(config, int64_t{batch} * (o.k + 1)) / experts_touched(config, batch)}});
         }
     }
     return out;

@@ -171,7 +171,8 @@ std::string ids_text(const std::vector<int32_t>& ids) {
 // Speculative decoding: drafts accepted per verify step, tokens per step and the acceptance of each position.
 void print_acceptance(const EngineStats& s) {
     const double steps = static_cast<double>(s.spec_drafts_total);
-    std::fprintf(stderr, "speculative: %lld verify steps, %lld drafts, %lld accepted: %.3f accepted drafts/step, "
+    std::fprintf(stderr,
+                 "speculative: %lld verify steps, %lld drafts, %lld accepted: %.3f accepted drafts/step, "
                  "%.3f tokens/step; per position:",
                  static_cast<long long>(s.spec_drafts_total), static_cast<long long>(s.spec_draft_tokens_total),
                  static_cast<long long>(s.spec_accepted_tokens_total), s.spec_accepted_tokens_total / steps,

@@ -18,11 +18,11 @@ namespace dsv4 {
 
 // Speculative decoding (vLLM's --speculative-config keys; docs/operations.md). method empty: off.
 struct SpeculativeConfig {
-    std::string method;               // "" | "mtp" (original V4-Flash's MTP stage) | "dspark" (-0731's DSpark stages)
-    int num_speculative_tokens = 0;   // k drafts per step, [1, 15] (a verify step feeds k + 1 tokens per sequence)
+    std::string method;              // "" | "mtp" (original V4-Flash's MTP stage) | "dspark" (-0731's DSpark stages)
+    int num_speculative_tokens = 0;  // k drafts per step, [1, 15] (a verify step feeds k + 1 tokens per sequence)
     std::string draft_sample_method = "probabilistic";  // greedy | probabilistic (drafts drawn from the draft model)
     std::string rejection_sample_method = "standard";   // standard (token by token) | block (Sun et al.)
-    int disable_by_batch_size = 0;     // no drafts in steps with more running sequences than this (0: never off)
+    int disable_by_batch_size = 0;      // no drafts in steps with more running sequences than this (0: never off)
     double confidence_threshold = 0.0;  // dspark: a request's drafts stop where the survival falls below (0: off)
 
     bool enabled() const { return !method.empty(); }

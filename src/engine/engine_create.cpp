@@ -145,7 +145,8 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.scheduler.vocab_size = model_config.vocab_size;
     parts.scheduler.eos_token_ids = {model_config.eos_token_id};
     parts.scheduler.seed = config.seed;
-    parts.scheduler.num_speculative_tokens = config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0;
+    parts.scheduler.num_speculative_tokens =
+        config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0;
     parts.scheduler.spec_disable_batch_size = config.speculative.disable_by_batch_size;
     parts.info.name = model_name(config.model_dir);
     parts.info.vocab_size = model_config.vocab_size;

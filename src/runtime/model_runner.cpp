@@ -142,8 +142,8 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const std::vector<fl
 #pragma omp parallel for schedule(dynamic) if (n > 1)
     for (int64_t i = 0; i < n; ++i) {
         const ScheduledSequence& entry = output.seqs[entries[i]];
-        result.samples[entries[i]] = entry.drafts.empty() ? sample_entry(entry, rows_of(i))
-                                                          : verify_entry(entry, rows_of(i), verify_method_);
+        result.samples[entries[i]] =
+            entry.drafts.empty() ? sample_entry(entry, rows_of(i)) : verify_entry(entry, rows_of(i), verify_method_);
     }
 }
 

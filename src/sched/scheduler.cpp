@@ -109,11 +109,14 @@ SchedulerOutput Scheduler::schedule() {
     erase_finished_groups();  // groups failed between steps
     SchedulerOutput out;
     int64_t budget = config_.max_num_batched_tokens;
-    spec_active_ = config_.num_speculative_tokens > 0 &&
-                   (config_.spec_disable_batch_size <= 0 || num_running() <= config_.spec_disable_batch_size);
-    out.propose_drafts = spec_active_;
+    auto small_enough = [&](size_t batch) {
+        return config_.spec_disable_batch_size <= 0 || batch <= static_cast<size_t>(config_.spec_disable_batch_size);
+    };
+    // Drafts are fed when the running batch is small enough; proposed for the next step when this one is.
+    spec_active_ = config_.num_speculative_tokens > 0 && small_enough(running_.size());
     const bool preempted = schedule_running(out, budget);
     if (!preempted) admit_waiting(out, budget);
+    out.propose_drafts = config_.num_speculative_tokens > 0 && small_enough(out.seqs.size());
     return out;
 }
 
@@ -253,8 +256,7 @@ UpdateResult Scheduler::update(const SchedulerOutput& output, const RunnerOutput
     return result;
 }
 
-void Scheduler::update_verified(const ScheduledSequence& entry, const SequenceSample& sample,
-                                UpdateResult& result) {
+void Scheduler::update_verified(const ScheduledSequence& entry, const SequenceSample& sample, UpdateResult& result) {
     Sequence* seq = entry.seq;
     seq->draft = {};
     if (!sample.error.empty()) {

@@ -38,8 +38,8 @@ struct SchedulerConfig {
     int64_t max_model_len = 0;                // context limit (finish reason kLength); 0 = none
     int64_t vocab_size = 0;
     std::vector<int64_t> eos_token_ids;
-    uint64_t seed = 0;  // nonzero: requests without a seed get one derived from it (reproducible runs)
-    int num_speculative_tokens = 0;  // 0: no speculative decoding
+    uint64_t seed = 0;                // nonzero: requests without a seed get one derived from it (reproducible runs)
+    int num_speculative_tokens = 0;   // 0: no speculative decoding
     int spec_disable_batch_size = 0;  // > 0: no drafts in steps with more running sequences
 };
 

@@ -29,7 +29,7 @@ struct ScheduledSequence {
 struct SchedulerOutput {
     std::vector<ScheduledSequence> seqs;  // running sequences first (FCFS), then newly admitted ones
     std::vector<StateOp> state_ops;       // apply in order before the forward (slot resets, snapshot restores)
-    int64_t num_batched_tokens = 0;  // draft tokens included (vLLM's num_tokens_with_spec)
+    int64_t num_batched_tokens = 0;       // draft tokens included (vLLM's num_tokens_with_spec)
     int num_preempted = 0;
     bool propose_drafts = false;  // the drafter proposes for the next step (speculation is on at this batch size)
 
@@ -41,8 +41,8 @@ struct SequenceSample {
     // When sampled: [0] for the sequence, then one per fork child, in order. A verify step (drafts fed): the
     // accepted drafts, then the correction or bonus token.
     std::vector<GeneratedToken> tokens;
-    std::string error;  // set when this sequence's step failed (e.g. non-finite logits)
-    int accepted = 0;   // drafts accepted (verify steps)
+    std::string error;         // set when this sequence's step failed (e.g. non-finite logits)
+    int accepted = 0;          // drafts accepted (verify steps)
     DraftProposal next_draft;  // the drafter's proposal for the next step (empty: none)
     int64_t written_end = 0;   // end of what this step wrote into the slot (drafter rows included; 0: the computed end)
 };

@@ -1,10 +1,9 @@
 #include "server/serve_cli.h"
 
-#include "server/speculative_cli.h"
-
 #include "core/error.h"
 #include "server/http/cors.h"
 #include "server/model_files.h"
+#include "server/speculative_cli.h"
 
 namespace dsv4::server {
 namespace {

@@ -33,8 +33,9 @@ SpeculativeConfig parse_speculative_config(std::string_view json) {
     } catch (const nlohmann::json::parse_error& e) {
         fail("--speculative-config is not valid JSON ({}): {}", e.what(), json);
     }
-    DSV4_CHECK(doc.is_object(), "--speculative-config must be a JSON object, e.g. "
-                                "'{{\"method\":\"mtp\",\"num_speculative_tokens\":3}}'");
+    DSV4_CHECK(doc.is_object(),
+               "--speculative-config must be a JSON object, e.g. "
+               "'{{\"method\":\"mtp\",\"num_speculative_tokens\":3}}'");
     for (const auto& [key, value] : doc.items()) {
         if (key == "method") {
             c.method = typed<std::string>(value, key, "a string (mtp | dspark)");

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels_block_attention.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {

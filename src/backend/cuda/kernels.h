@@ -162,9 +162,6 @@ struct AttentionArgs {
 };
 constexpr int kMaxAttentionDim = 1024;
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a);
-// kernels_block_attention.cu: DSpark's draft block (ModelOps::block_attention): a.window ring rows before each
-// sequence's step plus all of its step rows (a.kv), bidirectional, with the sink; a.ring is the layer's ring.
-void launch_block_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a);
 // Exact / fast numerics: key splits with online softmax, merged with the sink. max_keys bounds every query's key
 // count; part_acc [N * H * splits * dim] and part_ml [N * H * splits * 2] are scratch.
 int attention_splits(int64_t n_tokens, int heads, int max_keys);

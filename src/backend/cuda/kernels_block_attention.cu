@@ -5,7 +5,7 @@
 #include <cfloat>
 
 #include "backend/cuda/attention_rows.cuh"
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_block_attention.h"
 
 namespace dsv4::cuda {
 namespace {

@@ -5,12 +5,12 @@
 // speculative steps gives the logits of a cold run; aborting a request mid-verify frees its state; a model without
 // draft weights refuses a drafter.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <map>
 #include <random>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "core/error.h"
@@ -94,27 +94,28 @@ void expect_same_tokens(const std::map<std::string, std::vector<int32_t>>& plain
 
 class SpecDecodeSynthetic : public ::testing::TestWithParam<const char*> {};
 
-// Prompts of 27-33 tokens generating 40: verify steps of 4 tokens cross the window (32, 64), HCA (16, 48) and
-// prefix-cache block (32, 64) boundaries at every offset; random drafts are nearly always rejected.
+// Prompts of 29 and 31 tokens generating 20 and 12: verify steps of 4 tokens cross the window (32), HCA (32, 48) and
+// prefix-cache block (32) boundaries at several offsets, CSA windows (4) all the time; random drafts are nearly
+// always rejected, so those positions are rewound and fed again. n = 2 completions share the prompt's state.
 TEST_P(SpecDecodeSynthetic, GreedyEqualsPlainGreedy) {
     const std::string method = GetParam();
     const std::string dir = synthetic_dir(method == std::string("mtp") ? "tiny-mtp" : "tiny-dspark");
-    std::vector<Request> requests;
-    for (size_t len : {27, 30, 31, 33}) requests.push_back({"p" + std::to_string(len), random_prompt(len, 512, len), 40});
-    requests.push_back({"n2", random_prompt(29, 512, 99), 24, 2});
+    const std::vector<Request> requests = {{"p29", random_prompt(29, 512, 29), 20},
+                                           {"n2", random_prompt(31, 512, 99), 12, 2}};
     RuntimeHarness plain(options_for(dir, ""));
     RuntimeHarness spec(options_for(dir, method));
     expect_same_tokens(run_all(plain, requests), run_all(spec, requests));
     const SchedulerStats& s = spec.scheduler().stats();
-    EXPECT_GT(s.spec_drafts_total, 20);
-    EXPECT_EQ(s.spec_draft_tokens_total, 3 * s.spec_drafts_total);  // budget and lengths never trimmed k here
+    EXPECT_GT(s.spec_drafts_total, 10);
+    EXPECT_LE(s.spec_draft_tokens_total, 3 * s.spec_drafts_total);  // k = 3, trimmed near max_tokens
+    EXPECT_GT(s.spec_draft_tokens_total, 2 * s.spec_drafts_total);
 }
 
 INSTANTIATE_TEST_SUITE_P(Methods, SpecDecodeSynthetic, ::testing::Values("mtp", "dspark"));
 
 TEST(SpecDecode, RewindDeeperThanTheCapacityReprefills) {
     const std::string dir = synthetic_dir("tiny-mtp");
-    const std::vector<Request> requests = {{"a", random_prompt(30, 512, 5), 24}, {"b", random_prompt(45, 512, 6), 24}};
+    const std::vector<Request> requests = {{"a", random_prompt(14, 512, 5), 8}};
     HarnessOptions o = options_for(dir, "mtp");
     o.rewind_capacity = 2;  // a 5-token verify step rejected early is rewound 3-4 positions
     o.spec_tokens = 4;
@@ -127,13 +128,13 @@ TEST(SpecDecode, RewindDeeperThanTheCapacityReprefills) {
 
 TEST(SpecDecode, PrefixHitAfterSpeculativeStepsGivesTheLogitsOfAColdRun) {
     const std::string dir = synthetic_dir("tiny-mtp");
-    const std::vector<int32_t> prompt = random_prompt(20, 512, 11);
+    const std::vector<int32_t> prompt = random_prompt(24, 512, 11);
     RuntimeHarness warm(options_for(dir, "mtp"));
-    warm.add("a", prompt, 30);  // decode crosses the block boundary at 32 in verify steps
+    warm.add("a", prompt, 16);  // decode crosses the block boundary at 32 in verify steps
     warm.run();
-    ASSERT_EQ(warm.output("a").tokens.size(), 30u);
+    ASSERT_EQ(warm.output("a").tokens.size(), 16u);
     std::vector<int32_t> next = prompt;
-    next.insert(next.end(), warm.output("a").tokens.begin(), warm.output("a").tokens.begin() + 20);
+    next.insert(next.end(), warm.output("a").tokens.begin(), warm.output("a").tokens.begin() + 12);
     warm.add("b", next, 1);
     warm.run();
     EXPECT_EQ(warm.output("b").cached, 32);  // served from the block and snapshot saved during speculation
@@ -150,13 +151,13 @@ TEST(SpecDecode, AbortMidVerifyFreesTheState) {
     HarnessOptions o = options_for(dir, "dspark");
     o.prefix_caching = false;
     RuntimeHarness h(o);
-    h.add("a", random_prompt(40, 512, 3), 50);
-    h.add("b", random_prompt(35, 512, 4), 6);
-    for (int i = 0; i < 6; ++i) h.step();  // both past their prompt, verifying drafts
+    h.add("a", random_prompt(20, 512, 3), 50);
+    h.add("b", random_prompt(18, 512, 4), 4);
+    for (int i = 0; i < 3; ++i) h.step();  // both past their prompt, verifying drafts
     ASSERT_GT(h.scheduler().stats().spec_drafts_total, 0);
     h.abort("a");
     h.run();
-    EXPECT_EQ(h.output("b").tokens.size(), 6u);
+    EXPECT_EQ(h.output("b").tokens.size(), 4u);
     EXPECT_LT(h.output("a").tokens.size(), 50u);
     EXPECT_EQ(h.kv().num_free_slots(), o.max_num_seqs);
     EXPECT_EQ(h.kv().num_free_blocks(), o.num_blocks);
@@ -170,7 +171,7 @@ class SpecDecodeDemo : public ::testing::TestWithParam<const char*> {};
 TEST_P(SpecDecodeDemo, GreedyEqualsPlainGreedyWithAcceptedDrafts) {
     const std::string method = GetParam();
     const std::string dir = demo_dir(method == std::string("mtp") ? "demo" : "demo-dspark");
-    const std::vector<Request> requests = {{"r0", demo_prompt(60, 0), 24}, {"r1", demo_prompt(50, 3), 24}};
+    const std::vector<Request> requests = {{"r0", demo_prompt(50, 29), 16}};  // crosses the window (64)
     HarnessOptions o = options_for(dir, method);
     o.block_tokens = 64;  // a multiple of the demo's HCA ratio (32)
     RuntimeHarness plain(options_for(dir, ""));
@@ -182,7 +183,8 @@ TEST_P(SpecDecodeDemo, GreedyEqualsPlainGreedyWithAcceptedDrafts) {
     expect_same_tokens(want, run_all(spec, requests));
     expect_same_tokens(want, run_all(chunked, requests));
     const SchedulerStats& s = spec.scheduler().stats();
-    EXPECT_GT(static_cast<double>(s.spec_accepted_tokens_total) / static_cast<double>(s.spec_drafts_total), 0.2);
+    // Random draft stages accept ~1 / vocabulary; the trained ones accept ~0.4-0.55 drafts per step (performance-log).
+    EXPECT_GT(static_cast<double>(s.spec_accepted_tokens_total) / static_cast<double>(s.spec_drafts_total), 0.1);
     EXPECT_EQ(s.spec_accepted_per_pos, chunked.scheduler().stats().spec_accepted_per_pos);
 }
 
