@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -71,6 +72,7 @@ struct OfflineOptions {
     uint64_t seed = 1;
     bool enforce_eager = false;      // decode steps without CUDA graphs
     std::string speculative_config;  // oracle mode (bench_oracle.h) when set
+    std::string model_dir;           // oracle mode: a checkpoint instead of synthetic weights
     std::vector<double> oracle_acceptance{2.5, 3.0, 5.6};
 };
 
@@ -244,12 +246,15 @@ void run_oracle_mode(const OfflineOptions& o) {
     oracle.prefill_chunk = o.prefill_chunk;
     oracle.seed = o.seed;
     oracle.enforce_eager = o.enforce_eager;
-    const ModelConfig config = preset_config(o);
+    oracle.model_dir = o.model_dir;
+    const ModelConfig config =
+        o.model_dir.empty() ? preset_config(o) : load_model_config(std::filesystem::path(o.model_dir) / "config.json");
     auto backend = make_backend(o);
-    std::printf("oracle speculative decoding: %s, k = %d, preset %s (%d layers, %d experts), context %lld\n",
-                oracle.speculative.method.c_str(), oracle.speculative.num_speculative_tokens, o.preset.c_str(),
+    const std::string model = o.model_dir.empty() ? o.preset : o.model_dir;
+    std::printf("oracle speculative decoding: %s, k = %d, model %s (%d layers, %d experts), context %lld\n",
+                oracle.speculative.method.c_str(), oracle.speculative.num_speculative_tokens, model.c_str(),
                 config.num_layers, config.n_routed_experts, static_cast<long long>(oracle.context));
-    const nlohmann::json out = {{"preset", o.preset},
+    const nlohmann::json out = {{"model", model},
                                 {"method", oracle.speculative.method},
                                 {"num_speculative_tokens", oracle.speculative.num_speculative_tokens},
                                 {"context", oracle.context},
@@ -338,6 +343,9 @@ const BenchmarkRegistrar kRegistrar{
             "each --oracle-acceptance length; the first --context is prefilled for real");
         app.add_option("--oracle-acceptance", o->oracle_acceptance, "Oracle tokens per verify step (default 2.5,3,5.6)")
             ->delimiter(',');
+        app.add_option("--model", o->model_dir,
+                       "Oracle mode: a checkpoint with draft stages instead of synthetic weights (e.g. models/demo; "
+                       "the CPU backend makes no synthetic weights)");
         app.callback([o] { run(*o); });
     }};
 

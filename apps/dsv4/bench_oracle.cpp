@@ -202,8 +202,9 @@ nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const Ora
     state.rewind_capacity = 16;
     o.blocks_per_slot = static_cast<int>((options.context + decode_steps + o.k + 256) / 256);
     state.num_blocks = o.blocks_per_slot * max_batch;
-    o.loaded =
-        make_synthetic_model(config, backend, state, options.seed, {}, DraftLoad{spec.method == "dspark" ? 3 : 1});
+    const DraftLoad drafts{spec.method == "dspark" ? 3 : 1};
+    o.loaded = options.model_dir.empty() ? make_synthetic_model(config, backend, state, options.seed, {}, drafts)
+                                         : load_model(options.model_dir, backend, state, {}, drafts);
     DraftOptions draft;
     draft.num_speculative_tokens = o.k;
     draft.probabilistic = false;

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -26,12 +27,14 @@ struct OracleOptions {
     int64_t prefill_chunk = 2048;
     uint64_t seed = 1;
     bool enforce_eager = false;
+    std::string model_dir;  // a checkpoint with draft stages instead of synthetic weights (the CPU backend needs one)
 };
 
 // Per-token acceptance probability whose expected tokens per step with k drafts is `length` (in [1, k + 1]).
 double oracle_alpha(double length, int k);
 
-// Runs every (batch, acceptance length) point on `backend` (which holds no model yet) and prints a table.
+// Runs every (batch, acceptance length) point on `backend` (which holds no model yet) and prints a table. config is
+// the synthetic model's, or options.model_dir's.
 nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const OracleOptions& options);
 
 }  // namespace dsv4::cli

@@ -174,7 +174,14 @@ void ModelRunner::draft(const SchedulerOutput& output, const ForwardResult& targ
         in.base = static_cast<uint64_t>(seq.sampler.num_output_tokens());
         in.temperature = seq.group->params.temperature;
     }
-    std::vector<DraftOutput> drafts = drafter_->step(target, inputs);
+    std::vector<DraftOutput> drafts;
+    try {
+        drafts = drafter_->step(target, inputs);
+    } catch (const std::exception&) {
+        // A drafter failure (e.g. non-finite draft logits) costs this step's proposals, never the requests: the
+        // next steps decode without drafts until the drafter proposes again.
+        return;
+    }
     for (size_t j = 0; j < drafts.size(); ++j) {
         result.samples[j].next_draft = std::move(drafts[j].proposal);
         result.samples[j].written_end = drafts[j].written_end;

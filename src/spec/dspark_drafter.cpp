@@ -199,12 +199,6 @@ std::vector<DraftOutput> DsparkDrafter::step(const ForwardResult& target, std::s
 }  // namespace
 
 std::unique_ptr<Drafter> make_dspark_drafter(DeepseekV4& model, DraftWeights weights, const DraftOptions& options) {
-    DSV4_CHECK(
-        weights.layout.kind == DraftKind::kDspark && weights.dspark.has_value() && model.config().dspark.has_value(),
-        "speculative method 'dspark' needs the DSpark stages of a -0731 checkpoint (mtp.0.main_proj, "
-        "markov_head, ...) and its dspark_* config keys; {}",
-        weights.layout.kind == DraftKind::kMtp ? "this checkpoint has an MTP stage: use method 'mtp'"
-                                               : "this checkpoint has no draft stages");
     return std::make_unique<DsparkDrafter>(model, std::move(weights), options);
 }
 

@@ -153,11 +153,6 @@ std::vector<DraftOutput> MtpDrafter::step(const ForwardResult& target, std::span
 }  // namespace
 
 std::unique_ptr<Drafter> make_mtp_drafter(DeepseekV4& model, DraftWeights weights, const DraftOptions& options) {
-    DSV4_CHECK(weights.layout.kind == DraftKind::kMtp && !weights.mtp.empty(),
-               "speculative method 'mtp' needs the MTP stage of the original V4 checkpoint (mtp.0.e_proj, "
-               "mtp.0.h_proj, ...); {}",
-               weights.layout.kind == DraftKind::kDspark ? "this checkpoint has DSpark stages: use method 'dspark'"
-                                                         : "this checkpoint has no draft stages");
     return std::make_unique<MtpDrafter>(model, std::move(weights), options);
 }
 

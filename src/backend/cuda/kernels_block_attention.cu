@@ -1,7 +1,7 @@
 // DSpark's draft-block attention on the GPU (ModelOps::block_attention, model-spec 3.2): every query of a sequence
 // attends to the ring rows of the `window` positions before the sequence's first step token and to all of the
-// sequence's step rows (bidirectional), plus the sink. One warp per (token, head), two passes (max, then sums), as
-// the reference attention kernel; the draft block is a handful of rows per sequence.
+// sequence's step rows (bidirectional), plus the sink. One warp per (token, head), the reference attention kernel's
+// two passes (attention_rows.cuh); the draft block is a handful of rows per sequence.
 #include <cfloat>
 
 #include "backend/cuda/attention_rows.cuh"
@@ -9,8 +9,6 @@
 
 namespace dsv4::cuda {
 namespace {
-
-constexpr int kMaxPerLane = kMaxAttentionDim / 32;
 
 // Stored row of key j of a query of sequence `seq`: context ring rows first, then the step rows; null when the ring
 // position would be negative (cannot happen for j < n_ctx) or the step row is outside the sequence.
@@ -28,51 +26,15 @@ __device__ inline const uint8_t* block_key_row(const StepMeta& m, const Attentio
 }
 
 template <int D, typename Acc>
-__device__ Acc block_dot(const float* q, const uint8_t* k, const RowFormatDev& f) {
-    Acc s = 0;
-    for (int i = threadIdx.x % 32; i < f.dim; i += 32) s += Acc(q[i]) * row_elem<D>(k, i, f);
-    return warp_sum(s);
-}
-
-template <int D, typename Acc>
 __global__ void block_attention_kernel(StepMeta m, AttentionArgs a) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
     const int64_t th = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
     if (th >= static_cast<int64_t>(m.n_tokens) * a.heads) return;
     const int t = static_cast<int>(th / a.heads), h = static_cast<int>(th % a.heads);
     const int seq = m.seq_of_token[t];
     const int n_ctx = static_cast<int>(min64(a.window, m.seq_start[seq]));
-    const int n_keys = n_ctx + m.seq_n_tokens[seq];
-    const float* q = a.q + th * a.dim;
-    Acc mx = -INFINITY;
-    for (int j = 0; j < n_keys; ++j) {
-        const uint8_t* k = block_key_row(m, a, seq, j, n_ctx);
-        if (k == nullptr) continue;
-        const Acc score = block_dot<D, Acc>(q, k, a.format) * Acc(a.scale);
-        mx = score > mx ? score : mx;
-    }
-    const Acc sink = a.sinks[h];
-    if (!a.reference) mx = sink > mx ? sink : mx;
-    Acc denom = exp_acc(sink - mx);
-    Acc acc[kMaxPerLane] = {};
-    for (int j = 0; j < n_keys; ++j) {
-        const uint8_t* k = block_key_row(m, a, seq, j, n_ctx);
-        if (k == nullptr) continue;
-        const Acc p = exp_acc(block_dot<D, Acc>(q, k, a.format) * Acc(a.scale) - mx);
-        denom += p;
-        const Acc pv = a.reference ? Acc(to_bf16(static_cast<float>(p))) : p;
-#pragma unroll
-        for (int r = 0; r < kMaxPerLane; ++r) {
-            const int i = lane + 32 * r;
-            if (i < a.dim) acc[r] += pv * row_elem<D>(k, i, a.format);
-        }
-    }
-    float* o = a.out + th * a.dim;
-#pragma unroll
-    for (int r = 0; r < kMaxPerLane; ++r) {
-        const int i = lane + 32 * r;
-        if (i < a.dim) o[i] = store_acc(acc[r] / denom, a.reference);
-    }
+    attend_two_pass<D, Acc>(a, th, h, n_ctx + m.seq_n_tokens[seq],
+                            [&](int j) { return block_key_row(m, a, seq, j, n_ctx); });
 }
 
 template <typename Acc>

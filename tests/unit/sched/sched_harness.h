@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,21 @@ class ShadowState {
     std::vector<std::vector<int32_t>> blocks_;
     std::vector<std::vector<int32_t>> snapshots_;
 };
+
+// A greedy request whose prompt is prompt_len consecutive ids from `first` (wrapped into [2, vocab)).
+inline GenerateRequest request(const std::string& id, int prompt_len, int max_tokens, int n = 1, int32_t first = 100,
+                               int64_t vocab = 1000) {
+    GenerateRequest r;
+    r.request_id = id;
+    r.prompt_tokens.resize(prompt_len);
+    std::iota(r.prompt_tokens.begin(), r.prompt_tokens.end(), first);
+    for (auto& t : r.prompt_tokens) t = 2 + t % static_cast<int32_t>(vocab - 2);
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    r.params.temperature = 0.0;
+    r.params.n = n;
+    return r;
+}
 
 // A deterministic "model": the next token depends on the whole history (so a recompute after preemption must
 // reproduce it), EOS (id 1) now and then.

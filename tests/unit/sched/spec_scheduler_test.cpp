@@ -38,16 +38,7 @@ SchedulerConfig sched_config(int k, int budget = 64, int disable = 0) {
 }
 
 GenerateRequest request(const std::string& id, int prompt_len, int max_tokens, int n = 1) {
-    GenerateRequest r;
-    r.request_id = id;
-    r.prompt_tokens.resize(prompt_len);
-    std::iota(r.prompt_tokens.begin(), r.prompt_tokens.end(), 7 * prompt_len);
-    for (auto& t : r.prompt_tokens) t = 2 + t % static_cast<int32_t>(kVocab - 2);
-    r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;
-    r.params.temperature = 0.0;
-    r.params.n = n;
-    return r;
+    return sched_test::request(id, prompt_len, max_tokens, n, 7 * prompt_len, kVocab);
 }
 
 struct SpecFixture {
