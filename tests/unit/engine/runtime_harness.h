@@ -40,6 +40,7 @@ struct HarnessOptions {
     bool spec_probabilistic = true;
     VerifyMethod verify = VerifyMethod::kStandard;
     int spec_disable_batch_size = 0;
+    double spec_confidence_threshold = 0.0;
 };
 
 class RuntimeHarness {
@@ -58,6 +59,7 @@ class RuntimeHarness {
             DraftOptions d;
             d.num_speculative_tokens = o.spec_tokens;
             d.probabilistic = o.spec_probabilistic;
+            d.confidence_threshold = o.spec_confidence_threshold;
             drafter_ = make_drafter(o.spec_method, *loaded_->model, std::move(loaded_->drafts), d);
             runner_.set_drafter(drafter_.get(), o.verify);
         }

@@ -190,6 +190,23 @@ TEST_P(SpecDecodeDemo, GreedyEqualsPlainGreedyWithAcceptedDrafts) {
 
 INSTANTIATE_TEST_SUITE_P(Methods, SpecDecodeDemo, ::testing::Values("mtp", "dspark"));
 
+// DSpark's confidence scheduling: drafts stop where the survival of the confidence head's estimates falls below the
+// threshold, so fewer than k drafts are fed on average, and the output is still plain greedy's.
+TEST(SpecDecode, DsparkConfidenceShortensTheDrafts) {
+    const std::string dir = demo_dir("demo-dspark");
+    const std::vector<Request> requests = {{"r0", demo_prompt(30, 58), 10}};
+    HarnessOptions o = options_for(dir, "dspark");
+    o.block_tokens = 64;
+    o.spec_tokens = 5;
+    o.spec_confidence_threshold = 0.3;
+    RuntimeHarness plain(options_for(dir, ""));
+    RuntimeHarness spec(o);
+    expect_same_tokens(run_all(plain, requests), run_all(spec, requests));
+    const SchedulerStats& s = spec.scheduler().stats();
+    ASSERT_GT(s.spec_drafts_total, 0);
+    EXPECT_LT(s.spec_draft_tokens_total, 4 * s.spec_drafts_total);
+}
+
 TEST(SpecDecode, ModelsWithoutTheDraftWeightsRefuseTheDrafter) {
     auto backend = make_cpu_backend(Numerics::kExact, 1);
     StateConfig state;
