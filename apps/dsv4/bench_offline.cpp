@@ -4,58 +4,33 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "bench_oracle.h"
 #include "bench_registry.h"
+#include "bench_weights.h"
 #include "core/error.h"
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
 #include "model/model_loader.h"
+#include "model/synthetic_presets.h"
 #include "model/tensor_spec.h"
 #include "runtime/step_graphs.h"
+#include "server/speculative_cli.h"
 #include "state/state_format.h"
 #ifdef DSV4_WITH_CUDA
 #include "backend/cuda/cuda_factory.h"
 #endif
 
 namespace dsv4::cli {
-namespace {
-
-struct OfflineOptions {
-    std::string preset = "flash";
-    int layers = 0;
-    int experts = 0;
-    std::string device = "cuda";
-    std::string numerics = "exact";
-    std::string kv_cache_dtype = "fp8";
-    std::vector<int> batches{1, 8, 64};
-    std::vector<int64_t> contexts{1024, 8192};
-    std::vector<int64_t> prefills{1024, 8192};
-    int64_t prefill_chunk = 2048;  // the engine's default token budget per step
-    int steps = 8;
-    std::string json_out;
-    uint64_t seed = 1;
-    bool enforce_eager = false;  // decode steps without CUDA graphs
-};
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Bytes of the weights a decode step reads besides the routed experts, and one routed expert's bytes.
-struct WeightBytes {
-    double non_expert = 0.0;  // excluding the embedding table (a step reads B rows of it)
-    double per_expert = 0.0;
-    double active_params = 0.0;  // per token: everything but the embedding table and the unused experts
-};
 
 WeightBytes weight_bytes(const ModelConfig& c) {
     WeightBytes w;
@@ -77,6 +52,43 @@ WeightBytes weight_bytes(const ModelConfig& c) {
     w.per_expert = expert_bytes_all / experts;
     w.active_params += expert_params_all / experts * c.n_experts_per_tok * c.num_layers;
     return w;
+}
+
+namespace {
+
+struct OfflineOptions {
+    std::string preset = "flash";
+    int layers = 0;
+    int experts = 0;
+    std::string device = "cuda";
+    std::string numerics = "exact";
+    std::string kv_cache_dtype = "fp8";
+    std::vector<int> batches{1, 8, 64};
+    std::vector<int64_t> contexts{1024, 8192};
+    std::vector<int64_t> prefills{1024, 8192};
+    int64_t prefill_chunk = 2048;  // the engine's default token budget per step
+    int steps = 8;
+    std::string json_out;
+    uint64_t seed = 1;
+    bool enforce_eager = false;      // decode steps without CUDA graphs
+    std::string speculative_config;  // oracle mode (bench_oracle.h) when set
+    std::string model_dir;           // oracle mode: a checkpoint instead of synthetic weights
+    std::vector<double> oracle_acceptance{2.5, 3.0, 5.6};
+};
+
+// flash / flash-0731 / flash-160 (model/flash_preset.h), or a `make-model` preset (tiny, tiny-mtp, mid, ...).
+ModelConfig preset_config(const OfflineOptions& o) {
+    if (o.preset.rfind("flash", 0) == 0) return flash_preset_config(o.preset, o.layers, o.experts);
+    SyntheticModel m = synthetic_preset(o.preset);
+    truncate_synthetic_model(m, o.layers > 0 ? std::optional<int>(o.layers) : std::nullopt,
+                             o.experts > 0 ? std::optional<int>(o.experts) : std::nullopt);
+    return parse_model_config(m.config);
+}
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 // State bytes a decode token reads at context `ctx` with rows and indexer keys stored as `dtype`.
@@ -124,7 +136,7 @@ struct Setup {
 
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     Setup s;
-    s.config = flash_preset_config(o.preset, o.layers, o.experts);
+    s.config = preset_config(o);
     s.backend = make_backend(o);
     StateConfig state;
     state.max_slots = max_batch;
@@ -224,7 +236,39 @@ void print_breakdown(const nlohmann::json& r) {
     std::printf("\n");
 }
 
+void run_oracle_mode(const OfflineOptions& o) {
+    OracleOptions oracle;
+    oracle.speculative = server::parse_speculative_config(o.speculative_config);
+    oracle.acceptance_lengths = o.oracle_acceptance;
+    oracle.batches = o.batches;
+    oracle.context = o.contexts.empty() ? 256 : o.contexts.front();
+    oracle.steps = o.steps;
+    oracle.prefill_chunk = o.prefill_chunk;
+    oracle.seed = o.seed;
+    oracle.enforce_eager = o.enforce_eager;
+    oracle.model_dir = o.model_dir;
+    const ModelConfig config =
+        o.model_dir.empty() ? preset_config(o) : load_model_config(std::filesystem::path(o.model_dir) / "config.json");
+    auto backend = make_backend(o);
+    const std::string model = o.model_dir.empty() ? o.preset : o.model_dir;
+    std::printf("oracle speculative decoding: %s, k = %d, model %s (%d layers, %d experts), context %lld\n",
+                oracle.speculative.method.c_str(), oracle.speculative.num_speculative_tokens, model.c_str(),
+                config.num_layers, config.n_routed_experts, static_cast<long long>(oracle.context));
+    const nlohmann::json out = {{"model", model},
+                                {"method", oracle.speculative.method},
+                                {"num_speculative_tokens", oracle.speculative.num_speculative_tokens},
+                                {"context", oracle.context},
+                                {"device", o.device},
+                                {"numerics", o.numerics},
+                                {"oracle", run_oracle(config, *backend, oracle)}};
+    if (!o.json_out.empty()) std::ofstream(o.json_out) << out.dump(2) << "\n";
+}
+
 void run(const OfflineOptions& o) {
+    if (!o.speculative_config.empty()) {
+        run_oracle_mode(o);
+        return;
+    }
     double copy_tbps = 4.3, gemm_tflops = 790.0;
     nlohmann::json out;
 #ifdef DSV4_WITH_CUDA
@@ -277,7 +321,8 @@ void run(const OfflineOptions& o) {
 const BenchmarkRegistrar kRegistrar{
     "offline", "Decode/prefill throughput of a synthetic full-size model (no checkpoint needed)", [](CLI::App& app) {
         auto o = std::make_shared<OfflineOptions>();
-        app.add_option("--preset", o->preset, "flash | flash-0731 | flash-160 (160 experts)");
+        app.add_option("--preset", o->preset,
+                       "flash | flash-0731 | flash-160 (160 experts), or a make-model preset (mid, tiny-mtp, ...)");
         app.add_option("--layers", o->layers, "Truncate to L layers (0 = all)");
         app.add_option("--experts", o->experts, "Routed experts (0 = the preset's)");
         app.add_option("--device", o->device, "cuda | cpu");
@@ -291,6 +336,16 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--json", o->json_out, "Write the results as JSON");
         app.add_option("--seed", o->seed, "Weight seed");
         app.add_flag("--enforce-eager", o->enforce_eager, "Run decode steps eagerly (no CUDA graphs)");
+        app.add_option(
+            "--speculative-config", o->speculative_config,
+            "Oracle speculative decoding (vLLM's JSON, e.g. {\"method\":\"mtp\",\"num_speculative_tokens\":3}): "
+            "drafts are the target's greedy continuation, accepted per token with the probability giving "
+            "each --oracle-acceptance length; the first --context is prefilled for real");
+        app.add_option("--oracle-acceptance", o->oracle_acceptance, "Oracle tokens per verify step (default 2.5,3,5.6)")
+            ->delimiter(',');
+        app.add_option("--model", o->model_dir,
+                       "Oracle mode: a checkpoint with draft stages instead of synthetic weights (e.g. models/demo; "
+                       "the CPU backend makes no synthetic weights)");
         app.callback([o] { run(*o); });
     }};
 

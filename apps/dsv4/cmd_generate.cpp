@@ -13,6 +13,7 @@
 #include "command.h"
 #include "core/error.h"
 #include "dsv4/engine.h"
+#include "server/speculative_cli.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -41,6 +42,8 @@ struct GenerateOptions {
     int64_t kv_cache_bytes = 0;
     std::string kv_cache_dtype = "auto";
     bool enforce_eager = false;
+    std::string speculative_config;  // vLLM's --speculative-config JSON
+    int rewind_capacity = 16;
 };
 
 std::vector<int32_t> parse_token_list(const std::string& text) {
@@ -109,6 +112,8 @@ EngineConfig engine_config(const GenerateOptions& o) {
     c.kv_cache_bytes = o.kv_cache_bytes;
     c.kv_cache_dtype = o.kv_cache_dtype;
     c.enforce_eager = o.enforce_eager;
+    c.speculative = server::parse_speculative_config(o.speculative_config);
+    c.rewind_capacity = o.rewind_capacity;
     return c;
 }
 
@@ -161,6 +166,19 @@ std::string ids_text(const std::vector<int32_t>& ids) {
     std::string s;
     for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
     return s;
+}
+
+// Speculative decoding: drafts accepted per verify step, tokens per step and the acceptance of each position.
+void print_acceptance(const EngineStats& s) {
+    const double steps = static_cast<double>(s.spec_drafts_total);
+    std::fprintf(stderr,
+                 "speculative: %lld verify steps, %lld drafts, %lld accepted: %.3f accepted drafts/step, "
+                 "%.3f tokens/step; per position:",
+                 static_cast<long long>(s.spec_drafts_total), static_cast<long long>(s.spec_draft_tokens_total),
+                 static_cast<long long>(s.spec_accepted_tokens_total), s.spec_accepted_tokens_total / steps,
+                 (s.spec_accepted_tokens_total + steps) / steps);
+    for (int64_t n : s.spec_accepted_per_pos) std::fprintf(stderr, " %.3f", static_cast<double>(n) / steps);
+    std::fprintf(stderr, "\n");
 }
 
 void run(const GenerateOptions& o) {
@@ -217,6 +235,8 @@ void run(const GenerateOptions& o) {
                  static_cast<double>(generated) / total_s,
                  std::chrono::duration<double, std::milli>(first_token - start).count(),
                  decode_s > 0 && decode_tokens > 0 ? static_cast<double>(decode_tokens) / decode_s : 0.0);
+    const EngineStats stats = engine->stats();
+    if (stats.spec_drafts_total > 0) print_acceptance(stats);
     engine->shutdown(std::chrono::seconds(5));
 }
 
@@ -236,6 +256,10 @@ const CommandRegistrar kRegistrar{
         app.add_flag("--ignore-eos", o->ignore_eos, "Do not stop at the end-of-sequence token");
         app.add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token to a text prompt");
         app.add_flag("--enforce-eager", o->enforce_eager, "Run every step eagerly (no CUDA graphs)");
+        app.add_option("--speculative-config", o->speculative_config,
+                       "Speculative decoding (vLLM's JSON), e.g. {\"method\":\"mtp\",\"num_speculative_tokens\":3}");
+        app.add_option("--rewind-capacity", o->rewind_capacity,
+                       "Positions a sequence can be rewound without recompute (default 16)");
         app.add_option("--numerics", o->numerics, "exact | reference | fast");
         app.add_option("--device", o->device, "cpu | cuda");
         app.add_option("--threads", o->threads, "CPU threads (0 = all)");

@@ -16,6 +16,18 @@
 
 namespace dsv4 {
 
+// Speculative decoding (vLLM's --speculative-config keys; docs/operations.md). method empty: off.
+struct SpeculativeConfig {
+    std::string method;              // "" | "mtp" (original V4-Flash's MTP stage) | "dspark" (-0731's DSpark stages)
+    int num_speculative_tokens = 0;  // k drafts per step, [1, 15] (a verify step feeds k + 1 tokens per sequence)
+    std::string draft_sample_method = "probabilistic";  // greedy | probabilistic (drafts drawn from the draft model)
+    std::string rejection_sample_method = "standard";   // standard (token by token) | block (Sun et al.)
+    int disable_by_batch_size = 0;      // no drafts in steps with more running sequences than this (0: never off)
+    double confidence_threshold = 0.0;  // dspark: a request's drafts stop where the survival falls below (0: off)
+
+    bool enabled() const { return !method.empty(); }
+};
+
 struct EngineConfig {
     std::string model_dir;           // config.json + safetensors (original or HF names)
     std::string device = "cpu";      // "cpu" or "cuda"
@@ -36,6 +48,7 @@ struct EngineConfig {
     std::string kv_cache_dtype = "auto";  // auto | f32 | bf16 | fp8 (fp8_ds_mla); auto: f32 exact, else fp8
     int block_tokens = 256;               // positions per state block (multiple of every compression ratio)
     bool enable_prefix_caching = true;
+    int rewind_capacity = 16;  // positions a sequence can be truncated without recompute (verify steps' rejections)
     int num_prefix_snapshots = -1;  // boundary snapshots kept for prefix caching (-1 = auto: 2 per slot)
     uint64_t seed = 0;              // seed of the engine's unseeded-request seeds (0 = random)
 
@@ -48,6 +61,8 @@ struct EngineConfig {
     // model_dir's config.json and safetensors. model_dir still provides the tokenizer and the chat template.
     std::string synthetic_preset;
     int synthetic_layers = 0;  // > 0: the preset truncated to this depth
+
+    SpeculativeConfig speculative;
 };
 
 enum class FinishReason : uint8_t {
@@ -128,8 +143,10 @@ struct EngineStats {
     double kv_cache_usage = 0.0;       // fraction of state blocks in use
     int64_t preemptions_total = 0;
     int64_t steps_total = 0;
-    int64_t spec_draft_tokens_total = 0;
+    int64_t spec_drafts_total = 0;        // verify steps of a sequence (draft proposals checked)
+    int64_t spec_draft_tokens_total = 0;  // draft tokens checked
     int64_t spec_accepted_tokens_total = 0;
+    std::vector<int64_t> spec_accepted_per_pos;  // [i]: proposals whose draft i was accepted
     int64_t requests_finished_total = 0;
     // Steps by tokens computed in the step: [i] counts steps with more than kStepTokenBounds[i - 1] and at most
     // kStepTokenBounds[i] tokens; the last entry counts the steps above the last bound.

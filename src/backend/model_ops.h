@@ -29,6 +29,10 @@ class ModelOps {
     virtual size_t scratch_mark() { return 0; }
     virtual void scratch_release(size_t mark) { (void)mark; }
     virtual void begin_step(const StepBatch& batch) = 0;
+    // Like begin_step (the ops read this batch's tokens, positions, slots and tables from now on) but keeps the
+    // scratch and the results of the steps before it: drafters (src/spec) run their steps on the hidden states of the
+    // target step they follow.
+    virtual void begin_substep(const StepBatch& batch) = 0;
     // Copies a float32 tensor to the host (logits, tests).
     virtual void to_host(const Tensor& t, float* out) = 0;
     // Copies host bytes (numel x element size) into a backend tensor (tests, inputs).
@@ -69,6 +73,12 @@ class ModelOps {
     // complete HCA entries, or the CSA top-k picks). q [N, H, d], kv [N, d]; out [N, H, d].
     virtual void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                            const Tensor* topk, float scale, Tensor out) = 0;
+    // DSpark's draft-block attention (model-spec 3.2): every query of a sequence attends to the ring rows of the
+    // `sliding_window` positions before the sequence's first step token (start_pos - window .. start_pos - 1, those
+    // >= 0: its context rows) and to all of the sequence's step rows (kv, bidirectional), plus the sink. Writes no
+    // state. q [N, H, d], kv [N, d]; out [N, H, d].
+    virtual void block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
+                                 Tensor out) = 0;
     // Writes this step's K=V rows into each sequence's ring (after attention has read the old rows).
     virtual void store_window(int layer, const Tensor& kv /*[N, d]*/) = 0;
 

@@ -13,9 +13,11 @@ EngineCore::EngineCore(EngineParts parts)
       info_(std::move(parts.info)),
       backend_(std::move(parts.backend)),
       model_(std::move(parts.model)),
+      drafter_(std::move(parts.drafter)),
       kv_(parts.kv),
       scheduler_(std::move(parts.scheduler), kv_),
       runner_(*model_->model, config_.enforce_eager) {
+    runner_.set_drafter(drafter_.get(), parts.verify_method);
     publish_stats();
     thread_ = std::thread([this] { run(); });
 }
@@ -278,6 +280,10 @@ void EngineCore::publish_stats() {
     stats_.kv_cache_usage = kv_.usage();
     stats_.preemptions_total = s.preemptions_total;
     stats_.requests_finished_total = s.requests_finished_total;
+    stats_.spec_drafts_total = s.spec_drafts_total;
+    stats_.spec_draft_tokens_total = s.spec_draft_tokens_total;
+    stats_.spec_accepted_tokens_total = s.spec_accepted_tokens_total;
+    stats_.spec_accepted_per_pos = s.spec_accepted_per_pos;
 }
 
 }  // namespace dsv4

@@ -23,6 +23,7 @@
 #include "model/model_loader.h"
 #include "runtime/model_runner.h"
 #include "sched/scheduler.h"
+#include "spec/drafter.h"
 
 namespace dsv4 {
 
@@ -33,6 +34,8 @@ struct EngineParts {
     KvCacheConfig kv;
     SchedulerConfig scheduler;
     ModelInfo info;
+    std::unique_ptr<Drafter> drafter;  // speculative decoding (null: off); drafts on model's backend
+    VerifyMethod verify_method = VerifyMethod::kStandard;
 };
 
 class EngineCore final : public Engine {
@@ -79,6 +82,7 @@ class EngineCore final : public Engine {
     ModelInfo info_;
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<LoadedModel> model_;
+    std::unique_ptr<Drafter> drafter_;
     KvCacheManager kv_;
     Scheduler scheduler_;
     ModelRunner runner_;

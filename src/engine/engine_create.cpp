@@ -8,14 +8,34 @@
 #include "engine/engine_core.h"
 #include "kv/state_plan.h"
 #include "model/flash_preset.h"
+#include "model/tensor_spec.h"
+#include "sample/spec_verify.h"
+#include "spec/drafter.h"
 
 namespace dsv4 {
 namespace {
 
-// Positions a slot can be rewound without recompute (speculative decoding); also how far past a block boundary a
-// step may end and still save that boundary's prefix-cache snapshot.
-constexpr int kRewindCapacity = 16;
 constexpr uint64_t kSyntheticSeed = 1;  // synthetic weights: the same model on every run
+
+// The largest k: a verify step feeds k + 1 tokens per sequence, and steps of up to kMaxGraphTokensPerSeq are graphed.
+constexpr int kMaxSpeculativeTokens = 15;
+
+void check_speculative_config(const SpeculativeConfig& s) {
+    if (!s.enabled()) return;
+    DSV4_CHECK(s.method == "mtp" || s.method == "dspark", "speculative method '{}' is not supported (mtp | dspark)",
+               s.method);
+    DSV4_CHECK(s.num_speculative_tokens >= 1 && s.num_speculative_tokens <= kMaxSpeculativeTokens,
+               "num_speculative_tokens must be in [1, {}], got {}", kMaxSpeculativeTokens, s.num_speculative_tokens);
+    DSV4_CHECK(s.draft_sample_method == "greedy" || s.draft_sample_method == "probabilistic",
+               "draft_sample_method '{}' is not supported (greedy | probabilistic)", s.draft_sample_method);
+    parse_verify_method(s.rejection_sample_method);  // throws naming the accepted values
+    DSV4_CHECK(s.disable_by_batch_size >= 0, "disable_by_batch_size must be >= 0 (0: never), got {}",
+               s.disable_by_batch_size);
+    DSV4_CHECK(s.confidence_threshold >= 0.0 && s.confidence_threshold < 1.0,
+               "confidence_threshold must be in [0, 1), got {}", s.confidence_threshold);
+    DSV4_CHECK(s.confidence_threshold == 0.0 || s.method == "dspark",
+               "confidence_threshold needs DSpark's confidence head (method 'dspark')");
+}
 
 void check_config(const EngineConfig& c) {
     DSV4_CHECK(c.max_num_seqs > 0, "max_num_seqs must be positive, got {}", c.max_num_seqs);
@@ -29,6 +49,32 @@ void check_config(const EngineConfig& c) {
     DSV4_CHECK(c.block_tokens > 0, "block_tokens must be positive, got {}", c.block_tokens);
     DSV4_CHECK(c.num_prefix_snapshots >= -1, "num_prefix_snapshots must be >= -1 (-1 = automatic), got {}",
                c.num_prefix_snapshots);
+    // rewind_capacity: positions a slot can be truncated without recompute (speculative decoding's rejections);
+    // also how far past a block boundary a step may end and still save that boundary's prefix-cache snapshot.
+    DSV4_CHECK(c.rewind_capacity >= 0, "rewind_capacity must be >= 0, got {}", c.rewind_capacity);
+    check_speculative_config(c.speculative);
+}
+
+// Draft-stage rings a speculative method keeps per slot (spec/: MTP runs its one stage recursively).
+int draft_state_stages(const SpeculativeConfig& spec, const ModelConfig& model) {
+    if (!spec.enabled()) return 0;
+    if (spec.method == "mtp") return 1;
+    DSV4_CHECK(model.dspark.has_value(),
+               "speculative method 'dspark' needs a -0731 checkpoint (dspark_* keys in config.json); this model has "
+               "{}",
+               model.num_nextn_predict_layers > 0 ? "an MTP stage: use method 'mtp'" : "no draft stages");
+    return 3;
+}
+
+// The runner's drafter and verification method (null drafter: no speculative decoding).
+void make_speculation(const SpeculativeConfig& spec, EngineParts& parts) {
+    if (!spec.enabled()) return;
+    DraftOptions options;
+    options.num_speculative_tokens = spec.num_speculative_tokens;
+    options.probabilistic = spec.draft_sample_method == "probabilistic";
+    options.confidence_threshold = spec.confidence_threshold;
+    parts.drafter = make_drafter(spec.method, *parts.model->model, std::move(parts.model->drafts), options);
+    parts.verify_method = parse_verify_method(spec.rejection_sample_method);
 }
 
 std::string model_name(const std::string& dir) {
@@ -61,18 +107,20 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
                config.max_model_len, model_config.max_position_embeddings);
 
     const StateDtype dtype = device.state_dtype(config);
-    const StateLayout layout = compute_state_layout(model_config, config.block_tokens, kRewindCapacity, dtype);
+    const DraftLoad drafts{draft_state_stages(config.speculative, model_config)};
+    const ModelConfig state_config = config_with_draft_state(model_config, drafts.state_stages);
+    const StateLayout layout = compute_state_layout(state_config, config.block_tokens, config.rewind_capacity, dtype);
     StatePlanRequest request;
     request.max_slots = config.max_num_seqs;
     request.block_tokens = config.block_tokens;
-    request.rewind_capacity = kRewindCapacity;
+    request.rewind_capacity = config.rewind_capacity;
     request.num_snapshots = config.enable_prefix_caching ? config.num_prefix_snapshots : 0;
     request.budget_bytes = config.kv_cache_bytes > 0
                                ? config.kv_cache_bytes
                                : device.default_state_bytes(config, int64_t{config.max_num_seqs} * layout.slot_bytes);
     // An explicit max_model_len must fit; the default is capped by what fits.
     request.min_tokens = config.max_model_len > 0 ? config.max_model_len : config.block_tokens;
-    const StatePlan plan = plan_state(model_config, request, dtype);
+    const StatePlan plan = plan_state(state_config, request, dtype);
     const int64_t max_model_len = config.max_model_len > 0
                                       ? config.max_model_len
                                       : std::min<int64_t>(model_config.max_position_embeddings, plan.token_capacity);
@@ -81,8 +129,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.config = config;
     parts.config.max_model_len = static_cast<int>(std::min<int64_t>(max_model_len, INT32_MAX));
     parts.backend = device.create(config);
-    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed)
-                            : load_model(dir, *parts.backend, plan.state);
+    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed, {}, drafts)
+                            : load_model(dir, *parts.backend, plan.state, {}, drafts);
+    make_speculation(config.speculative, parts);
     parts.kv.max_slots = plan.state.max_slots;
     parts.kv.num_blocks = plan.state.num_blocks;
     parts.kv.block_tokens = plan.state.block_tokens;
@@ -96,6 +145,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.scheduler.vocab_size = model_config.vocab_size;
     parts.scheduler.eos_token_ids = {model_config.eos_token_id};
     parts.scheduler.seed = config.seed;
+    parts.scheduler.num_speculative_tokens =
+        config.speculative.enabled() ? config.speculative.num_speculative_tokens : 0;
+    parts.scheduler.spec_disable_batch_size = config.speculative.disable_by_batch_size;
     parts.info.name = model_name(config.model_dir);
     parts.info.vocab_size = model_config.vocab_size;
     parts.info.max_model_len = parts.config.max_model_len;

@@ -118,7 +118,7 @@ int64_t KvCacheManager::limit_chunk(const SequenceKv& kv, int64_t computed, int6
 }
 
 void KvCacheManager::on_computed(SequenceKv& kv, std::span<const int32_t> tokens, int64_t before, int64_t after,
-                                 std::vector<StateOp>& ops) {
+                                 std::vector<StateOp>& ops, int64_t written_end) {
     if (!prefix_caching() || after <= before) return;
     const int64_t bt = config_.block_tokens;
     const int64_t full_before = before / bt, full_after = after / bt;
@@ -128,7 +128,7 @@ void KvCacheManager::on_computed(SequenceKv& kv, std::span<const int32_t> tokens
                after, kv.blocks.size());
     for (int64_t k = full_before; k < full_after; ++k) blocks_.register_full(kv.blocks[k], kv.hashes[k]);
     const int64_t boundary = full_after * bt;
-    if (after - boundary > config_.rewind_capacity || snapshots_.capacity() == 0) return;
+    if (std::max(after, written_end) - boundary > config_.rewind_capacity || snapshots_.capacity() == 0) return;
     const BlockHash& key = kv.hashes[full_after - 1];
     if (snapshots_.find(key)) return;  // another sequence saved this prefix already
     const int32_t snapshot = *snapshots_.acquire(key);

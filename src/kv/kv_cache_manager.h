@@ -100,9 +100,12 @@ class KvCacheManager {
     // saved after the step otherwise (see the header comment).
     int64_t limit_chunk(const SequenceKv& kv, int64_t computed, int64_t end, int64_t prompt_tokens) const;
     // After a step that computed positions [before, after) of a sequence with these tokens: caches the blocks that
-    // became full and saves a snapshot at the last boundary crossed if the slot still holds its rows.
+    // became full and saves a snapshot at the last boundary crossed if the slot still holds its rows. written_end
+    // (>= after; 0 = after): the end of what the step wrote into the slot, rejected draft positions and draft rows
+    // included; those positions are never hashed, and they evict ring rows, so a snapshot is only taken while
+    // written_end - boundary <= rewind_capacity.
     void on_computed(SequenceKv& kv, std::span<const int32_t> tokens, int64_t before, int64_t after,
-                     std::vector<StateOp>& ops);
+                     std::vector<StateOp>& ops, int64_t written_end = 0);
     // n > 1: `child` (holding a slot, no blocks) continues from the parent's state after `computed` positions.
     // false, changing nothing, when no block is free for the copy of the partial last block.
     bool fork(const SequenceKv& parent, int64_t computed, SequenceKv& child, std::vector<StateOp>& ops);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/tensor_spec.h"
 
 namespace dsv4 {
 
@@ -49,8 +50,8 @@ ForwardResult DeepseekV4::run(const StepBatch& batch, const ForwardRequest& requ
     b.embed(weights_.embed, streams);
     for (int l = 0; l < config_.num_layers; ++l) {
         const size_t mark = b.scratch_mark();  // the layer's temporaries are released at its end
-        attention_site(l, streams);
-        ffn_site(l, streams);
+        attention_site(backbone(l), streams);
+        ffn_site(backbone(l), streams);
         if (debug_hook) debug_hook("layer" + std::to_string(l), streams);
         b.scratch_release(mark);
         for (size_t i = 0; i < request.hidden_layers.size(); ++i) {
@@ -69,9 +70,19 @@ ForwardResult DeepseekV4::run(const StepBatch& batch, const ForwardRequest& requ
     return result;
 }
 
-void DeepseekV4::attention_site(int layer, Tensor streams) {
+void DeepseekV4::draft_block(const LayerWeights& w, int state_layer, Tensor streams, BlockAttention mode) {
+    const LayerConfig lc = draft_layer_config(config_);
+    const BlockRef block{w, lc, state_layer, mode};
+    const size_t mark = backend_.scratch_mark();
+    attention_site(block, streams);
+    ffn_site(block, streams);
+    backend_.scratch_release(mark);
+}
+
+void DeepseekV4::attention_site(const BlockRef& block, Tensor streams) {
     Backend& b = backend_;
-    const LayerWeights& w = weights_.layers[layer];
+    const LayerWeights& w = block.w;
+    const int layer = block.state_layer;
     const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
     Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}),
@@ -79,15 +90,16 @@ void DeepseekV4::attention_site(int layer, Tensor streams) {
     b.region("mhc");
     b.hc_pre(streams, w.hc_attn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
     b.rms_norm(u, &w.attn_norm, eps, u);
-    Tensor y = attention(layer, u);
+    Tensor y = attention(block, u);
     if (debug_hook) debug_hook("attn" + std::to_string(layer), y);
     b.region("mhc");
     b.hc_post(streams, y, post, comb);
 }
 
-void DeepseekV4::ffn_site(int layer, Tensor streams) {
+void DeepseekV4::ffn_site(const BlockRef& block, Tensor streams) {
     Backend& b = backend_;
-    const LayerWeights& w = weights_.layers[layer];
+    const LayerWeights& w = block.w;
+    const int layer = block.state_layer;
     const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size, k = config_.n_experts_per_tok;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
     Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}),
@@ -97,10 +109,10 @@ void DeepseekV4::ffn_site(int layer, Tensor streams) {
     b.rms_norm(u, &w.ffn_norm, eps, u);
     Tensor weights = b.alloc(DType::kF32, {n, k}), ids = b.alloc(DType::kI32, {n, k});
     b.region("router");
-    b.route(u, w.ffn, config_, config_.layers[layer].routing, weights, ids);
+    b.route(u, w.ffn, config_, block.lc.routing, weights, ids);
     Tensor y = b.alloc(DType::kF32, {n, d});
     b.region("experts+shared");
-    if (moe_dispatch_ != nullptr) {
+    if (moe_dispatch_ != nullptr && layer < config_.num_layers) {  // draft stages keep every expert locally
         moe_dispatch_->moe(layer, u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
     } else {
         b.moe(u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
@@ -110,10 +122,11 @@ void DeepseekV4::ffn_site(int layer, Tensor streams) {
     b.hc_post(streams, y, post, comb);
 }
 
-Tensor DeepseekV4::attention(int layer, const Tensor& x) {
+Tensor DeepseekV4::attention(const BlockRef& block, const Tensor& x) {
     Backend& b = backend_;
-    const LayerConfig& lc = config_.layers[layer];
-    const AttentionWeights& w = weights_.layers[layer].attn;
+    const int layer = block.state_layer;
+    const LayerConfig& lc = block.lc;
+    const AttentionWeights& w = block.w.attn;
     const int64_t n = x.size(0), heads = config_.num_heads, hd = config_.head_dim;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
 
@@ -144,12 +157,17 @@ Tensor DeepseekV4::attention(int layer, const Tensor& x) {
         b.linear(x, c.wgate, LinearKind::kF32Out, g);
         b.compress(layer, CompressorRole::kMain, a, g, c, lc.rope, eps);
     }
-    if (w.indexer) topk = indexer(layer, x, q_residual);
+    if (w.indexer) topk = indexer(block, x, q_residual);
 
     b.region("attention");
     Tensor o = b.alloc(DType::kF32, {n, heads, hd});
-    b.attention(layer, lc, q, kv, w.sinks, w.indexer ? &topk : nullptr, 1.0f / std::sqrt(static_cast<float>(hd)), o);
-    b.store_window(layer, kv);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    if (block.mode == BlockAttention::kDraftBlock) {
+        b.block_attention(layer, q, kv, w.sinks, scale, o);
+    } else {
+        b.attention(layer, lc, q, kv, w.sinks, w.indexer ? &topk : nullptr, scale, o);
+        b.store_window(layer, kv);
+    }
 
     // Undo the keys' rotation carried by V at the query position, then the grouped output projection.
     b.rope(o, lc.rope, true);
@@ -161,10 +179,11 @@ Tensor DeepseekV4::attention(int layer, const Tensor& x) {
     return y;
 }
 
-Tensor DeepseekV4::indexer(int layer, const Tensor& x, const Tensor& q_residual) {
+Tensor DeepseekV4::indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual) {
     Backend& b = backend_;
-    const LayerConfig& lc = config_.layers[layer];
-    const IndexerWeights& w = *weights_.layers[layer].attn.indexer;
+    const int layer = block.state_layer;
+    const LayerConfig& lc = block.lc;
+    const IndexerWeights& w = *block.w.attn.indexer;
     const int64_t n = x.size(0), heads = config_.index_n_heads, dim = config_.index_head_dim;
     const CompressorWeights& c = w.compressor;
     b.region("indexer");

@@ -57,16 +57,33 @@ class DeepseekV4 {
     void set_moe_dispatch(MoeDispatch* dispatch) { moe_dispatch_ = dispatch; }
     MoeDispatch* moe_dispatch() const { return moe_dispatch_; }
 
+    // How a draft stage's block attends (spec/): kCausal as a backbone sliding-window layer (MTP); kDraftBlock
+    // bidirectionally inside each sequence's step tokens plus the ring rows of the window before them (DSpark:
+    // ModelOps::block_attention).
+    enum class BlockAttention : uint8_t { kCausal, kDraftBlock };
+    // One draft-stage block (a sliding-window layer's arithmetic: mHC, attention, MoE) on `streams` [N, hc, D] of the
+    // current step, in place; its K=V ring is sequence-state layer `state_layer` (config_with_draft_state). kCausal
+    // writes the step's rows into that ring; kDraftBlock only reads it.
+    void draft_block(const LayerWeights& w, int state_layer, Tensor streams, BlockAttention mode);
+
     // Called with named intermediates ("layer3" streams, "attn3" / "moe3" sub-layer outputs) when set; for
     // debugging and layer-by-layer comparisons with a reference.
     std::function<void(const std::string& name, const Tensor& value)> debug_hook;
 
   private:
-    void attention_site(int layer, Tensor streams);
-    void ffn_site(int layer, Tensor streams);
+    // A block's weights, its layer config and the state layer its attention reads and writes.
+    struct BlockRef {
+        const LayerWeights& w;
+        const LayerConfig& lc;
+        int state_layer;
+        BlockAttention mode = BlockAttention::kCausal;
+    };
+    BlockRef backbone(int layer) const { return {weights_.layers[layer], config_.layers[layer], layer}; }
+    void attention_site(const BlockRef& block, Tensor streams);
+    void ffn_site(const BlockRef& block, Tensor streams);
     // x [N, D] (normed sub-layer input) -> attention output [N, D].
-    Tensor attention(int layer, const Tensor& x);
-    Tensor indexer(int layer, const Tensor& x, const Tensor& q_residual);
+    Tensor attention(const BlockRef& block, const Tensor& x);
+    Tensor indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual);
 
     ModelConfig config_;
     ModelWeights weights_;

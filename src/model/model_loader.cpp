@@ -8,24 +8,30 @@
 namespace dsv4 {
 
 std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backend& backend, const StateConfig& state,
-                                        const ExpertResidency& residency) {
+                                        const ExpertResidency& residency, const DraftLoad& drafts) {
     DSV4_CHECK(std::filesystem::is_directory(dir), "model directory {} does not exist", dir.string());
     ModelConfig config = load_model_config(dir / "config.json");
-    auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr, std::nullopt});
+    auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr, std::nullopt, {}});
     loaded->bound = bind_weights(config, *loaded->checkpoint);  // every problem reported at once
     // Weights first: the state is then sized against the memory that is really left.
     ModelWeights weights = load_model_weights(config, *loaded->bound, backend, residency);
-    backend.create_state(config, state);
+    if (drafts.state_stages > 0) loaded->drafts = load_draft_weights(config, *loaded->bound, backend);
+    backend.create_state(config_with_draft_state(config, drafts.state_stages), state);
     loaded->model = std::make_unique<DeepseekV4>(std::move(config), std::move(weights), backend);
     return loaded;
 }
 
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
-                                                  uint64_t seed, const ExpertResidency& residency) {
+                                                  uint64_t seed, const ExpertResidency& residency,
+                                                  const DraftLoad& drafts) {
     ModelWeights weights = make_synthetic_weights(config, backend, seed, residency);
-    backend.synchronize();
-    backend.create_state(config, state);  // after the weights, as in load_model
     auto loaded = std::make_unique<LoadedModel>();
+    if (drafts.state_stages > 0) {
+        const DraftLayout layout = config.dspark ? DraftLayout{DraftKind::kDspark, 3} : DraftLayout{DraftKind::kMtp, 1};
+        loaded->drafts = make_synthetic_draft_weights(config, backend, layout, seed);
+    }
+    backend.synchronize();
+    backend.create_state(config_with_draft_state(config, drafts.state_stages), state);  // after the weights
     loaded->model = std::make_unique<DeepseekV4>(config, std::move(weights), backend);
     return loaded;
 }

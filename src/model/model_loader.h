@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "loader/checkpoint.h"
 #include "model/deepseek_v4.h"
+#include "model/draft_weights.h"
 #include "model/expert_residency.h"
 #include "model/weight_binding.h"
 
@@ -18,14 +19,23 @@ struct LoadedModel {
     std::optional<Checkpoint> checkpoint;  // must outlive the model: CPU weights point into its mapping
     std::unique_ptr<DeepseekV4> model;
     std::optional<BoundWeights> bound;  // the checkpoint's tensors (experts uploaded later: expert placement)
+    DraftWeights drafts;                // the draft stages, when asked for (speculative decoding: src/spec)
+};
+
+// What a model is loaded with for speculative decoding: the draft stages' weights and `state_stages` draft rings per
+// slot (state layers after the model's: config_with_draft_state). 0: neither.
+struct DraftLoad {
+    int state_stages = 0;
 };
 
 // residency: the routed experts this backend holds (expert parallelism); empty = all.
 std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backend& backend, const StateConfig& state,
-                                        const ExpertResidency& residency = {});
+                                        const ExpertResidency& residency = {}, const DraftLoad& drafts = {});
 
-// A model with random weights made directly on the backend (model/synthetic_weights.h): no checkpoint.
+// A model with random weights made directly on the backend (model/synthetic_weights.h): no checkpoint. With
+// drafts.state_stages > 0, random draft stages of the config's kind (DSpark when it has dspark_* keys, else MTP).
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
-                                                  uint64_t seed, const ExpertResidency& residency = {});
+                                                  uint64_t seed, const ExpertResidency& residency = {},
+                                                  const DraftLoad& drafts = {});
 
 }  // namespace dsv4

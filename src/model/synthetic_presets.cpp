@@ -157,6 +157,31 @@ SyntheticModel tiny() {
     return m;
 }
 
+// tiny with draft stages for the speculative-decoding tests: window 32 and HCA ratio 16, so that short prompts cross
+// window, compression and (block size 32) prefix-cache block boundaries; MTP (1 stage) or DSpark (3 stages).
+SyntheticModel tiny_draft(bool dspark) {
+    SyntheticModel m = tiny();
+    m.preset = dspark ? "tiny-dspark" : "tiny-mtp";
+    const int stages = dspark ? 3 : 1;
+    std::vector<int> ratios;
+    for (int i = 0; i < 6; ++i) ratios.push_back(i < 2 ? 0 : (i % 2 == 0 ? 4 : 16));
+    for (int i = 0; i < stages; ++i) ratios.push_back(0);
+    set_dims(m.config, {{"sliding_window", 32},
+                        {"compress_rates", {{"compressed_sparse_attention", 4}, {"heavily_compressed_attention", 16}}},
+                        {"compress_ratios", ratios},
+                        {"num_nextn_predict_layers", 1}});
+    if (dspark) {
+        set_dims(m.config, {{"dspark_block_size", 5},
+                            {"dspark_markov_rank", 16},
+                            {"dspark_noise_token_id", 511},
+                            {"dspark_target_layer_ids", {3, 4, 5}}});
+        m.drafts = {DraftKind::kDspark, 3};
+    } else {
+        m.drafts = {DraftKind::kMtp, 1};
+    }
+    return m;
+}
+
 SyntheticModel mid() {
     SyntheticModel m;
     m.preset = "mid";
@@ -184,13 +209,15 @@ SyntheticModel mid() {
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() {
-    return {"random-v4", "tiny", "mid", "flash", "flash-0731"};
+    return {"random-v4", "tiny", "tiny-mtp", "tiny-dspark", "mid", "flash", "flash-0731"};
 }
 
 SyntheticModel synthetic_preset(std::string_view name) {
     // "bundled" is random-v4's old name (it was the served default before the trained demo model, models/demo).
     if (name == "random-v4" || name == "bundled") return random_v4();
     if (name == "tiny") return tiny();
+    if (name == "tiny-mtp") return tiny_draft(false);
+    if (name == "tiny-dspark") return tiny_draft(true);
     if (name == "mid") return mid();
     if (name == "flash") return flash(false);
     if (name == "flash-0731") return flash(true);

@@ -7,6 +7,8 @@
 //               it produces gibberish; it exists to exercise every code path end to end (tests, e2e). The model
 //               `dsv4 serve` runs with no --model is the trained demo model, models/demo (docs/demo-model.md).
 //   tiny        like the golden fixture flash_schedule (vocab 512, hidden 128, 6 layers, 8 experts)
+//   tiny-mtp    tiny with window 32, HCA ratio 16 and one MTP stage (speculative-decoding tests)
+//   tiny-dspark the same with three DSpark stages (target layers 3-5, block 5, Markov rank 16, noise token 511)
 //   mid         hidden 1024, 8 layers, 64 experts top-6 (the CPU benchmark model)
 //   flash       DeepSeek-V4-Flash exactly (43 layers, 256 experts, 1 MTP stage): ~160 GB when written whole
 //   flash-0731  DeepSeek-V4-Flash-0731 (the same backbone + 3 DSpark stages): ~167 GB

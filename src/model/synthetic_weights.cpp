@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace dsv4 {
 namespace {
 
@@ -83,7 +85,7 @@ class SyntheticBuilder {
             m.bias = vec(c_.n_routed_experts, 0.0f, 0.1f);
         }
         for (int e = 0; e < c_.n_routed_experts; ++e) {
-            if (expert_resident(residency_, layer_index_, e)) {
+            if (layer_index_ < 0 || expert_resident(residency_, layer_index_, e)) {
                 m.experts.push_back({expert(inter, d), expert(d, inter), expert(inter, d)});
             } else {
                 for (int i = 0; i < 3; ++i) next();  // the seeds a resident expert would have drawn
@@ -96,17 +98,58 @@ class SyntheticBuilder {
 
     ModelWeights model() {
         ModelWeights m;
-        const int64_t hc = c_.hc_mult, width = hc * c_.hidden_size;
         m.embed = b_.synthetic_linear(WeightFormat::kBF16, c_.vocab_size, c_.hidden_size, 1.0f, next());
         m.head = linear(WeightFormat::kBF16, c_.vocab_size, c_.hidden_size);
         m.norm = vec(c_.hidden_size, 1.0f, 0.1f);
-        m.hc_head = {vec(hc * width, 0.0f, 2.0f / std::sqrt(static_cast<float>(width))), vec(hc, 0.0f, 0.5f),
-                     vec(1, 1.0f, 0.3f)};
+        m.hc_head = hc_head();
         for (const LayerConfig& lc : c_.layers) {
             m.layers.push_back(layer(lc));
             ++layer_index_;
         }
         return m;
+    }
+
+    HcHeadWeights hc_head() {
+        const int64_t hc = c_.hc_mult, width = hc * c_.hidden_size;
+        return {vec(hc * width, 0.0f, 2.0f / std::sqrt(static_cast<float>(width))), vec(hc, 0.0f, 0.5f),
+                vec(1, 1.0f, 0.3f)};
+    }
+
+    DraftWeights drafts(const DraftLayout& layout) {
+        DraftWeights w;
+        w.layout = layout;
+        const int64_t d = c_.hidden_size;
+        const LayerConfig lc = draft_layer_config(c_);
+        layer_index_ = -1;  // draft stages: every expert resident
+        if (layout.kind == DraftKind::kMtp) {
+            for (int s = 0; s < layout.stages; ++s) {
+                MtpStageWeights m;
+                m.block = layer(lc);
+                m.e_proj = fp8(d, d);
+                m.h_proj = fp8(d, d);
+                m.enorm = vec(d, 1.0f, 0.1f);
+                m.hnorm = vec(d, 1.0f, 0.1f);
+                m.norm = vec(d, 1.0f, 0.1f);
+                m.hc_head = hc_head();
+                w.mtp.push_back(m);
+            }
+        } else if (layout.kind == DraftKind::kDspark) {
+            DSV4_CHECK(c_.dspark.has_value(), "synthetic DSpark drafts need the dspark_* keys in the config");
+            const int64_t rank = c_.dspark->markov_rank;
+            const auto targets = static_cast<int64_t>(c_.dspark->target_layer_ids.size());
+            DsparkWeights ds;
+            for (int s = 0; s < layout.stages; ++s) ds.stages.push_back(layer(lc));
+            ds.main_proj = fp8(d, targets * d);
+            ds.main_norm = vec(d, 1.0f, 0.1f);
+            ds.norm = vec(d, 1.0f, 0.1f);
+            ds.hc_head = hc_head();
+            ds.markov_w1 = linear(WeightFormat::kBF16, c_.vocab_size, rank);
+            ds.markov_w2 = linear(WeightFormat::kBF16, c_.vocab_size, rank);
+            ds.confidence_h = linear(WeightFormat::kBF16, 1, d);
+            ds.confidence_m = linear(WeightFormat::kBF16, 1, rank);
+            w.dspark = ds;
+        }
+        return w;
     }
 
   private:
@@ -120,6 +163,12 @@ class SyntheticBuilder {
 };
 
 }  // namespace
+
+DraftWeights make_synthetic_draft_weights(const ModelConfig& config, Backend& backend, const DraftLayout& layout,
+                                          uint64_t seed) {
+    const ExpertResidency all;
+    return SyntheticBuilder(config, backend, seed ^ 0x6a09e667f3bcc909ull, all).drafts(layout);
+}
 
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
                                     const ExpertResidency& residency) {

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/weights.h"
 #include "config/model_config.h"
+#include "model/draft_weights.h"
 #include "model/expert_residency.h"
 
 namespace dsv4 {
@@ -17,5 +18,9 @@ namespace dsv4 {
 // values as a single device would).
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
                                     const ExpertResidency& residency = {});
+
+// Random draft stages (MTP or DSpark, `layout`) for the same config, from their own seed stream.
+DraftWeights make_synthetic_draft_weights(const ModelConfig& config, Backend& backend, const DraftLayout& layout,
+                                          uint64_t seed);
 
 }  // namespace dsv4

@@ -141,15 +141,6 @@ class SpecBuilder {
     std::vector<TensorSpec>& out_;
 };
 
-LayerConfig draft_layer_config(const ModelConfig& config) {
-    LayerConfig layer;
-    layer.attention = AttentionType::kSliding;
-    layer.routing = RoutingType::kLearned;
-    layer.rope.theta = config.rope_theta;
-    layer.rope.rope_dim = config.rope_head_dim;
-    return layer;
-}
-
 void append_draft_tensors(const ModelConfig& c, const DraftLayout& drafts, std::vector<TensorSpec>& out) {
     SpecBuilder b(c, out);
     const LayerConfig layer = draft_layer_config(c);
@@ -184,6 +175,23 @@ void append_draft_tensors(const ModelConfig& c, const DraftLayout& drafts, std::
 }
 
 }  // namespace
+
+LayerConfig draft_layer_config(const ModelConfig& config) {
+    LayerConfig layer;
+    layer.attention = AttentionType::kSliding;
+    layer.routing = RoutingType::kLearned;
+    layer.rope.theta = config.rope_theta;
+    layer.rope.rope_dim = config.rope_head_dim;
+    return layer;
+}
+
+ModelConfig config_with_draft_state(const ModelConfig& config, int stages) {
+    DSV4_CHECK(stages >= 0, "draft state: {} stages", stages);
+    ModelConfig out = config;
+    for (int s = 0; s < stages; ++s) out.layers.push_back(draft_layer_config(config));
+    out.num_layers += stages;
+    return out;
+}
 
 std::string_view component_name(Component c) {
     switch (c) {

@@ -46,6 +46,14 @@ struct DraftLayout {
     int stages = 0;
 };
 
+// A draft stage's block: sliding window only, learned routing, the main RoPE (rope_theta, no YaRN).
+LayerConfig draft_layer_config(const ModelConfig& config);
+
+// The configuration the sequence state is created from when drafters run: the model's layers followed by `stages`
+// draft-stage layers (draft_layer_config), so that state layer num_layers + s is draft stage s's own K=V ring in
+// every slot (reset, forked, snapshotted and rewound with the target's state). The model itself keeps `config`.
+ModelConfig config_with_draft_state(const ModelConfig& config, int stages);
+
 // Every tensor of the backbone plus the given draft stages.
 std::vector<TensorSpec> expected_tensors(const ModelConfig& config, const DraftLayout& drafts = {});
 

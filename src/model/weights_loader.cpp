@@ -1,5 +1,6 @@
 #include "model/weights_loader.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -99,13 +100,17 @@ class Binder {
         return a;
     }
 
-    ExpertWeights expert(int layer, int e) {
+    ExpertWeights expert(int layer, int e) { return expert_at("layers." + std::to_string(layer) + ".", e); }
+
+    // Routed expert e of the block under prefix p ("layers.3." or "mtp.0.").
+    ExpertWeights expert_at(const std::string& p, int e) {
         const int64_t d = c_.hidden_size, inter = c_.moe_intermediate_size;
-        const std::string base = "layers." + std::to_string(layer) + ".ffn.experts." + std::to_string(e) + ".";
+        const std::string base = p + "ffn.experts." + std::to_string(e) + ".";
         return {expert_linear(base + "w1", inter, d), expert_linear(base + "w2", d, inter),
                 expert_linear(base + "w3", inter, d)};
     }
 
+    // layer: the residency index of the block's experts (-1: a draft stage, every expert resident).
     MoeWeights moe(const std::string& p, int layer, const LayerConfig& lc) {
         MoeWeights m;
         const int64_t d = c_.hidden_size, inter = c_.moe_intermediate_size;
@@ -118,7 +123,8 @@ class Binder {
             m.bias = vec(p + "ffn.gate.bias", DType::kF32, {c_.n_routed_experts});
         }
         for (int e = 0; e < c_.n_routed_experts; ++e) {
-            m.experts.push_back(expert_resident(residency_, layer, e) ? expert(layer, e) : ExpertWeights{});
+            const bool resident = layer < 0 || expert_resident(residency_, layer, e);
+            m.experts.push_back(resident ? expert_at(p, e) : ExpertWeights{});
         }
         if (c_.n_shared_experts > 0) {
             const std::string base = p + "ffn.shared_experts.";
@@ -128,9 +134,9 @@ class Binder {
         return m;
     }
 
-    LayerWeights layer(int i) {
-        const std::string p = "layers." + std::to_string(i) + ".";
-        const LayerConfig& lc = c_.layers[i];
+    LayerWeights layer(int i) { return block("layers." + std::to_string(i) + ".", i, c_.layers[i]); }
+
+    LayerWeights block(const std::string& p, int i, const LayerConfig& lc) {
         LayerWeights l;
         l.attn_norm = vec(p + "attn_norm.weight", DType::kBF16, {c_.hidden_size});
         l.ffn_norm = vec(p + "ffn_norm.weight", DType::kBF16, {c_.hidden_size});
@@ -139,6 +145,50 @@ class Binder {
         l.attn = attention(p, lc);
         l.ffn = moe(p, i, lc);
         return l;
+    }
+
+    HcHeadWeights hc_head(const std::string& p) {
+        const int64_t hc = c_.hc_mult;
+        return {vec(p + "hc_head_fn", DType::kF32, {hc, hc * c_.hidden_size}),
+                vec(p + "hc_head_base", DType::kF32, {hc}), vec(p + "hc_head_scale", DType::kF32, {1})};
+    }
+
+    MtpStageWeights mtp_stage(int s) {
+        const std::string p = "mtp." + std::to_string(s) + ".";
+        const int64_t d = c_.hidden_size;
+        MtpStageWeights w;
+        w.block = block(p, -1, draft_layer_config(c_));
+        w.e_proj = fp8_linear(p + "e_proj", d, d);
+        w.h_proj = fp8_linear(p + "h_proj", d, d);
+        w.enorm = vec(p + "enorm.weight", DType::kBF16, {d});
+        w.hnorm = vec(p + "hnorm.weight", DType::kBF16, {d});
+        w.norm = vec(p + "norm.weight", DType::kBF16, {d});
+        w.hc_head = hc_head(p);
+        return w;
+    }
+
+    DsparkWeights dspark(int stages) {
+        DSV4_CHECK(c_.dspark.has_value(), "DSpark stages need the dspark_* keys in config.json");
+        const int64_t d = c_.hidden_size, rank = c_.dspark->markov_rank, vocab = c_.vocab_size;
+        const auto targets = static_cast<int64_t>(c_.dspark->target_layer_ids.size());
+        const std::string last = "mtp." + std::to_string(stages - 1) + ".";
+        DsparkWeights w;
+        for (int s = 0; s < stages; ++s)
+            w.stages.push_back(block("mtp." + std::to_string(s) + ".", -1, draft_layer_config(c_)));
+        w.main_proj = fp8_linear("mtp.0.main_proj", d, targets * d);
+        w.main_norm = vec("mtp.0.main_norm.weight", DType::kBF16, {d});
+        w.norm = vec(last + "norm.weight", DType::kBF16, {d});
+        w.hc_head = hc_head(last);
+        w.markov_w1 = bf16_linear(last + "markov_head.markov_w1.weight", vocab, rank);
+        w.markov_w2 = bf16_linear(last + "markov_head.markov_w2.weight", vocab, rank);
+        // The confidence head [1, D + rank] as two row vectors, so each half is one plain linear.
+        const TensorView& proj = tensor(last + "confidence_head.proj.weight", DType::kBF16, {1, d + rank});
+        const std::array<int64_t, 2> h_shape{1, d}, m_shape{1, rank};
+        const TensorView h{proj.data, DType::kBF16, h_shape, static_cast<size_t>(d) * 2};
+        const TensorView m{proj.data + d * 2, DType::kBF16, m_shape, static_cast<size_t>(rank) * 2};
+        w.confidence_h = backend_.upload_linear(h, nullptr, WeightFormat::kBF16, 1, d, 1, 1);
+        w.confidence_m = backend_.upload_linear(m, nullptr, WeightFormat::kBF16, 1, rank, 1, 1);
+        return w;
     }
 
     ModelWeights model() {
@@ -165,6 +215,18 @@ class Binder {
 ModelWeights load_model_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend,
                                 const ExpertResidency& residency) {
     return Binder(config, bound, backend, residency).model();
+}
+
+DraftWeights load_draft_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend) {
+    DraftWeights w;
+    w.layout = bound.drafts;
+    Binder binder(config, bound, backend);
+    if (w.layout.kind == DraftKind::kMtp) {
+        for (int s = 0; s < w.layout.stages; ++s) w.mtp.push_back(binder.mtp_stage(s));
+    } else if (w.layout.kind == DraftKind::kDspark) {
+        w.dspark = binder.dspark(w.layout.stages);
+    }
+    return w;
 }
 
 ExpertWeights load_expert_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend, int layer,

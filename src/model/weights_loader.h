@@ -5,6 +5,7 @@
 #include "backend/backend.h"
 #include "backend/weights.h"
 #include "config/model_config.h"
+#include "model/draft_weights.h"
 #include "model/expert_residency.h"
 #include "model/weight_binding.h"
 
@@ -13,6 +14,8 @@ namespace dsv4 {
 // Uploads every tensor except the routed experts `residency` leaves out (invalid WeightRefs in their place).
 ModelWeights load_model_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend,
                                 const ExpertResidency& residency = {});
+// The draft stages the binder found (bound.drafts; empty DraftWeights when there are none), every expert resident.
+DraftWeights load_draft_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend);
 // One routed expert of one layer (expert placement changes between steps: src/dist).
 ExpertWeights load_expert_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend, int layer,
                                   int expert);

@@ -18,6 +18,27 @@ GeneratedToken to_generated(const SampleResult& r) {
     return t;
 }
 
+// Verifies a verify entry's drafts against its k + 1 logits rows; the emitted tokens are recorded in its sampler.
+SequenceSample verify_entry(const ScheduledSequence& entry, std::span<const float> rows, VerifyMethod method) {
+    SequenceSample out;
+    try {
+        Sequence& seq = *entry.seq;
+        const size_t vocab = rows.size() / (entry.drafts.size() + 1);
+        DraftProposal draft;
+        draft.tokens = entry.drafts;
+        if (!seq.draft.probs.empty()) {
+            draft.probs.assign(seq.draft.probs.begin(), seq.draft.probs.begin() + entry.drafts.size() * vocab);
+        }
+        const VerifyOutcome v = verify_drafts(rows, draft, seq.group->params, seq.sampler, method);
+        for (const SampleResult& r : v.tokens) out.tokens.push_back(to_generated(r));
+        out.accepted = v.accepted;
+    } catch (const std::exception& e) {
+        out.tokens.clear();
+        out.error = e.what();
+    }
+    return out;
+}
+
 // Samples entry's sequence (and its fork children) from one logits row.
 SequenceSample sample_entry(const ScheduledSequence& entry, std::span<const float> row) {
     SequenceSample out;
@@ -44,6 +65,13 @@ StepBatch build_step_batch(const SchedulerOutput& output) {
     for (const ScheduledSequence& entry : output.seqs) {
         const Sequence& seq = *entry.seq;
         const auto begin = static_cast<int32_t>(batch.tokens.size());
+        if (!entry.drafts.empty()) {  // verify: the last token, then the drafts; every row's logits
+            std::vector<int32_t> fed{seq.tokens[entry.start]};
+            fed.insert(fed.end(), entry.drafts.begin(), entry.drafts.end());
+            batch.add_sequence(seq.kv.slot, entry.start, fed, seq.kv.blocks);
+            for (int32_t i = 0; i < entry.num_tokens; ++i) batch.logit_rows.push_back(begin + i);
+            continue;
+        }
         batch.add_sequence(seq.kv.slot, entry.start,
                            std::span<const int32_t>(seq.tokens).subspan(entry.start, entry.num_tokens), seq.kv.blocks);
         if (entry.sample) batch.logit_rows.push_back(begin + entry.num_tokens - 1);
@@ -101,30 +129,87 @@ RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
             if (prefetch != nullptr) prefetch->wait();
         }
     } masks{prefetch_masks(output) ? prefetch_.get() : nullptr};
-    const std::vector<float> logits = model_.host_logits(graphs_.forward(batch));
+    ForwardRequest request;
+    if (drafter_ != nullptr) request.hidden_layers = drafter_->hidden_layers();
+    const ForwardResult forward = graphs_.forward(batch, request);
+    const std::vector<float> logits = model_.host_logits(forward);
     if (masks.prefetch != nullptr) masks.prefetch->wait();
+    sample_all(output, logits, result);
+    if (drafter_ != nullptr) draft(output, forward, result);
+    return result;
+}
+
+void ModelRunner::sample_all(const SchedulerOutput& output, const std::vector<float>& logits, RunnerOutput& result) {
     const int64_t vocab = model_.config().vocab_size;
-    // Row r of the logits belongs to the r-th sampling entry.
-    std::vector<int64_t> entries, rows;
+    // Entry j's rows start at row_of[j] (one row per sampling entry, k + 1 per verify entry).
+    std::vector<int64_t> entries, row_of;
+    int64_t rows = 0;
     for (size_t j = 0; j < output.seqs.size(); ++j) {
         if (!output.seqs[j].sample) continue;
-        rows.push_back(static_cast<int64_t>(entries.size()));
         entries.push_back(static_cast<int64_t>(j));
+        row_of.push_back(rows);
+        rows += output.seqs[j].drafts.empty() ? 1 : output.seqs[j].num_tokens;
     }
     const auto n = static_cast<int64_t>(entries.size());
+    auto rows_of = [&](int64_t i) {
+        const ScheduledSequence& entry = output.seqs[entries[i]];
+        const int64_t count = entry.drafts.empty() ? 1 : entry.num_tokens;
+        return std::span<const float>(logits).subspan(row_of[i] * vocab, count * vocab);
+    };
     if (logits_hook) {
         for (int64_t i = 0; i < n; ++i) {
-            logits_hook(output.seqs[entries[i]], std::span<const float>(logits).subspan(rows[i] * vocab, vocab));
+            const auto all = rows_of(i);
+            logits_hook(output.seqs[entries[i]], all.subspan(all.size() - vocab));  // the row that is sampled last
         }
     }
-    // Each entry owns its samplers and reads its own row: independent, so in parallel.
+    // Each entry owns its samplers and reads its own rows: independent, so in parallel.
 #pragma omp parallel for schedule(dynamic) if (n > 1)
     for (int64_t i = 0; i < n; ++i) {
         const ScheduledSequence& entry = output.seqs[entries[i]];
         result.samples[entries[i]] =
-            sample_entry(entry, std::span<const float>(logits).subspan(rows[i] * vocab, vocab));
+            entry.drafts.empty() ? sample_entry(entry, rows_of(i)) : verify_entry(entry, rows_of(i), verify_method_);
     }
-    return result;
+}
+
+void ModelRunner::draft(const SchedulerOutput& output, const ForwardResult& target, RunnerOutput& result) {
+    std::vector<DraftInput> inputs(output.seqs.size());
+    int32_t row = 0;
+    for (size_t j = 0; j < output.seqs.size(); ++j) {
+        const ScheduledSequence& entry = output.seqs[j];
+        const Sequence& seq = *entry.seq;
+        const SequenceSample& sample = result.samples[j];
+        DraftInput& in = inputs[j];
+        in.slot = seq.kv.slot;
+        in.block_table = seq.kv.blocks;
+        in.row_begin = row;
+        in.start = entry.start;
+        row += entry.num_tokens;
+        if (!sample.error.empty()) continue;  // the sequence fails: nothing to absorb
+        if (!entry.drafts.empty()) {          // the accepted drafts and the correction token follow the last token
+            for (const GeneratedToken& t : sample.tokens) in.next_tokens.push_back(t.token);
+        } else {
+            // Final rows are the chunk's; the token after each is the next known token or the one just sampled.
+            const int64_t end = entry.start + entry.num_tokens;
+            for (int64_t p = entry.start + 1; p < end; ++p) in.next_tokens.push_back(seq.tokens[p]);
+            in.next_tokens.push_back(entry.sample ? sample.tokens.at(0).token : seq.tokens[end]);
+        }
+        in.propose = output.propose_drafts && entry.sample;
+        in.seed = seq.sampler.seed();
+        in.base = static_cast<uint64_t>(seq.sampler.num_output_tokens());
+        in.temperature = seq.group->params.temperature;
+    }
+    std::vector<DraftOutput> drafts;
+    try {
+        drafts = drafter_->step(target, inputs);
+    } catch (const std::exception&) {
+        // A drafter failure (e.g. non-finite draft logits) costs this step's proposals, never the requests: the
+        // next steps decode without drafts until the drafter proposes again.
+        return;
+    }
+    for (size_t j = 0; j < drafts.size(); ++j) {
+        result.samples[j].next_draft = std::move(drafts[j].proposal);
+        result.samples[j].written_end = drafts[j].written_end;
+    }
 }
 
 }  // namespace dsv4

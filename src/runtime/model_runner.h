@@ -3,6 +3,9 @@
 // wanted), runs the step through its StepGraphs (eager, recorded or replayed: runtime/step_graphs.h), and samples
 // the next token of every sequence that reached its last known token (src/sample), n > 1 completions from the same
 // row. The batch is passed explicitly; no global context.
+// Speculative decoding: an entry with drafts feeds its last token and the drafts, gets the logits of all of those
+// rows and verifies them (sample/spec_verify.h); then the drafter (src/spec) absorbs every sequence's final rows and
+// proposes the next step's drafts.
 #pragma once
 
 #include <functional>
@@ -14,12 +17,14 @@
 #include "model/deepseek_v4.h"
 #include "runtime/mask_prefetch.h"
 #include "runtime/step_graphs.h"
+#include "sample/spec_verify.h"
 #include "sched/scheduler_output.h"
+#include "spec/drafter.h"
 
 namespace dsv4 {
 
 // The forward batch of a step: sequences in scheduling order, one logit row per sampling sequence (its chunk's
-// last token), in the same order.
+// last token; every row of a verify entry: its last token and its drafts), in the same order.
 StepBatch build_step_batch(const SchedulerOutput& output);
 
 // Applies state ops to a backend, in order.
@@ -30,6 +35,13 @@ class ModelRunner {
     // enforce_eager: never record or replay CUDA graphs (--enforce-eager).
     explicit ModelRunner(DeepseekV4& model, bool enforce_eager = false)
         : model_(model), graphs_(model, enforce_eager) {}
+
+    // Speculative decoding: the drafter (not owned; null: off) and how drafts are verified.
+    void set_drafter(Drafter* drafter, VerifyMethod method) {
+        drafter_ = drafter;
+        verify_method_ = method;
+    }
+    Drafter* drafter() const { return drafter_; }
 
     void apply(std::span<const StateOp> ops) { apply_state_ops(model_.backend(), ops); }
     // Runs one step. A failure of the forward pass throws (the whole step is lost); a failure to sample one
@@ -45,10 +57,16 @@ class ModelRunner {
     // Starts the structured-output masks of the step's sampling sequences on the prefetch thread; returns whether
     // any was started (then wait() before sampling).
     bool prefetch_masks(const SchedulerOutput& output);
+    // Samples or verifies every entry that reached its last token; row_of[j]: entry j's first logits row.
+    void sample_all(const SchedulerOutput& output, const std::vector<float>& logits, RunnerOutput& result);
+    // The drafter's part of the step: absorb the final rows, propose for the next step.
+    void draft(const SchedulerOutput& output, const ForwardResult& target, RunnerOutput& result);
 
     DeepseekV4& model_;
     StepGraphs graphs_;
     std::unique_ptr<MaskPrefetcher> prefetch_;  // created with the first constrained step
+    Drafter* drafter_ = nullptr;
+    VerifyMethod verify_method_ = VerifyMethod::kStandard;
 };
 
 }  // namespace dsv4

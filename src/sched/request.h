@@ -17,6 +17,7 @@
 #include "dsv4/engine.h"
 #include "kv/kv_cache_manager.h"
 #include "sample/sampler_state.h"
+#include "sample/spec_verify.h"
 
 namespace dsv4 {
 
@@ -43,6 +44,9 @@ struct Sequence {
     int32_t reserved_slot = -1;  // kForkPending: the slot taken for this completion when the group was admitted
     int64_t cached_prompt_tokens = 0;
     bool reported = false;  // the first event (prompt counts) has been sent
+    // Speculative decoding: the drafts proposed after the last step, for the next one only (they follow the last
+    // token); empty when there are none.
+    DraftProposal draft;
 
     int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
     int64_t num_prompt_tokens() const;

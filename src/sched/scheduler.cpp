@@ -68,6 +68,26 @@ int64_t Scheduler::chunk_tokens(const Sequence& seq, int64_t start, int64_t budg
     return std::min(n, budget);
 }
 
+int64_t Scheduler::drafts_to_feed(const Sequence& seq, int64_t budget) const {
+    if (!spec_active_ || seq.draft.tokens.empty() || seq.num_computed + 1 != seq.num_tokens()) return 0;
+    int64_t k = std::min<int64_t>(static_cast<int64_t>(seq.draft.tokens.size()), budget - 1);
+    // No position past the context limit, no draft past max_tokens (the token after the drafts is emitted too).
+    if (config_.max_model_len > 0) k = std::min(k, config_.max_model_len - seq.num_tokens());
+    k = std::min<int64_t>(k, seq.group->params.max_tokens - seq.num_output_tokens() - 1);
+    return std::max<int64_t>(k, 0);
+}
+
+void Scheduler::add_verify_entry(SchedulerOutput& out, Sequence* seq, int64_t drafts) {
+    ScheduledSequence entry;
+    entry.seq = seq;
+    entry.start = seq->num_computed;
+    entry.num_tokens = static_cast<int32_t>(1 + drafts);
+    entry.sample = true;
+    entry.drafts.assign(seq->draft.tokens.begin(), seq->draft.tokens.begin() + drafts);
+    out.num_batched_tokens += entry.num_tokens;
+    out.seqs.push_back(std::move(entry));
+}
+
 void Scheduler::add_entry(SchedulerOutput& out, Sequence* seq, int64_t start, int64_t end) {
     ScheduledSequence entry;
     entry.seq = seq;
@@ -89,8 +109,14 @@ SchedulerOutput Scheduler::schedule() {
     erase_finished_groups();  // groups failed between steps
     SchedulerOutput out;
     int64_t budget = config_.max_num_batched_tokens;
+    auto small_enough = [&](size_t batch) {
+        return config_.spec_disable_batch_size <= 0 || batch <= static_cast<size_t>(config_.spec_disable_batch_size);
+    };
+    // Drafts are fed when the running batch is small enough; proposed for the next step when this one is.
+    spec_active_ = config_.num_speculative_tokens > 0 && small_enough(running_.size());
     const bool preempted = schedule_running(out, budget);
     if (!preempted) admit_waiting(out, budget);
+    out.propose_drafts = config_.num_speculative_tokens > 0 && small_enough(out.seqs.size());
     return out;
 }
 
@@ -100,8 +126,10 @@ bool Scheduler::schedule_running(SchedulerOutput& out, int64_t& budget) {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Sequence* seq = running_[i];
         const int64_t start = seq->num_computed;
-        const int64_t end =
-            kv_.limit_chunk(seq->kv, start, start + chunk_tokens(*seq, start, budget), seq->num_prompt_tokens());
+        const int64_t drafts = drafts_to_feed(*seq, budget);
+        const int64_t end = drafts > 0 ? start + 1 + drafts
+                                       : kv_.limit_chunk(seq->kv, start, start + chunk_tokens(*seq, start, budget),
+                                                         seq->num_prompt_tokens());
         bool self_preempted = false;
         while (!kv_.grow(seq->kv, end)) {
             Sequence* victim = running_.back();
@@ -113,6 +141,12 @@ bool Scheduler::schedule_running(SchedulerOutput& out, int64_t& budget) {
             }
         }
         if (self_preempted) break;  // it was the last running sequence
+        if (drafts > 0) {
+            add_verify_entry(out, seq, drafts);
+            budget -= 1 + drafts;
+            ++i;
+            continue;
+        }
         add_entry(out, seq, start, end);
         budget -= end - start;
         ++i;
@@ -173,13 +207,18 @@ void Scheduler::release_fork_reservations(RequestGroup& group) {
     }
 }
 
+void Scheduler::requeue(Sequence* seq) {
+    kv_.free(seq->kv);
+    seq->num_computed = 0;
+    seq->draft = {};
+    seq->status = SequenceStatus::kWaiting;
+    erase_value(running_, seq);
+    if (!seq->group->forked) release_fork_reservations(*seq->group);
+    waiting_.push_front(seq);
+}
+
 void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
-    kv_.free(victim->kv);
-    victim->num_computed = 0;
-    victim->status = SequenceStatus::kWaiting;
-    erase_value(running_, victim);
-    if (!victim->group->forked) release_fork_reservations(*victim->group);
-    waiting_.push_front(victim);
+    requeue(victim);
     ++out.num_preempted;
     ++stats_.preemptions_total;
 }
@@ -192,10 +231,15 @@ UpdateResult Scheduler::update(const SchedulerOutput& output, const RunnerOutput
         const ScheduledSequence& entry = output.seqs[j];
         Sequence* seq = entry.seq;
         if (seq->status != SequenceStatus::kRunning) continue;  // its request failed earlier in this update
+        const SequenceSample& sample = runner.samples[j];
+        if (!entry.drafts.empty()) {
+            update_verified(entry, sample, result);
+            continue;
+        }
         const int64_t before = seq->num_computed;
         seq->num_computed += entry.num_tokens;
-        kv_.on_computed(seq->kv, seq->tokens, before, seq->num_computed, result.state_ops);
-        const SequenceSample& sample = runner.samples[j];
+        kv_.on_computed(seq->kv, seq->tokens, before, seq->num_computed, result.state_ops, sample.written_end);
+        seq->draft = sample.next_draft;
         if (!sample.error.empty()) {
             fail(seq->group->request_id, sample.error, result);
             continue;
@@ -210,6 +254,46 @@ UpdateResult Scheduler::update(const SchedulerOutput& output, const RunnerOutput
     }
     erase_finished_groups();
     return result;
+}
+
+void Scheduler::update_verified(const ScheduledSequence& entry, const SequenceSample& sample, UpdateResult& result) {
+    Sequence* seq = entry.seq;
+    seq->draft = {};
+    if (!sample.error.empty()) {
+        fail(seq->group->request_id, sample.error, result);
+        return;
+    }
+    DSV4_CHECK(!sample.tokens.empty() && sample.accepted >= 0 &&
+                   sample.accepted + 1 == static_cast<int>(sample.tokens.size()) &&
+                   sample.accepted <= static_cast<int>(entry.drafts.size()),
+               "scheduler: a verify step of {} drafts returned {} tokens ({} accepted)", entry.drafts.size(),
+               sample.tokens.size(), sample.accepted);
+    record_acceptance(static_cast<int>(entry.drafts.size()), sample.accepted);
+    const int64_t before = seq->num_computed;
+    for (const GeneratedToken& token : sample.tokens) {
+        append_token(seq, token, result);
+        if (seq->finished()) return;  // EOS, a stop token or the length limit among the accepted tokens
+    }
+    // Positions before + 1 + accepted onwards held rejected drafts: they are fed again (overwritten) later.
+    seq->num_computed = before + 1 + sample.accepted;
+    const int64_t target_end = before + entry.num_tokens;
+    if (target_end - seq->num_computed > kv_.config().rewind_capacity) {
+        // The rejected rows evicted ring rows the next step needs: recompute (the prefix cache keeps what it can).
+        ++stats_.spec_reprefills_total;
+        requeue(seq);
+        return;
+    }
+    kv_.on_computed(seq->kv, seq->tokens, before, seq->num_computed, result.state_ops,
+                    std::max(target_end, sample.written_end));
+    seq->draft = sample.next_draft;
+}
+
+void Scheduler::record_acceptance(int drafts, int accepted) {
+    ++stats_.spec_drafts_total;
+    stats_.spec_draft_tokens_total += drafts;
+    stats_.spec_accepted_tokens_total += accepted;
+    if (static_cast<int>(stats_.spec_accepted_per_pos.size()) < drafts) stats_.spec_accepted_per_pos.resize(drafts, 0);
+    for (int i = 0; i < accepted; ++i) ++stats_.spec_accepted_per_pos[i];
 }
 
 void Scheduler::fork_group(Sequence* parent, const ScheduledSequence& entry, const SequenceSample& sample,

@@ -6,6 +6,14 @@
 // preempted by recompute (its slot and blocks are freed; its prefix blocks stay cached) and goes back to the front
 // of the queue; no new request is admitted in a step that preempted.
 //
+// Speculative decoding: a running sequence that holds drafts (Sequence::draft) feeds its last token plus up to k of
+// them in one verify step; they count in the token budget (vLLM's num_tokens_with_spec) and are trimmed to the budget,
+// the context limit and max_tokens. After the step, the accepted drafts and the correction token are appended, the
+// sequence's computed length moves to the accepted end (rejected positions are simply fed again later: the state is
+// addressed by position), and when the rejected tail is deeper than the state's rewind capacity the sequence is
+// re-prefilled (its state freed, its prefix blocks kept cached). Speculation is off in steps with more than
+// spec_disable_batch_size running sequences.
+//
 // The scheduler never touches tensors or the backend: it asks the KvCacheManager for state and returns StateOps.
 // Engine-thread only.
 #pragma once
@@ -30,7 +38,9 @@ struct SchedulerConfig {
     int64_t max_model_len = 0;                // context limit (finish reason kLength); 0 = none
     int64_t vocab_size = 0;
     std::vector<int64_t> eos_token_ids;
-    uint64_t seed = 0;  // nonzero: requests without a seed get one derived from it (reproducible runs)
+    uint64_t seed = 0;                // nonzero: requests without a seed get one derived from it (reproducible runs)
+    int num_speculative_tokens = 0;   // 0: no speculative decoding
+    int spec_disable_batch_size = 0;  // > 0: no drafts in steps with more running sequences
 };
 
 struct SchedulerStats {
@@ -38,6 +48,11 @@ struct SchedulerStats {
     int64_t generation_tokens_total = 0;  // tokens sampled
     int64_t preemptions_total = 0;
     int64_t requests_finished_total = 0;
+    int64_t spec_drafts_total = 0;        // verify steps of one sequence
+    int64_t spec_draft_tokens_total = 0;  // drafts fed
+    int64_t spec_accepted_tokens_total = 0;
+    std::vector<int64_t> spec_accepted_per_pos;  // [i]: verify steps that accepted draft i
+    int64_t spec_reprefills_total = 0;           // rejections deeper than the rewind capacity
 };
 
 class Scheduler {
@@ -73,6 +88,14 @@ class Scheduler {
     bool schedule_running(SchedulerOutput& out, int64_t& budget);
     void admit_waiting(SchedulerOutput& out, int64_t& budget);
     void add_entry(SchedulerOutput& out, Sequence* seq, int64_t start, int64_t end);
+    // Drafts a running sequence feeds this step (0 when it has none, speculation is off, or nothing fits).
+    int64_t drafts_to_feed(const Sequence& seq, int64_t budget) const;
+    void add_verify_entry(SchedulerOutput& out, Sequence* seq, int64_t drafts);
+    // A verify step's results: accepted tokens appended, the computed end moved, too-deep rewinds re-prefilled.
+    void update_verified(const ScheduledSequence& entry, const SequenceSample& sample, UpdateResult& result);
+    void record_acceptance(int drafts, int accepted);
+    // Frees a running sequence's state and queues it first to recompute (preemption, too-deep rewinds).
+    void requeue(Sequence* seq);
     void preempt(Sequence* victim, SchedulerOutput& out);
     void release_fork_reservations(RequestGroup& group);
     void fork_group(Sequence* parent, const ScheduledSequence& entry, const SequenceSample& sample,
@@ -93,6 +116,7 @@ class Scheduler {
     int reserved_slots_ = 0;                    // slots held by kForkPending completions
     uint64_t arrivals_ = 0;
     SchedulerStats stats_;
+    bool spec_active_ = false;  // this step feeds drafts
 };
 
 }  // namespace dsv4

@@ -19,6 +19,9 @@ struct ScheduledSequence {
     int64_t start = 0;
     int32_t num_tokens = 0;
     bool sample = false;  // the chunk reaches the last known token: sample the next one from its last row
+    // Speculative decoding: drafts fed after the sequence's last token (num_tokens = 1 + drafts.size()); their
+    // distributions are seq->draft.probs' first rows. Every row's logits are verified (sample/spec_verify.h).
+    std::vector<int32_t> drafts;
     // n > 1 on the step that finishes the prompt: these completions sample their first token from the same row.
     std::vector<Sequence*> fork_children;
 };
@@ -26,16 +29,22 @@ struct ScheduledSequence {
 struct SchedulerOutput {
     std::vector<ScheduledSequence> seqs;  // running sequences first (FCFS), then newly admitted ones
     std::vector<StateOp> state_ops;       // apply in order before the forward (slot resets, snapshot restores)
-    int64_t num_batched_tokens = 0;
+    int64_t num_batched_tokens = 0;       // draft tokens included (vLLM's num_tokens_with_spec)
     int num_preempted = 0;
+    bool propose_drafts = false;  // the drafter proposes for the next step (speculation is on at this batch size)
 
     bool empty() const { return seqs.empty(); }
 };
 
 // The runner's result for one scheduled sequence.
 struct SequenceSample {
-    std::vector<GeneratedToken> tokens;  // when sampled: [0] for the sequence, then one per fork child, in order
-    std::string error;                   // set when this sequence's step failed (e.g. non-finite logits)
+    // When sampled: [0] for the sequence, then one per fork child, in order. A verify step (drafts fed): the
+    // accepted drafts, then the correction or bonus token.
+    std::vector<GeneratedToken> tokens;
+    std::string error;         // set when this sequence's step failed (e.g. non-finite logits)
+    int accepted = 0;          // drafts accepted (verify steps)
+    DraftProposal next_draft;  // the drafter's proposal for the next step (empty: none)
+    int64_t written_end = 0;   // end of what this step wrote into the slot (drafter rows included; 0: the computed end)
 };
 
 struct RunnerOutput {

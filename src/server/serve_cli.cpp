@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "server/http/cors.h"
 #include "server/model_files.h"
+#include "server/speculative_cli.h"
 
 namespace dsv4::server {
 namespace {
@@ -97,6 +98,10 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
         ->check(CLI::IsMember({"flash", "flash-0731", "flash-160"}));
     app.add_option("--synthetic-layers", e.synthetic_layers, "With --synthetic-weights: keep only the first N layers")
         ->check(CLI::Range(0, 1 << 10));
+    app.add_option("--speculative-config", v.speculative_config,
+                   "Speculative decoding, vLLM's JSON: {\"method\":\"mtp\"|\"dspark\",\"num_speculative_tokens\":K, "
+                   "\"draft_sample_method\", \"rejection_sample_method\", \"disable_by_batch_size\", "
+                   "\"confidence_threshold\"} (docs/operations.md)");
 }
 
 }  // namespace
@@ -112,6 +117,7 @@ ServeOptions finalize_serve_options(ServeCliValues& values) {
     ServeOptions options = values.options;
     options.engine.model_dir = resolve_model_dir(values.model);
     options.engine.enable_prefix_caching = !values.no_prefix_caching;
+    options.engine.speculative = parse_speculative_config(values.speculative_config);
     ServerConfig& server = options.server;
     if (server.served_model_name.empty()) {
         server.served_model_name = options.engine.synthetic_preset.empty()

@@ -19,6 +19,7 @@ struct ServeCliValues {
     bool public_health_flag = false;  // --public-health (the default; kept so old command lines still parse)
     bool no_webui = false;
     std::vector<std::string> allowed_origins;  // --allowed-origins, as given
+    std::string speculative_config;            // --speculative-config JSON (server/speculative_cli.h)
 };
 
 // Adds every option to `app`, writing into `values`.

@@ -151,25 +151,20 @@ std::vector<std::vector<const uint8_t*>> CpuBackend::stored_key_rows(int layer, 
     return stored;
 }
 
-void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
-                           const Tensor* topk, float scale, Tensor out) {
-    const int64_t n = q.size(0), heads = q.size(1), dim = q.size(2);
-    // This step's own rows as the ring will store them (float32: the tensor itself), so that a query reads the same
-    // values whether its keys were fed in this step or an earlier one.
-    const int64_t row_bytes = kv_format_.bytes();
-    auto step_rows = reinterpret_cast<const uint8_t*>(kv.f32());
-    std::vector<float> step_storage;
-    if (kv_format_.dtype != StateDtype::kF32) {
-        step_storage.resize(static_cast<size_t>(n * row_bytes / 4));
-        auto* dst = reinterpret_cast<uint8_t*>(step_storage.data());
-        parallel_for(n, dim, [&](int64_t t) { kv_format_.encode(kv.f32() + t * dim, dst + t * row_bytes); });
-        step_rows = dst;
-    }
+const uint8_t* CpuBackend::step_rows_as_stored(const Tensor& kv, std::vector<float>& storage) {
+    const int64_t n = kv.size(0), dim = kv.size(1), row_bytes = kv_format_.bytes();
+    if (kv_format_.dtype == StateDtype::kF32) return reinterpret_cast<const uint8_t*>(kv.f32());
+    storage.resize(static_cast<size_t>(n * row_bytes / 4));
+    auto* dst = reinterpret_cast<uint8_t*>(storage.data());
+    parallel_for(n, dim, [&](int64_t t) { kv_format_.encode(kv.f32() + t * dim, dst + t * row_bytes); });
+    return dst;
+}
 
-    const std::vector<std::vector<const uint8_t*>> stored = stored_key_rows(layer, lc, step_rows, topk);
+void CpuBackend::attend_all(const Tensor& q, const std::vector<std::vector<const uint8_t*>>& stored,
+                            const VecRef& sinks, float scale, Tensor out) {
+    const int64_t n = q.size(0), heads = q.size(1), dim = q.size(2);
     std::vector<float> decoded;
     const std::vector<std::vector<const float*>> keys = float_rows(stored, kv_format_, decoded);
-
     const bool ref = reference();
     int64_t key_rows = 0;
     for (const auto& list : keys) key_rows += static_cast<int64_t>(list.size());
@@ -182,6 +177,40 @@ void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, co
                 ref, [&](auto acc) { attend_head<decltype(acc)>(qh, keys[t], dim, scale, sinks.data[h], ref, o); });
         }
     }
+}
+
+void CpuBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                           const Tensor* topk, float scale, Tensor out) {
+    // This step's own rows as the ring will store them, so that a query reads the same values whether its keys were
+    // fed in this step or an earlier one.
+    std::vector<float> step_storage;
+    const uint8_t* step_rows = step_rows_as_stored(kv, step_storage);
+    attend_all(q, stored_key_rows(layer, lc, step_rows, topk), sinks, scale, out);
+}
+
+std::vector<std::vector<const uint8_t*>> CpuBackend::block_key_rows(int layer, const uint8_t* step_rows) {
+    const auto n = static_cast<int64_t>(step_.tokens.size());
+    const int64_t window = model_.sliding_window, row_bytes = kv_format_.bytes();
+    DSV4_CHECK(window <= ring_rows_, "block_attention: window {} exceeds the ring's {} rows", window, ring_rows_);
+    std::vector<std::vector<const uint8_t*>> stored(n);
+    for (int64_t t = 0; t < n; ++t) {
+        const SequenceSlice& seq = step_.seqs[step_.seq_index[t]];
+        auto& list = stored[t];
+        for (int64_t j = std::max<int64_t>(0, seq.start_pos - window); j < seq.start_pos; ++j) {
+            list.push_back(ring_row(layer, seq.slot, j));
+        }
+        for (int64_t i = 0; i < seq.n_tokens; ++i) list.push_back(step_rows + (seq.token_begin + i) * row_bytes);
+    }
+    return stored;
+}
+
+void CpuBackend::block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
+                                 Tensor out) {
+    DSV4_CHECK(layer >= 0 && layer < static_cast<int>(layers_.size()),
+               "block_attention: state layer {} outside [0, {})", layer, layers_.size());
+    std::vector<float> step_storage;
+    const uint8_t* step_rows = step_rows_as_stored(kv, step_storage);
+    attend_all(q, block_key_rows(layer, step_rows), sinks, scale, out);
 }
 
 }  // namespace dsv4

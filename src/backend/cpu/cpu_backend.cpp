@@ -88,9 +88,13 @@ Tensor CpuBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 }
 
 void CpuBackend::begin_step(const StepBatch& batch) {
+    arena_.clear();
+    begin_substep(batch);
+}
+
+void CpuBackend::begin_substep(const StepBatch& batch) {
     // The OpenMP thread count is per calling thread: the engine runs steps on its own thread (engine addition).
     omp_set_num_threads(threads_);
-    arena_.clear();
     for (const auto& s : batch.seqs) {
         DSV4_CHECK(s.slot >= 0 && s.slot < state_.max_slots, "step: slot {} is outside [0, {})", s.slot,
                    state_.max_slots);

@@ -61,6 +61,7 @@ class CpuBackend final : public Backend {
         while (arena_.size() > mark) arena_.pop_back();
     }
     void begin_step(const StepBatch& batch) override;
+    void begin_substep(const StepBatch& batch) override;
     void to_host(const Tensor& t, float* out) override;
     void from_host(Tensor t, const void* data) override;
     void synchronize() override {}
@@ -82,6 +83,8 @@ class CpuBackend final : public Backend {
     void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
     void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                    const Tensor* topk, float scale, Tensor out) override;
+    void block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
+                         Tensor out) override;
     void store_window(int layer, const Tensor& kv) override;
     void route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing, Tensor weights,
                Tensor ids) override;
@@ -114,6 +117,14 @@ class CpuBackend final : public Backend {
     // storage format, or the ring), then the visible compressed rows (all HCA entries, or the CSA picks).
     std::vector<std::vector<const uint8_t*>> stored_key_rows(int layer, const LayerConfig& lc, const uint8_t* step_rows,
                                                              const Tensor* topk);
+    // The key rows of DSpark's draft block (block_attention): the window of ring rows before each sequence's step,
+    // then all of its step rows.
+    std::vector<std::vector<const uint8_t*>> block_key_rows(int layer, const uint8_t* step_rows);
+    // This step's K=V rows as the ring stores them (kv itself when float32; else encoded into `storage`).
+    const uint8_t* step_rows_as_stored(const Tensor& kv, std::vector<float>& storage);
+    // Softmax attention of every query head over its key rows with the sink (exact or reference numerics).
+    void attend_all(const Tensor& q, const std::vector<std::vector<const uint8_t*>>& stored, const VecRef& sinks,
+                    float scale, Tensor out);
     // y[:, 0:count] = x W[row0 : row0 + count]^T for x [m, cols] with row stride y_stride, in this backend's
     // numerics (cpu_linear.cpp).
     void matmul_for_numerics(const WeightRef& w, int64_t row0, int64_t count, const float* x, int64_t m, float* y,

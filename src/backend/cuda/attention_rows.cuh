@@ -39,6 +39,54 @@ __device__ inline const uint8_t* key_row(const StepMeta& m, const AttentionArgs&
     return a.store + row * bytes;
 }
 
+constexpr int kMaxAttentionLaneElems = kMaxAttentionDim / 32;
+
+// q . k over a warp, k a stored row of dtype D, in the arithmetic Acc.
+template <int D, typename Acc>
+__device__ Acc dot_warp(const float* q, const uint8_t* k, const RowFormatDev& f) {
+    Acc s = 0;
+    for (int i = threadIdx.x % 32; i < f.dim; i += 32) s += Acc(q[i]) * row_elem<D>(k, i, f);
+    return warp_sum(s);
+}
+
+// Softmax attention of query row th (head h) over the keys key(j), j < n_keys (null: not a key), with the sink, by
+// one warp in two passes: the max score, then exp(s - M) v (probabilities rounded to bf16 in reference numerics) and
+// the denominator. Acc: float (exact numerics) or double (reference numerics). Writes a.out's row th.
+template <int D, typename Acc, typename Keys>
+__device__ void attend_two_pass(const AttentionArgs& a, int64_t th, int h, int n_keys, Keys key) {
+    const int lane = threadIdx.x % 32;
+    const float* q = a.q + th * a.dim;
+    Acc mx = -INFINITY;
+    for (int j = 0; j < n_keys; ++j) {
+        const uint8_t* k = key(j);
+        if (k == nullptr) continue;
+        const Acc score = dot_warp<D, Acc>(q, k, a.format) * Acc(a.scale);
+        mx = score > mx ? score : mx;
+    }
+    const Acc sink = a.sinks[h];
+    if (!a.reference) mx = sink > mx ? sink : mx;
+    Acc denom = exp_acc(sink - mx);
+    Acc acc[kMaxAttentionLaneElems] = {};
+    for (int j = 0; j < n_keys; ++j) {
+        const uint8_t* k = key(j);
+        if (k == nullptr) continue;
+        const Acc p = exp_acc(dot_warp<D, Acc>(q, k, a.format) * Acc(a.scale) - mx);
+        denom += p;
+        const Acc pv = a.reference ? Acc(to_bf16(static_cast<float>(p))) : p;
+#pragma unroll
+        for (int r = 0; r < kMaxAttentionLaneElems; ++r) {
+            const int i = lane + 32 * r;
+            if (i < a.dim) acc[r] += pv * row_elem<D>(k, i, a.format);
+        }
+    }
+    float* o = a.out + th * a.dim;
+#pragma unroll
+    for (int r = 0; r < kMaxAttentionLaneElems; ++r) {
+        const int i = lane + 32 * r;
+        if (i < a.dim) o[i] = store_acc(acc[r] / denom, a.reference);
+    }
+}
+
 // Whether fp8_row_quad() may read rows of format f: K=V rows (not index keys) whose bf16 tail starts on a multiple of
 // 8 bytes (its 8-byte loads at byte 2 i - nope) and whose size is a multiple of 8 (the stores are 256-byte aligned
 // allocations), so every load is aligned and no 4-element group straddles the codes and the tail.

@@ -285,6 +285,11 @@ Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 void CudaBackend::begin_step(const StepBatch& batch) {
     check_error_flag();
     arena_.reset();
+    begin_substep(batch);
+}
+
+void CudaBackend::begin_substep(const StepBatch& batch) {
+    DSV4_CHECK(!capturing_, "begin_substep: a step's metadata cannot change inside a graph capture");
     const auto n = static_cast<int32_t>(batch.tokens.size());
     const auto s = static_cast<int32_t>(batch.seqs.size());
     for (int32_t token : batch.tokens) {
@@ -407,6 +412,7 @@ bool CudaBackend::replay(uint64_t key) {
     auto it = graphs_.find(key);
     if (it == graphs_.end()) return false;
     DSV4_CUDA(cudaGraphLaunch(it->second, stream_));
+    arena_.advance_to(graph_arena_end_[key]);  // later substeps (drafters) allocate past the step's results
     return true;
 }
 
@@ -424,6 +430,7 @@ void CudaBackend::end_capture(uint64_t key) {
     DSV4_CUDA(cudaGraphDestroy(graph));
     if (auto it = graphs_.find(key); it != graphs_.end()) cudaGraphExecDestroy(it->second);  // re-recorded
     graphs_[key] = exec;
+    graph_arena_end_[key] = arena_.used();
 }
 
 const float* CudaBackend::inv_freq(const RopeParams& rope) {

@@ -40,6 +40,8 @@ class DeviceArena {
     void reset() { used_ = 0; }
     size_t used() const { return used_; }
     void release_to(size_t mark) { used_ = mark < used_ ? mark : used_; }
+    // After a graph replay: the replayed step's scratch (its results among it) is in use up to `mark`.
+    void advance_to(size_t mark) { used_ = mark > used_ ? mark : used_; }
     size_t capacity() const { return capacity_; }
     size_t high_water() const { return high_water_; }
     ~DeviceArena();
@@ -77,6 +79,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     size_t scratch_mark() override { return arena_.used(); }
     void scratch_release(size_t mark) override { arena_.release_to(mark); }
     void begin_step(const StepBatch& batch) override;
+    void begin_substep(const StepBatch& batch) override;
     void to_host(const Tensor& t, float* out) override;
     void from_host(Tensor t, const void* data) override;
     void synchronize() override;
@@ -98,6 +101,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
     void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                    const Tensor* topk, float scale, Tensor out) override;
+    void block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
+                         Tensor out) override;
     void store_window(int layer, const Tensor& kv) override;
     void route(const Tensor& h, const MoeWeights& w, const ModelConfig& c, RoutingType routing, Tensor weights,
                Tensor ids) override;
@@ -244,6 +249,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     std::unique_ptr<Fp8LtGemms> fp8_lt_;  // fast numerics
     int32_t* clamp_count_ = nullptr;      // W4A8 conversions below the exponent window (device counter)
     std::map<uint64_t, cudaGraphExec_t> graphs_;
+    std::map<uint64_t, size_t> graph_arena_end_;  // scratch a recorded step uses (drafters allocate after it)
 
     // --- Profiler ---
     int64_t launches_ = 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels_block_attention.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {
@@ -306,6 +307,39 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
         launch_attention_split(stream_, meta_, a, max_keys, part_acc, part_ml);
     }
     launched("attention", kv_format_.dtype == kRowF32 ? 2 : 3);
+}
+
+void CudaBackend::block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
+                                  Tensor out) {
+    const int64_t dim = q.size(2);
+    DSV4_CHECK(dim <= kMaxAttentionDim, "block_attention: head_dim {} exceeds the kernel limit {}", dim,
+               kMaxAttentionDim);
+    DSV4_CHECK(dim == kv_format_.dim, "block_attention: head_dim {} differs from the state's {}", dim, kv_format_.dim);
+    DSV4_CHECK(layer >= 0 && layer < static_cast<int>(layers_.size()),
+               "block_attention: state layer {} outside [0, {})", layer, layers_.size());
+    DSV4_CHECK(model_.sliding_window <= ring_rows_, "block_attention: window {} exceeds the ring's {} rows",
+               model_.sliding_window, ring_rows_);
+    AttentionArgs a;
+    a.q = q.f32();
+    if (kv_format_.dtype == kRowF32) {
+        a.kv = reinterpret_cast<const uint8_t*>(kv.f32());
+    } else {  // the block rows as the ring would store them, like the step rows of attention()
+        auto* encoded = static_cast<uint8_t*>(arena_.take(static_cast<size_t>(kv.size(0)) * kv_format_.bytes));
+        launch_encode_rows(stream_, kv.f32(), kv.size(0), kv_format_, encoded);
+        a.kv = encoded;
+    }
+    a.format = kv_format_;
+    a.ring = layers_[layer].ring;
+    a.sinks = sinks.data;
+    a.out = out.f32();
+    a.heads = static_cast<int>(q.size(1));
+    a.dim = static_cast<int>(dim);
+    a.window = model_.sliding_window;
+    a.ring_rows = ring_rows_;
+    a.scale = scale;
+    a.reference = reference();
+    launch_block_attention(stream_, meta_, a);
+    launched("block_attention", kv_format_.dtype == kRowF32 ? 1 : 2);
 }
 
 void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {

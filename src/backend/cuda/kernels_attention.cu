@@ -10,20 +10,10 @@ namespace {
 
 constexpr int kMaxPerLane = kMaxAttentionDim / 32;
 
-// q . k over a warp, k a stored row of dtype D, in the arithmetic Acc.
-template <int D, typename Acc>
-__device__ Acc dot_warp(const float* q, const uint8_t* k, const RowFormatDev& f) {
-    Acc s = 0;
-    for (int i = threadIdx.x % 32; i < f.dim; i += 32) s += Acc(q[i]) * row_elem<D>(k, i, f);
-    return warp_sum(s);
-}
-
-// One warp per (token, head): pass 1 finds the max score, pass 2 accumulates exp(s - M) v (probabilities rounded
-// to bf16 in reference numerics) and the denominator with the sink. Acc: float (exact numerics) or double (reference
-// numerics: cuda_common.cuh).
+// One warp per (token, head): the two-pass softmax of attention_rows.cuh over the query's window and compressed rows.
 template <int D, typename Acc>
 __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
     const int64_t th = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
     if (th >= static_cast<int64_t>(m.n_tokens) * a.heads) return;
     const int t = static_cast<int>(th / a.heads), h = static_cast<int>(th % a.heads);
@@ -31,36 +21,7 @@ __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
     const int n_window = static_cast<int>(min64(a.window, pos + 1));
     int n_keys = n_window;
     if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
-    const float* q = a.q + th * a.dim;
-    Acc mx = -INFINITY;
-    for (int j = 0; j < n_keys; ++j) {
-        const uint8_t* k = key_row(m, a, t, j, n_window);
-        if (k == nullptr) continue;
-        const Acc score = dot_warp<D, Acc>(q, k, a.format) * Acc(a.scale);
-        mx = score > mx ? score : mx;
-    }
-    const Acc sink = a.sinks[h];
-    if (!a.reference) mx = sink > mx ? sink : mx;
-    Acc denom = exp_acc(sink - mx);
-    Acc acc[kMaxPerLane] = {};
-    for (int j = 0; j < n_keys; ++j) {
-        const uint8_t* k = key_row(m, a, t, j, n_window);
-        if (k == nullptr) continue;
-        const Acc p = exp_acc(dot_warp<D, Acc>(q, k, a.format) * Acc(a.scale) - mx);
-        denom += p;
-        const Acc pv = a.reference ? Acc(to_bf16(static_cast<float>(p))) : p;
-#pragma unroll
-        for (int r = 0; r < kMaxPerLane; ++r) {
-            const int i = lane + 32 * r;
-            if (i < a.dim) acc[r] += pv * row_elem<D>(k, i, a.format);
-        }
-    }
-    float* o = a.out + th * a.dim;
-#pragma unroll
-    for (int r = 0; r < kMaxPerLane; ++r) {
-        const int i = lane + 32 * r;
-        if (i < a.dim) o[i] = store_acc(acc[r] / denom, a.reference);
-    }
+    attend_two_pass<D, Acc>(a, th, h, n_keys, [&](int j) { return key_row(m, a, t, j, n_window); });
 }
 
 // The element of a row held by lane `lane` in register r. Generic rows: lane + 32 r (consecutive lanes read

@@ -87,10 +87,17 @@ void render_engine(Writer& w, const EngineStats& s) {
               static_cast<double>(s.prefix_cache_hits));
     w.counter("vllm:num_preemptions_total", "Cumulative number of preemptions.",
               static_cast<double>(s.preemptions_total));
-    w.counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens proposed.",
+    w.counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.",
+              static_cast<double>(s.spec_drafts_total));
+    w.counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.",
               static_cast<double>(s.spec_draft_tokens_total));
-    w.counter("vllm:spec_decode_num_accepted_tokens_total", "Number of draft tokens accepted.",
+    w.counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.",
               static_cast<double>(s.spec_accepted_tokens_total));
+    w.header("vllm:spec_decode_num_accepted_tokens_per_pos", "counter", "Accepted tokens per draft position.");
+    for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i) {
+        w.sample("vllm:spec_decode_num_accepted_tokens_per_pos", static_cast<double>(s.spec_accepted_per_pos[i]),
+                 fmt::format("position=\"{}\"", i));
+    }
     w.counter("dsv4:engine_steps_total", "Engine steps executed.", static_cast<double>(s.steps_total));
     w.counter("dsv4:engine_requests_finished_total", "Engine requests finished (any reason).",
               static_cast<double>(s.requests_finished_total));

@@ -1,7 +1,10 @@
 // The serving engine on the GPU (device "cuda", exact numerics) against the same engine on the CPU: greedy
 // completions of prompts that share prefixes (prefix-cache hits restore GPU snapshots and share blocks), several
-// requests at once, and n > 1 (slot and block copies). Skipped without a GPU.
+// requests at once, and n > 1 (slot and block copies); speculative decoding's greedy output. Skipped without a GPU.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <tuple>
 
 #include "../../unit/engine/engine_test_util.h"
 #include "backend/cuda/cuda_factory.h"
@@ -53,6 +56,50 @@ TEST(EngineCuda, MatchesCpuWithPrefixHitsAndForks) {
         EXPECT_EQ(gpu, cpu) << "n = " << n;
         EXPECT_EQ(cached_gpu, cached_cpu) << "n = " << n;
         EXPECT_GT(cached_gpu, 0) << "no prefix-cache hit";
+    }
+}
+
+}  // namespace
+}  // namespace dsv4::engine_test
+
+namespace dsv4::engine_test {
+namespace {
+
+// Speculative decoding on the GPU (verify steps graphed like decode steps, drafter substeps after a replay): greedy
+// completions with MTP and DSpark drafts equal the GPU's own completions without them, on the trained demo models.
+std::vector<int32_t> demo_completion(const std::string& model, const SpeculativeConfig& spec) {
+    EngineConfig c;
+    c.model_dir = (std::filesystem::path(DSV4_SOURCE_DIR) / "models" / model).string();
+    c.device = "cuda";
+    c.max_num_seqs = 4;
+    c.block_tokens = 64;
+    c.max_model_len = 1024;
+    c.speculative = spec;
+    auto engine = Engine::create(c);
+    GenerateRequest r;
+    r.request_id = "r";
+    r.prompt_tokens = {0, 83, 485, 1754, 489, 328, 1860, 1572, 409, 64, 481, 120, 115, 586, 564, 132};
+    r.params = greedy(80);  // crosses the window (64) in verify steps
+    SubmitResult s = engine->submit(r);
+    EXPECT_TRUE(s.stream) << s.message;
+    if (!s.stream) return {};
+    std::vector<int32_t> tokens = drain(*s.stream).at(0).tokens;
+    if (spec.enabled()) {
+        EXPECT_GT(engine->stats().spec_drafts_total, 0);
+    }
+    engine->shutdown(std::chrono::seconds(5));
+    return tokens;
+}
+
+TEST(EngineCuda, SpeculativeGreedyEqualsPlainGreedy) {
+    std::string why;
+    if (!cuda_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+    for (const auto& [model, method, k] : {std::tuple<std::string, std::string, int>{"demo", "mtp", 3},
+                                           std::tuple<std::string, std::string, int>{"demo-dspark", "dspark", 5}}) {
+        SpeculativeConfig spec;
+        spec.method = method;
+        spec.num_speculative_tokens = k;
+        EXPECT_EQ(demo_completion(model, spec), demo_completion(model, {})) << method;
     }
 }
 

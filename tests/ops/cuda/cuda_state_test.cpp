@@ -189,6 +189,49 @@ TEST(CudaState, StatefulAttentionFastNumerics) {
 
 // Boundary snapshots, slot copies and block copies move stored rows as bytes: after save / restore / copy, the three
 // resulting sequences attend over exactly the rows the CPU backend holds.
+// DSpark's draft block (ModelOps::block_attention): every row of a sequence's 5-row block attends to the window of
+// ring rows before the block and to all 5 rows. Two sequences with contexts of 200 and 90 positions.
+TEST(CudaState, DraftBlockAttention) {
+    DSV4_REQUIRE_GPU();
+    for (StateDtype dtype : {StateDtype::kF32, StateDtype::kBf16, StateDtype::kFp8}) {
+        for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) {
+            const std::string label = dtype_label(numerics, dtype);
+            Pair p(numerics, op_config(), 2, 16, dtype);
+            StatefulRig rig(p);
+            constexpr int kHd = StatefulRig::kHd;
+            const int64_t context[2] = {200, 90};
+            auto batch = [&](const int64_t* start, int64_t len) {
+                StepBatch b;
+                for (int s = 0; s < 2; ++s) {
+                    std::vector<int32_t> tok(start == nullptr ? context[s] : len, 7);
+                    std::vector<int32_t> table(8);
+                    std::iota(table.begin(), table.end(), s * 8);
+                    b.add_sequence(s, start == nullptr ? 0 : start[s], tok, table);
+                }
+                return b;
+            };
+            for (int32_t slot : {0, 1}) {
+                p.cpu->reset_slot(slot);
+                p.gpu->reset_slot(slot);
+            }
+            p.step(batch(nullptr, 0));  // the context rows
+            const int64_t n_ctx = context[0] + context[1];
+            const auto ctx = random_floats(n_ctx * kHd);
+            p.cpu->store_window(0, make_tensor(*p.cpu, {n_ctx, kHd}, ctx));
+            p.gpu->store_window(0, make_tensor(*p.gpu, {n_ctx, kHd}, ctx));
+            p.step(batch(context, 5));  // the draft blocks
+            const int64_t n = 10;
+            const auto q = random_floats(n * rig.heads * kHd), kv = random_floats(n * kHd);
+            Tensor oc = make_tensor(*p.cpu, {n, rig.heads, kHd}), og = make_tensor(*p.gpu, {n, rig.heads, kHd});
+            p.cpu->block_attention(0, make_tensor(*p.cpu, {n, rig.heads, kHd}, q), make_tensor(*p.cpu, {n, kHd}, kv),
+                                   rig.sinks[0], 0.0441942f, oc);
+            p.gpu->block_attention(0, make_tensor(*p.gpu, {n, rig.heads, kHd}, q), make_tensor(*p.gpu, {n, kHd}, kv),
+                                   rig.sinks[1], 0.0441942f, og);
+            EXPECT_LE(rel_l2(read(*p.gpu, og), read(*p.cpu, oc)), attention_tolerance(numerics, dtype)) << label;
+        }
+    }
+}
+
 TEST(CudaState, SnapshotsAndCopiesOfStoredRows) {
     DSV4_REQUIRE_GPU();
     for (StateDtype dtype : {StateDtype::kF32, StateDtype::kBf16, StateDtype::kFp8}) {

@@ -17,11 +17,13 @@
 #include "model/model_loader.h"
 #include "runtime/model_runner.h"
 #include "sched/scheduler.h"
+#include "spec/drafter.h"
 
 namespace dsv4::engine_test {
 
 struct HarnessOptions {
     std::string fixture = "flash_schedule";
+    std::string model_dir;  // overrides fixture (e.g. a synthetic checkpoint with draft stages)
     int max_num_seqs = 6;
     int budget = 2048;
     int long_prefill = 1024;
@@ -31,19 +33,36 @@ struct HarnessOptions {
     bool prefix_caching = true;
     Numerics numerics = Numerics::kExact;
     StateDtype kv_dtype = StateDtype::kF32;
+    int rewind_capacity = 16;
+    // Speculative decoding (src/spec): method "" = off.
+    std::string spec_method;
+    int spec_tokens = 3;
+    bool spec_probabilistic = true;
+    VerifyMethod verify = VerifyMethod::kStandard;
+    int spec_disable_batch_size = 0;
+    double spec_confidence_threshold = 0.0;
 };
 
 class RuntimeHarness {
   public:
     explicit RuntimeHarness(const HarnessOptions& o)
         : backend_(make_cpu_backend(o.numerics, 1)),
-          loaded_(load_model(dir(o.fixture), *backend_, state_config(o))),
+          loaded_(load_model(o.model_dir.empty() ? dir(o.fixture) : std::filesystem::path(o.model_dir), *backend_,
+                             state_config(o), {}, DraftLoad{draft_stages(o)})),
           kv_(kv_config(o)),
           scheduler_(sched_config(o, loaded_->model->config()), kv_),
           runner_(*loaded_->model) {
         runner_.logits_hook = [this](const ScheduledSequence& e, std::span<const float> row) {
             logits_[{e.seq->group->request_id, e.seq->completion_index}].emplace_back(row.begin(), row.end());
         };
+        if (!o.spec_method.empty()) {
+            DraftOptions d;
+            d.num_speculative_tokens = o.spec_tokens;
+            d.probabilistic = o.spec_probabilistic;
+            d.confidence_threshold = o.spec_confidence_threshold;
+            drafter_ = make_drafter(o.spec_method, *loaded_->model, std::move(loaded_->drafts), d);
+            runner_.set_drafter(drafter_.get(), o.verify);
+        }
     }
 
     static std::filesystem::path dir(const std::string& fixture) {
@@ -54,14 +73,24 @@ class RuntimeHarness {
     }
 
     void add(const std::string& id, std::vector<int32_t> prompt, int max_tokens, int n = 1) {
+        SamplingParams p;
+        p.temperature = 0.0;
+        p.max_tokens = max_tokens;
+        p.ignore_eos = true;
+        p.n = n;
+        add(id, std::move(prompt), p);
+    }
+    void add(const std::string& id, std::vector<int32_t> prompt, const SamplingParams& params) {
         GenerateRequest r;
         r.request_id = id;
         r.prompt_tokens = std::move(prompt);
-        r.params.temperature = 0.0;
-        r.params.max_tokens = max_tokens;
-        r.params.ignore_eos = true;
-        r.params.n = n;
+        r.params = params;
         scheduler_.add(r);
+    }
+    void abort(const std::string& id) {
+        UpdateResult r;
+        scheduler_.abort(id, r);
+        runner_.apply(r.state_ops);
     }
 
     void step() {
@@ -91,12 +120,16 @@ class RuntimeHarness {
     KvCacheManager& kv() { return kv_; }
 
   private:
+    static int draft_stages(const HarnessOptions& o) {
+        if (o.spec_method.empty()) return 0;
+        return o.spec_method == "dspark" ? 3 : 1;
+    }
     static StateConfig state_config(const HarnessOptions& o) {
         StateConfig s;
         s.max_slots = o.max_num_seqs;
         s.num_blocks = o.num_blocks;
         s.block_tokens = o.block_tokens;
-        s.rewind_capacity = 16;
+        s.rewind_capacity = o.rewind_capacity;
         s.num_snapshots = o.num_snapshots;
         s.kv_dtype = o.kv_dtype;
         return s;
@@ -107,7 +140,7 @@ class RuntimeHarness {
         k.num_blocks = o.num_blocks;
         k.block_tokens = o.block_tokens;
         k.num_snapshots = o.num_snapshots;
-        k.rewind_capacity = 16;
+        k.rewind_capacity = o.rewind_capacity;
         k.enable_prefix_caching = o.prefix_caching;
         return k;
     }
@@ -119,6 +152,8 @@ class RuntimeHarness {
         s.max_model_len = 4096;
         s.vocab_size = m.vocab_size;
         s.eos_token_ids = {m.eos_token_id};
+        s.num_speculative_tokens = o.spec_method.empty() ? 0 : o.spec_tokens;
+        s.spec_disable_batch_size = o.spec_disable_batch_size;
         return s;
     }
 
@@ -127,6 +162,7 @@ class RuntimeHarness {
     KvCacheManager kv_;
     Scheduler scheduler_;
     ModelRunner runner_;
+    std::unique_ptr<Drafter> drafter_;
     std::map<std::pair<std::string, int>, std::vector<std::vector<float>>> logits_;
     std::map<std::pair<std::string, int>, Output> outputs_;
 };

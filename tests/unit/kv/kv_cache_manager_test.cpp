@@ -259,3 +259,29 @@ TEST(KvCacheManager, SlotsRunOut) {
 
 }  // namespace
 }  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// Speculative decoding: a verify step wrote rejected drafts past the accepted end. Only the accepted range is
+// hashed, and the snapshot of the boundary it crossed is saved only while everything written is within the rewind
+// capacity of it (rejected rows evict ring rows as well).
+TEST(KvCacheManager, RejectedPositionsAreNeverHashedAndBoundTheSnapshot) {
+    for (const int64_t written : {int64_t{130}, int64_t{150}}) {
+        KvCacheManager kv(config());
+        SequenceKv a;
+        std::vector<StateOp> ops;
+        const auto toks = tokens(140);
+        admit(kv, a, toks, 125, ops);
+        ops.clear();
+        ASSERT_TRUE(kv.grow(a, 150));
+        kv.on_computed(a, std::span(toks).first(129), 125, 129, ops, written);
+        EXPECT_EQ(a.hashes.size(), 1u);  // block 0 only: positions >= 129 were rejected
+        const bool saved = !ops.empty();
+        EXPECT_EQ(saved, written - kBlock <= 16) << "written end " << written;
+        kv.free(a);
+    }
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -57,12 +58,16 @@ class ShadowState {
         }
     }
 
-    // Checks the scheduled sequences' state and then "computes" their chunks.
+    // Checks the scheduled sequences' state and then "computes" their chunks. A slot may hold positions past the
+    // chunk's start (rejected drafts of a verify step): a rewind, allowed within the rewind capacity.
     void run_step(const SchedulerOutput& out, const KvCacheManager& kv) {
         for (const ScheduledSequence& e : out.seqs) {
             const Sequence& s = *e.seq;
-            const auto& held = slots_.at(s.kv.slot);
-            ASSERT_EQ(static_cast<int64_t>(held.size()), e.start) << "slot holds a different length";
+            auto& held = slots_.at(s.kv.slot);
+            ASSERT_GE(static_cast<int64_t>(held.size()), e.start) << "slot holds fewer positions than computed";
+            ASSERT_LE(static_cast<int64_t>(held.size()) - e.start, config_.rewind_capacity)
+                << "rewound deeper than the rewind capacity";
+            held.resize(e.start);
             ASSERT_TRUE(std::equal(held.begin(), held.end(), s.tokens.begin())) << "slot holds other tokens";
             ASSERT_GE(static_cast<int64_t>(s.kv.blocks.size()), kv.blocks_for(e.start + e.num_tokens));
             for (int64_t p = 0; p < e.start; ++p) {
@@ -77,8 +82,10 @@ class ShadowState {
             const Sequence& s = *e.seq;
             auto& held = slots_.at(s.kv.slot);
             for (int64_t p = e.start; p < e.start + e.num_tokens; ++p) {
-                held.push_back(s.tokens[p]);
-                blocks_.at(s.kv.blocks[p / config_.block_tokens])[p % config_.block_tokens] = s.tokens[p];
+                // A verify entry feeds the last token, then its drafts.
+                const int32_t token = p < s.num_tokens() ? s.tokens[p] : e.drafts.at(p - s.num_tokens());
+                held.push_back(token);
+                blocks_.at(s.kv.blocks[p / config_.block_tokens])[p % config_.block_tokens] = token;
             }
         }
     }
@@ -94,13 +101,31 @@ class ShadowState {
     std::vector<std::vector<int32_t>> snapshots_;
 };
 
+// A greedy request whose prompt is prompt_len consecutive ids from `first` (wrapped into [2, vocab)).
+inline GenerateRequest request(const std::string& id, int prompt_len, int max_tokens, int n = 1, int32_t first = 100,
+                               int64_t vocab = 1000) {
+    GenerateRequest r;
+    r.request_id = id;
+    r.prompt_tokens.resize(prompt_len);
+    std::iota(r.prompt_tokens.begin(), r.prompt_tokens.end(), first);
+    for (auto& t : r.prompt_tokens) t = 2 + t % static_cast<int32_t>(vocab - 2);
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    r.params.temperature = 0.0;
+    r.params.n = n;
+    return r;
+}
+
 // A deterministic "model": the next token depends on the whole history (so a recompute after preemption must
 // reproduce it), EOS (id 1) now and then.
-inline int32_t fake_next_token(const Sequence& s, int64_t vocab) {
+inline int32_t fake_next_token(std::span<const int32_t> tokens, int completion_index, int64_t vocab) {
     uint64_t h = 1469598103934665603ull;
-    for (int32_t t : s.tokens) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
-    h ^= static_cast<uint64_t>(s.completion_index) * 0x9E3779B97F4A7C15ull;
+    for (int32_t t : tokens) h = (h ^ static_cast<uint64_t>(t)) * 1099511628211ull;
+    h ^= static_cast<uint64_t>(completion_index) * 0x9E3779B97F4A7C15ull;
     return static_cast<int32_t>(2 + (h >> 17) % static_cast<uint64_t>(vocab - 2));
+}
+inline int32_t fake_next_token(const Sequence& s, int64_t vocab) {
+    return fake_next_token(s.tokens, s.completion_index, vocab);
 }
 
 inline RunnerOutput fake_run(const SchedulerOutput& out, int64_t vocab) {
@@ -144,6 +169,40 @@ struct EventLog {
         finished_requests.insert(finished_requests.end(), r.finished_requests.begin(), r.finished_requests.end());
     }
 };
+
+// Speculative decoding with the fake model: a verify entry accepts its drafts while they equal the fake model's
+// next token, then emits the model's token; every sampling entry proposes k drafts for the next step when the step
+// allows it: the model's own continuation, with a wrong draft wherever `wrong(history length, i)` says.
+template <typename Wrong>
+RunnerOutput fake_spec_run(const SchedulerOutput& out, int64_t vocab, int k, Wrong wrong) {
+    RunnerOutput r = fake_run(out, vocab);
+    for (size_t j = 0; j < out.seqs.size(); ++j) {
+        const ScheduledSequence& e = out.seqs[j];
+        if (!e.sample) continue;
+        SequenceSample& sample = r.samples[j];
+        std::vector<int32_t> history = e.seq->tokens;
+        if (!e.drafts.empty()) {
+            sample.tokens.clear();
+            for (int32_t d : e.drafts) {
+                if (d != fake_next_token(history, e.seq->completion_index, vocab)) break;
+                history.push_back(d);
+                sample.tokens.push_back({d, std::nullopt, {}});
+                ++sample.accepted;
+            }
+        }
+        const int32_t final_token = fake_next_token(history, e.seq->completion_index, vocab);
+        if (!e.drafts.empty()) sample.tokens.push_back({final_token, std::nullopt, {}});
+        history.push_back(final_token);
+        if (!out.propose_drafts) continue;
+        for (int i = 0; i < k; ++i) {
+            int32_t d = fake_next_token(history, e.seq->completion_index, vocab);
+            if (wrong(history.size(), i)) d = 2 + (d + 1 - 2) % static_cast<int32_t>(vocab - 2);
+            sample.next_draft.tokens.push_back(d);
+            history.push_back(d);
+        }
+    }
+    return r;
+}
 
 // One engine step without a model: schedule, check + compute in the shadow, fake sampling, update.
 inline SchedulerOutput step(Scheduler& s, ShadowState& shadow, EventLog& log) {

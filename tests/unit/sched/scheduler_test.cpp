@@ -36,19 +36,6 @@ SchedulerConfig sched_config(int budget = 64, int threshold = 32, int max_seqs =
     return c;
 }
 
-GenerateRequest request(const std::string& id, int prompt_len, int max_tokens, int n = 1, int32_t first = 100) {
-    GenerateRequest r;
-    r.request_id = id;
-    r.prompt_tokens.resize(prompt_len);
-    std::iota(r.prompt_tokens.begin(), r.prompt_tokens.end(), first);
-    for (auto& t : r.prompt_tokens) t = 2 + t % static_cast<int32_t>(kVocab - 2);
-    r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;
-    r.params.temperature = 0.0;
-    r.params.n = n;
-    return r;
-}
-
 const ScheduledSequence* find(const SchedulerOutput& out, const std::string& id, int completion = 0) {
     for (const auto& e : out.seqs) {
         if (e.seq->group->request_id == id && e.seq->completion_index == completion) return &e;

@@ -1,0 +1,72 @@
+// Speculative verification: given the target's logits for the k + 1 positions of a verify step (the last accepted
+// token followed by k drafts) and what the drafter proposed, decide which drafts to keep and the one token that
+// follows them, so that the emitted tokens are distributed exactly as if the target had sampled them one by one.
+//
+// The target distribution p_i of row i is the normal sampler's (sampler.h): logits processors (min_tokens, logit
+// bias, penalties) over the history including drafts 0 .. i-1, then temperature, min_p, top_k, top_p.
+//   greedy requests: accept while the draft equals the processed argmax; the first mismatch (or, when every draft
+//     matched, row k) gives the target's own argmax. Bit for bit what non-speculative greedy decoding emits.
+//   kStandard: rejection sampling (Leviathan et al.): accept draft i with probability min(1, p_i(d_i) / q_i(d_i));
+//     at the first rejection draw from max(0, p_i - q_i) normalised; when all pass, draw the bonus token from p_k.
+//   kBlock: block verification (Sun et al., ICLR 2025, Algorithm 2): the accepted length is the largest i whose
+//     coin passes h_i, a rule that looks at the whole block (never fewer tokens on average, same distribution).
+//
+// Random numbers: a verify step whose first output position is b reads uniform_at(state.seed(), b, lane) on lanes
+// kAcceptLane + i (coin of draft i) and kResidualLane (the correction draw); the bonus token is a normal sample()
+// (lane 0 at its own position). b grows with every step, so no number is read twice, even by block verification,
+// which looks at every coin of its block. Drafters draw from draft_uniform(): another stream, keyed the same way.
+// Sharing one stream between drafter and verifier biases the output (tested).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "dsv4/sampling_params.h"
+#include "sample/sampler.h"
+#include "sample/sampler_state.h"
+
+namespace dsv4 {
+
+enum class VerifyMethod : uint8_t { kStandard, kBlock };
+
+std::string_view verify_method_name(VerifyMethod method);
+// "standard" | "block" (vLLM's rejection_sample_method spellings); anything else is a dsv4::Error.
+VerifyMethod parse_verify_method(std::string_view name);
+
+inline constexpr int kMaxVerifyDrafts = 32;
+inline constexpr uint64_t kAcceptLane = 1;  // .. kAcceptLane + kMaxVerifyDrafts - 1
+inline constexpr uint64_t kResidualLane = kAcceptLane + kMaxVerifyDrafts;
+
+// The seed of a request's draft stream: unrelated to every (seed, position, lane) the sampler and verifier read.
+uint64_t draft_seed(uint64_t seed);
+// The drafter's uniform number for draft i of the step whose first output position is `base`.
+inline double draft_uniform(uint64_t seed, uint64_t base, int i) {
+    return uniform_at(draft_seed(seed), base, static_cast<uint64_t>(i));
+}
+
+// What a drafter proposed for one sequence.
+struct DraftProposal {
+    std::vector<int32_t> tokens;  // k drafts
+    // The distributions the drafts were drawn from, [k * vocab] row-major; empty when each draft was the drafter's
+    // argmax (q_i is then one-hot at the draft: still lossless, the target probability is the acceptance chance).
+    std::vector<float> probs;
+};
+
+struct VerifyOutcome {
+    std::vector<SampleResult> tokens;  // the accepted drafts, then the correction or bonus token
+    int accepted = 0;                  // drafts kept (tokens.size() - 1)
+};
+
+// target_logits: [(k + 1) * vocab] raw logits of the verify rows. Records the emitted tokens in `state` (like
+// sample()). Throws dsv4::Error on malformed input (lengths, draft ids outside the vocabulary, non-finite logits).
+VerifyOutcome verify_drafts(std::span<const float> target_logits, const DraftProposal& draft,
+                            const SamplingParams& params, SamplerState& state, VerifyMethod method);
+
+// A drafter's token from its logits row: the argmax when `temperature` is greedy (q one-hot: probs left empty),
+// else a draw from softmax(logits / temperature) with `uniform`, whose probabilities are written to `probs`
+// (length vocab) for the verifier.
+int32_t sample_draft_token(std::span<const float> logits, double temperature, double uniform, std::span<float> probs);
+
+}  // namespace dsv4

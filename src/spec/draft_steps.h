@@ -1,0 +1,29 @@
+// Helpers shared by the drafters: their substeps' batches and the draw of one draft from a logits row.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "spec/drafter.h"
+
+namespace dsv4 {
+
+// The sequence's block table, extended with copies of its last block until it covers [0, end): draft stages are
+// sliding-window layers and never read paged blocks, but a step must cover the positions it feeds, and draft rows
+// may run past what the target has allocated.
+std::vector<int32_t> covering_table(std::span<const int32_t> table, int64_t end, int block_tokens);
+
+// Appends a sequence's substep of `tokens` at positions start.. to `batch`.
+void add_draft_sequence(StepBatch& batch, const DraftInput& in, int64_t start, std::span<const int32_t> tokens,
+                        int block_tokens);
+
+// Draws draft j of `in` from its logits row into `out` (argmax when the request is greedy or drafts are not
+// probabilistic; else a draw from softmax(logits / T) with the request's draft stream, q appended to out.probs).
+void draw_draft(std::span<const float> logits, const DraftInput& in, bool probabilistic, int j, DraftProposal& out);
+
+// A float32 tensor on the host.
+std::vector<float> host_copy(ModelOps& ops, const Tensor& t);
+
+}  // namespace dsv4
