@@ -14,9 +14,12 @@
 #include "backend/backend.h"
 #include "bench_registry.h"
 #include "core/error.h"
+#include "engine/capacity_plan.h"
+#include "engine/device_registry.h"
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
 #include "model/model_loader.h"
+#include "model/synthetic_routing.h"
 #include "model/tensor_spec.h"
 #include "runtime/step_graphs.h"
 #include "state/state_format.h"
@@ -42,6 +45,8 @@ struct OfflineOptions {
     std::string json_out;
     uint64_t seed = 1;
     bool enforce_eager = false;  // decode steps without CUDA graphs
+    double gpu_memory_utilization = 0.95;
+    std::string routing_skew;  // Zipf exponent(s) of expert popularity (model/synthetic_routing.h)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -122,6 +127,35 @@ struct Setup {
     void step(const StepBatch& batch) { model().host_logits(graphs->forward(batch)); }
 };
 
+// The capacity plan of the benchmark's state (max_batch slots, the blocks of max_context tokens each) before anything
+// is allocated: a model that cannot fit fails here with the bytes and the flags, not in cudaMalloc.
+void check_capacity(const OfflineOptions& o, const ModelConfig& config, const StateConfig& state) {
+    EngineConfig engine;
+    engine.device = o.device;
+    engine.numerics = o.numerics;
+    engine.synthetic_preset = o.preset;
+    engine.gpu_memory_utilization = o.gpu_memory_utilization;
+    const StateLayout layout = compute_state_layout(config, state.block_tokens, state.rewind_capacity, state.kv_dtype);
+    CapacityRequest r;
+    r.numerics = parse_numerics(o.numerics);
+    r.state_dtype = state.kv_dtype;
+    r.device = find_device_backend(o.device).memory(engine);
+    r.host_available_bytes = available_host_bytes();
+    r.max_num_seqs = state.max_slots;
+    r.block_tokens = state.block_tokens;
+    r.rewind_capacity = state.rewind_capacity;
+    r.num_snapshots = 0;
+    r.kv_cache_bytes = state.max_slots * layout.slot_bytes + int64_t{state.num_blocks} * layout.block_bytes + 1;
+    try {
+        std::fprintf(stderr, "%s\n", plan_capacity(config, r).summary().c_str());
+    } catch (const Error& e) {
+        fail(
+            "{} (bench offline: the state is --batch's largest value in slots and --context's largest in tokens "
+            "per slot; the utilization is --gpu-memory-utilization)",
+            e.what());
+    }
+}
+
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     Setup s;
     s.config = flash_preset_config(o.preset, o.layers, o.experts);
@@ -133,8 +167,10 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     state.kv_dtype = parse_state_dtype(o.kv_cache_dtype);
     s.blocks_per_slot = static_cast<int>((max_context + 1024 + 255) / 256);
     state.num_blocks = s.blocks_per_slot * max_batch;
+    check_capacity(o, s.config, state);
     const auto t0 = Clock::now();
-    s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed);  // state sized after the weights
+    s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed, {},  // state sized after the weights
+                                    parse_routing_skew(o.routing_skew));
     s.graphs = std::make_unique<StepGraphs>(s.model(), o.enforce_eager);
     std::fprintf(stderr, "%s\n", s.backend->memory_report().c_str());
     std::fprintf(stderr, "synthetic %s model (%d layers, %d experts) built in %.1f s\n", o.preset.c_str(),
@@ -249,7 +285,8 @@ void run(const OfflineOptions& o) {
                      {"layers", s.config.num_layers},
                      {"experts", s.config.n_routed_experts},
                      {"numerics", o.numerics},
-                     {"kv_cache_dtype", o.kv_cache_dtype}};
+                     {"kv_cache_dtype", o.kv_cache_dtype},
+                     {"routing_skew", o.routing_skew.empty() ? "0" : o.routing_skew}};
     std::printf("%-6s %-8s %10s %10s %12s %9s %9s\n", "batch", "context", "step ms", "tok/s", "roofline", "fraction",
                 "launches");
     for (int64_t ctx : o.contexts) {
@@ -291,6 +328,10 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--json", o->json_out, "Write the results as JSON");
         app.add_option("--seed", o->seed, "Weight seed");
         app.add_flag("--enforce-eager", o->enforce_eager, "Run decode steps eagerly (no CUDA graphs)");
+        app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "Fraction of GPU memory to use")
+            ->check(CLI::Range(0.05, 1.0));
+        app.add_option("--synthetic-routing-skew", o->routing_skew,
+                       "Zipf exponent of expert popularity (S, or S0,S1,... per layer; 0 / empty = even routing)");
         app.callback([o] { run(*o); });
     }};
 

@@ -13,9 +13,13 @@ EngineCore::EngineCore(EngineParts parts)
       info_(std::move(parts.info)),
       backend_(std::move(parts.backend)),
       model_(std::move(parts.model)),
+      tier_memory_(std::move(parts.tier_memory)),
+      tiers_(std::move(parts.tiers)),
       kv_(parts.kv),
       scheduler_(std::move(parts.scheduler), kv_),
       runner_(*model_->model, config_.enforce_eager) {
+    kv_.attach_tiers(tiers_.get());
+    runner_.set_tiers(kv_.tiers());
     publish_stats();
     thread_ = std::thread([this] { run(); });
 }
@@ -275,6 +279,17 @@ void EngineCore::publish_stats() {
     stats_.generation_tokens_total = s.generation_tokens_total;
     stats_.prefix_cache_queries = k.prefix_queries;
     stats_.prefix_cache_hits = k.prefix_hits;
+    for (size_t t = 0; t < k.prefix_hits_by_tier.size(); ++t)
+        stats_.prefix_cache_hits_by_tier[t] = k.prefix_hits_by_tier[t];
+    if (const KvTiers* tiers = kv_.tiers()) {
+        stats_.kv_offloaded_bytes = tiers->stats().offloaded_bytes;
+        stats_.kv_loaded_bytes = tiers->stats().loaded_bytes;
+        stats_.kv_disk_loaded_bytes = tiers->stats().staged_bytes;
+        if (const DiskKvStore* disk = tiers->disk()) {
+            stats_.kv_disk_written_bytes = disk->stats().bytes_written;
+            stats_.kv_disk_corrupt = disk->stats().corrupt;
+        }
+    }
     stats_.kv_cache_usage = kv_.usage();
     stats_.preemptions_total = s.preemptions_total;
     stats_.requests_finished_total = s.requests_finished_total;

@@ -31,6 +31,8 @@ struct EngineParts {
     std::unique_ptr<Backend> backend;
     std::unique_ptr<LoadedModel> model;  // loaded on backend, whose state matches kv
     KvCacheConfig kv;
+    HostBuffer tier_memory;          // the host KV pool (allocated by the backend: pinned on a GPU)
+    std::unique_ptr<KvTiers> tiers;  // host / disk tiers of the prefix cache (null: none)
     SchedulerConfig scheduler;
     ModelInfo info;
 };
@@ -79,6 +81,8 @@ class EngineCore final : public Engine {
     ModelInfo info_;
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<LoadedModel> model_;
+    HostBuffer tier_memory_;
+    std::unique_ptr<KvTiers> tiers_;  // before kv_: the manager and the runner point to it
     KvCacheManager kv_;
     Scheduler scheduler_;
     ModelRunner runner_;

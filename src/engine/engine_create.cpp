@@ -4,10 +4,12 @@
 
 #include "config/model_config.h"
 #include "core/error.h"
+#include "engine/capacity_plan.h"
 #include "engine/device_registry.h"
 #include "engine/engine_core.h"
 #include "kv/state_plan.h"
 #include "model/flash_preset.h"
+#include "model/synthetic_routing.h"
 
 namespace dsv4 {
 namespace {
@@ -29,6 +31,30 @@ void check_config(const EngineConfig& c) {
     DSV4_CHECK(c.block_tokens > 0, "block_tokens must be positive, got {}", c.block_tokens);
     DSV4_CHECK(c.num_prefix_snapshots >= -1, "num_prefix_snapshots must be >= -1 (-1 = automatic), got {}",
                c.num_prefix_snapshots);
+    DSV4_CHECK(c.host_kv_cache_bytes >= 0 && c.disk_kv_cache_bytes >= 0, "KV tier sizes must be >= 0");
+    parse_routing_skew(c.synthetic_routing_skew);  // a malformed value fails before anything is loaded
+    DSV4_CHECK(c.disk_kv_cache_dir.empty() || c.host_kv_cache_bytes > 0,
+               "--disk-kv-cache needs --host-kv-cache-gib: the disk tier holds what the host pool evicts");
+}
+
+constexpr int64_t kDefaultDiskBytes = int64_t{64} << 30;
+
+// The host pool and the disk tier of the prefix cache, when asked for (and prefix caching is on).
+void create_tiers(const EngineConfig& c, const StatePlan& plan, Backend& backend, EngineParts& parts) {
+    if (c.host_kv_cache_bytes == 0 || !c.enable_prefix_caching) return;
+    KvTierConfig t = host_tier_config(c.host_kv_cache_bytes, plan.layout);
+    DSV4_CHECK(t.host_blocks > 0,
+               "--host-kv-cache-gib: {} bytes cannot hold one block ({} bytes) and one boundary "
+               "snapshot ({} bytes) of this model's state",
+               c.host_kv_cache_bytes, plan.layout.block_bytes, plan.layout.snapshot_bytes);
+    DSV4_CHECK(plan.state.num_snapshots > 0,
+               "--host-kv-cache-gib needs boundary snapshots on the device, and the state plan left room for none "
+               "(raise the state budget)");
+    t.disk_dir = c.disk_kv_cache_dir;
+    t.disk_bytes = c.disk_kv_cache_bytes > 0 ? c.disk_kv_cache_bytes : kDefaultDiskBytes;
+    t.fingerprint = state_layout_fingerprint(plan.layout, plan.state.block_tokens);
+    parts.tier_memory = backend.allocate_host_buffer(t.host_bytes());
+    parts.tiers = std::make_unique<KvTiers>(t, parts.tier_memory.span());
 }
 
 std::string model_name(const std::string& dir) {
@@ -61,27 +87,34 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
                config.max_model_len, model_config.max_position_embeddings);
 
     const StateDtype dtype = device.state_dtype(config);
-    const StateLayout layout = compute_state_layout(model_config, config.block_tokens, kRewindCapacity, dtype);
-    StatePlanRequest request;
-    request.max_slots = config.max_num_seqs;
-    request.block_tokens = config.block_tokens;
-    request.rewind_capacity = kRewindCapacity;
-    request.num_snapshots = config.enable_prefix_caching ? config.num_prefix_snapshots : 0;
-    request.budget_bytes = config.kv_cache_bytes > 0
-                               ? config.kv_cache_bytes
-                               : device.default_state_bytes(config, int64_t{config.max_num_seqs} * layout.slot_bytes);
-    // An explicit max_model_len must fit; the default is capped by what fits.
-    request.min_tokens = config.max_model_len > 0 ? config.max_model_len : config.block_tokens;
-    const StatePlan plan = plan_state(model_config, request, dtype);
-    const int64_t max_model_len = config.max_model_len > 0
-                                      ? config.max_model_len
-                                      : std::min<int64_t>(model_config.max_position_embeddings, plan.token_capacity);
-
+    // Where every byte goes, decided before anything is allocated (a model that does not fit fails here, naming the
+    // flags that would make it fit).
+    CapacityRequest capacity;
+    capacity.numerics = parse_numerics(config.numerics);
+    capacity.state_dtype = dtype;
+    capacity.device = device.memory(config);
+    capacity.host_available_bytes = available_host_bytes();
+    capacity.max_num_seqs = config.max_num_seqs;
+    capacity.block_tokens = config.block_tokens;
+    capacity.rewind_capacity = kRewindCapacity;
+    capacity.num_snapshots = config.enable_prefix_caching ? config.num_prefix_snapshots : 0;
+    capacity.max_model_len = config.max_model_len;
+    capacity.kv_cache_bytes = config.kv_cache_bytes;
+    capacity.gpu_experts = config.gpu_experts;
+    capacity.host_kv_cache_bytes = config.host_kv_cache_bytes;
+    const CapacityPlan capacity_plan = plan_capacity(model_config, capacity);
+    DSV4_CHECK(capacity_plan.host_experts == 0,
+               "--gpu-experts {}: the engine does not serve host-resident experts yet (the expert tier is a "
+               "WeightStore role not wired into the engine: docs/architecture.md \"Memory tiers\")",
+               config.gpu_experts);
+    const StatePlan& plan = capacity_plan.state;
+    const int64_t max_model_len = capacity_plan.max_model_len;
     EngineParts parts;
     parts.config = config;
     parts.config.max_model_len = static_cast<int>(std::min<int64_t>(max_model_len, INT32_MAX));
     parts.backend = device.create(config);
-    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed)
+    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed, {},
+                                                   parse_routing_skew(config.synthetic_routing_skew))
                             : load_model(dir, *parts.backend, plan.state);
     parts.kv.max_slots = plan.state.max_slots;
     parts.kv.num_blocks = plan.state.num_blocks;
@@ -89,6 +122,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.kv.num_snapshots = plan.state.num_snapshots;
     parts.kv.rewind_capacity = plan.state.rewind_capacity;
     parts.kv.enable_prefix_caching = config.enable_prefix_caching;
+    create_tiers(config, plan, *parts.backend, parts);
     parts.scheduler.max_num_seqs = config.max_num_seqs;
     parts.scheduler.max_num_batched_tokens = config.max_num_batched_tokens;
     parts.scheduler.long_prefill_token_threshold = config.long_prefill_token_threshold;
@@ -108,6 +142,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.info.cache.enable_prefix_caching = config.enable_prefix_caching;
     parts.info.cache.gpu_memory_utilization = config.device == "cuda" ? config.gpu_memory_utilization : 0.0;
     parts.info.cache.state_bytes = plan.total_bytes;
+    parts.info.cache.memory_plan = capacity_plan.summary();
     return std::make_unique<EngineCore>(std::move(parts));
 }
 

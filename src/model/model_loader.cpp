@@ -21,8 +21,9 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
 }
 
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
-                                                  uint64_t seed, const ExpertResidency& residency) {
-    ModelWeights weights = make_synthetic_weights(config, backend, seed, residency);
+                                                  uint64_t seed, const ExpertResidency& residency,
+                                                  const std::vector<double>& routing_skew) {
+    ModelWeights weights = make_synthetic_weights(config, backend, seed, residency, routing_skew);
     backend.synchronize();
     backend.create_state(config, state);  // after the weights, as in load_model
     auto loaded = std::make_unique<LoadedModel>();

@@ -25,7 +25,9 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
                                         const ExpertResidency& residency = {});
 
 // A model with random weights made directly on the backend (model/synthetic_weights.h): no checkpoint.
+// routing_skew: Zipf exponents of expert popularity (model/synthetic_routing.h; empty = even routing).
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
-                                                  uint64_t seed, const ExpertResidency& residency = {});
+                                                  uint64_t seed, const ExpertResidency& residency = {},
+                                                  const std::vector<double>& routing_skew = {});
 
 }  // namespace dsv4

@@ -1,14 +1,18 @@
 #include "model/synthetic_weights.h"
 
+#include <array>
 #include <cmath>
+
+#include "model/synthetic_routing.h"
 
 namespace dsv4 {
 namespace {
 
 class SyntheticBuilder {
   public:
-    SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed, const ExpertResidency& residency)
-        : c_(c), b_(b), seed_(seed), residency_(residency) {}
+    SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed, const ExpertResidency& residency,
+                     const std::vector<double>& skew)
+        : c_(c), b_(b), seed_(seed), residency_(residency), skew_(skew) {}
 
     WeightRef linear(WeightFormat format, int64_t rows, int64_t cols) {
         return b_.synthetic_linear(format, rows, cols, 1.0f / std::sqrt(static_cast<float>(cols)), next());
@@ -77,10 +81,12 @@ class SyntheticBuilder {
         }
         MoeWeights& m = l.ffn;
         m.gate = linear(WeightFormat::kBF16, c_.n_routed_experts, d);
+        const double skew = routing_skew_of(skew_, layer_index_, c_.num_layers);
         if (lc.routing == RoutingType::kHash) {
-            m.tid2eid = b_.synthetic_table(c_.vocab_size, c_.n_experts_per_tok, c_.n_routed_experts, next());
+            m.tid2eid = skew > 0 ? skewed_table(skew)
+                                 : b_.synthetic_table(c_.vocab_size, c_.n_experts_per_tok, c_.n_routed_experts, next());
         } else {
-            m.bias = vec(c_.n_routed_experts, 0.0f, 0.1f);
+            m.bias = skew > 0 ? skewed_bias(skew) : vec(c_.n_routed_experts, 0.0f, 0.1f);
         }
         for (int e = 0; e < c_.n_routed_experts; ++e) {
             if (expert_resident(residency_, layer_index_, e)) {
@@ -110,20 +116,38 @@ class SyntheticBuilder {
     }
 
   private:
+    // Skewed routing (model/synthetic_routing.h), uploaded from host values; one seed drawn, as unskewed.
+    VecRef skewed_bias(double skew) {
+        const std::vector<float> bias = zipf_router_bias(c_.n_routed_experts, skew, next(), layer_index_);
+        const std::array<int64_t, 1> shape = {c_.n_routed_experts};
+        return b_.upload_vector(
+            {reinterpret_cast<const uint8_t*>(bias.data()), DType::kF32, shape, bias.size() * sizeof(float)});
+    }
+    TableRef skewed_table(double skew) {
+        const int k = c_.n_experts_per_tok;
+        const std::vector<int64_t> table =
+            zipf_expert_table(c_.vocab_size, k, c_.n_routed_experts, skew, next(), layer_index_);
+        const std::array<int64_t, 2> shape = {c_.vocab_size, k};
+        return b_.upload_table(
+            {reinterpret_cast<const uint8_t*>(table.data()), DType::kI64, shape, table.size() * sizeof(int64_t)},
+            c_.n_routed_experts);
+    }
+
     uint64_t next() { return seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull; }
 
     const ModelConfig& c_;
     Backend& b_;
     uint64_t seed_;
     const ExpertResidency& residency_;
+    const std::vector<double>& skew_;
     int layer_index_ = 0;
 };
 
 }  // namespace
 
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
-                                    const ExpertResidency& residency) {
-    return SyntheticBuilder(config, backend, seed, residency).model();
+                                    const ExpertResidency& residency, const std::vector<double>& routing_skew) {
+    return SyntheticBuilder(config, backend, seed, residency, routing_skew).model();
 }
 
 }  // namespace dsv4

@@ -14,8 +14,10 @@
 namespace dsv4 {
 
 // Only the experts `residency` names are made (the others draw their seeds all the same, so a rank holds the same
-// values as a single device would).
+// values as a single device would). routing_skew: Zipf exponents of expert popularity (model/synthetic_routing.h;
+// empty = even routing).
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
-                                    const ExpertResidency& residency = {});
+                                    const ExpertResidency& residency = {},
+                                    const std::vector<double>& routing_skew = {});
 
 }  // namespace dsv4

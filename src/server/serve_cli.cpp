@@ -58,6 +58,21 @@ void add_http_options(CLI::App& app, ServeCliValues& v) {
     app.add_flag("--quiet", s.quiet, "No per-request log lines");
 }
 
+// Host-memory tiers (docs/operations.md "Memory tiers").
+void add_tier_options(CLI::App& app, ServeCliValues& v) {
+    EngineConfig& e = v.options.engine;
+    app.add_option("--gpu-experts", e.gpu_experts,
+                   "Routed experts per layer kept in GPU memory; the others stay in pinned host memory (-1 = all)")
+        ->check(CLI::Range(-1, 1 << 16));
+    app.add_option("--host-kv-cache-gib", v.host_kv_cache_gib,
+                   "Pinned host pool for prefix-cache blocks and snapshots evicted from the device (0 = off)")
+        ->check(CLI::Range(0.0, 1 << 20));
+    app.add_option("--disk-kv-cache", e.disk_kv_cache_dir,
+                   "Directory of the disk tier below the host pool (needs --host-kv-cache-gib; empty = off)");
+    app.add_option("--disk-kv-cache-gib", v.disk_kv_cache_gib, "Size cap of the disk tier")
+        ->check(CLI::Range(0.001, double{1 << 24}));
+}
+
 void add_engine_options(CLI::App& app, ServeCliValues& v) {
     EngineConfig& e = v.options.engine;
     app.add_option("--device", e.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -97,6 +112,11 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
         ->check(CLI::IsMember({"flash", "flash-0731", "flash-160"}));
     app.add_option("--synthetic-layers", e.synthetic_layers, "With --synthetic-weights: keep only the first N layers")
         ->check(CLI::Range(0, 1 << 10));
+    app.add_option("--synthetic-routing-skew", e.synthetic_routing_skew,
+                   "With --synthetic-weights: Zipf exponent of expert popularity (S for every layer, or S0,S1,... "
+                   "one per layer; 0 = even routing)")
+        ->default_str("0");
+    add_tier_options(app, v);
 }
 
 }  // namespace
@@ -112,6 +132,9 @@ ServeOptions finalize_serve_options(ServeCliValues& values) {
     ServeOptions options = values.options;
     options.engine.model_dir = resolve_model_dir(values.model);
     options.engine.enable_prefix_caching = !values.no_prefix_caching;
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    options.engine.host_kv_cache_bytes = static_cast<int64_t>(values.host_kv_cache_gib * kGiB);
+    options.engine.disk_kv_cache_bytes = static_cast<int64_t>(values.disk_kv_cache_gib * kGiB);
     ServerConfig& server = options.server;
     if (server.served_model_name.empty()) {
         server.served_model_name = options.engine.synthetic_preset.empty()

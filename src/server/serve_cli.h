@@ -19,6 +19,8 @@ struct ServeCliValues {
     bool public_health_flag = false;  // --public-health (the default; kept so old command lines still parse)
     bool no_webui = false;
     std::vector<std::string> allowed_origins;  // --allowed-origins, as given
+    double host_kv_cache_gib = 0.0;            // --host-kv-cache-gib
+    double disk_kv_cache_gib = 64.0;           // --disk-kv-cache-gib
 };
 
 // Adds every option to `app`, writing into `values`.

@@ -118,6 +118,11 @@ CudaBackend::~CudaBackend() {
     if (clamp_count_ != nullptr) cudaFree(clamp_count_);
     if (meta_dev_ != nullptr) cudaFree(meta_dev_);
     if (error_flag_ != nullptr) cudaFree(error_flag_);
+    if (copy_stream_ != nullptr) {
+        cudaStreamSynchronize(copy_stream_);
+        for (cudaEvent_t e : {compute_mark_, offloads_done_, loads_done_}) cudaEventDestroy(e);
+        cudaStreamDestroy(copy_stream_);
+    }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -284,6 +289,7 @@ Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 
 void CudaBackend::begin_step(const StepBatch& batch) {
     check_error_flag();
+    if (!capturing_) order_step_after_tier_copies(batch);
     arena_.reset();
     const auto n = static_cast<int32_t>(batch.tokens.size());
     const auto s = static_cast<int32_t>(batch.seqs.size());

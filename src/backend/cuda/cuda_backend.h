@@ -14,6 +14,8 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -72,6 +74,13 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
     void copy_slot(int32_t src, int32_t dst) override;
     void copy_block(int32_t src, int32_t dst) override;
+    // Tier role (cuda_tiers.cpp): copies on a copy stream, ordered with the compute stream by events.
+    void offload_block(int32_t block, std::span<std::byte> host) override;
+    void load_block(std::span<const std::byte> host, int32_t block) override;
+    void offload_snapshot(int32_t snapshot, std::span<std::byte> host) override;
+    void load_snapshot(std::span<const std::byte> host, int32_t snapshot) override;
+    void wait_tier_copies() override;
+    HostBuffer allocate_host_buffer(int64_t bytes) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.used(); }
@@ -198,6 +207,16 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void record_mark(std::string_view name);
     void check_error_flag();
     void register_fp8_weight(const WeightRef& w);
+    // Tier copies (cuda_tiers.cpp).
+    void ensure_copy_stream();
+    void copy_after_compute();
+    void copy_pieces(const std::vector<std::pair<uint8_t*, int64_t>>& pieces, std::byte* host, size_t size,
+                     bool to_host);
+    std::vector<std::pair<uint8_t*, int64_t>> block_pieces(int32_t block) const;
+    std::vector<std::pair<uint8_t*, int64_t>> snapshot_pieces(int32_t snapshot) const;
+    void wait_for_loads();
+    void wait_before_write(bool block, int32_t id);
+    void order_step_after_tier_copies(const StepBatch& batch);
 
     // --- Device and options ---
     Numerics numerics_;
@@ -227,6 +246,14 @@ class CudaBackend final : public Backend, public GraphRecorder {
         float* index = nullptr;   // CSA: [snapshots][ratio][index record floats]
     };
     std::vector<SnapshotDev> snapshots_;
+    // Tier copies: their stream, events, and what the offloads in flight read.
+    cudaStream_t copy_stream_ = nullptr;
+    cudaEvent_t compute_mark_ = nullptr;   // the compute work an offload / load waits for
+    cudaEvent_t offloads_done_ = nullptr;  // after the latest offload
+    cudaEvent_t loads_done_ = nullptr;     // after the latest load
+    bool loads_pending_ = false;
+    std::unordered_set<int32_t> offloading_blocks_;
+    std::unordered_set<int32_t> offloading_snapshots_;
 
     // --- The step: scratch arena and metadata (one device buffer at a fixed address; begin_step re-uploads it) ---
     DeviceArena arena_;
