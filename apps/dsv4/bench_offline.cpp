@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "bench_registry.h"
 #include "core/error.h"
+#include "dist/expert_tier_moe.h"
 #include "engine/capacity_plan.h"
 #include "engine/device_registry.h"
 #include "model/deepseek_v4.h"
@@ -47,6 +48,8 @@ struct OfflineOptions {
     bool enforce_eager = false;  // decode steps without CUDA graphs
     double gpu_memory_utilization = 0.95;
     std::string routing_skew;  // Zipf exponent(s) of expert popularity (model/synthetic_routing.h)
+    int gpu_experts = -1;      // expert tier: routed experts per layer on the device (-1 = all)
+    int expert_fetch_min_pairs = 1;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -119,8 +122,10 @@ std::vector<int32_t> block_table(int slot, int blocks_per_slot) {
 struct Setup {
     ModelConfig config;
     std::unique_ptr<Backend> backend;
-    std::unique_ptr<LoadedModel> loaded;  // synthetic: no checkpoint, only the model
-    std::unique_ptr<StepGraphs> graphs;   // decode steps as the engine runs them (graphs unless --enforce-eager)
+    std::unique_ptr<LoadedModel> loaded;    // synthetic: no checkpoint, only the model
+    std::unique_ptr<StepGraphs> graphs;     // decode steps as the engine runs them (graphs unless --enforce-eager)
+    std::unique_ptr<Backend> host_backend;  // --gpu-experts: the host pairs' CPU backend
+    std::unique_ptr<dist::ExpertTierMoe> expert_tier;  // --gpu-experts: host-resident experts
     int blocks_per_slot = 0;
     DeepseekV4& model() { return *loaded->model; }
     // One step as the engine runs it, its logits copied to the host (the step's end, as in serving).
@@ -146,6 +151,7 @@ void check_capacity(const OfflineOptions& o, const ModelConfig& config, const St
     r.rewind_capacity = state.rewind_capacity;
     r.num_snapshots = 0;
     r.kv_cache_bytes = state.max_slots * layout.slot_bytes + int64_t{state.num_blocks} * layout.block_bytes + 1;
+    r.gpu_experts = o.gpu_experts;
     try {
         std::fprintf(stderr, "%s\n", plan_capacity(config, r).summary().c_str());
     } catch (const Error& e) {
@@ -154,6 +160,20 @@ void check_capacity(const OfflineOptions& o, const ModelConfig& config, const St
             "per slot; the utilization is --gpu-memory-utilization)",
             e.what());
     }
+}
+
+// --gpu-experts: every routed expert in pinned host memory, o.gpu_experts of each layer cached on the device, host
+// pairs on a CPU backend in reference numerics (the closest to fast).
+void attach_expert_tier(const OfflineOptions& o, Setup& s, HostExperts host_experts) {
+    const Numerics n = parse_numerics(o.numerics);
+    s.host_backend = make_cpu_backend(n == Numerics::kFast ? Numerics::kReference : n, 0);
+    dist::ExpertCacheConfig cache;
+    cache.layers = s.config.num_layers;
+    cache.experts = s.config.n_routed_experts;
+    cache.slots = o.gpu_experts;
+    cache.min_pairs_to_fetch = o.expert_fetch_min_pairs;
+    s.expert_tier = std::make_unique<dist::ExpertTierMoe>(*s.backend, *s.host_backend, std::move(host_experts), cache);
+    s.model().set_moe_dispatch(s.expert_tier.get());
 }
 
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
@@ -169,8 +189,12 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     state.num_blocks = s.blocks_per_slot * max_batch;
     check_capacity(o, s.config, state);
     const auto t0 = Clock::now();
-    s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed, {},  // state sized after the weights
-                                    parse_routing_skew(o.routing_skew));
+    const bool tiered = o.gpu_experts >= 0 && o.gpu_experts < s.config.n_routed_experts;
+    HostExperts host_experts;
+    s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed,  // state sized after the weights
+                                    tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{},
+                                    parse_routing_skew(o.routing_skew), tiered ? &host_experts : nullptr);
+    if (tiered) attach_expert_tier(o, s, std::move(host_experts));
     s.graphs = std::make_unique<StepGraphs>(s.model(), o.enforce_eager);
     std::fprintf(stderr, "%s\n", s.backend->memory_report().c_str());
     std::fprintf(stderr, "synthetic %s model (%d layers, %d experts) built in %.1f s\n", o.preset.c_str(),
@@ -308,6 +332,21 @@ void run(const OfflineOptions& o) {
         print_breakdown(r);
         out["prefill"].push_back(r);
     }
+    if (s.expert_tier) {
+        const dist::ExpertCacheStats& c = s.expert_tier->cache().stats();
+        const dist::ExpertTierStats& t = s.expert_tier->stats();
+        out["expert_tier"] = {{"gpu_experts", o.gpu_experts},
+                              {"hit_rate", c.hit_rate()},
+                              {"pairs", c.pairs},
+                              {"host_pairs", c.host_pairs},
+                              {"fetched_bytes", t.fetched_bytes},
+                              {"activation_bytes", t.activation_bytes}};
+        std::printf(
+            "expert tier (%d per layer on the device): hit rate %.3f, %lld of %lld pairs on the host, %.2f GB "
+            "fetched, %.2f GB of activations\n",
+            o.gpu_experts, c.hit_rate(), static_cast<long long>(c.host_pairs), static_cast<long long>(c.pairs),
+            t.fetched_bytes / 1e9, t.activation_bytes / 1e9);
+    }
     if (!o.json_out.empty()) std::ofstream(o.json_out) << out.dump(2) << "\n";
 }
 
@@ -330,6 +369,11 @@ const BenchmarkRegistrar kRegistrar{
         app.add_flag("--enforce-eager", o->enforce_eager, "Run decode steps eagerly (no CUDA graphs)");
         app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "Fraction of GPU memory to use")
             ->check(CLI::Range(0.05, 1.0));
+        app.add_option("--gpu-experts", o->gpu_experts,
+                       "Routed experts per layer on the device; the others in pinned host memory (-1 = all)");
+        app.add_option("--expert-fetch-min-pairs", o->expert_fetch_min_pairs,
+                       "With --gpu-experts: host experts with fewer pairs in a step run on the host CPU")
+            ->check(CLI::Range(1, 1 << 30));
         app.add_option("--synthetic-routing-skew", o->routing_skew,
                        "Zipf exponent of expert popularity (S, or S0,S1,... per layer; 0 / empty = even routing)");
         app.callback([o] { run(*o); });

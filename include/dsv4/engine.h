@@ -41,6 +41,7 @@ struct EngineConfig {
 
     // Host-memory tiers (docs/operations.md "Memory tiers").
     int gpu_experts = -1;             // routed experts per layer resident on the device (-1 = all)
+    int expert_fetch_min_pairs = 1;   // a host expert with fewer pairs in a step is computed on the host CPU
     int64_t host_kv_cache_bytes = 0;  // pinned host pool for prefix-cache blocks evicted from the device (0 = off)
     std::string disk_kv_cache_dir;    // disk tier below the host pool (empty = off)
     int64_t disk_kv_cache_bytes = 0;  // size cap of the disk tier (0 = 64 GiB)
@@ -142,6 +143,13 @@ struct EngineStats {
     int64_t kv_disk_loaded_bytes = 0;
     int64_t kv_disk_written_bytes = 0;
     int64_t kv_disk_corrupt = 0;
+    // The expert tier (--gpu-experts): routed pairs, those whose expert was resident (the cache's hits), those
+    // computed on the host CPU, and the bytes moved over PCIe (expert fetches; activation rows for host pairs).
+    int64_t expert_pairs = 0;
+    int64_t expert_hit_pairs = 0;
+    int64_t expert_host_pairs = 0;
+    int64_t expert_fetched_bytes = 0;
+    int64_t expert_activation_bytes = 0;
     double kv_cache_usage = 0.0;  // fraction of state blocks in use
     int64_t preemptions_total = 0;
     int64_t steps_total = 0;

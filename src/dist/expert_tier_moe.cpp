@@ -124,7 +124,7 @@ void ExpertTierMoe::routed_with_host_pairs(int layer, const Tensor& h, const Moe
     host_ops_.moe_routed(h_host, hw, w_h, ids_h, limit, out);
     host_ops_.to_host(out, gathered.data());
     host_ops_.scratch_release(mark);
-    device_.from_host(rows.rows(m_dev, pairs), gathered.data());
+    device_.from_host(rows.rows(m_dev, m_host), gathered.data());
     device_.gather_rows(rows, order, routed);
     stats_.host_pairs += m_host;
     stats_.activation_bytes += (h.numel() + m_host * d) * 4;

@@ -13,6 +13,8 @@ EngineCore::EngineCore(EngineParts parts)
       info_(std::move(parts.info)),
       backend_(std::move(parts.backend)),
       model_(std::move(parts.model)),
+      host_backend_(std::move(parts.host_backend)),
+      expert_tier_(std::move(parts.expert_tier)),
       tier_memory_(std::move(parts.tier_memory)),
       tiers_(std::move(parts.tiers)),
       kv_(parts.kv),
@@ -222,6 +224,7 @@ void EngineCore::step() {
         publish(failed);
         return;
     }
+    if (expert_tier_) expert_tier_->end_step();  // rebalancing fetches, between steps
     record_step(output.num_batched_tokens);
     publish_stats();  // before the events: a client that saw a request finish sees its state freed in the stats
     publish(result);
@@ -281,6 +284,14 @@ void EngineCore::publish_stats() {
     stats_.prefix_cache_hits = k.prefix_hits;
     for (size_t t = 0; t < k.prefix_hits_by_tier.size(); ++t)
         stats_.prefix_cache_hits_by_tier[t] = k.prefix_hits_by_tier[t];
+    if (expert_tier_) {
+        const dist::ExpertCacheStats& c = expert_tier_->cache().stats();
+        stats_.expert_pairs = c.pairs;
+        stats_.expert_hit_pairs = c.hit_pairs;
+        stats_.expert_host_pairs = c.host_pairs;
+        stats_.expert_fetched_bytes = expert_tier_->stats().fetched_bytes;
+        stats_.expert_activation_bytes = expert_tier_->stats().activation_bytes;
+    }
     if (const KvTiers* tiers = kv_.tiers()) {
         stats_.kv_offloaded_bytes = tiers->stats().offloaded_bytes;
         stats_.kv_loaded_bytes = tiers->stats().loaded_bytes;

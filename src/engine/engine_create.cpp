@@ -10,6 +10,7 @@
 #include "kv/state_plan.h"
 #include "model/flash_preset.h"
 #include "model/synthetic_routing.h"
+#include "model/weights_loader.h"
 
 namespace dsv4 {
 namespace {
@@ -32,6 +33,8 @@ void check_config(const EngineConfig& c) {
     DSV4_CHECK(c.num_prefix_snapshots >= -1, "num_prefix_snapshots must be >= -1 (-1 = automatic), got {}",
                c.num_prefix_snapshots);
     DSV4_CHECK(c.host_kv_cache_bytes >= 0 && c.disk_kv_cache_bytes >= 0, "KV tier sizes must be >= 0");
+    DSV4_CHECK(c.expert_fetch_min_pairs >= 1, "--expert-fetch-min-pairs must be >= 1, got {}",
+               c.expert_fetch_min_pairs);
     parse_routing_skew(c.synthetic_routing_skew);  // a malformed value fails before anything is loaded
     DSV4_CHECK(c.disk_kv_cache_dir.empty() || c.host_kv_cache_bytes > 0,
                "--disk-kv-cache needs --host-kv-cache-gib: the disk tier holds what the host pool evicts");
@@ -61,6 +64,26 @@ std::string model_name(const std::string& dir) {
     std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
     if (p.filename().empty()) p = p.parent_path();
     return p.filename().string();
+}
+
+// The expert tier (--gpu-experts below the model's routed experts): the cache's slots on the device, the host pairs
+// on the backend itself (CPU) or on a CPU backend in the closest numerics (a GPU's fast numerics: reference).
+void create_expert_tier(const EngineConfig& c, const CapacityPlan& capacity, HostExperts host_experts,
+                        EngineParts& parts) {
+    ModelOps* host_ops = parts.backend.get();
+    if (c.device != "cpu") {
+        const Numerics n = parse_numerics(c.numerics);
+        parts.host_backend = make_cpu_backend(n == Numerics::kFast ? Numerics::kReference : n, c.threads);
+        host_ops = parts.host_backend.get();
+    }
+    dist::ExpertCacheConfig cache;
+    cache.layers = static_cast<int>(host_experts.size());
+    cache.experts = capacity.weights.experts_per_layer;
+    cache.slots = capacity.resident_experts;
+    cache.min_pairs_to_fetch = c.expert_fetch_min_pairs;
+    parts.expert_tier =
+        std::make_unique<dist::ExpertTierMoe>(*parts.backend, *host_ops, std::move(host_experts), cache);
+    parts.model->model->set_moe_dispatch(parts.expert_tier.get());
 }
 
 }  // namespace
@@ -103,19 +126,24 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     capacity.gpu_experts = config.gpu_experts;
     capacity.host_kv_cache_bytes = config.host_kv_cache_bytes;
     const CapacityPlan capacity_plan = plan_capacity(model_config, capacity);
-    DSV4_CHECK(capacity_plan.host_experts == 0,
-               "--gpu-experts {}: the engine does not serve host-resident experts yet (the expert tier is a "
-               "WeightStore role not wired into the engine: docs/architecture.md \"Memory tiers\")",
-               config.gpu_experts);
     const StatePlan& plan = capacity_plan.state;
     const int64_t max_model_len = capacity_plan.max_model_len;
     EngineParts parts;
     parts.config = config;
     parts.config.max_model_len = static_cast<int>(std::min<int64_t>(max_model_len, INT32_MAX));
     parts.backend = device.create(config);
-    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed, {},
-                                                   parse_routing_skew(config.synthetic_routing_skew))
-                            : load_model(dir, *parts.backend, plan.state);
+    // With the expert tier no routed expert is uploaded the usual way: all live in host memory, some cached.
+    const bool tiered = capacity_plan.host_experts > 0;
+    const ExpertResidency residency = tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{};
+    HostExperts host_experts;
+    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed, residency,
+                                                   parse_routing_skew(config.synthetic_routing_skew),
+                                                   tiered ? &host_experts : nullptr)
+                            : load_model(dir, *parts.backend, plan.state, residency);
+    if (tiered) {
+        if (!synthetic) host_experts = load_host_experts(model_config, *parts.model->bound, *parts.backend);
+        create_expert_tier(config, capacity_plan, std::move(host_experts), parts);
+    }
     parts.kv.max_slots = plan.state.max_slots;
     parts.kv.num_blocks = plan.state.num_blocks;
     parts.kv.block_tokens = plan.state.block_tokens;

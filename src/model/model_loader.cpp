@@ -22,8 +22,8 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
 
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
                                                   uint64_t seed, const ExpertResidency& residency,
-                                                  const std::vector<double>& routing_skew) {
-    ModelWeights weights = make_synthetic_weights(config, backend, seed, residency, routing_skew);
+                                                  const std::vector<double>& routing_skew, HostExperts* host_experts) {
+    ModelWeights weights = make_synthetic_weights(config, backend, seed, residency, routing_skew, host_experts);
     backend.synchronize();
     backend.create_state(config, state);  // after the weights, as in load_model
     auto loaded = std::make_unique<LoadedModel>();

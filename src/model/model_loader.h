@@ -10,6 +10,7 @@
 #include "loader/checkpoint.h"
 #include "model/deepseek_v4.h"
 #include "model/expert_residency.h"
+#include "model/synthetic_weights.h"
 #include "model/weight_binding.h"
 
 namespace dsv4 {
@@ -25,9 +26,11 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
                                         const ExpertResidency& residency = {});
 
 // A model with random weights made directly on the backend (model/synthetic_weights.h): no checkpoint.
-// routing_skew: Zipf exponents of expert popularity (model/synthetic_routing.h; empty = even routing).
+// routing_skew: Zipf exponents of expert popularity (model/synthetic_routing.h; empty = even routing). host_experts:
+// the experts `residency` leaves out, made in host memory instead (model/synthetic_weights.h).
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
                                                   uint64_t seed, const ExpertResidency& residency = {},
-                                                  const std::vector<double>& routing_skew = {});
+                                                  const std::vector<double>& routing_skew = {},
+                                                  HostExperts* host_experts = nullptr);
 
 }  // namespace dsv4

@@ -11,8 +11,10 @@ namespace {
 class SyntheticBuilder {
   public:
     SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed, const ExpertResidency& residency,
-                     const std::vector<double>& skew)
-        : c_(c), b_(b), seed_(seed), residency_(residency), skew_(skew) {}
+                     const std::vector<double>& skew, HostExperts* host_experts)
+        : c_(c), b_(b), seed_(seed), residency_(residency), skew_(skew), host_experts_(host_experts) {
+        if (host_experts_ != nullptr) host_experts_->assign(static_cast<size_t>(c.num_layers), {});
+    }
 
     WeightRef linear(WeightFormat format, int64_t rows, int64_t cols) {
         return b_.synthetic_linear(format, rows, cols, 1.0f / std::sqrt(static_cast<float>(cols)), next());
@@ -20,16 +22,22 @@ class SyntheticBuilder {
     WeightRef fp8(int64_t rows, int64_t cols) {
         return linear(c_.fp8_weights ? WeightFormat::kFp8Block : WeightFormat::kBF16, rows, cols);
     }
-    WeightRef expert(int64_t rows, int64_t cols) {
+    WeightFormat expert_format() const {
         switch (c_.expert_dtype) {
             case ExpertDtype::kFp4:
-                return linear(WeightFormat::kFp4Row, rows, cols);
+                return WeightFormat::kFp4Row;
             case ExpertDtype::kFp8:
-                return linear(WeightFormat::kFp8Block, rows, cols);
+                return WeightFormat::kFp8Block;
             case ExpertDtype::kBf16:
-                return linear(WeightFormat::kBF16, rows, cols);
+                return WeightFormat::kBF16;
         }
-        return {};
+        return WeightFormat::kBF16;
+    }
+    WeightRef expert(int64_t rows, int64_t cols) { return linear(expert_format(), rows, cols); }
+    // The same values in host memory (the expert tier's copy of a routed expert that is not resident).
+    WeightRef host_expert(int64_t rows, int64_t cols) {
+        return b_.synthetic_host_linear(expert_format(), rows, cols, 1.0f / std::sqrt(static_cast<float>(cols)),
+                                        next());
     }
     VecRef vec(int64_t n, float mean, float stddev) { return b_.synthetic_vector(n, mean, stddev, next()); }
 
@@ -91,6 +99,10 @@ class SyntheticBuilder {
         for (int e = 0; e < c_.n_routed_experts; ++e) {
             if (expert_resident(residency_, layer_index_, e)) {
                 m.experts.push_back({expert(inter, d), expert(d, inter), expert(inter, d)});
+            } else if (host_experts_ != nullptr) {
+                host_experts_->at(layer_index_)
+                    .push_back({host_expert(inter, d), host_expert(d, inter), host_expert(inter, d)});
+                m.experts.emplace_back();
             } else {
                 for (int i = 0; i < 3; ++i) next();  // the seeds a resident expert would have drawn
                 m.experts.emplace_back();
@@ -140,14 +152,16 @@ class SyntheticBuilder {
     uint64_t seed_;
     const ExpertResidency& residency_;
     const std::vector<double>& skew_;
+    HostExperts* host_experts_;
     int layer_index_ = 0;
 };
 
 }  // namespace
 
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
-                                    const ExpertResidency& residency, const std::vector<double>& routing_skew) {
-    return SyntheticBuilder(config, backend, seed, residency, routing_skew).model();
+                                    const ExpertResidency& residency, const std::vector<double>& routing_skew,
+                                    HostExperts* host_experts) {
+    return SyntheticBuilder(config, backend, seed, residency, routing_skew, host_experts).model();
 }
 
 }  // namespace dsv4

@@ -64,13 +64,17 @@ void add_tier_options(CLI::App& app, ServeCliValues& v) {
     app.add_option("--gpu-experts", e.gpu_experts,
                    "Routed experts per layer kept in GPU memory; the others stay in pinned host memory (-1 = all)")
         ->check(CLI::Range(-1, 1 << 16));
+    app.add_option("--expert-fetch-min-pairs", e.expert_fetch_min_pairs,
+                   "With --gpu-experts: a host expert with fewer (token, expert) pairs in a step is computed on the "
+                   "host CPU instead of fetched over PCIe")
+        ->check(CLI::Range(1, 1 << 30));
     app.add_option("--host-kv-cache-gib", v.host_kv_cache_gib,
                    "Pinned host pool for prefix-cache blocks and snapshots evicted from the device (0 = off)")
-        ->check(CLI::Range(0.0, 1 << 20));
+        ->check(CLI::Range(0.0, 1048576.0));
     app.add_option("--disk-kv-cache", e.disk_kv_cache_dir,
                    "Directory of the disk tier below the host pool (needs --host-kv-cache-gib; empty = off)");
     app.add_option("--disk-kv-cache-gib", v.disk_kv_cache_gib, "Size cap of the disk tier")
-        ->check(CLI::Range(0.001, double{1 << 24}));
+        ->check(CLI::Range(0.001, 16777216.0));
 }
 
 void add_engine_options(CLI::App& app, ServeCliValues& v) {

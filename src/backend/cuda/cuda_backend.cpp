@@ -113,6 +113,7 @@ CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (void* p : allocations_) cudaFree(p);
+    for (void* p : host_allocations_) cudaFreeHost(p);
     for (auto& [key, p] : inv_freq_) cudaFree(p);
     fp8_lt_.reset();
     if (clamp_count_ != nullptr) cudaFree(clamp_count_);

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -122,6 +123,14 @@ class CudaBackend final : public Backend, public GraphRecorder {
     WeightRef synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) override;
     VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
     TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed) override;
+    // Expert tier (cuda_expert_cache.cpp).
+    WeightRef upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                                 int64_t cols, int block_rows, int block_cols) override;
+    WeightRef synthetic_host_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev,
+                                    uint64_t seed) override;
+    void create_expert_cache(int layers, int slots, const ExpertWeights& expert) override;
+    ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host) override;
+    void update_expert_handles(const MoeWeights& w) override;
     void expert_set_changed() override { expert_tables_.clear(); }  // the old tables stay allocated until teardown
     void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
     // GraphRecorder
@@ -217,6 +226,10 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void wait_for_loads();
     void wait_before_write(bool block, int32_t id);
     void order_step_after_tier_copies(const StepBatch& batch);
+    // A synthetic weight in memory from `alloc` (cuda_synthetic.cpp); pinned host memory (cuda_expert_cache.cpp).
+    WeightRef synthetic_weight(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed,
+                               const std::function<void*(size_t)>& alloc);
+    std::byte* pinned(size_t bytes);
 
     // --- Device and options ---
     Numerics numerics_;
@@ -254,6 +267,12 @@ class CudaBackend final : public Backend, public GraphRecorder {
     bool loads_pending_ = false;
     std::unordered_set<int32_t> offloading_blocks_;
     std::unordered_set<int32_t> offloading_snapshots_;
+    // Expert tier: pinned host copies of experts, and the device cache [layers][slots] of expert-sized slots.
+    std::vector<void*> host_allocations_;
+    uint8_t* expert_cache_ = nullptr;
+    int expert_cache_layers_ = 0;
+    int expert_cache_slots_ = 0;
+    int64_t expert_slot_bytes_ = 0;
 
     // --- The step: scratch arena and metadata (one device buffer at a fixed address; begin_step re-uploads it) ---
     DeviceArena arena_;

@@ -84,6 +84,7 @@ TEST(CapacityPlan, FullFlashOnOneH200FailsNamingBytesAndFlags) {
     const CapacityRequest r = h200_request();
     const std::string message = plan_error(flash, r);
     ASSERT_FALSE(message.empty()) << "the 256-expert model must not fit one H200";
+    RecordProperty("message", message);  // --gtest_output=xml shows it (docs/operations.md quotes it)
     EXPECT_NE(message.find("does not fit the GPU"), std::string::npos) << message;
     EXPECT_NE(message.find("are available"), std::string::npos) << message;
     EXPECT_NE(message.find("routed experts"), std::string::npos) << message;
