@@ -136,19 +136,27 @@ void* CudaBackend::device_copy(const void* host, size_t bytes) {
     return p;
 }
 
-WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
-                                     int64_t rows, int64_t cols, int block_rows, int block_cols) {
+WeightRef CudaBackend::copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                                   int64_t cols, int block_rows, int block_cols,
+                                   const std::function<const void*(const void*, size_t)>& copy) {
     WeightRef w;
     w.format = format;
     w.rows = rows;
     w.cols = cols;
     w.block_rows = block_rows;
     w.block_cols = block_cols;
-    w.data = device_copy(weight.data, weight.nbytes);  // checkpoint form, byte for byte
+    w.data = copy(weight.data, weight.nbytes);  // checkpoint form, byte for byte
     if (scale != nullptr) {
-        w.scales = static_cast<const uint8_t*>(device_copy(scale->data, scale->nbytes));
+        w.scales = static_cast<const uint8_t*>(copy(scale->data, scale->nbytes));
         w.scale_cols = scale->shape.back();
     }
+    return w;
+}
+
+WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
+                                     int64_t rows, int64_t cols, int block_rows, int block_cols) {
+    const WeightRef w = copy_linear(weight, scale, format, rows, cols, block_rows, block_cols,
+                                    [this](const void* p, size_t n) { return device_copy(p, n); });
     register_fp8_weight(w);
     return w;
 }

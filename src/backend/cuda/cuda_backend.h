@@ -230,6 +230,10 @@ class CudaBackend final : public Backend, public GraphRecorder {
     WeightRef synthetic_weight(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed,
                                const std::function<void*(size_t)>& alloc);
     std::byte* pinned(size_t bytes);
+    // A linear weight's handle with its bytes (and scales) copied by `copy` (to the device, or to pinned memory).
+    WeightRef copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                          int64_t cols, int block_rows, int block_cols,
+                          const std::function<const void*(const void*, size_t)>& copy);
 
     // --- Device and options ---
     Numerics numerics_;

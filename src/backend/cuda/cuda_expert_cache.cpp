@@ -22,22 +22,11 @@ std::byte* CudaBackend::pinned(size_t bytes) {
 
 WeightRef CudaBackend::upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                           int64_t rows, int64_t cols, int block_rows, int block_cols) {
-    WeightRef w;
-    w.format = format;
-    w.rows = rows;
-    w.cols = cols;
-    w.block_rows = block_rows;
-    w.block_cols = block_cols;
-    std::byte* data = pinned(weight.nbytes);
-    std::memcpy(data, weight.data, weight.nbytes);
-    w.data = data;
-    if (scale != nullptr) {
-        std::byte* s = pinned(scale->nbytes);
-        std::memcpy(s, scale->data, scale->nbytes);
-        w.scales = reinterpret_cast<const uint8_t*>(s);
-        w.scale_cols = scale->shape.back();
-    }
-    return w;
+    return copy_linear(weight, scale, format, rows, cols, block_rows, block_cols, [this](const void* p, size_t n) {
+        std::byte* host = pinned(n);
+        std::memcpy(host, p, n);
+        return static_cast<const void*>(host);
+    });
 }
 
 // Made on the device in step scratch (the same kernels and values as synthetic_linear), then copied to pinned memory.
@@ -101,9 +90,10 @@ void CudaBackend::update_expert_handles(const MoeWeights& w) {
         if (it == expert_tables_.end()) continue;  // built on first use
         std::vector<WeightRef> host;
         for (const ExpertWeights& e : w.experts) host.push_back(which == 0 ? e.w1 : which == 1 ? e.w2 : e.w3);
+        // In stream order, after the kernels that read the old handles; a copy from pageable memory has taken the
+        // bytes when it returns, so `host` may go.
         DSV4_CUDA(cudaMemcpyAsync(const_cast<WeightRef*>(it->second), host.data(), host.size() * sizeof(WeightRef),
                                   cudaMemcpyHostToDevice, stream_));
-        DSV4_CUDA(cudaStreamSynchronize(stream_));  // `host` is pageable and goes out of scope
     }
 }
 
