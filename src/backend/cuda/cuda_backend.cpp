@@ -129,7 +129,19 @@ CudaBackend::~CudaBackend() {
 
 void* CudaBackend::device_copy(const void* host, size_t bytes) {
     void* p = nullptr;
-    DSV4_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    const cudaError_t status = cudaMalloc(&p, std::max<size_t>(bytes, 16));
+    if (status == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // clear it
+        size_t free_bytes = 0, total_bytes = 0;
+        cudaMemGetInfo(&free_bytes, &total_bytes);
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        fail(
+            "out of GPU memory: {:.2f} GiB more were needed with {:.2f} GiB already held by this backend (weights and "
+            "state) and {:.2f} GiB free of {:.2f} GiB; the engine's capacity plan (docs/operations.md \"Memory "
+            "tiers\") says which flags make a model fit (--gpu-experts, --gpu-memory-utilization, --max-model-len)",
+            bytes / gib, resident_bytes_ / gib, free_bytes / gib, total_bytes / gib);
+    }
+    check(status, "cudaMalloc(...)");
     if (host != nullptr) DSV4_CUDA(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
     allocations_.push_back(p);
     resident_bytes_ += bytes;
