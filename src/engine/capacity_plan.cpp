@@ -93,7 +93,9 @@ class Planner {
     CapacityPlan plan() const;
 
   private:
+    // Host copies of the experts the device does not hold (none where weights are read in place: the CPU).
     int64_t host_expert_bytes(int resident) const {
+        if (!r_.device.holds_weights) return 0;
         return weights_.expert_bytes * weights_.moe_layers * (weights_.experts_per_layer - resident);
     }
     bool host_holds(int resident) const {
