@@ -18,10 +18,14 @@
 #include "bench_registry.h"
 #include "bench_weights.h"
 #include "core/error.h"
+#include "dist/expert_tier_moe.h"
+#include "engine/capacity_plan.h"
+#include "engine/device_registry.h"
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
 #include "model/model_loader.h"
 #include "model/synthetic_presets.h"
+#include "model/synthetic_routing.h"
 #include "model/tensor_spec.h"
 #include "runtime/step_graphs.h"
 #include "server/speculative_cli.h"
@@ -74,6 +78,10 @@ struct OfflineOptions {
     std::string speculative_config;  // oracle mode (bench_oracle.h) when set
     std::string model_dir;           // oracle mode: a checkpoint instead of synthetic weights
     std::vector<double> oracle_acceptance{2.5, 3.0, 5.6};
+    double gpu_memory_utilization = 0.95;
+    std::string routing_skew;  // Zipf exponent(s) of expert popularity (model/synthetic_routing.h)
+    int gpu_experts = -1;      // expert tier: routed experts per layer on the device (-1 = all)
+    int expert_fetch_min_pairs = 1;
 };
 
 // flash / flash-0731 / flash-160 (model/flash_preset.h), or a `make-model` preset (tiny, tiny-mtp, mid, ...).
@@ -126,13 +134,59 @@ std::vector<int32_t> block_table(int slot, int blocks_per_slot) {
 struct Setup {
     ModelConfig config;
     std::unique_ptr<Backend> backend;
-    std::unique_ptr<LoadedModel> loaded;  // synthetic: no checkpoint, only the model
-    std::unique_ptr<StepGraphs> graphs;   // decode steps as the engine runs them (graphs unless --enforce-eager)
+    std::unique_ptr<LoadedModel> loaded;    // synthetic: no checkpoint, only the model
+    std::unique_ptr<StepGraphs> graphs;     // decode steps as the engine runs them (graphs unless --enforce-eager)
+    std::unique_ptr<Backend> host_backend;  // --gpu-experts: the host pairs' CPU backend
+    std::unique_ptr<dist::ExpertTierMoe> expert_tier;  // --gpu-experts: host-resident experts
     int blocks_per_slot = 0;
     DeepseekV4& model() { return *loaded->model; }
     // One step as the engine runs it, its logits copied to the host (the step's end, as in serving).
     void step(const StepBatch& batch) { model().host_logits(graphs->forward(batch)); }
 };
+
+// The capacity plan of the benchmark's state (max_batch slots, the blocks of max_context tokens each) before anything
+// is allocated: a model that cannot fit fails here with the bytes and the flags, not in cudaMalloc.
+void check_capacity(const OfflineOptions& o, const ModelConfig& config, const StateConfig& state) {
+    EngineConfig engine;
+    engine.device = o.device;
+    engine.numerics = o.numerics;
+    engine.synthetic_preset = o.preset;
+    engine.gpu_memory_utilization = o.gpu_memory_utilization;
+    const StateLayout layout = compute_state_layout(config, state.block_tokens, state.rewind_capacity, state.kv_dtype);
+    CapacityRequest r;
+    r.numerics = parse_numerics(o.numerics);
+    r.state_dtype = state.kv_dtype;
+    r.device = find_device_backend(o.device).memory(engine);
+    r.host_available_bytes = available_host_bytes();
+    r.max_num_seqs = state.max_slots;
+    r.block_tokens = state.block_tokens;
+    r.rewind_capacity = state.rewind_capacity;
+    r.num_snapshots = 0;
+    r.kv_cache_bytes = state.max_slots * layout.slot_bytes + int64_t{state.num_blocks} * layout.block_bytes + 1;
+    r.gpu_experts = o.gpu_experts;
+    try {
+        std::fprintf(stderr, "%s\n", plan_capacity(config, r).summary().c_str());
+    } catch (const Error& e) {
+        fail(
+            "{} (bench offline: the state is --batch's largest value in slots and --context's largest in tokens "
+            "per slot; the utilization is --gpu-memory-utilization)",
+            e.what());
+    }
+}
+
+// --gpu-experts: every routed expert in pinned host memory, o.gpu_experts of each layer cached on the device, host
+// pairs on a CPU backend in reference numerics (the closest to fast).
+void attach_expert_tier(const OfflineOptions& o, Setup& s, HostExperts host_experts) {
+    const Numerics n = parse_numerics(o.numerics);
+    s.host_backend = make_cpu_backend(n == Numerics::kFast ? Numerics::kReference : n, 0);
+    dist::ExpertCacheConfig cache;
+    cache.layers = s.config.num_layers;
+    cache.experts = s.config.n_routed_experts;
+    cache.slots = o.gpu_experts;
+    cache.min_pairs_to_fetch = o.expert_fetch_min_pairs;
+    s.expert_tier = std::make_unique<dist::ExpertTierMoe>(*s.backend, *s.host_backend, std::move(host_experts), cache);
+    s.model().set_moe_dispatch(s.expert_tier.get());
+}
 
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     Setup s;
@@ -145,8 +199,14 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     state.kv_dtype = parse_state_dtype(o.kv_cache_dtype);
     s.blocks_per_slot = static_cast<int>((max_context + 1024 + 255) / 256);
     state.num_blocks = s.blocks_per_slot * max_batch;
+    check_capacity(o, s.config, state);
     const auto t0 = Clock::now();
-    s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed);  // state sized after the weights
+    const bool tiered = o.gpu_experts >= 0 && o.gpu_experts < s.config.n_routed_experts;
+    HostExperts host_experts;
+    s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed,  // state sized after the weights
+                                    tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{},
+                                    parse_routing_skew(o.routing_skew), tiered ? &host_experts : nullptr);
+    if (tiered) attach_expert_tier(o, s, std::move(host_experts));
     s.graphs = std::make_unique<StepGraphs>(s.model(), o.enforce_eager);
     std::fprintf(stderr, "%s\n", s.backend->memory_report().c_str());
     std::fprintf(stderr, "synthetic %s model (%d layers, %d experts) built in %.1f s\n", o.preset.c_str(),
@@ -293,7 +353,8 @@ void run(const OfflineOptions& o) {
                      {"layers", s.config.num_layers},
                      {"experts", s.config.n_routed_experts},
                      {"numerics", o.numerics},
-                     {"kv_cache_dtype", o.kv_cache_dtype}};
+                     {"kv_cache_dtype", o.kv_cache_dtype},
+                     {"routing_skew", o.routing_skew.empty() ? "0" : o.routing_skew}};
     std::printf("%-6s %-8s %10s %10s %12s %9s %9s\n", "batch", "context", "step ms", "tok/s", "roofline", "fraction",
                 "launches");
     for (int64_t ctx : o.contexts) {
@@ -314,6 +375,21 @@ void run(const OfflineOptions& o) {
                     r["tok_per_s"].get<double>(), 100.0 * r["compute_fraction"].get<double>());
         print_breakdown(r);
         out["prefill"].push_back(r);
+    }
+    if (s.expert_tier) {
+        const dist::ExpertCacheStats& c = s.expert_tier->cache().stats();
+        const dist::ExpertTierStats& t = s.expert_tier->stats();
+        out["expert_tier"] = {{"gpu_experts", o.gpu_experts},
+                              {"hit_rate", c.hit_rate()},
+                              {"pairs", c.pairs},
+                              {"host_pairs", c.host_pairs},
+                              {"fetched_bytes", t.fetched_bytes},
+                              {"activation_bytes", t.activation_bytes}};
+        std::printf(
+            "expert tier (%d per layer on the device): hit rate %.3f, %lld of %lld pairs on the host, %.2f GB "
+            "fetched, %.2f GB of activations\n",
+            o.gpu_experts, c.hit_rate(), static_cast<long long>(c.host_pairs), static_cast<long long>(c.pairs),
+            t.fetched_bytes / 1e9, t.activation_bytes / 1e9);
     }
     if (!o.json_out.empty()) std::ofstream(o.json_out) << out.dump(2) << "\n";
 }
@@ -346,6 +422,15 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--model", o->model_dir,
                        "Oracle mode: a checkpoint with draft stages instead of synthetic weights (e.g. models/demo; "
                        "the CPU backend makes no synthetic weights)");
+        app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "Fraction of GPU memory to use")
+            ->check(CLI::Range(0.05, 1.0));
+        app.add_option("--gpu-experts", o->gpu_experts,
+                       "Routed experts per layer on the device; the others in pinned host memory (-1 = all)");
+        app.add_option("--expert-fetch-min-pairs", o->expert_fetch_min_pairs,
+                       "With --gpu-experts: host experts with fewer pairs in a step run on the host CPU")
+            ->check(CLI::Range(1, 1 << 30));
+        app.add_option("--synthetic-routing-skew", o->routing_skew,
+                       "Zipf exponent of expert popularity (S, or S0,S1,... per layer; 0 / empty = even routing)");
         app.callback([o] { run(*o); });
     }};
 

@@ -40,6 +40,8 @@ struct GenerateOptions {
     int threads = 0;
     int max_model_len = 0;
     int64_t kv_cache_bytes = 0;
+    int gpu_experts = -1;
+    double host_kv_cache_gib = 0.0;
     std::string kv_cache_dtype = "auto";
     bool enforce_eager = false;
     std::string speculative_config;  // vLLM's --speculative-config JSON
@@ -110,6 +112,8 @@ EngineConfig engine_config(const GenerateOptions& o) {
     c.max_num_seqs = std::max(o.concurrency, 1);
     c.max_model_len = o.max_model_len;
     c.kv_cache_bytes = o.kv_cache_bytes;
+    c.gpu_experts = o.gpu_experts;
+    c.host_kv_cache_bytes = static_cast<int64_t>(o.host_kv_cache_gib * 1024.0 * 1024.0 * 1024.0);
     c.kv_cache_dtype = o.kv_cache_dtype;
     c.enforce_eager = o.enforce_eager;
     c.speculative = server::parse_speculative_config(o.speculative_config);
@@ -265,6 +269,9 @@ const CommandRegistrar kRegistrar{
         app.add_option("--threads", o->threads, "CPU threads (0 = all)");
         app.add_option("--max-model-len", o->max_model_len, "Context length (0 = the model's, capped by memory)");
         app.add_option("--kv-cache-bytes", o->kv_cache_bytes, "Bytes for the sequence state (0 = automatic)");
+        app.add_option("--gpu-experts", o->gpu_experts,
+                       "Routed experts per layer on the device, the others in host memory (-1 = all)");
+        app.add_option("--host-kv-cache-gib", o->host_kv_cache_gib, "Host pool for evicted prefix-cache blocks");
         app.add_option("--kv-cache-dtype", o->kv_cache_dtype,
                        "K=V rows and indexer keys as auto | f32 | bf16 | fp8 (auto: f32 in exact numerics, else fp8)");
         app.callback([o] { run(*o); });

@@ -14,6 +14,7 @@
 #include "loader/checkpoint.h"
 #include "loader/progress.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/synthetic_routing.h"
 
 namespace dsv4::cli {
 namespace {
@@ -32,6 +33,7 @@ struct MakeModelOptions {
     int shards = 2;
     std::string tokenizer;
     bool force = false;
+    std::string routing_skew;  // Zipf exponent(s) of expert popularity: "S" or "S0,S1,..."
 };
 
 // The V4 tokenizer.json the build generates next to the binary (tests/unit/tokenizer/CMakeLists.txt).
@@ -117,6 +119,7 @@ void write_provenance(const MakeModelOptions& o) {
          "gibberish; it exists to exercise the real code paths end to end."}};
     if (o.layers) info["layers"] = *o.layers;
     if (o.experts) info["experts"] = *o.experts;
+    if (!o.routing_skew.empty()) info["routing_skew"] = o.routing_skew;
     std::FILE* f = std::fopen((fs::path(o.out) / "synthetic.json").c_str(), "w");
     DSV4_CHECK(f != nullptr, "{}: cannot write synthetic.json", o.out);
     const std::string text = info.dump(2) + "\n";
@@ -128,7 +131,11 @@ void run(const MakeModelOptions& o) {
     SyntheticModel model = synthetic_preset(o.preset);
     truncate_synthetic_model(model, o.layers, o.experts);
     const uint64_t bytes = synthetic_checkpoint_bytes(model);
-    const size_t tensors = expected_tensors(parse_model_config(model.config), model.drafts).size();
+    const ModelConfig config = parse_model_config(model.config);
+    const size_t tensors = expected_tensors(config, model.drafts).size();
+    const std::vector<double> skew =
+        o.routing_skew.empty() ? std::vector<double>{} : parse_routing_skew(o.routing_skew);
+    routing_skew_of(skew, 0, config.num_layers);  // a per-layer list of the wrong length fails before writing
     DSV4_CHECK(o.shards >= 1 && static_cast<size_t>(o.shards) <= tensors,
                "--shards {}: must be in [1, {}] (every "
                "shard needs at least one of the {} tensors)",
@@ -147,6 +154,7 @@ void run(const MakeModelOptions& o) {
     SyntheticOptions options;
     options.seed = o.seed;
     options.shards = o.shards;
+    options.routing_skew = skew;
     options.on_bytes = [&progress](uint64_t n) { progress.add_bytes(n); };
     options.on_shard_done = [&progress] { progress.item_done(); };
     const SyntheticResult result = write_synthetic_checkpoint(o.out, model, options);
@@ -171,6 +179,9 @@ const CommandRegistrar kRegistrar{
                        "tokenizer.json to copy into the model directory (bundled: the "
                        "build's V4 tokenizer by default)");
         app.add_flag("--force", o->force, "Replace a model already in --out");
+        app.add_option("--routing-skew", o->routing_skew,
+                       "Zipf exponent of expert popularity per layer (S for every layer, or S0,S1,... one per "
+                       "layer; 0 = even routing, ~1 = realistic)");
         app.callback([o] { run(*o); });
     }};
 

@@ -52,6 +52,13 @@ struct EngineConfig {
     int num_prefix_snapshots = -1;  // boundary snapshots kept for prefix caching (-1 = auto: 2 per slot)
     uint64_t seed = 0;              // seed of the engine's unseeded-request seeds (0 = random)
 
+    // Host-memory tiers (docs/operations.md "Memory tiers").
+    int gpu_experts = -1;             // routed experts per layer resident on the device (-1 = all)
+    int expert_fetch_min_pairs = 1;   // a host expert with fewer pairs in a step is computed on the host CPU
+    int64_t host_kv_cache_bytes = 0;  // pinned host pool for prefix-cache blocks evicted from the device (0 = off)
+    std::string disk_kv_cache_dir;    // disk tier below the host pool (empty = off)
+    int64_t disk_kv_cache_bytes = 0;  // size cap of the disk tier (0 = 64 GiB)
+
     // Execution (vLLM spelling: --enforce-eager).
     bool enforce_eager = false;      // run every step eagerly: no CUDA graphs
     int64_t cuda_workspace_mib = 0;  // CUDA step scratch in MiB (0 = the backend's default, 6 GiB)
@@ -63,6 +70,9 @@ struct EngineConfig {
     int synthetic_layers = 0;  // > 0: the preset truncated to this depth
 
     SpeculativeConfig speculative;
+    // Synthetic routers' skew: expert popularity per layer follows a Zipf law of this exponent (model/
+    // synthetic_routing.h): "S" for every layer or "S0,S1,..." one per layer; empty or "0" = even routing.
+    std::string synthetic_routing_skew;
 };
 
 enum class FinishReason : uint8_t {
@@ -138,9 +148,24 @@ struct EngineStats {
     int waiting = 0;
     int64_t prompt_tokens_total = 0;
     int64_t generation_tokens_total = 0;
-    int64_t prefix_cache_queries = 0;  // prompt tokens looked up
-    int64_t prefix_cache_hits = 0;     // prompt tokens found
-    double kv_cache_usage = 0.0;       // fraction of state blocks in use
+    int64_t prefix_cache_queries = 0;                    // prompt tokens looked up
+    int64_t prefix_cache_hits = 0;                       // prompt tokens found
+    std::array<int64_t, 3> prefix_cache_hits_by_tier{};  // of those, found on the device, in host memory, on disk
+    // Bytes the host / disk KV tiers moved: device -> host (write-through), host -> device and disk -> device (hits),
+    // host -> disk (evictions from the host pool, with headers), and disk entries found corrupt (recomputed).
+    int64_t kv_offloaded_bytes = 0;
+    int64_t kv_loaded_bytes = 0;
+    int64_t kv_disk_loaded_bytes = 0;
+    int64_t kv_disk_written_bytes = 0;
+    int64_t kv_disk_corrupt = 0;
+    // The expert tier (--gpu-experts): routed pairs, those whose expert was resident (the cache's hits), those
+    // computed on the host CPU, and the bytes moved over PCIe (expert fetches; activation rows for host pairs).
+    int64_t expert_pairs = 0;
+    int64_t expert_hit_pairs = 0;
+    int64_t expert_host_pairs = 0;
+    int64_t expert_fetched_bytes = 0;
+    int64_t expert_activation_bytes = 0;
+    double kv_cache_usage = 0.0;  // fraction of state blocks in use
     int64_t preemptions_total = 0;
     int64_t steps_total = 0;
     int64_t spec_drafts_total = 0;        // verify steps of a sequence (draft proposals checked)
@@ -163,6 +188,7 @@ struct CacheInfo {
     bool enable_prefix_caching = false;
     double gpu_memory_utilization = 0.0;
     int64_t state_bytes = 0;  // bytes of sequence state allocated
+    std::string memory_plan;  // where the bytes went (engine/capacity_plan.h summary), for the startup log
 };
 
 struct ModelInfo {

@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace dsv4 {
@@ -59,6 +61,41 @@ TableRef WeightStore::synthetic_table(int64_t, int64_t, int64_t, uint64_t) {
 }
 void StateStore::synthetic_context(int32_t, int64_t, std::span<const int32_t>, uint64_t) {
     fail("this backend does not make synthetic contexts");
+}
+
+void StateStore::offload_block(int32_t, std::span<std::byte>) {
+    fail("this backend has no host tier for the prefix cache (--host-kv-cache-gib)");
+}
+void StateStore::load_block(std::span<const std::byte>, int32_t) {
+    fail("this backend has no host tier for the prefix cache (--host-kv-cache-gib)");
+}
+void StateStore::offload_snapshot(int32_t, std::span<std::byte>) {
+    fail("this backend has no host tier for the prefix cache (--host-kv-cache-gib)");
+}
+void StateStore::load_snapshot(std::span<const std::byte>, int32_t) {
+    fail("this backend has no host tier for the prefix cache (--host-kv-cache-gib)");
+}
+HostBuffer StateStore::allocate_host_buffer(int64_t bytes) {
+    DSV4_CHECK(bytes >= 0, "allocate_host_buffer: {} bytes", bytes);
+    HostBuffer b;
+    b.memory = std::shared_ptr<std::byte>(new std::byte[static_cast<size_t>(std::max<int64_t>(bytes, 1))](),
+                                          std::default_delete<std::byte[]>());
+    b.bytes = bytes;
+    return b;
+}
+
+WeightRef WeightStore::upload_host_linear(const TensorView&, const TensorView*, WeightFormat, int64_t, int64_t, int,
+                                          int) {
+    fail("this backend has no expert tier (--gpu-experts)");
+}
+WeightRef WeightStore::synthetic_host_linear(WeightFormat, int64_t, int64_t, float, uint64_t) {
+    fail("this backend has no expert tier for synthetic models (--gpu-experts)");
+}
+void WeightStore::create_expert_cache(int, int, const ExpertWeights&) {
+    fail("this backend has no expert tier (--gpu-experts)");
+}
+ExpertWeights WeightStore::fetch_expert(int, int, const ExpertWeights&) {
+    fail("this backend has no expert tier (--gpu-experts)");
 }
 
 }  // namespace dsv4

@@ -1,6 +1,7 @@
 // StateStore: the sequence state a backend holds (device memory on GPUs), addressed by slot, paged block and
 // boundary snapshot. The state's geometry is state/state_layout.h's layer_state_shape(); the planner (kv/) decides
-// the StateConfig and emits StateOps, which the runner applies here. Later roles on this seam: host and disk tiers.
+// the StateConfig and emits StateOps, which the runner applies here. The host and disk tiers (kv/kv_tiers.h) copy
+// blocks and snapshots to and from host memory through the tier role at the end of this interface.
 //
 // Per sequence *slot* the store keeps fixed-size state: for every layer a ring of the last `window + rewind_capacity`
 // K=V rows, and for every compressor the per-token pre-pooling records of the last `(overlap ? 2 : 1) * ratio +
@@ -9,13 +10,22 @@
 // most rewind_capacity tokens back (speculative decoding); deeper rewinds are re-prefilled by the caller.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "config/model_config.h"
 #include "state/state_config.h"
 
 namespace dsv4 {
+
+// Host memory a backend allocated for a tier's pool (allocate_host_buffer); freed with the last copy of `memory`.
+struct HostBuffer {
+    std::shared_ptr<std::byte> memory;
+    int64_t bytes = 0;
+    std::span<std::byte> span() const { return {memory.get(), static_cast<size_t>(bytes)}; }
+};
 
 class StateStore {
   public:
@@ -51,6 +61,26 @@ class StateStore {
     // benchmarks at long contexts without running the prefill. The block table must cover `length` positions. The
     // default fails, naming the backend.
     virtual void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed);
+
+    // --- Tier role (kv/kv_tiers.h): blocks and snapshots as bytes in host memory. The byte layout is the same on
+    // every backend (so a disk file is portable between them): per layer in order, a block's compressed rows then its
+    // indexer keys; a snapshot's `window` ring rows (rows of positions below 0 are whatever the snapshot holds), then
+    // its main and its indexer compressor records; rows and keys in the stored formats (state/state_format.h),
+    // records float32. The spans are exactly StateLayout::block_bytes / snapshot_bytes long.
+    // On a GPU the copies run on a copy stream: an offload starts after the work already queued that writes its
+    // source and completes before any later write of that block or snapshot; a load completes before the next step
+    // or state op reads its destination. So they never block the host, and decode only waits where it must.
+    // The bytes of an offload are final after wait_tier_copies(). The bytes of a load may be changed once the call
+    // returns, except bytes inside a buffer from allocate_host_buffer: those are read asynchronously, in order with
+    // the other tier copies. The defaults fail, naming the backend.
+    virtual void offload_block(int32_t block, std::span<std::byte> host);
+    virtual void load_block(std::span<const std::byte> host, int32_t block);
+    virtual void offload_snapshot(int32_t snapshot, std::span<std::byte> host);
+    virtual void load_snapshot(std::span<const std::byte> host, int32_t snapshot);
+    // Blocks the host until every tier copy issued so far has completed.
+    virtual void wait_tier_copies() {}
+    // Host memory for a tier pool: page-locked on a GPU (so copies are asynchronous DMA), plain on the CPU.
+    virtual HostBuffer allocate_host_buffer(int64_t bytes);
 };
 
 }  // namespace dsv4

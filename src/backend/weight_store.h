@@ -1,7 +1,7 @@
 // WeightStore: the model's weights as a backend holds them, uploaded once in checkpoint form (FP8 + UE8M0 128x128
 // block scales, FP4 e2m1 + per-32 scales, BF16: backend/weights.h) and decoded inside the kernels. The checkpoint's
-// host views stay valid while the model lives. Later roles on this seam: residency (host-resident experts), offload
-// and per-GPU expert placement.
+// host views stay valid while the model lives. The expert tier (routed experts resident in host memory, a device
+// cache of some of them: dist/expert_tier_moe.h) is the role at the end of this interface.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,26 @@ class WeightStore {
     virtual VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed);
     // A [rows, cols] table of int32 in [0, max_value), each row's entries distinct (hash routing), spread uniformly.
     virtual TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed);
+
+    // --- Expert tier role (dist/expert_tier_moe.h, dist/expert_cache.h). Optional: the defaults fail, naming it.
+    // A routed-expert matrix kept in host memory in checkpoint form (pinned on a GPU, so fetches are DMA): the source
+    // of fetches into the expert cache and what the host CPU computes with. Its pointers are host addresses, valid
+    // while the backend lives.
+    virtual WeightRef upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
+                                         int64_t rows, int64_t cols, int block_rows, int block_cols);
+    // The same made from a seed (synthetic models: as synthetic_linear, but in host memory).
+    virtual WeightRef synthetic_host_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev,
+                                            uint64_t seed);
+    // Device memory for `slots` experts in each of `layers` MoE layers, each slot the size of `expert` (w1, w2, w3 and
+    // their scales, in checkpoint form).
+    virtual void create_expert_cache(int layers, int slots, const ExpertWeights& expert);
+    // Copies a host expert into a slot and returns its handles in device memory. On a GPU the copy runs on the copy
+    // stream after the work queued before (which may still read the slot's previous expert) and completes before the
+    // work queued after. Call between MoE ops.
+    virtual ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host);
+    // `w.experts` changed in place (the same vector, other handles): refresh anything derived from it (the CUDA
+    // backend rewrites its device handle table at the same address, so recorded graphs stay valid).
+    virtual void update_expert_handles(const MoeWeights& w) { (void)w; }
 };
 
 }  // namespace dsv4

@@ -79,8 +79,33 @@ struct AttentionWeights {
     std::optional<IndexerWeights> indexer;
 };
 
+// Bytes of a weight's codes and of its scales, in checkpoint form.
+inline int64_t weight_data_bytes(const WeightRef& w) {
+    const int64_t n = w.rows * w.cols;
+    switch (w.format) {
+        case WeightFormat::kF32:
+            return n * 4;
+        case WeightFormat::kBF16:
+            return n * 2;
+        case WeightFormat::kFp8Block:
+            return n;
+        case WeightFormat::kFp4Row:
+            return n / 2;
+    }
+    return 0;
+}
+inline int64_t weight_scale_bytes(const WeightRef& w) {
+    if (w.scales == nullptr) return 0;
+    return (w.rows + w.block_rows - 1) / w.block_rows * w.scale_cols;
+}
+
 struct ExpertWeights {
     WeightRef w1, w2, w3;  // gate [I, D], down [D, I], up [I, D]
+    int64_t bytes() const {
+        int64_t b = 0;
+        for (const WeightRef* w : {&w1, &w2, &w3}) b += weight_data_bytes(*w) + weight_scale_bytes(*w);
+        return b;
+    }
 };
 
 struct MoeWeights {

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <numeric>
 
 #include "core/error.h"
 #include "dist/dispatch_plan.h"
+#include "dist/tensor_reads.h"
 
 namespace dsv4::dist {
 
@@ -67,15 +67,7 @@ void ExpertParallelMoe::set_placement(std::shared_ptr<const ExpertPlacement> pla
 }
 
 std::vector<int32_t> ExpertParallelMoe::read_i32(const Tensor& t) {
-    std::vector<int32_t> out(static_cast<size_t>(t.numel()));
-    if (out.empty()) return out;
-    // to_host copies float32 tensors; an int32 tensor's bytes go through it unchanged (a copy, no arithmetic).
-    Tensor bits = t;
-    bits.dtype = DType::kF32;
-    std::vector<float> tmp(out.size());
-    ops_.to_host(bits, tmp.data());
-    std::memcpy(out.data(), tmp.data(), out.size() * sizeof(int32_t));
-    return out;
+    return dist::read_i32(ops_, t);
 }
 
 std::vector<int64_t> ExpertParallelMoe::gather_counts(const std::vector<int64_t>& mine) {

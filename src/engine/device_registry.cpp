@@ -9,7 +9,6 @@
 
 #include "config/model_config.h"
 #include "core/error.h"
-#include "model/tensor_spec.h"
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -21,37 +20,24 @@ namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-// Half of the memory the system reports available (the CPU backend allocates and touches its state up front).
-int64_t available_host_bytes() {
-    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return 4 * kGiB;
-    return static_cast<int64_t>(pages) * page;
-}
-
 DeviceBackend cpu_device() {
     DeviceBackend d;
     d.create = [](const EngineConfig& c) { return make_cpu_backend(parse_numerics(c.numerics), c.threads); };
     d.state_dtype = engine_state_dtype;
-    // The slots, plus 1 GiB for blocks and snapshots, within half of the available memory.
-    d.default_state_bytes = [](const EngineConfig&, int64_t fixed_bytes) {
-        return std::min(fixed_bytes + kGiB, std::max(fixed_bytes + kGiB / 16, available_host_bytes() / 2));
+    // Weights are read in place from the mapped checkpoint; the automatic state
+    // is the slots plus up to 1 GiB, within half of the available memory.
+    d.memory = [](const EngineConfig&) {
+        MemoryFigures m;
+        m.name = "host memory";
+        m.total_bytes = m.free_bytes = available_host_bytes();
+        m.holds_weights = false;  // (the CPU backend makes no synthetic weights: it says so when asked)
+        m.auto_state_cap_bytes = kGiB;
+        return m;
     };
     return d;
 }
 
 #ifdef DSV4_WITH_CUDA
-// Bytes of the checkpoint's tensors for the engine's model (what the GPU will hold as weights).
-int64_t weight_bytes(const EngineConfig& config) {
-    const ModelConfig c = engine_model_config(config);
-    int64_t bytes = 0;
-    for (const TensorSpec& s : expected_tensors(c)) {
-        int64_t n = 1;
-        for (int64_t d : s.shape) n *= d;
-        bytes += n * dtype_bits(s.dtype) / 8;
-    }
-    return bytes;
-}
-
 // The CUDA backend's options from the engine's configuration, then the environment's overrides.
 CudaOptions cuda_options(const EngineConfig& c) {
     CudaOptions o;
@@ -63,13 +49,21 @@ DeviceBackend cuda_device() {
     DeviceBackend d;
     d.create = [](const EngineConfig& c) { return make_cuda_backend(parse_numerics(c.numerics), cuda_options(c)); };
     d.state_dtype = engine_state_dtype;
-    // gpu_memory_utilization x total memory - weights - the workspace - 1 GiB slack.
-    d.default_state_bytes = [](const EngineConfig& c, int64_t fixed_bytes) {
+    // gpu_memory_utilization x total memory (at most what is free), the workspace and 1 GiB kept for runtime
+    // allocations (graphs, cuBLAS handles).
+    d.memory = [](const EngineConfig& c) {
         size_t free_bytes = 0, total_bytes = 0;
-        if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return fixed_bytes + kGiB;
-        const auto usable = static_cast<int64_t>(c.gpu_memory_utilization * static_cast<double>(total_bytes)) -
-                            weight_bytes(c) - (cuda_options(c).workspace_mib << 20) - kGiB;
-        return std::max(fixed_bytes + kGiB / 16, usable);
+        const cudaError_t status = cudaMemGetInfo(&free_bytes, &total_bytes);
+        DSV4_CHECK(status == cudaSuccess, "cannot read the GPU's memory (cudaMemGetInfo: {})",
+                   cudaGetErrorString(status));
+        MemoryFigures m;
+        m.name = "GPU";
+        m.total_bytes = static_cast<int64_t>(total_bytes);
+        m.free_bytes = static_cast<int64_t>(free_bytes);
+        m.utilization = c.gpu_memory_utilization;
+        m.workspace_bytes = cuda_options(c).workspace_mib << 20;
+        m.reserve_bytes = kGiB;
+        return m;
     };
     return d;
 }
@@ -94,6 +88,12 @@ Registry& registry() {
 
 }  // namespace
 
+int64_t available_host_bytes() {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 4 * kGiB;
+    return static_cast<int64_t>(pages) * page;
+}
+
 StateDtype engine_state_dtype(const EngineConfig& c) {
     const std::string& name = c.kv_cache_dtype;
     if (name == "auto") return parse_numerics(c.numerics) == Numerics::kExact ? StateDtype::kF32 : StateDtype::kFp8;
@@ -103,7 +103,7 @@ StateDtype engine_state_dtype(const EngineConfig& c) {
 }
 
 void register_device_backend(const std::string& device, DeviceBackend backend) {
-    DSV4_CHECK(backend.create && backend.state_dtype && backend.default_state_bytes,
+    DSV4_CHECK(backend.create && backend.state_dtype && backend.memory,
                "device backend '{}' is "
                "missing a function",
                device);

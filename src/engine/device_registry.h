@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "config/model_config.h"
 #include "dsv4/engine.h"
+#include "engine/capacity_plan.h"
 #include "state/state_layout.h"
 
 namespace dsv4 {
@@ -22,11 +23,13 @@ struct DeviceBackend {
     std::function<std::unique_ptr<Backend>(const EngineConfig&)> create;
     // How the backend stores K=V rows and indexer keys (sizes the state: state/state_layout.h).
     std::function<StateDtype(const EngineConfig&)> state_dtype;
-    // Bytes for the whole sequence state when EngineConfig::kv_cache_bytes is 0. `fixed_bytes` is what the slots
-    // need (max_num_seqs x slot bytes); the rest goes to snapshots and blocks. E.g. GPU: gpu_memory_utilization x
-    // total memory - weights - activations.
-    std::function<int64_t(const EngineConfig&, int64_t fixed_bytes)> default_state_bytes;
+    // The memory the capacity planner (engine/capacity_plan.h) places weights, workspace and state in, read before
+    // anything is allocated. E.g. GPU: cudaMemGetInfo, --gpu-memory-utilization and the backend's workspace.
+    std::function<MemoryFigures(const EngineConfig&)> memory;
 };
+
+// Host memory the system reports available (MemAvailable), for the CPU device and the host tiers.
+int64_t available_host_bytes();
 
 // EngineConfig::kv_cache_dtype as a StateDtype: f32 | bf16 | fp8, or auto = f32 in exact numerics and fp8 in
 // reference and fast numerics (the reference's own roundings are exactly what fp8_ds_mla stores). Anything else is

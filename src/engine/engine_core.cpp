@@ -14,10 +14,16 @@ EngineCore::EngineCore(EngineParts parts)
       backend_(std::move(parts.backend)),
       model_(std::move(parts.model)),
       drafter_(std::move(parts.drafter)),
+      host_backend_(std::move(parts.host_backend)),
+      expert_tier_(std::move(parts.expert_tier)),
+      tier_memory_(std::move(parts.tier_memory)),
+      tiers_(std::move(parts.tiers)),
       kv_(parts.kv),
       scheduler_(std::move(parts.scheduler), kv_),
       runner_(*model_->model, config_.enforce_eager) {
     runner_.set_drafter(drafter_.get(), parts.verify_method);
+    kv_.attach_tiers(tiers_.get());
+    runner_.set_tiers(kv_.tiers());
     publish_stats();
     thread_ = std::thread([this] { run(); });
 }
@@ -220,6 +226,7 @@ void EngineCore::step() {
         publish(failed);
         return;
     }
+    if (expert_tier_) expert_tier_->end_step();  // rebalancing fetches, between steps
     record_step(output.num_batched_tokens);
     publish_stats();  // before the events: a client that saw a request finish sees its state freed in the stats
     publish(result);
@@ -277,6 +284,25 @@ void EngineCore::publish_stats() {
     stats_.generation_tokens_total = s.generation_tokens_total;
     stats_.prefix_cache_queries = k.prefix_queries;
     stats_.prefix_cache_hits = k.prefix_hits;
+    for (size_t t = 0; t < k.prefix_hits_by_tier.size(); ++t)
+        stats_.prefix_cache_hits_by_tier[t] = k.prefix_hits_by_tier[t];
+    if (expert_tier_) {
+        const dist::ExpertCacheStats& c = expert_tier_->cache().stats();
+        stats_.expert_pairs = c.pairs;
+        stats_.expert_hit_pairs = c.hit_pairs;
+        stats_.expert_host_pairs = c.host_pairs;
+        stats_.expert_fetched_bytes = expert_tier_->stats().fetched_bytes;
+        stats_.expert_activation_bytes = expert_tier_->stats().activation_bytes;
+    }
+    if (const KvTiers* tiers = kv_.tiers()) {
+        stats_.kv_offloaded_bytes = tiers->stats().offloaded_bytes;
+        stats_.kv_loaded_bytes = tiers->stats().loaded_bytes;
+        stats_.kv_disk_loaded_bytes = tiers->stats().staged_bytes;
+        if (const DiskKvStore* disk = tiers->disk()) {
+            stats_.kv_disk_written_bytes = disk->stats().bytes_written;
+            stats_.kv_disk_corrupt = disk->stats().corrupt;
+        }
+    }
     stats_.kv_cache_usage = kv_.usage();
     stats_.preemptions_total = s.preemptions_total;
     stats_.requests_finished_total = s.requests_finished_total;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "dist/expert_tier_moe.h"
 #include "dsv4/engine.h"
 #include "engine/result_stream.h"
 #include "kv/kv_cache_manager.h"
@@ -30,8 +31,12 @@ namespace dsv4 {
 struct EngineParts {
     EngineConfig config;
     std::unique_ptr<Backend> backend;
-    std::unique_ptr<LoadedModel> model;  // loaded on backend, whose state matches kv
+    std::unique_ptr<LoadedModel> model;                // loaded on backend, whose state matches kv
+    std::unique_ptr<Backend> host_backend;             // the expert tier's host pairs (null: none, or the backend)
+    std::unique_ptr<dist::ExpertTierMoe> expert_tier;  // host-resident experts (null: every expert on the device)
     KvCacheConfig kv;
+    HostBuffer tier_memory;          // the host KV pool (allocated by the backend: pinned on a GPU)
+    std::unique_ptr<KvTiers> tiers;  // host / disk tiers of the prefix cache (null: none)
     SchedulerConfig scheduler;
     ModelInfo info;
     std::unique_ptr<Drafter> drafter;  // speculative decoding (null: off); drafts on model's backend
@@ -83,6 +88,10 @@ class EngineCore final : public Engine {
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<LoadedModel> model_;
     std::unique_ptr<Drafter> drafter_;
+    std::unique_ptr<Backend> host_backend_;
+    std::unique_ptr<dist::ExpertTierMoe> expert_tier_;  // set as the model's MoE dispatcher
+    HostBuffer tier_memory_;
+    std::unique_ptr<KvTiers> tiers_;  // before kv_: the manager and the runner point to it
     KvCacheManager kv_;
     Scheduler scheduler_;
     ModelRunner runner_;

@@ -4,11 +4,14 @@
 
 #include "config/model_config.h"
 #include "core/error.h"
+#include "engine/capacity_plan.h"
 #include "engine/device_registry.h"
 #include "engine/engine_core.h"
 #include "kv/state_plan.h"
 #include "model/flash_preset.h"
+#include "model/synthetic_routing.h"
 #include "model/tensor_spec.h"
+#include "model/weights_loader.h"
 #include "sample/spec_verify.h"
 #include "spec/drafter.h"
 
@@ -53,6 +56,12 @@ void check_config(const EngineConfig& c) {
     // also how far past a block boundary a step may end and still save that boundary's prefix-cache snapshot.
     DSV4_CHECK(c.rewind_capacity >= 0, "rewind_capacity must be >= 0, got {}", c.rewind_capacity);
     check_speculative_config(c.speculative);
+    DSV4_CHECK(c.host_kv_cache_bytes >= 0 && c.disk_kv_cache_bytes >= 0, "KV tier sizes must be >= 0");
+    DSV4_CHECK(c.expert_fetch_min_pairs >= 1, "--expert-fetch-min-pairs must be >= 1, got {}",
+               c.expert_fetch_min_pairs);
+    parse_routing_skew(c.synthetic_routing_skew);  // a malformed value fails before anything is loaded
+    DSV4_CHECK(c.disk_kv_cache_dir.empty() || c.host_kv_cache_bytes > 0,
+               "--disk-kv-cache needs --host-kv-cache-gib: the disk tier holds what the host pool evicts");
 }
 
 // Draft-stage rings a speculative method keeps per slot (spec/: MTP runs its one stage recursively).
@@ -77,10 +86,50 @@ void make_speculation(const SpeculativeConfig& spec, EngineParts& parts) {
     parts.verify_method = parse_verify_method(spec.rejection_sample_method);
 }
 
+constexpr int64_t kDefaultDiskBytes = int64_t{64} << 30;
+
+// The host pool and the disk tier of the prefix cache, when asked for (and prefix caching is on).
+void create_tiers(const EngineConfig& c, const StatePlan& plan, Backend& backend, EngineParts& parts) {
+    if (c.host_kv_cache_bytes == 0 || !c.enable_prefix_caching) return;
+    KvTierConfig t = host_tier_config(c.host_kv_cache_bytes, plan.layout);
+    DSV4_CHECK(t.host_blocks > 0,
+               "--host-kv-cache-gib: {} bytes cannot hold one block ({} bytes) and one boundary "
+               "snapshot ({} bytes) of this model's state",
+               c.host_kv_cache_bytes, plan.layout.block_bytes, plan.layout.snapshot_bytes);
+    DSV4_CHECK(plan.state.num_snapshots > 0,
+               "--host-kv-cache-gib needs boundary snapshots on the device, and the state plan left room for none "
+               "(raise the state budget)");
+    t.disk_dir = c.disk_kv_cache_dir;
+    t.disk_bytes = c.disk_kv_cache_bytes > 0 ? c.disk_kv_cache_bytes : kDefaultDiskBytes;
+    t.fingerprint = state_layout_fingerprint(plan.layout, plan.state.block_tokens);
+    parts.tier_memory = backend.allocate_host_buffer(t.host_bytes());
+    parts.tiers = std::make_unique<KvTiers>(t, parts.tier_memory.span());
+}
+
 std::string model_name(const std::string& dir) {
     std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
     if (p.filename().empty()) p = p.parent_path();
     return p.filename().string();
+}
+
+// The expert tier (--gpu-experts below the model's routed experts): the cache's slots on the device, the host pairs
+// on the backend itself (CPU) or on a CPU backend in the closest numerics (a GPU's fast numerics: reference).
+void create_expert_tier(const EngineConfig& c, const CapacityPlan& capacity, HostExperts host_experts,
+                        EngineParts& parts) {
+    ModelOps* host_ops = parts.backend.get();
+    if (c.device != "cpu") {
+        const Numerics n = parse_numerics(c.numerics);
+        parts.host_backend = make_cpu_backend(n == Numerics::kFast ? Numerics::kReference : n, c.threads);
+        host_ops = parts.host_backend.get();
+    }
+    dist::ExpertCacheConfig cache;
+    cache.layers = static_cast<int>(host_experts.size());
+    cache.experts = capacity.weights.experts_per_layer;
+    cache.slots = capacity.resident_experts;
+    cache.min_pairs_to_fetch = c.expert_fetch_min_pairs;
+    parts.expert_tier =
+        std::make_unique<dist::ExpertTierMoe>(*parts.backend, *host_ops, std::move(host_experts), cache);
+    parts.model->model->set_moe_dispatch(parts.expert_tier.get());
 }
 
 }  // namespace
@@ -107,30 +156,44 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
                config.max_model_len, model_config.max_position_embeddings);
 
     const StateDtype dtype = device.state_dtype(config);
+    // Speculative decoding's draft stages keep rings of their own in every slot: the state is planned for the model
+    // with those extra state layers.
     const DraftLoad drafts{draft_state_stages(config.speculative, model_config)};
     const ModelConfig state_config = config_with_draft_state(model_config, drafts.state_stages);
-    const StateLayout layout = compute_state_layout(state_config, config.block_tokens, config.rewind_capacity, dtype);
-    StatePlanRequest request;
-    request.max_slots = config.max_num_seqs;
-    request.block_tokens = config.block_tokens;
-    request.rewind_capacity = config.rewind_capacity;
-    request.num_snapshots = config.enable_prefix_caching ? config.num_prefix_snapshots : 0;
-    request.budget_bytes = config.kv_cache_bytes > 0
-                               ? config.kv_cache_bytes
-                               : device.default_state_bytes(config, int64_t{config.max_num_seqs} * layout.slot_bytes);
-    // An explicit max_model_len must fit; the default is capped by what fits.
-    request.min_tokens = config.max_model_len > 0 ? config.max_model_len : config.block_tokens;
-    const StatePlan plan = plan_state(state_config, request, dtype);
-    const int64_t max_model_len = config.max_model_len > 0
-                                      ? config.max_model_len
-                                      : std::min<int64_t>(model_config.max_position_embeddings, plan.token_capacity);
-
+    // Where every byte goes, decided before anything is allocated (a model that does not fit fails here, naming the
+    // flags that would make it fit).
+    CapacityRequest capacity;
+    capacity.numerics = parse_numerics(config.numerics);
+    capacity.state_dtype = dtype;
+    capacity.device = device.memory(config);
+    capacity.host_available_bytes = available_host_bytes();
+    capacity.max_num_seqs = config.max_num_seqs;
+    capacity.block_tokens = config.block_tokens;
+    capacity.rewind_capacity = config.rewind_capacity;
+    capacity.num_snapshots = config.enable_prefix_caching ? config.num_prefix_snapshots : 0;
+    capacity.max_model_len = config.max_model_len;
+    capacity.kv_cache_bytes = config.kv_cache_bytes;
+    capacity.gpu_experts = config.gpu_experts;
+    capacity.host_kv_cache_bytes = config.host_kv_cache_bytes;
+    const CapacityPlan capacity_plan = plan_capacity(state_config, capacity);
+    const StatePlan& plan = capacity_plan.state;
+    const int64_t max_model_len = std::min<int64_t>(capacity_plan.max_model_len, model_config.max_position_embeddings);
     EngineParts parts;
     parts.config = config;
     parts.config.max_model_len = static_cast<int>(std::min<int64_t>(max_model_len, INT32_MAX));
     parts.backend = device.create(config);
-    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed, {}, drafts)
-                            : load_model(dir, *parts.backend, plan.state, {}, drafts);
+    // With the expert tier no routed expert is uploaded the usual way: all live in host memory, some cached.
+    const bool tiered = capacity_plan.host_experts > 0;
+    const ExpertResidency residency = tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{};
+    HostExperts host_experts;
+    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed, residency,
+                                                   drafts, parse_routing_skew(config.synthetic_routing_skew),
+                                                   tiered ? &host_experts : nullptr)
+                            : load_model(dir, *parts.backend, plan.state, residency, drafts);
+    if (tiered) {
+        if (!synthetic) host_experts = load_host_experts(model_config, *parts.model->bound, *parts.backend);
+        create_expert_tier(config, capacity_plan, std::move(host_experts), parts);
+    }
     make_speculation(config.speculative, parts);
     parts.kv.max_slots = plan.state.max_slots;
     parts.kv.num_blocks = plan.state.num_blocks;
@@ -138,6 +201,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.kv.num_snapshots = plan.state.num_snapshots;
     parts.kv.rewind_capacity = plan.state.rewind_capacity;
     parts.kv.enable_prefix_caching = config.enable_prefix_caching;
+    create_tiers(config, plan, *parts.backend, parts);
     parts.scheduler.max_num_seqs = config.max_num_seqs;
     parts.scheduler.max_num_batched_tokens = config.max_num_batched_tokens;
     parts.scheduler.long_prefill_token_threshold = config.long_prefill_token_threshold;
@@ -160,6 +224,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.info.cache.enable_prefix_caching = config.enable_prefix_caching;
     parts.info.cache.gpu_memory_utilization = config.device == "cuda" ? config.gpu_memory_utilization : 0.0;
     parts.info.cache.state_bytes = plan.total_bytes;
+    parts.info.cache.memory_plan = capacity_plan.summary();
     return std::make_unique<EngineCore>(std::move(parts));
 }
 

@@ -57,22 +57,27 @@ PrefixHit KvCacheManager::find_prefix(SequenceKv& kv, std::span<const int32_t> t
     const int64_t limit = (static_cast<int64_t>(tokens.size()) - 1) / config_.block_tokens;
     ensure_hashes(kv, tokens, limit);
     int64_t matched = 0;
-    while (matched < limit && blocks_.lookup(kv.hashes[matched])) ++matched;
-    int64_t usable = matched;
-    while (usable > 0 && !snapshots_.contains(kv.hashes[usable - 1])) --usable;
+    while (matched < limit && has_block(kv.hashes[matched])) ++matched;
+    int64_t usable = deepest_snapshot(kv, matched);
+    if (tiers_ != nullptr) usable = prepare_tier_hit(kv, usable);  // reads and checks disk entries
     hit.query_tokens = static_cast<int64_t>(tokens.size());
     hit.matched_tokens = matched * config_.block_tokens;
     kv.snapshot_target = matched > usable ? hit.matched_tokens : 0;  // for limit_chunk on the first chunk already
     if (usable == 0) return hit;
     hit.tokens = usable * config_.block_tokens;
-    hit.snapshot = *snapshots_.find(kv.hashes[usable - 1]);
-    for (int64_t k = 0; k < usable; ++k) hit.blocks.push_back(*blocks_.lookup(kv.hashes[k]));
+    hit.snapshot = snapshots_.find(kv.hashes[usable - 1]).value_or(-1);
+    for (int64_t k = 0; k < usable; ++k) {
+        const std::optional<int32_t> block = blocks_.lookup(kv.hashes[k]);
+        hit.blocks.push_back(block.value_or(-1));
+        const KvTier tier = block ? KvTier::kDevice : *tiers_->find(KvEntryKind::kBlock, kv.hashes[k]);
+        hit.tier_tokens[static_cast<size_t>(tier)] += config_.block_tokens;
+    }
     return hit;
 }
 
 int64_t KvCacheManager::blocks_needed_to_admit(const PrefixHit& hit, int64_t end) const {
     int64_t needed = blocks_for(end) - static_cast<int64_t>(hit.blocks.size());
-    for (int32_t b : hit.blocks) needed += blocks_.ref_count(b) == 0 ? 1 : 0;
+    for (int32_t b : hit.blocks) needed += b < 0 || blocks_.ref_count(b) == 0 ? 1 : 0;  // lower tiers: a new block
     return needed;
 }
 
@@ -82,17 +87,22 @@ void KvCacheManager::admit(SequenceKv& kv, int32_t slot, const PrefixHit& hit, i
     DSV4_CHECK(blocks_needed_to_admit(hit, end) <= blocks_.num_free(), "kv cache: not enough free blocks to admit");
     kv.slot = slot;
     for (int32_t b : hit.blocks) {
-        blocks_.ref(b);
+        if (b >= 0) blocks_.ref(b);  // first: the blocks loaded below must not evict them
         kv.blocks.push_back(b);
     }
+    if (tiers_ != nullptr) load_tier_hit(kv, hit, ops);
     DSV4_CHECK(grow(kv, end), "kv cache: allocation failed after the free-block check");
     ops.push_back(StateOp::reset_slot(slot));
     if (hit.tokens > 0) {
-        ops.push_back(StateOp::restore_snapshot(slot, hit.snapshot, hit.tokens));
+        // A snapshot from a lower tier was loaded into a device snapshot by load_tier_hit.
+        const BlockHash& key = kv.hashes[hit.tokens / config_.block_tokens - 1];
+        const int32_t snapshot = hit.snapshot >= 0 ? hit.snapshot : *snapshots_.find(key);
+        ops.push_back(StateOp::restore_snapshot(slot, snapshot, hit.tokens));
         ++stats_.snapshots_restored;
     }
     stats_.prefix_queries += hit.query_tokens;
     stats_.prefix_hits += hit.tokens;
+    for (size_t t = 0; t < hit.tier_tokens.size(); ++t) stats_.prefix_hits_by_tier[t] += hit.tier_tokens[t];
 }
 
 bool KvCacheManager::grow(SequenceKv& kv, int64_t end) {
@@ -112,7 +122,7 @@ int64_t KvCacheManager::limit_chunk(const SequenceKv& kv, int64_t computed, int6
         if (boundary <= computed || boundary >= end || end - boundary <= config_.rewind_capacity) continue;
         const int64_t block = boundary / bt - 1;
         if (block >= static_cast<int64_t>(kv.hashes.size())) continue;  // hashes unknown: no lookup was made
-        if (!snapshots_.contains(kv.hashes[block])) return boundary;
+        if (!has_snapshot(kv.hashes[block])) return boundary;
     }
     return end;
 }
@@ -126,7 +136,10 @@ void KvCacheManager::on_computed(SequenceKv& kv, std::span<const int32_t> tokens
     ensure_hashes(kv, tokens, full_after);
     DSV4_CHECK(static_cast<int64_t>(kv.blocks.size()) >= full_after, "kv cache: {} positions computed with {} blocks",
                after, kv.blocks.size());
-    for (int64_t k = full_before; k < full_after; ++k) blocks_.register_full(kv.blocks[k], kv.hashes[k]);
+    for (int64_t k = full_before; k < full_after; ++k) {
+        const bool cached = blocks_.register_full(kv.blocks[k], kv.hashes[k]);
+        if (cached && tiers_ != nullptr) tiers_->on_cached(KvEntryKind::kBlock, kv.blocks[k], kv.hashes[k], ops);
+    }
     const int64_t boundary = full_after * bt;
     if (std::max(after, written_end) - boundary > config_.rewind_capacity || snapshots_.capacity() == 0) return;
     const BlockHash& key = kv.hashes[full_after - 1];
@@ -134,6 +147,7 @@ void KvCacheManager::on_computed(SequenceKv& kv, std::span<const int32_t> tokens
     const int32_t snapshot = *snapshots_.acquire(key);
     ops.push_back(StateOp::save_snapshot(kv.slot, snapshot, boundary));
     ++stats_.snapshots_saved;
+    if (tiers_ != nullptr) tiers_->on_cached(KvEntryKind::kSnapshot, snapshot, key, ops);
 }
 
 bool KvCacheManager::fork(const SequenceKv& parent, int64_t computed, SequenceKv& child, std::vector<StateOp>& ops) {

@@ -21,15 +21,21 @@
 // Forks (n > 1): a child shares the parent's full blocks and gets a copy of the partial last block (copy-on-write
 // done eagerly: both would append compressed rows to it) and a copy of the parent's slot.
 //
+// Tiers (kv_tiers.h, attach_tiers): below the device, blocks and snapshots are written through to a host pool and
+// from there to disk; a lookup continues into them where the device's cache ends, and admit() copies what it uses
+// back into device blocks and a device snapshot (kv_cache_tiers.cpp).
+//
 // Plain CPU code: decisions are returned as StateOps for the runner to apply. Not thread-safe (engine thread).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/kv_tiers.h"
 #include "kv/snapshot_pool.h"
 #include "kv/state_ops.h"
 
@@ -54,10 +60,11 @@ struct SequenceKv {
 
 struct PrefixHit {
     int64_t tokens = 0;           // positions served from the cache (a block boundary, or 0)
-    int32_t snapshot = -1;        // restored into the slot when tokens > 0
-    std::vector<int32_t> blocks;  // cached blocks covering [0, tokens)
+    int32_t snapshot = -1;        // restored into the slot when tokens > 0 (-1 then: in a lower tier)
+    std::vector<int32_t> blocks;  // cached blocks covering [0, tokens) (-1: in a lower tier, loaded by admit)
     int64_t matched_tokens = 0;   // prefix present in cached blocks (>= tokens; the rest had no snapshot)
     int64_t query_tokens = 0;     // tokens looked up (for the hit-rate statistics, counted on admission)
+    std::array<int64_t, kNumKvTiers> tier_tokens{};  // of `tokens`, served from the device, the host, the disk
 };
 
 struct KvCacheStats {
@@ -65,6 +72,7 @@ struct KvCacheStats {
     int64_t prefix_hits = 0;     // tokens served from the cache
     int64_t snapshots_saved = 0;
     int64_t snapshots_restored = 0;
+    std::array<int64_t, kNumKvTiers> prefix_hits_by_tier{};  // prefix_hits by where the blocks were (KvTier)
 };
 
 class KvCacheManager {
@@ -112,7 +120,18 @@ class KvCacheManager {
     // Releases the sequence's blocks (last first, so its prefix stays cached longest) and its slot.
     void free(SequenceKv& kv);
 
+    // The host / disk tiers below the device's prefix cache (null: none). Not owned; must outlive the manager.
+    void attach_tiers(KvTiers* tiers) { tiers_ = prefix_caching() ? tiers : nullptr; }
+    KvTiers* tiers() const { return tiers_; }
+
   private:
+    // kv_cache_tiers.cpp: where a key is, and the tier side of find_prefix and admit.
+    bool has_block(const BlockHash& key) const;
+    bool has_snapshot(const BlockHash& key) const;
+    int64_t deepest_snapshot(const SequenceKv& kv, int64_t blocks) const;
+    int64_t prepare_tier_hit(const SequenceKv& kv, int64_t usable);
+    void load_tier_hit(SequenceKv& kv, const PrefixHit& hit, std::vector<StateOp>& ops);
+
     void ensure_hashes(SequenceKv& kv, std::span<const int32_t> tokens, int64_t full_blocks) const;
     bool prefix_caching() const { return config_.enable_prefix_caching; }
 
@@ -122,6 +141,7 @@ class KvCacheManager {
     std::vector<int32_t> free_slots_;
     std::vector<bool> slot_used_;
     KvCacheStats stats_;
+    KvTiers* tiers_ = nullptr;
 };
 
 }  // namespace dsv4

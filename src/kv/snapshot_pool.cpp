@@ -34,4 +34,19 @@ std::optional<int32_t> SnapshotPool::acquire(const BlockHash& hash) {
     return id;
 }
 
+std::optional<BlockHash> SnapshotPool::victim() const {
+    if (!free_.empty() || lru_.empty()) return std::nullopt;
+    return key_[lru_.front()];
+}
+
+void SnapshotPool::erase(const BlockHash& hash) {
+    auto it = by_hash_.find(hash);
+    if (it == by_hash_.end()) return;
+    const int32_t id = it->second;
+    lru_.remove(id);
+    key_[id].reset();
+    by_hash_.erase(it);
+    free_.push_back(id);
+}
+
 }  // namespace dsv4

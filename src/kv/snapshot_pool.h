@@ -1,7 +1,8 @@
 // SnapshotPool: the bounded set of prefix-cache boundary snapshots (backend.h save_snapshot), keyed by the hash of
 // the block that ends at the boundary. Keying by hash rather than by block keeps a snapshot valid whichever physical
 // block holds that prefix; a snapshot whose prefix blocks were evicted is simply never reached by a lookup and ages
-// out. Eviction is least recently used (saved or hit).
+// out. Eviction is least recently used (saved or hit). The host tier (kv_tiers.h) indexes its pools of blocks and
+// snapshots with the same structure.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,10 @@ class SnapshotPool {
     // A snapshot id to save `hash` into: a free one, else the least recently used one (its old key is dropped).
     // nullopt when the pool has no snapshots at all.
     std::optional<int32_t> acquire(const BlockHash& hash);
+    // The key acquire() would evict now (nullopt while a free id is left or the pool is empty).
+    std::optional<BlockHash> victim() const;
+    // Forgets `hash` (its id becomes free); no effect when it is not held.
+    void erase(const BlockHash& hash);
 
   private:
     std::vector<std::optional<BlockHash>> key_;

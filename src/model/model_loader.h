@@ -11,6 +11,7 @@
 #include "model/deepseek_v4.h"
 #include "model/draft_weights.h"
 #include "model/expert_residency.h"
+#include "model/synthetic_weights.h"
 #include "model/weight_binding.h"
 
 namespace dsv4 {
@@ -34,8 +35,12 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
 
 // A model with random weights made directly on the backend (model/synthetic_weights.h): no checkpoint. With
 // drafts.state_stages > 0, random draft stages of the config's kind (DSpark when it has dspark_* keys, else MTP).
+// routing_skew: Zipf exponents of expert popularity (model/synthetic_routing.h; empty = even routing). host_experts:
+// the experts `residency` leaves out, made in host memory instead (model/synthetic_weights.h).
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
                                                   uint64_t seed, const ExpertResidency& residency = {},
-                                                  const DraftLoad& drafts = {});
+                                                  const DraftLoad& drafts = {},
+                                                  const std::vector<double>& routing_skew = {},
+                                                  HostExperts* host_experts = nullptr);
 
 }  // namespace dsv4

@@ -10,6 +10,7 @@
 #include "core/float_formats.h"
 #include "core/parallel.h"
 #include "loader/safetensors_writer.h"
+#include "model/synthetic_routing.h"
 #include "model/synthetic_values.h"
 
 namespace dsv4 {
@@ -149,6 +150,7 @@ class Generator {
             parallel_for(rows, [&](int64_t r) {
                 synthetic_rows(spec, options_.seed, row0 + r, 1, values.data() + r * shape.cols);
             });
+            skew_router_bias(spec, values);
             if (spec.dtype == DType::kF32) {
                 emit(as_bytes(values.data(), values.size() * sizeof(float)));
                 continue;
@@ -159,13 +161,28 @@ class Generator {
         }
     }
 
+    // A backbone layer's router bias with skewed popularity (model/synthetic_routing.h); others are left alone.
+    void skew_router_bias(const TensorSpec& spec, std::vector<float>& values) const {
+        const int layer = tensor_layer(spec.name);
+        const double skew = routing_skew_of(options_.routing_skew, layer, c_.num_layers);
+        if (skew <= 0 || !ends_with(spec.name, "gate.bias") ||
+            values.size() != static_cast<size_t>(c_.n_routed_experts))
+            return;
+        const std::vector<float> offsets = zipf_bias_offsets(c_.n_routed_experts, skew, options_.seed, layer);
+        for (size_t e = 0; e < values.size(); ++e) values[e] += offsets[e];
+    }
+
     void write_expert_table(const TensorSpec& spec) {
         DSV4_CHECK(ends_with(spec.name, "tid2eid") && spec.shape.size() == 2,
                    "synthetic checkpoint: unexpected I64 "
                    "tensor '{}'",
                    spec.name);
-        const std::vector<int64_t> table = synthetic_expert_table(spec.shape[0], static_cast<int>(spec.shape[1]),
-                                                                  c_.n_routed_experts, options_.seed, spec.name);
+        const int layer = tensor_layer(spec.name);
+        const double skew = routing_skew_of(options_.routing_skew, layer, c_.num_layers);
+        const int k = static_cast<int>(spec.shape[1]);
+        const std::vector<int64_t> table =
+            skew > 0 ? zipf_expert_table(spec.shape[0], k, c_.n_routed_experts, skew, options_.seed, layer)
+                     : synthetic_expert_table(spec.shape[0], k, c_.n_routed_experts, options_.seed, spec.name);
         emit(as_bytes(table.data(), table.size() * sizeof(int64_t)));
     }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <vector>
 
 #include "model/synthetic_presets.h"
 
@@ -19,6 +20,7 @@ namespace dsv4 {
 struct SyntheticOptions {
     uint64_t seed = 0;
     int shards = 2;
+    std::vector<double> routing_skew;  // Zipf exponents of expert popularity (model/synthetic_routing.h); empty: even
     std::function<void(uint64_t bytes)> on_bytes;  // progress: bytes of tensor data just written (writer thread)
     std::function<void()> on_shard_done;           // progress: a shard's tensors are all written
 };

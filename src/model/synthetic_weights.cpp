@@ -1,16 +1,21 @@
 #include "model/synthetic_weights.h"
 
+#include <array>
 #include <cmath>
 
 #include "core/error.h"
+#include "model/synthetic_routing.h"
 
 namespace dsv4 {
 namespace {
 
 class SyntheticBuilder {
   public:
-    SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed, const ExpertResidency& residency)
-        : c_(c), b_(b), seed_(seed), residency_(residency) {}
+    SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed, const ExpertResidency& residency,
+                     const std::vector<double>& skew, HostExperts* host_experts)
+        : c_(c), b_(b), seed_(seed), residency_(residency), skew_(skew), host_experts_(host_experts) {
+        if (host_experts_ != nullptr) host_experts_->assign(static_cast<size_t>(c.num_layers), {});
+    }
 
     WeightRef linear(WeightFormat format, int64_t rows, int64_t cols) {
         return b_.synthetic_linear(format, rows, cols, 1.0f / std::sqrt(static_cast<float>(cols)), next());
@@ -18,16 +23,22 @@ class SyntheticBuilder {
     WeightRef fp8(int64_t rows, int64_t cols) {
         return linear(c_.fp8_weights ? WeightFormat::kFp8Block : WeightFormat::kBF16, rows, cols);
     }
-    WeightRef expert(int64_t rows, int64_t cols) {
+    WeightFormat expert_format() const {
         switch (c_.expert_dtype) {
             case ExpertDtype::kFp4:
-                return linear(WeightFormat::kFp4Row, rows, cols);
+                return WeightFormat::kFp4Row;
             case ExpertDtype::kFp8:
-                return linear(WeightFormat::kFp8Block, rows, cols);
+                return WeightFormat::kFp8Block;
             case ExpertDtype::kBf16:
-                return linear(WeightFormat::kBF16, rows, cols);
+                return WeightFormat::kBF16;
         }
-        return {};
+        return WeightFormat::kBF16;
+    }
+    WeightRef expert(int64_t rows, int64_t cols) { return linear(expert_format(), rows, cols); }
+    // The same values in host memory (the expert tier's copy of a routed expert that is not resident).
+    WeightRef host_expert(int64_t rows, int64_t cols) {
+        return b_.synthetic_host_linear(expert_format(), rows, cols, 1.0f / std::sqrt(static_cast<float>(cols)),
+                                        next());
     }
     VecRef vec(int64_t n, float mean, float stddev) { return b_.synthetic_vector(n, mean, stddev, next()); }
 
@@ -79,14 +90,20 @@ class SyntheticBuilder {
         }
         MoeWeights& m = l.ffn;
         m.gate = linear(WeightFormat::kBF16, c_.n_routed_experts, d);
+        const double skew = routing_skew_of(skew_, layer_index_, c_.num_layers);
         if (lc.routing == RoutingType::kHash) {
-            m.tid2eid = b_.synthetic_table(c_.vocab_size, c_.n_experts_per_tok, c_.n_routed_experts, next());
+            m.tid2eid = skew > 0 ? skewed_table(skew)
+                                 : b_.synthetic_table(c_.vocab_size, c_.n_experts_per_tok, c_.n_routed_experts, next());
         } else {
-            m.bias = vec(c_.n_routed_experts, 0.0f, 0.1f);
+            m.bias = skew > 0 ? skewed_bias(skew) : vec(c_.n_routed_experts, 0.0f, 0.1f);
         }
         for (int e = 0; e < c_.n_routed_experts; ++e) {
             if (layer_index_ < 0 || expert_resident(residency_, layer_index_, e)) {
                 m.experts.push_back({expert(inter, d), expert(d, inter), expert(inter, d)});
+            } else if (host_experts_ != nullptr) {
+                host_experts_->at(layer_index_)
+                    .push_back({host_expert(inter, d), host_expert(d, inter), host_expert(inter, d)});
+                m.experts.emplace_back();
             } else {
                 for (int i = 0; i < 3; ++i) next();  // the seeds a resident expert would have drawn
                 m.experts.emplace_back();
@@ -153,12 +170,31 @@ class SyntheticBuilder {
     }
 
   private:
+    // Skewed routing (model/synthetic_routing.h), uploaded from host values; one seed drawn, as unskewed.
+    VecRef skewed_bias(double skew) {
+        const std::vector<float> bias = zipf_router_bias(c_.n_routed_experts, skew, next(), layer_index_);
+        const std::array<int64_t, 1> shape = {c_.n_routed_experts};
+        return b_.upload_vector(
+            {reinterpret_cast<const uint8_t*>(bias.data()), DType::kF32, shape, bias.size() * sizeof(float)});
+    }
+    TableRef skewed_table(double skew) {
+        const int k = c_.n_experts_per_tok;
+        const std::vector<int64_t> table =
+            zipf_expert_table(c_.vocab_size, k, c_.n_routed_experts, skew, next(), layer_index_);
+        const std::array<int64_t, 2> shape = {c_.vocab_size, k};
+        return b_.upload_table(
+            {reinterpret_cast<const uint8_t*>(table.data()), DType::kI64, shape, table.size() * sizeof(int64_t)},
+            c_.n_routed_experts);
+    }
+
     uint64_t next() { return seed_ = seed_ * 6364136223846793005ull + 1442695040888963407ull; }
 
     const ModelConfig& c_;
     Backend& b_;
     uint64_t seed_;
     const ExpertResidency& residency_;
+    const std::vector<double>& skew_;
+    HostExperts* host_experts_;
     int layer_index_ = 0;
 };
 
@@ -171,8 +207,9 @@ DraftWeights make_synthetic_draft_weights(const ModelConfig& config, Backend& ba
 }
 
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
-                                    const ExpertResidency& residency) {
-    return SyntheticBuilder(config, backend, seed, residency).model();
+                                    const ExpertResidency& residency, const std::vector<double>& routing_skew,
+                                    HostExperts* host_experts) {
+    return SyntheticBuilder(config, backend, seed, residency, routing_skew, host_experts).model();
 }
 
 }  // namespace dsv4

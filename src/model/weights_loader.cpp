@@ -11,8 +11,16 @@ namespace {
 
 class Binder {
   public:
-    Binder(const ModelConfig& c, const BoundWeights& bound, Backend& backend, const ExpertResidency& residency = {})
-        : c_(c), bound_(bound), backend_(backend), residency_(residency) {}
+    Binder(const ModelConfig& c, const BoundWeights& bound, Backend& backend, const ExpertResidency& residency = {},
+           bool host_experts = false)
+        : c_(c), bound_(bound), backend_(backend), residency_(residency), host_experts_(host_experts) {}
+
+    // A routed-expert matrix: device memory, or host memory for the expert tier.
+    WeightRef expert_upload(const TensorView& w, const TensorView* s, WeightFormat format, int64_t out, int64_t in,
+                            int br, int bc) {
+        if (host_experts_) return backend_.upload_host_linear(w, s, format, out, in, br, bc);
+        return backend_.upload_linear(w, s, format, out, in, br, bc);
+    }
 
     // The binder validated every tensor against the config (weight_binding.h); this re-checks the shape it relies on.
     const TensorView& tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape) {
@@ -27,16 +35,19 @@ class Binder {
     }
 
     // A linear weight [out, in] in the checkpoint's format (FP8 + block scales, or BF16 when unquantized).
-    WeightRef fp8_linear(const std::string& base, int64_t out, int64_t in) {
-        if (!c_.fp8_weights) return bf16_linear(base + ".weight", out, in);
+    // expert: a routed expert's matrix (host memory for the expert tier).
+    WeightRef fp8_linear(const std::string& base, int64_t out, int64_t in, bool expert = false) {
+        if (!c_.fp8_weights) return bf16_linear(base + ".weight", out, in, expert);
         const int br = c_.weight_block_rows, bc = c_.weight_block_cols;
         const TensorView& w = tensor(base + ".weight", DType::kF8E4M3, {out, in});
         const TensorView& s = tensor(base + ".scale", DType::kF8E8M0, {(out + br - 1) / br, (in + bc - 1) / bc});
+        if (expert) return expert_upload(w, &s, WeightFormat::kFp8Block, out, in, br, bc);
         return backend_.upload_linear(w, &s, WeightFormat::kFp8Block, out, in, br, bc);
     }
 
-    WeightRef bf16_linear(const std::string& name, int64_t out, int64_t in) {
+    WeightRef bf16_linear(const std::string& name, int64_t out, int64_t in, bool expert = false) {
         const TensorView& w = tensor(name, DType::kBF16, {out, in});
+        if (expert) return expert_upload(w, nullptr, WeightFormat::kBF16, out, in, 1, 1);
         return backend_.upload_linear(w, nullptr, WeightFormat::kBF16, out, in, 1, 1);
     }
 
@@ -46,12 +57,12 @@ class Binder {
                 const int blk = c_.fp4_scale_block;
                 const TensorView& w = tensor(base + ".weight", DType::kI8, {out, in / 2});
                 const TensorView& s = tensor(base + ".scale", DType::kF8E8M0, {out, in / blk});
-                return backend_.upload_linear(w, &s, WeightFormat::kFp4Row, out, in, 1, blk);
+                return expert_upload(w, &s, WeightFormat::kFp4Row, out, in, 1, blk);
             }
             case ExpertDtype::kFp8:
-                return fp8_linear(base, out, in);
+                return fp8_linear(base, out, in, true);
             case ExpertDtype::kBf16:
-                return bf16_linear(base + ".weight", out, in);
+                return bf16_linear(base + ".weight", out, in, true);
         }
         fail("unreachable expert dtype");
     }
@@ -208,6 +219,7 @@ class Binder {
     const BoundWeights& bound_;
     Backend& backend_;
     ExpertResidency residency_;
+    bool host_experts_ = false;
 };
 
 }  // namespace
@@ -235,6 +247,16 @@ ExpertWeights load_expert_weights(const ModelConfig& config, const BoundWeights&
                "load_expert_weights: layer {} expert {} is outside the model ({} layers, {} experts)", layer, expert,
                config.num_layers, config.n_routed_experts);
     return Binder(config, bound, backend).expert(layer, expert);
+}
+
+std::vector<std::vector<ExpertWeights>> load_host_experts(const ModelConfig& config, const BoundWeights& bound,
+                                                          Backend& backend) {
+    Binder binder(config, bound, backend, {}, true);
+    std::vector<std::vector<ExpertWeights>> out(static_cast<size_t>(config.num_layers));
+    for (int l = 0; l < config.num_layers; ++l) {
+        for (int e = 0; e < config.n_routed_experts; ++e) out[l].push_back(binder.expert(l, e));
+    }
+    return out;
 }
 
 }  // namespace dsv4

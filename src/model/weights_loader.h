@@ -2,6 +2,8 @@
 // structs, uploading each tensor to the backend in its checkpoint form.
 #pragma once
 
+#include <vector>
+
 #include "backend/backend.h"
 #include "backend/weights.h"
 #include "config/model_config.h"
@@ -19,5 +21,8 @@ DraftWeights load_draft_weights(const ModelConfig& config, const BoundWeights& b
 // One routed expert of one layer (expert placement changes between steps: src/dist).
 ExpertWeights load_expert_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend, int layer,
                                   int expert);
+// Every routed expert of every layer in host memory (WeightStore::upload_host_linear): the expert tier's copies.
+std::vector<std::vector<ExpertWeights>> load_host_experts(const ModelConfig& config, const BoundWeights& bound,
+                                                          Backend& backend);
 
 }  // namespace dsv4

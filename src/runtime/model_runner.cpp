@@ -79,7 +79,7 @@ StepBatch build_step_batch(const SchedulerOutput& output) {
     return batch;
 }
 
-void apply_state_ops(Backend& backend, std::span<const StateOp> ops) {
+void apply_state_ops(Backend& backend, std::span<const StateOp> ops, KvTiers* tiers) {
     for (const StateOp& op : ops) {
         switch (op.kind) {
             case StateOp::Kind::kResetSlot:
@@ -97,8 +97,12 @@ void apply_state_ops(Backend& backend, std::span<const StateOp> ops) {
             case StateOp::Kind::kCopyBlock:
                 backend.copy_block(op.a, op.b);
                 break;
+            default:  // the host / disk tiers' copies (runtime/tier_ops.cpp)
+                apply_tier_op(backend, op, tiers);
+                break;
         }
     }
+    if (tiers != nullptr) tiers->ops_applied();
 }
 
 bool ModelRunner::prefetch_masks(const SchedulerOutput& output) {

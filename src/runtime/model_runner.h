@@ -13,6 +13,7 @@
 #include <span>
 
 #include "backend/backend.h"
+#include "kv/kv_tiers.h"
 #include "kv/state_ops.h"
 #include "model/deepseek_v4.h"
 #include "runtime/mask_prefetch.h"
@@ -27,8 +28,10 @@ namespace dsv4 {
 // last token; every row of a verify entry: its last token and its drafts), in the same order.
 StepBatch build_step_batch(const SchedulerOutput& output);
 
-// Applies state ops to a backend, in order.
-void apply_state_ops(Backend& backend, std::span<const StateOp> ops);
+// Applies state ops to a backend, in order; the tier ops' host entries and staged reads come from `tiers`.
+void apply_state_ops(Backend& backend, std::span<const StateOp> ops, KvTiers* tiers = nullptr);
+// One host / disk tier op (runtime/tier_ops.cpp); fails clearly when `tiers` is null.
+void apply_tier_op(Backend& backend, const StateOp& op, KvTiers* tiers);
 
 class ModelRunner {
   public:
@@ -43,7 +46,9 @@ class ModelRunner {
     }
     Drafter* drafter() const { return drafter_; }
 
-    void apply(std::span<const StateOp> ops) { apply_state_ops(model_.backend(), ops); }
+    void apply(std::span<const StateOp> ops) { apply_state_ops(model_.backend(), ops, tiers_); }
+    // The KV manager's tiers, whose ops this runner applies (null: none).
+    void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
     // Runs one step. A failure of the forward pass throws (the whole step is lost); a failure to sample one
     // sequence (e.g. non-finite logits) is reported in its SequenceSample::error.
     RunnerOutput execute(const SchedulerOutput& output);
@@ -67,6 +72,7 @@ class ModelRunner {
     std::unique_ptr<MaskPrefetcher> prefetch_;  // created with the first constrained step
     Drafter* drafter_ = nullptr;
     VerifyMethod verify_method_ = VerifyMethod::kStandard;
+    KvTiers* tiers_ = nullptr;
 };
 
 }  // namespace dsv4

@@ -14,6 +14,8 @@ StepGraphs::StepGraphs(DeepseekV4& model, bool enforce_eager)
 
 uint64_t StepGraphs::key_of(const StepBatch& batch, const ForwardRequest& request) const {
     if (recorder_ == nullptr || !recorder_->graphs_available() || model_.debug_hook) return 0;
+    // A MoE dispatcher (expert parallelism, the expert tier) reads each layer's routing on the host: eager.
+    if (model_.moe_dispatch() != nullptr) return 0;
     const int32_t per_seq = batch.uniform_tokens_per_seq();
     if (per_seq == 0 || per_seq > kMaxGraphTokensPerSeq) return 0;  // mixed lengths or prefill chunks: eager
     uint64_t key = 0xcbf29ce484222325ull;

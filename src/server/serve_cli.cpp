@@ -59,6 +59,25 @@ void add_http_options(CLI::App& app, ServeCliValues& v) {
     app.add_flag("--quiet", s.quiet, "No per-request log lines");
 }
 
+// Host-memory tiers (docs/operations.md "Memory tiers").
+void add_tier_options(CLI::App& app, ServeCliValues& v) {
+    EngineConfig& e = v.options.engine;
+    app.add_option("--gpu-experts", e.gpu_experts,
+                   "Routed experts per layer kept in GPU memory; the others stay in pinned host memory (-1 = all)")
+        ->check(CLI::Range(-1, 1 << 16));
+    app.add_option("--expert-fetch-min-pairs", e.expert_fetch_min_pairs,
+                   "With --gpu-experts: a host expert with fewer (token, expert) pairs in a step is computed on the "
+                   "host CPU instead of fetched over PCIe")
+        ->check(CLI::Range(1, 1 << 30));
+    app.add_option("--host-kv-cache-gib", v.host_kv_cache_gib,
+                   "Pinned host pool for prefix-cache blocks and snapshots evicted from the device (0 = off)")
+        ->check(CLI::Range(0.0, 1048576.0));
+    app.add_option("--disk-kv-cache", e.disk_kv_cache_dir,
+                   "Directory of the disk tier below the host pool (needs --host-kv-cache-gib; empty = off)");
+    app.add_option("--disk-kv-cache-gib", v.disk_kv_cache_gib, "Size cap of the disk tier")
+        ->check(CLI::Range(0.001, 16777216.0));
+}
+
 void add_engine_options(CLI::App& app, ServeCliValues& v) {
     EngineConfig& e = v.options.engine;
     app.add_option("--device", e.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -102,6 +121,11 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
                    "Speculative decoding, vLLM's JSON: {\"method\":\"mtp\"|\"dspark\",\"num_speculative_tokens\":K, "
                    "\"draft_sample_method\", \"rejection_sample_method\", \"disable_by_batch_size\", "
                    "\"confidence_threshold\"} (docs/operations.md)");
+    app.add_option("--synthetic-routing-skew", e.synthetic_routing_skew,
+                   "With --synthetic-weights: Zipf exponent of expert popularity (S for every layer, or S0,S1,... "
+                   "one per layer; 0 = even routing)")
+        ->default_str("0");
+    add_tier_options(app, v);
 }
 
 }  // namespace
@@ -118,6 +142,9 @@ ServeOptions finalize_serve_options(ServeCliValues& values) {
     options.engine.model_dir = resolve_model_dir(values.model);
     options.engine.enable_prefix_caching = !values.no_prefix_caching;
     options.engine.speculative = parse_speculative_config(values.speculative_config);
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    options.engine.host_kv_cache_bytes = static_cast<int64_t>(values.host_kv_cache_gib * kGiB);
+    options.engine.disk_kv_cache_bytes = static_cast<int64_t>(values.disk_kv_cache_gib * kGiB);
     ServerConfig& server = options.server;
     if (server.served_model_name.empty()) {
         server.served_model_name = options.engine.synthetic_preset.empty()

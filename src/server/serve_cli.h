@@ -20,6 +20,8 @@ struct ServeCliValues {
     bool no_webui = false;
     std::vector<std::string> allowed_origins;  // --allowed-origins, as given
     std::string speculative_config;            // --speculative-config JSON (server/speculative_cli.h)
+    double host_kv_cache_gib = 0.0;            // --host-kv-cache-gib
+    double disk_kv_cache_gib = 64.0;           // --disk-kv-cache-gib
 };
 
 // Adds every option to `app`, writing into `values`.

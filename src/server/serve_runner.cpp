@@ -113,6 +113,7 @@ LoadedModel load_model(const ServeOptions& options, const EngineFactory& create_
         log_line("warning: the tokenizer has %d ids but the model only %lld; prompts using the others are rejected",
                  tokenizer->vocab_size(), static_cast<long long>(context->info.vocab_size));
     }
+    if (!context->info.cache.memory_plan.empty()) log_line("%s", context->info.cache.memory_plan.c_str());
     log_line("model loaded in %.1f s: vocab %lld, context %d tokens, template %s", seconds_since(start),
              static_cast<long long>(context->info.vocab_size), context->info.max_model_len,
              options.server.template_revision == ChatTemplateRevision::kV4_0731 ? "v4-0731" : "v4");

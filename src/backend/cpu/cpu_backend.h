@@ -45,6 +45,11 @@ class CpuBackend final : public Backend {
                             int64_t cols, int block_rows, int block_cols) override;
     VecRef upload_vector(const TensorView& values) override;
     TableRef upload_table(const TensorView& values, int64_t max_value) override;
+    // Expert tier (cpu_expert_cache.cpp): host experts read in place, the cache a separate allocation.
+    WeightRef upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                                 int64_t cols, int block_rows, int block_cols) override;
+    void create_expert_cache(int layers, int slots, const ExpertWeights& expert) override;
+    ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host) override;
 
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
@@ -54,6 +59,11 @@ class CpuBackend final : public Backend {
     void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
     void copy_slot(int32_t src, int32_t dst) override;
     void copy_block(int32_t src, int32_t dst) override;
+    // The tier role (cpu_tiers.cpp): the host pool is a separate allocation, copied with memcpy.
+    void offload_block(int32_t block, std::span<std::byte> host) override;
+    void load_block(std::span<const std::byte> host, int32_t block) override;
+    void offload_snapshot(int32_t snapshot, std::span<std::byte> host) override;
+    void load_snapshot(std::span<const std::byte> host, int32_t snapshot) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.size(); }
@@ -132,6 +142,9 @@ class CpuBackend final : public Backend {
     void create_snapshot_state();  // cpu_snapshot.cpp
     // Copies a snapshot's rows between slot storage and snapshot storage (to_snapshot: save, else restore).
     void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);
+    // Copies a block's or a snapshot's state between the backend's storage and host bytes (cpu_tiers.cpp).
+    void transfer_block(int32_t block, std::span<std::byte> host, bool to_host);
+    void transfer_snapshot_bytes(int32_t snapshot, std::span<std::byte> host, bool to_host);
 
     Numerics numerics_;
     int threads_;
@@ -146,6 +159,10 @@ class CpuBackend final : public Backend {
     std::deque<std::vector<float>> vectors_;  // uploaded small vectors
     std::deque<std::vector<int32_t>> tables_;
     std::map<std::tuple<double, int, bool>, std::vector<float>> inv_freq_cache_;
+    std::vector<std::byte> expert_cache_;  // [layers][slots] experts in checkpoint form
+    int expert_cache_layers_ = 0;
+    int expert_cache_slots_ = 0;
+    int64_t expert_slot_bytes_ = 0;
 };
 
 }  // namespace dsv4

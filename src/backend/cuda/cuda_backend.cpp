@@ -113,36 +113,62 @@ CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
     for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     for (void* p : allocations_) cudaFree(p);
+    for (void* p : host_allocations_) cudaFreeHost(p);
     for (auto& [key, p] : inv_freq_) cudaFree(p);
     fp8_lt_.reset();
     if (clamp_count_ != nullptr) cudaFree(clamp_count_);
     if (meta_dev_ != nullptr) cudaFree(meta_dev_);
     if (error_flag_ != nullptr) cudaFree(error_flag_);
+    if (copy_stream_ != nullptr) {
+        cudaStreamSynchronize(copy_stream_);
+        for (cudaEvent_t e : {compute_mark_, offloads_done_, loads_done_}) cudaEventDestroy(e);
+        cudaStreamDestroy(copy_stream_);
+    }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
 void* CudaBackend::device_copy(const void* host, size_t bytes) {
     void* p = nullptr;
-    DSV4_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    const cudaError_t status = cudaMalloc(&p, std::max<size_t>(bytes, 16));
+    if (status == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // clear it
+        size_t free_bytes = 0, total_bytes = 0;
+        cudaMemGetInfo(&free_bytes, &total_bytes);
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        fail(
+            "out of GPU memory: {:.2f} GiB more were needed with {:.2f} GiB already held by this backend (weights and "
+            "state) and {:.2f} GiB free of {:.2f} GiB; the engine's capacity plan (docs/operations.md \"Memory "
+            "tiers\") says which flags make a model fit (--gpu-experts, --gpu-memory-utilization, --max-model-len)",
+            bytes / gib, resident_bytes_ / gib, free_bytes / gib, total_bytes / gib);
+    }
+    check(status, "cudaMalloc(...)");
     if (host != nullptr) DSV4_CUDA(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
     allocations_.push_back(p);
     resident_bytes_ += bytes;
     return p;
 }
 
-WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
-                                     int64_t rows, int64_t cols, int block_rows, int block_cols) {
+WeightRef CudaBackend::copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                                   int64_t cols, int block_rows, int block_cols,
+                                   const std::function<const void*(const void*, size_t)>& copy) {
     WeightRef w;
     w.format = format;
     w.rows = rows;
     w.cols = cols;
     w.block_rows = block_rows;
     w.block_cols = block_cols;
-    w.data = device_copy(weight.data, weight.nbytes);  // checkpoint form, byte for byte
+    w.data = copy(weight.data, weight.nbytes);  // checkpoint form, byte for byte
     if (scale != nullptr) {
-        w.scales = static_cast<const uint8_t*>(device_copy(scale->data, scale->nbytes));
+        w.scales = static_cast<const uint8_t*>(copy(scale->data, scale->nbytes));
         w.scale_cols = scale->shape.back();
     }
+    return w;
+}
+
+WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
+                                     int64_t rows, int64_t cols, int block_rows, int block_cols) {
+    const WeightRef w = copy_linear(weight, scale, format, rows, cols, block_rows, block_cols,
+                                    [this](const void* p, size_t n) { return device_copy(p, n); });
     register_fp8_weight(w);
     return w;
 }
@@ -284,6 +310,7 @@ Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 
 void CudaBackend::begin_step(const StepBatch& batch) {
     check_error_flag();
+    if (!capturing_) order_step_after_tier_copies(batch);
     arena_.reset();
     begin_substep(batch);
 }

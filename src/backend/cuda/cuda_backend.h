@@ -10,10 +10,13 @@
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -74,6 +77,13 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void restore_snapshot(int32_t slot, int32_t snapshot, int64_t boundary) override;
     void copy_slot(int32_t src, int32_t dst) override;
     void copy_block(int32_t src, int32_t dst) override;
+    // Tier role (cuda_tiers.cpp): copies on a copy stream, ordered with the compute stream by events.
+    void offload_block(int32_t block, std::span<std::byte> host) override;
+    void load_block(std::span<const std::byte> host, int32_t block) override;
+    void offload_snapshot(int32_t snapshot, std::span<std::byte> host) override;
+    void load_snapshot(std::span<const std::byte> host, int32_t snapshot) override;
+    void wait_tier_copies() override;
+    HostBuffer allocate_host_buffer(int64_t bytes) override;
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.used(); }
@@ -118,6 +128,14 @@ class CudaBackend final : public Backend, public GraphRecorder {
     WeightRef synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) override;
     VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
     TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed) override;
+    // Expert tier (cuda_expert_cache.cpp).
+    WeightRef upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                                 int64_t cols, int block_rows, int block_cols) override;
+    WeightRef synthetic_host_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev,
+                                    uint64_t seed) override;
+    void create_expert_cache(int layers, int slots, const ExpertWeights& expert) override;
+    ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host) override;
+    void update_expert_handles(const MoeWeights& w) override;
     void expert_set_changed() override { expert_tables_.clear(); }  // the old tables stay allocated until teardown
     void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
     // GraphRecorder
@@ -203,6 +221,24 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void record_mark(std::string_view name);
     void check_error_flag();
     void register_fp8_weight(const WeightRef& w);
+    // Tier copies (cuda_tiers.cpp).
+    void ensure_copy_stream();
+    void copy_after_compute();
+    void copy_pieces(const std::vector<std::pair<uint8_t*, int64_t>>& pieces, std::byte* host, size_t size,
+                     bool to_host);
+    std::vector<std::pair<uint8_t*, int64_t>> block_pieces(int32_t block) const;
+    std::vector<std::pair<uint8_t*, int64_t>> snapshot_pieces(int32_t snapshot) const;
+    void wait_for_loads();
+    void wait_before_write(bool block, int32_t id);
+    void order_step_after_tier_copies(const StepBatch& batch);
+    // A synthetic weight in memory from `alloc` (cuda_synthetic.cpp); pinned host memory (cuda_expert_cache.cpp).
+    WeightRef synthetic_weight(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed,
+                               const std::function<void*(size_t)>& alloc);
+    std::byte* pinned(size_t bytes);
+    // A linear weight's handle with its bytes (and scales) copied by `copy` (to the device, or to pinned memory).
+    WeightRef copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
+                          int64_t cols, int block_rows, int block_cols,
+                          const std::function<const void*(const void*, size_t)>& copy);
 
     // --- Device and options ---
     Numerics numerics_;
@@ -232,6 +268,20 @@ class CudaBackend final : public Backend, public GraphRecorder {
         float* index = nullptr;   // CSA: [snapshots][ratio][index record floats]
     };
     std::vector<SnapshotDev> snapshots_;
+    // Tier copies: their stream, events, and what the offloads in flight read.
+    cudaStream_t copy_stream_ = nullptr;
+    cudaEvent_t compute_mark_ = nullptr;   // the compute work an offload / load waits for
+    cudaEvent_t offloads_done_ = nullptr;  // after the latest offload
+    cudaEvent_t loads_done_ = nullptr;     // after the latest load
+    bool loads_pending_ = false;
+    std::unordered_set<int32_t> offloading_blocks_;
+    std::unordered_set<int32_t> offloading_snapshots_;
+    // Expert tier: pinned host copies of experts, and the device cache [layers][slots] of expert-sized slots.
+    std::vector<void*> host_allocations_;
+    uint8_t* expert_cache_ = nullptr;
+    int expert_cache_layers_ = 0;
+    int expert_cache_slots_ = 0;
+    int64_t expert_slot_bytes_ = 0;
 
     // --- The step: scratch arena and metadata (one device buffer at a fixed address; begin_step re-uploads it) ---
     DeviceArena arena_;

@@ -54,6 +54,8 @@ void CudaBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boun
                "{}: boundary {} is not a positive multiple of "
                "the block size {}",
                op, boundary, state_.block_tokens);
+    wait_for_loads();                                     // a restore reads a snapshot that may just have been loaded
+    if (to_snapshot) wait_before_write(false, snapshot);  // a save overwrites one that may still be offloading
     const int64_t window = model_.sliding_window;
     const int64_t row = kv_format_.bytes;
     for (size_t l = 0; l < layers_.size(); ++l) {
@@ -109,6 +111,8 @@ void CudaBackend::copy_block(int32_t src, int32_t dst) {
     DSV4_CHECK(src >= 0 && src < state_.num_blocks && dst >= 0 && dst < state_.num_blocks,
                "copy_block: blocks {} -> {} outside [0, {})", src, dst, state_.num_blocks);
     if (src == dst) return;
+    wait_for_loads();
+    wait_before_write(true, dst);
     for (const LayerStateDev& ls : layers_) {
         auto copy = [&](uint8_t* base, int64_t per_block_bytes) {
             if (base == nullptr) return;

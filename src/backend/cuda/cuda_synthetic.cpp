@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
@@ -16,7 +17,9 @@ int scale_exponent(float stddev, float qmax) {
 
 }  // namespace
 
-WeightRef CudaBackend::synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) {
+// Fills a synthetic weight in memory from `alloc` (device memory: permanent, or step scratch for a host copy).
+WeightRef CudaBackend::synthetic_weight(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed,
+                                        const std::function<void*(size_t)>& alloc) {
     WeightRef w;
     w.format = format;
     w.rows = rows;
@@ -24,12 +27,12 @@ WeightRef CudaBackend::synthetic_linear(WeightFormat format, int64_t rows, int64
     switch (format) {
         case WeightFormat::kFp8Block: {
             const int e = scale_exponent(stddev, 448.0f);
-            auto* codes = static_cast<uint8_t*>(device_copy(nullptr, rows * cols));
+            auto* codes = static_cast<uint8_t*>(alloc(rows * cols));
             launch_fill_fp8(stream_, codes, rows * cols, std::ldexp(1.0f, -e), stddev, seed);
             w.block_rows = w.block_cols = 128;
             w.scale_cols = (cols + 127) / 128;
             const int64_t n_scales = ((rows + 127) / 128) * w.scale_cols;
-            auto* scales = static_cast<uint8_t*>(device_copy(nullptr, n_scales));
+            auto* scales = static_cast<uint8_t*>(alloc(n_scales));
             launch_fill_bytes(stream_, scales, n_scales, static_cast<uint8_t>(e + 127));
             w.data = codes;
             w.scales = scales;
@@ -38,30 +41,36 @@ WeightRef CudaBackend::synthetic_linear(WeightFormat format, int64_t rows, int64
         case WeightFormat::kFp4Row: {
             DSV4_CHECK(cols % 32 == 0, "synthetic FP4 weight: cols {} is not a multiple of 32", cols);
             const int e = scale_exponent(stddev, 6.0f);
-            auto* packed = static_cast<uint8_t*>(device_copy(nullptr, rows * cols / 2));
+            auto* packed = static_cast<uint8_t*>(alloc(rows * cols / 2));
             launch_fill_fp4(stream_, packed, rows * cols / 2, std::ldexp(1.0f, -e), stddev, seed);
             w.block_cols = 32;
             w.scale_cols = cols / 32;
-            auto* scales = static_cast<uint8_t*>(device_copy(nullptr, rows * w.scale_cols));
+            auto* scales = static_cast<uint8_t*>(alloc(rows * w.scale_cols));
             launch_fill_bytes(stream_, scales, rows * w.scale_cols, static_cast<uint8_t>(e + 127));
             w.data = packed;
             w.scales = scales;
             break;
         }
         case WeightFormat::kBF16: {
-            auto* p = static_cast<uint16_t*>(device_copy(nullptr, rows * cols * 2));
+            auto* p = static_cast<uint16_t*>(alloc(rows * cols * 2));
             launch_fill_bf16(stream_, p, rows * cols, stddev, seed);
             w.data = p;
             break;
         }
         case WeightFormat::kF32: {
-            auto* p = static_cast<float*>(device_copy(nullptr, rows * cols * 4));
+            auto* p = static_cast<float*>(alloc(rows * cols * 4));
             launch_fill_f32(stream_, p, rows * cols, 0.0f, stddev, seed);
             w.data = p;
             break;
         }
     }
     launched("synthetic_linear", 2);
+    return w;
+}
+
+WeightRef CudaBackend::synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) {
+    const WeightRef w =
+        synthetic_weight(format, rows, cols, stddev, seed, [this](size_t n) { return device_copy(nullptr, n); });
     register_fp8_weight(w);
     return w;
 }

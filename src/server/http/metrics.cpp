@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace dsv4::server {
@@ -73,6 +74,38 @@ class Writer {
     std::string out_;
 };
 
+// The memory tiers (docs/operations.md "Memory tiers"): prefix-cache hits by the tier their blocks came from (they
+// sum to vllm:prefix_cache_hits_total), the expert cache, and the bytes each tier moved over PCIe.
+void render_tiers(Writer& w, const EngineStats& s) {
+    w.header("dsv4:prefix_cache_hits_by_tier_total", "counter",
+             "Prompt tokens found in the prefix cache, by the tier their blocks were in (device, host, disk).");
+    constexpr std::array<std::string_view, 3> kTiers = {"device", "host", "disk"};
+    for (size_t t = 0; t < kTiers.size(); ++t) {
+        w.sample("dsv4:prefix_cache_hits_by_tier_total", static_cast<double>(s.prefix_cache_hits_by_tier[t]),
+                 fmt::format("tier=\"{}\"", kTiers[t]));
+    }
+    w.counter("dsv4:kv_disk_corrupt_total", "Disk KV entries found truncated or corrupted (removed, recomputed).",
+              static_cast<double>(s.kv_disk_corrupt));
+    w.counter("dsv4:expert_cache_queries_total", "Routed (token, expert) pairs under the expert tier.",
+              static_cast<double>(s.expert_pairs));
+    w.counter("dsv4:expert_cache_hits_total", "Routed pairs whose expert was resident on the device.",
+              static_cast<double>(s.expert_hit_pairs));
+    w.counter("dsv4:expert_host_pairs_total", "Routed pairs computed on the host CPU.",
+              static_cast<double>(s.expert_host_pairs));
+    w.header("dsv4:tier_bytes_total", "counter", "Bytes the memory tiers moved, by direction.");
+    const std::array<std::pair<std::string_view, int64_t>, 6> moved = {{
+        {"kv_device_to_host", s.kv_offloaded_bytes},
+        {"kv_host_to_device", s.kv_loaded_bytes},
+        {"kv_disk_to_device", s.kv_disk_loaded_bytes},
+        {"kv_host_to_disk", s.kv_disk_written_bytes},
+        {"expert_host_to_device", s.expert_fetched_bytes},
+        {"expert_activations", s.expert_activation_bytes},
+    }};
+    for (const auto& [direction, bytes] : moved) {
+        w.sample("dsv4:tier_bytes_total", static_cast<double>(bytes), fmt::format("direction=\"{}\"", direction));
+    }
+}
+
 void render_engine(Writer& w, const EngineStats& s) {
     w.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", s.running);
     w.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", s.waiting);
@@ -85,6 +118,7 @@ void render_engine(Writer& w, const EngineStats& s) {
               static_cast<double>(s.prefix_cache_queries));
     w.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
               static_cast<double>(s.prefix_cache_hits));
+    render_tiers(w, s);
     w.counter("vllm:num_preemptions_total", "Cumulative number of preemptions.",
               static_cast<double>(s.preemptions_total));
     w.counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.",

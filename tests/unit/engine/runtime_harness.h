@@ -41,6 +41,11 @@ struct HarnessOptions {
     VerifyMethod verify = VerifyMethod::kStandard;
     int spec_disable_batch_size = 0;
     double spec_confidence_threshold = 0.0;
+    // Host / disk tiers of the prefix cache (kv/kv_tiers.h): none when host_blocks is 0.
+    int host_blocks = 0;
+    int host_snapshots = 0;
+    std::string disk_dir;
+    int64_t disk_bytes = int64_t{1} << 30;
 };
 
 class RuntimeHarness {
@@ -52,6 +57,7 @@ class RuntimeHarness {
           kv_(kv_config(o)),
           scheduler_(sched_config(o, loaded_->model->config()), kv_),
           runner_(*loaded_->model) {
+        if (o.host_blocks > 0) attach_tiers(o);
         runner_.logits_hook = [this](const ScheduledSequence& e, std::span<const float> row) {
             logits_[{e.seq->group->request_id, e.seq->completion_index}].emplace_back(row.begin(), row.end());
         };
@@ -118,12 +124,31 @@ class RuntimeHarness {
     }
     Scheduler& scheduler() { return scheduler_; }
     KvCacheManager& kv() { return kv_; }
+    KvTiers* tiers() { return tiers_.get(); }
 
   private:
     static int draft_stages(const HarnessOptions& o) {
         if (o.spec_method.empty()) return 0;
         return o.spec_method == "dspark" ? 3 : 1;
     }
+    void attach_tiers(const HarnessOptions& o) {
+        const StateConfig& s = loaded_->model->backend().state_config();
+        const StateLayout layout =
+            compute_state_layout(loaded_->model->config(), s.block_tokens, s.rewind_capacity, s.kv_dtype);
+        KvTierConfig t;
+        t.host_blocks = o.host_blocks;
+        t.host_snapshots = o.host_snapshots;
+        t.block_bytes = layout.block_bytes;
+        t.snapshot_bytes = layout.snapshot_bytes;
+        t.disk_dir = o.disk_dir;
+        t.disk_bytes = o.disk_bytes;
+        t.fingerprint = state_layout_fingerprint(layout, s.block_tokens);
+        tier_memory_ = backend_->allocate_host_buffer(t.host_bytes());
+        tiers_ = std::make_unique<KvTiers>(t, tier_memory_.span());
+        kv_.attach_tiers(tiers_.get());
+        runner_.set_tiers(tiers_.get());
+    }
+
     static StateConfig state_config(const HarnessOptions& o) {
         StateConfig s;
         s.max_slots = o.max_num_seqs;
@@ -159,6 +184,8 @@ class RuntimeHarness {
 
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<LoadedModel> loaded_;
+    HostBuffer tier_memory_;
+    std::unique_ptr<KvTiers> tiers_;
     KvCacheManager kv_;
     Scheduler scheduler_;
     ModelRunner runner_;

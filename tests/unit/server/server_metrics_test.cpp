@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "server/http/metrics.h"
 #include "test_support.h"
 
 namespace dsv4::testing {
@@ -87,6 +88,42 @@ Exposition parse_exposition(const std::string& text) {
         }
     }
     return out;
+}
+
+// The memory tiers' series (docs/operations.md "Memory tiers"): prefix-cache hits by tier (summing to vLLM's total),
+// the expert cache's queries and hits, and the bytes moved by direction, straight from the engine's counters.
+TEST(Metrics, MemoryTierCountersCarryTheirLabels) {
+    EngineStats stats;
+    stats.prefix_cache_queries = 1000;
+    stats.prefix_cache_hits = 700;
+    stats.prefix_cache_hits_by_tier = {400, 256, 44};
+    stats.kv_offloaded_bytes = 11;
+    stats.kv_loaded_bytes = 12;
+    stats.kv_disk_loaded_bytes = 13;
+    stats.kv_disk_written_bytes = 14;
+    stats.kv_disk_corrupt = 2;
+    stats.expert_pairs = 600;
+    stats.expert_hit_pairs = 450;
+    stats.expert_host_pairs = 30;
+    stats.expert_fetched_bytes = 15;
+    stats.expert_activation_bytes = 16;
+    const server::ServerMetrics metrics;
+    const Exposition e = parse_exposition(metrics.render("m", &stats, nullptr, 0));
+    double by_tier = 0;
+    for (const char* tier : {"device", "host", "disk"}) {
+        const double v = e.value("dsv4:prefix_cache_hits_by_tier_total", fmt::format("tier=\"{}\"", tier));
+        EXPECT_GE(v, 0) << tier;
+        by_tier += v;
+    }
+    EXPECT_EQ(by_tier, e.value("vllm:prefix_cache_hits_total"));
+    EXPECT_EQ(e.value("dsv4:prefix_cache_hits_by_tier_total", "tier=\"host\""), 256);
+    EXPECT_EQ(e.value("dsv4:expert_cache_queries_total"), 600);
+    EXPECT_EQ(e.value("dsv4:expert_cache_hits_total"), 450);
+    EXPECT_EQ(e.value("dsv4:expert_host_pairs_total"), 30);
+    EXPECT_EQ(e.value("dsv4:kv_disk_corrupt_total"), 2);
+    EXPECT_EQ(e.value("dsv4:tier_bytes_total", "direction=\"kv_host_to_device\""), 12);
+    EXPECT_EQ(e.value("dsv4:tier_bytes_total", "direction=\"expert_host_to_device\""), 15);
+    EXPECT_EQ(e.value("dsv4:tier_bytes_total", "direction=\"kv_host_to_disk\""), 14);
 }
 
 TEST(Metrics, EveryNameOfVllmsGrafanaDashboardIsExported) {

@@ -1,0 +1,100 @@
+// The expert tier's role on the GPU (backend/weight_store.h): routed experts in pinned host memory in checkpoint
+// form, a device cache of slots per layer filled on the copy stream (the compute stream waits for a fetch on the GPU,
+// not the host), and the layer's expert handle table rewritten in place after fetches (the same device address, so
+// kernels and graphs that hold it stay valid). Not measured yet: docs/gpu-validation.md lists the runs to make.
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+
+namespace dsv4::cuda {
+
+std::byte* CudaBackend::pinned(size_t bytes) {
+    void* p = nullptr;
+    const cudaError_t status = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
+    DSV4_CHECK(status == cudaSuccess,
+               "cannot pin {:.2f} GiB more host memory for host-resident experts ({}); raise "
+               "--gpu-experts",
+               static_cast<double>(bytes) / (1 << 30), cudaGetErrorString(status));
+    host_allocations_.push_back(p);
+    return static_cast<std::byte*>(p);
+}
+
+WeightRef CudaBackend::upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
+                                          int64_t rows, int64_t cols, int block_rows, int block_cols) {
+    return copy_linear(weight, scale, format, rows, cols, block_rows, block_cols, [this](const void* p, size_t n) {
+        std::byte* host = pinned(n);
+        std::memcpy(host, p, n);
+        return static_cast<const void*>(host);
+    });
+}
+
+// Made on the device in step scratch (the same kernels and values as synthetic_linear), then copied to pinned memory.
+WeightRef CudaBackend::synthetic_host_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev,
+                                             uint64_t seed) {
+    const size_t mark = arena_.used();
+    WeightRef w = synthetic_weight(format, rows, cols, stddev, seed, [this](size_t n) { return arena_.take(n); });
+    const int64_t data = weight_data_bytes(w), scales = weight_scale_bytes(w);
+    std::byte* host_data = pinned(static_cast<size_t>(data));
+    DSV4_CUDA(cudaMemcpyAsync(host_data, w.data, static_cast<size_t>(data), cudaMemcpyDeviceToHost, stream_));
+    if (scales > 0) {
+        std::byte* host_scales = pinned(static_cast<size_t>(scales));
+        DSV4_CUDA(cudaMemcpyAsync(host_scales, w.scales, static_cast<size_t>(scales), cudaMemcpyDeviceToHost, stream_));
+        w.scales = reinterpret_cast<const uint8_t*>(host_scales);
+    }
+    DSV4_CUDA(cudaStreamSynchronize(stream_));
+    w.data = host_data;
+    arena_.release_to(mark);
+    return w;
+}
+
+void CudaBackend::create_expert_cache(int layers, int slots, const ExpertWeights& expert) {
+    DSV4_CHECK(layers > 0 && slots >= 0, "expert cache: {} layers, {} slots", layers, slots);
+    expert_cache_layers_ = layers;
+    expert_cache_slots_ = slots;
+    expert_slot_bytes_ = expert.bytes();
+    const int64_t bytes = int64_t{layers} * slots * expert_slot_bytes_;
+    expert_cache_ = bytes > 0 ? static_cast<uint8_t*>(device_copy(nullptr, static_cast<size_t>(bytes))) : nullptr;
+}
+
+ExpertWeights CudaBackend::fetch_expert(int layer, int slot, const ExpertWeights& host) {
+    DSV4_CHECK(layer >= 0 && layer < expert_cache_layers_ && slot >= 0 && slot < expert_cache_slots_,
+               "fetch_expert: layer {} slot {} is outside the cache ({} layers x {} slots)", layer, slot,
+               expert_cache_layers_, expert_cache_slots_);
+    DSV4_CHECK(host.bytes() == expert_slot_bytes_, "fetch_expert: an expert of {} bytes for slots of {}", host.bytes(),
+               expert_slot_bytes_);
+    copy_after_compute();  // the slot's previous expert may still be read by work queued before
+    uint8_t* at = expert_cache_ + (int64_t{layer} * expert_cache_slots_ + slot) * expert_slot_bytes_;
+    ExpertWeights out = host;
+    for (WeightRef* w : {&out.w1, &out.w2, &out.w3}) {
+        const auto data = static_cast<size_t>(weight_data_bytes(*w)),
+                   scales = static_cast<size_t>(weight_scale_bytes(*w));
+        DSV4_CUDA(cudaMemcpyAsync(at, w->data, data, cudaMemcpyHostToDevice, copy_stream_));
+        w->data = at;
+        at += data;
+        if (scales > 0) {
+            DSV4_CUDA(cudaMemcpyAsync(at, w->scales, scales, cudaMemcpyHostToDevice, copy_stream_));
+            w->scales = at;
+            at += scales;
+        }
+    }
+    DSV4_CUDA(cudaEventRecord(loads_done_, copy_stream_));
+    loads_pending_ = true;
+    wait_for_loads();  // the next kernels (this layer's experts) read the slot
+    return out;
+}
+
+void CudaBackend::update_expert_handles(const MoeWeights& w) {
+    for (int which = 0; which < 3; ++which) {
+        auto it = expert_tables_.find(std::make_pair(static_cast<const void*>(w.experts.data()), which));
+        if (it == expert_tables_.end()) continue;  // built on first use
+        std::vector<WeightRef> host;
+        for (const ExpertWeights& e : w.experts) host.push_back(which == 0 ? e.w1 : which == 1 ? e.w2 : e.w3);
+        // In stream order, after the kernels that read the old handles; a copy from pageable memory has taken the
+        // bytes when it returns, so `host` may go.
+        DSV4_CUDA(cudaMemcpyAsync(const_cast<WeightRef*>(it->second), host.data(), host.size() * sizeof(WeightRef),
+                                  cudaMemcpyHostToDevice, stream_));
+    }
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,139 @@
+#include "dist/expert_tier_moe.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "dist/tensor_reads.h"
+
+namespace dsv4::dist {
+
+ExpertTierMoe::ExpertTierMoe(Backend& device, ModelOps& host_ops, std::vector<std::vector<ExpertWeights>> host_experts,
+                             const ExpertCacheConfig& cache, std::span<const std::vector<int64_t>> counts)
+    : device_(device),
+      host_ops_(host_ops),
+      host_experts_(std::move(host_experts)),
+      cache_(cache),
+      slot_handles_(static_cast<size_t>(cache.layers), std::vector<ExpertWeights>(static_cast<size_t>(cache.slots))),
+      device_layers_(static_cast<size_t>(cache.layers)),
+      device_layer_ready_(static_cast<size_t>(cache.layers), false) {
+    DSV4_CHECK(static_cast<int>(host_experts_.size()) == cache.layers,
+               "expert tier: host experts for {} layers, not {}", host_experts_.size(), cache.layers);
+    for (const auto& layer : host_experts_) {
+        DSV4_CHECK(static_cast<int>(layer.size()) == cache.experts, "expert tier: {} host experts in a layer, not {}",
+                   layer.size(), cache.experts);
+        for (const ExpertWeights& e : layer)
+            DSV4_CHECK(e.w1.valid() && e.w2.valid() && e.w3.valid(), "expert tier: a host expert is missing");
+    }
+    if (cache.slots > 0) device_.create_expert_cache(cache.layers, cache.slots, host_experts_[0][0]);
+    const auto placed = cache_.place(counts);
+    for (int l = 0; l < cache.layers; ++l) apply(l, placed[static_cast<size_t>(l)]);
+}
+
+// Carries fetches out: the host expert's bytes into the slot, the slot's handles into the layer's table.
+void ExpertTierMoe::apply(int layer, const std::vector<ExpertFetch>& fetches) {
+    if (fetches.empty()) return;
+    for (const ExpertFetch& f : fetches) {
+        const ExpertWeights& host = host_experts_[static_cast<size_t>(layer)][static_cast<size_t>(f.expert)];
+        slot_handles_[layer][f.slot] = device_.fetch_expert(layer, f.slot, host);
+        stats_.fetched_bytes += host.bytes();
+        if (!device_layer_ready_[layer]) continue;
+        MoeWeights& w = device_layers_[layer];
+        if (f.evicted >= 0) w.experts[f.evicted] = ExpertWeights{};
+        w.experts[f.expert] = slot_handles_[layer][f.slot];
+    }
+    if (device_layer_ready_[layer]) device_.update_expert_handles(device_layers_[layer]);
+}
+
+// The model's weights of a layer with the resident experts' device handles (built on first use, then kept: its
+// experts vector stays at one address, which the CUDA backend's handle table is keyed by).
+MoeWeights& ExpertTierMoe::device_weights(int layer, const MoeWeights& w) {
+    MoeWeights& d = device_layers_[layer];
+    if (!device_layer_ready_[layer]) {
+        d = w;
+        d.experts.assign(static_cast<size_t>(cache_.config().experts), ExpertWeights{});
+        for (int s = 0; s < cache_.config().slots; ++s) {
+            const int e = cache_.expert_in(layer, s);
+            if (e >= 0) d.experts[e] = slot_handles_[layer][s];
+        }
+        device_layer_ready_[layer] = true;
+    }
+    return d;
+}
+
+void ExpertTierMoe::moe(int layer, const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
+                        float limit, Tensor y) {
+    DSV4_CHECK(layer >= 0 && layer < cache_.config().layers, "expert tier: layer {} is outside [0, {})", layer,
+               cache_.config().layers);
+    const int64_t n = h.size(0), d = h.size(1);
+    const int k = static_cast<int>(ids.size(1));
+    const std::vector<int32_t> host_ids = read_i32(device_, ids);
+    const LayerStepPlan plan = cache_.plan_step(layer, host_ids);
+    MoeWeights& wl = device_weights(layer, w);
+    apply(layer, plan.fetches);
+    Tensor routed = device_.alloc(DType::kF32, {n * k, d});
+    if (plan.host.empty()) {
+        device_.moe_routed(h, wl, weights, ids, limit, routed);
+    } else {
+        routed_with_host_pairs(layer, h, wl, host_ids, weights, k, limit, routed);
+    }
+    Tensor shared = device_.alloc(DType::kF32, {n, d});
+    if (w.shared) device_.moe_shared(h, *w.shared, limit, shared);
+    device_.moe_combine(routed, k, w.shared ? &shared : nullptr, y);
+}
+
+void ExpertTierMoe::routed_with_host_pairs(int layer, const Tensor& h, const MoeWeights& wl,
+                                           const std::vector<int32_t>& ids, const Tensor& weights, int k, float limit,
+                                           Tensor routed) {
+    const int64_t d = h.size(1), pairs = static_cast<int64_t>(ids.size());
+    const std::vector<float> pair_weights = read_f32(device_, weights);
+    // Pairs split by where their expert is; order[p] = the pair's row in [device rows | host rows].
+    std::vector<int32_t> dev_tokens, dev_ids, host_tokens, host_ids, order(static_cast<size_t>(pairs));
+    std::vector<float> dev_weights, host_weights;
+    for (int64_t p = 0; p < pairs; ++p) {
+        const bool resident = wl.experts[ids[p]].w1.valid();
+        (resident ? dev_tokens : host_tokens).push_back(static_cast<int32_t>(p / k));
+        (resident ? dev_ids : host_ids).push_back(ids[p]);
+        (resident ? dev_weights : host_weights).push_back(pair_weights[p]);
+    }
+    const auto m_dev = static_cast<int64_t>(dev_ids.size()), m_host = static_cast<int64_t>(host_ids.size());
+    for (int64_t p = 0, a = 0, b = m_dev; p < pairs; ++p)
+        order[p] = static_cast<int32_t>(wl.experts[ids[p]].w1.valid() ? a++ : b++);
+    Tensor rows = device_.alloc(DType::kF32, {pairs, d});
+    if (m_dev > 0) {
+        Tensor h_dev = device_.alloc(DType::kF32, {m_dev, d});
+        device_.gather_rows(h, dev_tokens, h_dev);
+        Tensor ids_dev = device_.alloc(DType::kI32, {m_dev, 1}), w_dev = device_.alloc(DType::kF32, {m_dev, 1});
+        device_.from_host(ids_dev, dev_ids.data());
+        device_.from_host(w_dev, dev_weights.data());
+        device_.moe_routed(h_dev, wl, w_dev, ids_dev, limit, rows.rows(0, m_dev));
+    }
+    // Host pairs: their activation rows down, computed over the host experts, their outputs up.
+    const std::vector<float> h_all = read_f32(device_, h);
+    const size_t mark = host_ops_.scratch_mark();
+    Tensor h_host = host_ops_.alloc(DType::kF32, {m_host, d}), out = host_ops_.alloc(DType::kF32, {m_host, d});
+    Tensor ids_h = host_ops_.alloc(DType::kI32, {m_host, 1}), w_h = host_ops_.alloc(DType::kF32, {m_host, 1});
+    std::vector<float> gathered(static_cast<size_t>(m_host * d));
+    for (int64_t i = 0; i < m_host; ++i) {
+        std::copy_n(h_all.data() + host_tokens[i] * d, d, gathered.data() + i * d);
+    }
+    host_ops_.from_host(h_host, gathered.data());
+    host_ops_.from_host(ids_h, host_ids.data());
+    host_ops_.from_host(w_h, host_weights.data());
+    MoeWeights hw = wl;
+    hw.experts = host_experts_[static_cast<size_t>(layer)];
+    host_ops_.moe_routed(h_host, hw, w_h, ids_h, limit, out);
+    host_ops_.to_host(out, gathered.data());
+    host_ops_.scratch_release(mark);
+    device_.from_host(rows.rows(m_dev, m_host), gathered.data());
+    device_.gather_rows(rows, order, routed);
+    stats_.host_pairs += m_host;
+    stats_.activation_bytes += (h.numel() + m_host * d) * 4;
+    ++stats_.layers_with_host_pairs;
+}
+
+void ExpertTierMoe::end_step() {
+    const auto moves = cache_.end_step();
+    for (size_t l = 0; l < moves.size(); ++l) apply(static_cast<int>(l), moves[l]);
+}
+
+}  // namespace dsv4::dist

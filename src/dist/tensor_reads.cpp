@@ -1,0 +1,22 @@
+#include "dist/tensor_reads.h"
+
+#include <cstring>
+
+namespace dsv4::dist {
+
+std::vector<float> read_f32(ModelOps& ops, const Tensor& t) {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    if (!out.empty()) ops.to_host(t, out.data());
+    return out;
+}
+
+std::vector<int32_t> read_i32(ModelOps& ops, const Tensor& t) {
+    Tensor bits = t;
+    bits.dtype = DType::kF32;  // a copy of the bytes, no arithmetic
+    const std::vector<float> raw = read_f32(ops, bits);
+    std::vector<int32_t> out(raw.size());
+    if (!out.empty()) std::memcpy(out.data(), raw.data(), out.size() * sizeof(int32_t));
+    return out;
+}
+
+}  // namespace dsv4::dist

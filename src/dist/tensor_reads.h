@@ -1,0 +1,15 @@
+// Small reads of backend tensors into host vectors (routing ids, weights) for the MoE dispatchers of src/dist.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/model_ops.h"
+
+namespace dsv4::dist {
+
+// An int32 tensor's values (ModelOps::to_host copies float32; the int32 bits pass through it unchanged).
+std::vector<int32_t> read_i32(ModelOps& ops, const Tensor& t);
+std::vector<float> read_f32(ModelOps& ops, const Tensor& t);
+
+}  // namespace dsv4::dist

@@ -1,0 +1,87 @@
+// The expert tier on the GPU (dist/expert_tier_moe.h with backend/cuda/cuda_expert_cache.cpp): experts in pinned host
+// memory, a cache of device slots, fetches on the copy stream, handle tables rewritten in place. Decode steps of one
+// sequence route 3 experts per layer, so 4 slots serve them by fetching alone: the logits must be bit-identical to the
+// tier with every expert resident (the same kernels read the same bytes), fetches must happen, and no pair may fall
+// back to the host. Prefill steps need more experts than slots: host pairs run on a CPU backend, in reference
+// numerics on both sides, where the CPU and the GPU agree bit for bit. Skipped without a GPU; not yet run on one.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "../dist/ep_harness.h"
+#include "backend/cuda/cuda_factory.h"
+#include "dist/expert_tier_moe.h"
+
+namespace dsv4::dist::testing {
+namespace {
+
+struct Tier {
+    std::vector<std::vector<float>> logits;  // per step: the last position's
+    ExpertCacheStats cache;
+    ExpertTierStats tier;
+};
+
+// One sequence of the fixture: a prefill of `prefill` tokens, then single-token decode steps to `total`.
+Tier run(Numerics numerics, int slots, int64_t prefill, int64_t total) {
+    auto device = make_cuda_backend(numerics);
+    auto host = make_cpu_backend(numerics, 0);
+    auto loaded = load_model(golden::fixture_dir("flash_schedule"), *device, golden::test_state(1),
+                             [](int, int) { return false; });
+    const ModelConfig& c = loaded->model->config();
+    ExpertCacheConfig cache;
+    cache.layers = c.num_layers;
+    cache.experts = c.n_routed_experts;
+    cache.slots = slots;
+    cache.rebalance_interval = 4;
+    ExpertTierMoe tier(*device, *host, load_host_experts(c, *loaded->bound, *device), cache);  // pinned copies
+    loaded->model->set_moe_dispatch(&tier);
+    const auto tokens = read_npy_i32((golden::fixture_dir("flash_schedule") / "tokens.npy").string()).values;
+    Tier out;
+    for (int64_t start = 0; start < total;) {
+        const int64_t end = start == 0 ? prefill : start + 1;
+        StepBatch b;
+        b.add_sequence(0, start, std::span(tokens).subspan(start, end - start), {0});
+        b.logit_rows.push_back(static_cast<int32_t>(end - start - 1));
+        out.logits.push_back(loaded->model->logits(b));
+        tier.end_step();
+        start = end;
+    }
+    out.cache = tier.cache().stats();
+    out.tier = tier.stats();
+    return out;
+}
+
+bool same(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * 4) != 0) return false;
+    }
+    return true;
+}
+
+#define DSV4_REQUIRE_GPU()                                                                              \
+    do {                                                                                                \
+        std::string why_;                                                                               \
+        if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
+    } while (0)
+
+TEST(CudaExpertTier, FetchingNeverChangesTheLogits) {
+    DSV4_REQUIRE_GPU();
+    const Tier all = run(Numerics::kExact, 8, 1, 24);
+    const Tier cached = run(Numerics::kExact, 4, 1, 24);
+    EXPECT_TRUE(same(cached.logits, all.logits));
+    EXPECT_GT(cached.cache.fetches, 4 * 6) << "decode steps fetched experts";
+    EXPECT_EQ(cached.tier.host_pairs, 0);
+}
+
+TEST(CudaExpertTier, HostPairsMatchInReferenceNumerics) {
+    DSV4_REQUIRE_GPU();
+    const Tier all = run(Numerics::kReference, 8, 16, 24);
+    const Tier cached = run(Numerics::kReference, 2, 16, 24);
+    EXPECT_GT(cached.tier.host_pairs, 0) << "the prefill needs more experts than 2 slots";
+    EXPECT_TRUE(same(cached.logits, all.logits));
+}
+
+}  // namespace
+}  // namespace dsv4::dist::testing
