@@ -102,8 +102,8 @@ DSV4_AVX512 void fp8_to_f32_avx512(const uint8_t* in, float* out, size_t n, Fp8F
     }
 }
 
-DSV4_AVX512 void dequant_fp8_range_avx512(const uint8_t* codes, const uint8_t* scales, int block_k,
-                                          Fp8Dialect dialect, int64_t begin, int64_t end, float* out) {
+DSV4_AVX512 void dequant_fp8_range_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                                          int64_t begin, int64_t end, float* out) {
     const bool fnuz = dialect == Fp8Dialect::kFnuz;
     for (int64_t j = begin; j < end;) {
         const int64_t segment_end = block_end(j, block_k, end);

@@ -1,7 +1,8 @@
 #include "core/fp8_census.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "core/error.h"
 
@@ -48,7 +49,8 @@ Fp8CodeCensus census_fp8_blocks(const uint8_t* codes, const Fp8BlockGrid& g) {
             const int64_t col0 = bc * g.block_cols, col_end = std::min<int64_t>(g.cols, col0 + g.block_cols);
             uint8_t largest = 0;
             for (int64_t r = br * g.block_rows; r < row_end; ++r) {
-                for (int64_t c = col0; c < col_end; ++c) largest = std::max<uint8_t>(largest, codes[r * g.cols + c] & 0x7F);
+                for (int64_t c = col0; c < col_end; ++c)
+                    largest = std::max<uint8_t>(largest, codes[r * g.cols + c] & 0x7F);
             }
             ++census.block_max[largest];
             ++census.blocks;

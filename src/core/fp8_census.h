@@ -26,9 +26,9 @@ namespace dsv4 {
 
 struct Fp8CodeCensus {
     int64_t codes = 0;
-    int64_t code_80 = 0;  // 0x80: OCP -0, FNUZ NaN
-    int64_t code_7f = 0;  // 0x7F / 0xFF: OCP NaN, FNUZ +-240
-    int64_t blocks = 0;   // blocks counted in block_max (0 when the census was taken without a grid)
+    int64_t code_80 = 0;                   // 0x80: OCP -0, FNUZ NaN
+    int64_t code_7f = 0;                   // 0x7F / 0xFF: OCP NaN, FNUZ +-240
+    int64_t blocks = 0;                    // blocks counted in block_max (0 when the census was taken without a grid)
     std::array<int64_t, 128> block_max{};  // blocks by their largest magnitude code (code & 0x7F)
 
     void add(const Fp8CodeCensus& other);

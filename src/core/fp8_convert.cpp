@@ -157,13 +157,14 @@ void Fp8ConversionReport::add(const Fp8ConversionReport& o) {
 }
 
 std::string Fp8ConversionReport::describe() const {
-    std::string text = fmt::format("{} codes in {} blocks ({} with the scale moved one binade)", codes, blocks,
-                                   blocks_rescaled);
+    std::string text =
+        fmt::format("{} codes in {} blocks ({} with the scale moved one binade)", codes, blocks, blocks_rescaled);
     if (exact()) {
         text += ": exact";
     } else {
-        text += fmt::format(": {} codes in {} blocks NOT representable, rounded (first: element [{}, {}], code 0x{:02X})",
-                            inexact_codes, inexact_blocks, first_inexact_row, first_inexact_col, first_inexact_code);
+        text +=
+            fmt::format(": {} codes in {} blocks NOT representable, rounded (first: element [{}, {}], code 0x{:02X})",
+                        inexact_codes, inexact_blocks, first_inexact_row, first_inexact_col, first_inexact_code);
     }
     if (nan_codes > 0) text += fmt::format("; {} NaN codes (kept NaN)", nan_codes);
     if (nan_scales > 0) text += fmt::format("; {} NaN scales (kept)", nan_scales);

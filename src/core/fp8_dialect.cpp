@@ -31,4 +31,8 @@ Fp8Quant index_key_fp8_quant(Fp8Dialect dialect) {
     return {dialect, dialect == Fp8Dialect::kFnuz ? kFnuzIndexKeyMax : kE4M3Max};
 }
 
+Fp8Sites fp8_sites(Fp8Dialect dialect) {
+    return {dialect, activation_fp8_quant(dialect), kv_record_fp8_quant(dialect), index_key_fp8_quant(dialect)};
+}
+
 }  // namespace dsv4

@@ -49,4 +49,14 @@ Fp8Quant activation_fp8_quant(Fp8Dialect dialect);
 Fp8Quant kv_record_fp8_quant(Fp8Dialect dialect);
 Fp8Quant index_key_fp8_quant(Fp8Dialect dialect);
 
+// Every FP8 site of a backend: what `--fp8-dialect` selects (fp8_sites), one struct so that a test can also pin a
+// site's maximum (e.g. FNUZ with 224 everywhere, which reproduces OCP numerics bit for bit).
+struct Fp8Sites {
+    Fp8Dialect weights = Fp8Dialect::kOcp;  // FP8 weights in memory (converted exactly at load)
+    Fp8Quant activations = kOcpQuant;       // activation quantisation into FP8/FP4 GEMMs
+    Fp8Quant kv_rows = kOcpQuant;           // fp8_ds_mla K=V rows (and the FP8-sim of reference numerics)
+    Fp8Quant index_keys = kOcpQuant;        // FP8 indexer keys
+};
+Fp8Sites fp8_sites(Fp8Dialect dialect);
+
 }  // namespace dsv4

@@ -36,8 +36,8 @@ struct RowKernels {
     // The same for elements [begin, end) of a block-scaled FP8 / FP4 row against x (x[0] pairs with element begin;
     // begin a multiple of block_k). Returns false, adding nothing, where a block needs the scalar decoder or the
     // blocks do not split into whole 16-element groups; the caller then decodes into a buffer.
-    bool (*dot_fp8_add_one)(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
-                            int64_t begin, int64_t end, const float* x, float* out);
+    bool (*dot_fp8_add_one)(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect, int64_t begin,
+                            int64_t end, const float* x, float* out);
     bool (*dot_fp4_add_one)(const uint8_t* packed, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
                             const float* x, float* out);
 };

@@ -26,7 +26,13 @@ struct DeviceBackend {
     // need (max_num_seqs x slot bytes); the rest goes to snapshots and blocks. E.g. GPU: gpu_memory_utilization x
     // total memory - weights - activations.
     std::function<int64_t(const EngineConfig&, int64_t fixed_bytes)> default_state_bytes;
+    // The FP8 dialect the device computes in natively (EngineConfig::fp8_dialect empty).
+    Fp8Dialect native_fp8_dialect = Fp8Dialect::kOcp;
 };
+
+// EngineConfig::fp8_dialect resolved: ocp | fnuz, or the device's native dialect when empty. Anything else is a
+// dsv4::Error naming the accepted values.
+Fp8Dialect engine_fp8_dialect(const EngineConfig& config);
 
 // EngineConfig::kv_cache_dtype as a StateDtype: f32 | bf16 | fp8, or auto = f32 in exact numerics and fp8 in
 // reference and fast numerics (the reference's own roundings are exactly what fp8_ds_mla stores). Anything else is

@@ -132,8 +132,7 @@ TEST_P(BlockDequantTest, F32ToBf16MatchesScalarRne) {
 
 TEST_P(BlockDequantTest, Fp8ToF32EveryDialect) {
     SCOPED_TRACE(testing::seed_note(seed_));
-    for (Fp8Format dialect :
-         {Fp8Format::kE4M3Ocp, Fp8Format::kE4M3Fnuz, Fp8Format::kE5M2Ocp, Fp8Format::kE5M2Fnuz}) {
+    for (Fp8Format dialect : {Fp8Format::kE4M3Ocp, Fp8Format::kE4M3Fnuz, Fp8Format::kE5M2Ocp, Fp8Format::kE5M2Fnuz}) {
         for (int64_t n : kSizes) {
             std::vector<uint8_t> codes = random_bytes(std::max<int64_t>(n, 256));
             for (int c = 0; c < 256; ++c) codes[static_cast<size_t>(c)] = static_cast<uint8_t>(c);  // every code

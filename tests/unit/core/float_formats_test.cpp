@@ -72,7 +72,7 @@ float expected_fp8(uint32_t code, Fp8Format dialect) {
 }
 
 constexpr std::array<Fp8Format, 4> kDialects{Fp8Format::kE4M3Ocp, Fp8Format::kE4M3Fnuz, Fp8Format::kE5M2Ocp,
-                                              Fp8Format::kE5M2Fnuz};
+                                             Fp8Format::kE5M2Fnuz};
 
 TEST(FloatFormatsDecode, Fp8EveryCodeEveryDialect) {
     for (Fp8Format dialect : kDialects) {

@@ -168,7 +168,8 @@ TEST(Fp8Convert, UnrepresentableAndNanCodesAreReported) {
     const uint8_t top[3] = {0x7E, 0x10, 0x7F};  // 448, 2^-5, NaN
     const uint8_t max_scale = 0xFE;
     uint8_t out[3], out_scale = 0;
-    Fp8ConversionReport r = convert_fp8_blocks(top, &max_scale, g, Fp8Dialect::kOcp, Fp8Dialect::kFnuz, out, &out_scale);
+    Fp8ConversionReport r =
+        convert_fp8_blocks(top, &max_scale, g, Fp8Dialect::kOcp, Fp8Dialect::kFnuz, out, &out_scale);
     EXPECT_FALSE(r.exact());
     EXPECT_EQ(r.inexact_codes, 1);
     EXPECT_EQ(r.first_inexact_col, 0);
@@ -224,6 +225,16 @@ TEST(Fp8Quant, FnuzAt224IsOcpBytesWithTheScaleDoubled) {
     }
     std::printf("[ fp8 ] FNUZ qmax 240 picks a finer scale than 224 in %lld of 64 blocks\n",
                 static_cast<long long>(blocks_240_differ));
+    // The finer scale changes values only in the subnormal range: amax 230 (in (224, 240]) keeps the OCP scale 1 with
+    // 240, where 2^-10 is a FNUZ subnormal; OCP (and FNUZ 224, scale 2) round it to 0 as a tie.
+    float block[2] = {230.0f, 0x1p-10f};
+    float ocp_block[2] = {230.0f, 0x1p-10f};
+    act_quant_fp8_sim(block, 2, 2, activation_fp8_quant(Fp8Dialect::kFnuz));
+    act_quant_fp8_sim(ocp_block, 2, 2, kOcpQuant);
+    EXPECT_EQ(block[0], 224.0f);
+    EXPECT_EQ(ocp_block[0], 224.0f);
+    EXPECT_EQ(block[1], 0x1p-10f);
+    EXPECT_EQ(ocp_block[1], 0.0f);
 }
 
 TEST(Fp8Census, CountsCodesAndBlockMaxima) {

@@ -4,10 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
