@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend_options.h"
 #include "bench_registry.h"
 #include "core/error.h"
 #include "model/deepseek_v4.h"
@@ -34,6 +35,7 @@ struct OfflineOptions {
     std::string device = "cuda";
     std::string numerics = "exact";
     std::string kv_cache_dtype = "fp8";
+    std::string fp8_dialect;
     std::vector<int> batches{1, 8, 64};
     std::vector<int64_t> contexts{1024, 8192};
     std::vector<int64_t> prefills{1024, 8192};
@@ -81,8 +83,8 @@ WeightBytes weight_bytes(const ModelConfig& c) {
 
 // State bytes a decode token reads at context `ctx` with rows and indexer keys stored as `dtype`.
 double state_bytes_per_token(const ModelConfig& c, StateDtype dtype, int64_t ctx) {
-    const auto row = static_cast<double>(kv_row_format(dtype, c).bytes());
-    const auto index_row = static_cast<double>(index_key_format(dtype, c).bytes());
+    const auto row = static_cast<double>(kv_row_format(dtype, c, kOcpQuant).bytes());  // same in both dialects
+    const auto index_row = static_cast<double>(index_key_format(dtype, c, kOcpQuant).bytes());
     double bytes = 0.0;
     for (const LayerConfig& l : c.layers) {
         bytes += std::min<int64_t>(ctx, c.sliding_window) * row;
@@ -94,15 +96,6 @@ double state_bytes_per_token(const ModelConfig& c, StateDtype dtype, int64_t ctx
         }
     }
     return bytes;
-}
-
-std::unique_ptr<Backend> make_backend(const OfflineOptions& o) {
-    const Numerics n = parse_numerics(o.numerics);
-    if (o.device == "cpu") return make_cpu_backend(n, 0);
-#ifdef DSV4_WITH_CUDA
-    if (o.device == "cuda") return make_cuda_backend(n);
-#endif
-    fail("bench offline: device {} is not available in this build", o.device);
 }
 
 std::vector<int32_t> block_table(int slot, int blocks_per_slot) {
@@ -125,7 +118,7 @@ struct Setup {
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     Setup s;
     s.config = flash_preset_config(o.preset, o.layers, o.experts);
-    s.backend = make_backend(o);
+    s.backend = make_cli_backend(o.device, o.numerics, 0, o.fp8_dialect);
     StateConfig state;
     state.max_slots = max_batch;
     state.block_tokens = 256;
@@ -249,7 +242,8 @@ void run(const OfflineOptions& o) {
                      {"layers", s.config.num_layers},
                      {"experts", s.config.n_routed_experts},
                      {"numerics", o.numerics},
-                     {"kv_cache_dtype", o.kv_cache_dtype}};
+                     {"kv_cache_dtype", o.kv_cache_dtype},
+                     {"fp8_dialect", fp8_dialect_name(s.backend->fp8_dialect())}};
     std::printf("%-6s %-8s %10s %10s %12s %9s %9s\n", "batch", "context", "step ms", "tok/s", "roofline", "fraction",
                 "launches");
     for (int64_t ctx : o.contexts) {
@@ -283,6 +277,7 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--device", o->device, "cuda | cpu");
         app.add_option("--numerics", o->numerics, "exact | reference | fast");
         app.add_option("--kv-cache-dtype", o->kv_cache_dtype, "K=V rows and indexer keys: fp8 | bf16 | f32");
+        add_fp8_dialect_option(app, o->fp8_dialect);
         app.add_option("--batch", o->batches, "Decode batch sizes")->delimiter(',');
         app.add_option("--context", o->contexts, "Decode context lengths")->delimiter(',');
         app.add_option("--prefill", o->prefills, "Prefill prompt lengths (empty: none)")->delimiter(',');

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_options.h"
 #include "command.h"
 #include "core/error.h"
 #include "dsv4/engine.h"
@@ -40,6 +41,7 @@ struct GenerateOptions {
     int max_model_len = 0;
     int64_t kv_cache_bytes = 0;
     std::string kv_cache_dtype = "auto";
+    std::string fp8_dialect;
     bool enforce_eager = false;
 };
 
@@ -108,6 +110,7 @@ EngineConfig engine_config(const GenerateOptions& o) {
     c.max_model_len = o.max_model_len;
     c.kv_cache_bytes = o.kv_cache_bytes;
     c.kv_cache_dtype = o.kv_cache_dtype;
+    c.fp8_dialect = o.fp8_dialect;
     c.enforce_eager = o.enforce_eager;
     return c;
 }
@@ -243,6 +246,7 @@ const CommandRegistrar kRegistrar{
         app.add_option("--kv-cache-bytes", o->kv_cache_bytes, "Bytes for the sequence state (0 = automatic)");
         app.add_option("--kv-cache-dtype", o->kv_cache_dtype,
                        "K=V rows and indexer keys as auto | f32 | bf16 | fp8 (auto: f32 in exact numerics, else fp8)");
+        add_fp8_dialect_option(app, o->fp8_dialect);
         app.callback([o] { run(*o); });
     }};
 
