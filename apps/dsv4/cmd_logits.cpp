@@ -58,6 +58,11 @@ void run(const LogitsOptions& o) {
     state.kv_dtype = parse_state_dtype(o.kv_cache_dtype);
     state.num_blocks = static_cast<int>((t + state.block_tokens - 1) / state.block_tokens);
     auto loaded = load_model(o.model, *backend, state);
+    if (loaded->fp8_conversion.blocks > 0) {
+        std::fprintf(stderr, "FP8 weights converted to %s at load: %s\n",
+                     std::string(fp8_dialect_label(backend->fp8_dialect())).c_str(),
+                     loaded->fp8_conversion.describe().c_str());
+    }
     DeepseekV4& model = *loaded->model;
     DSV4_CHECK(o.prefill_chunk >= 0, "--prefill-chunk must be >= 0");
     DSV4_CHECK(o.decode_from < t, "--decode-from {} must be below the token count {}", o.decode_from, t);
