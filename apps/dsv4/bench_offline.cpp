@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include "backend_options.h"
 
 #include "backend/backend.h"
 #include "bench_oracle.h"
@@ -24,8 +25,8 @@
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
 #include "model/model_loader.h"
-#include "model/synthetic_presets.h"
 #include "model/synthetic_routing.h"
+#include "model/synthetic_presets.h"
 #include "model/tensor_spec.h"
 #include "runtime/step_graphs.h"
 #include "server/speculative_cli.h"
@@ -67,6 +68,7 @@ struct OfflineOptions {
     std::string device = "cuda";
     std::string numerics = "exact";
     std::string kv_cache_dtype = "fp8";
+    std::string fp8_dialect;
     std::vector<int> batches{1, 8, 64};
     std::vector<int64_t> contexts{1024, 8192};
     std::vector<int64_t> prefills{1024, 8192};
@@ -101,8 +103,8 @@ double seconds_since(Clock::time_point t0) {
 
 // State bytes a decode token reads at context `ctx` with rows and indexer keys stored as `dtype`.
 double state_bytes_per_token(const ModelConfig& c, StateDtype dtype, int64_t ctx) {
-    const auto row = static_cast<double>(kv_row_format(dtype, c).bytes());
-    const auto index_row = static_cast<double>(index_key_format(dtype, c).bytes());
+    const auto row = static_cast<double>(kv_row_format(dtype, c, kOcpQuant).bytes());  // same in both dialects
+    const auto index_row = static_cast<double>(index_key_format(dtype, c, kOcpQuant).bytes());
     double bytes = 0.0;
     for (const LayerConfig& l : c.layers) {
         bytes += std::min<int64_t>(ctx, c.sliding_window) * row;
@@ -114,15 +116,6 @@ double state_bytes_per_token(const ModelConfig& c, StateDtype dtype, int64_t ctx
         }
     }
     return bytes;
-}
-
-std::unique_ptr<Backend> make_backend(const OfflineOptions& o) {
-    const Numerics n = parse_numerics(o.numerics);
-    if (o.device == "cpu") return make_cpu_backend(n, 0);
-#ifdef DSV4_WITH_CUDA
-    if (o.device == "cuda") return make_cuda_backend(n);
-#endif
-    fail("bench offline: device {} is not available in this build", o.device);
 }
 
 std::vector<int32_t> block_table(int slot, int blocks_per_slot) {
@@ -191,7 +184,7 @@ void attach_expert_tier(const OfflineOptions& o, Setup& s, HostExperts host_expe
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     Setup s;
     s.config = preset_config(o);
-    s.backend = make_backend(o);
+    s.backend = make_cli_backend(o.device, o.numerics, 0, o.fp8_dialect);
     StateConfig state;
     state.max_slots = max_batch;
     state.block_tokens = 256;
@@ -204,7 +197,7 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     const bool tiered = o.gpu_experts >= 0 && o.gpu_experts < s.config.n_routed_experts;
     HostExperts host_experts;
     s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed,  // state sized after the weights
-                                    tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{},
+                                    tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{}, {},
                                     parse_routing_skew(o.routing_skew), tiered ? &host_experts : nullptr);
     if (tiered) attach_expert_tier(o, s, std::move(host_experts));
     s.graphs = std::make_unique<StepGraphs>(s.model(), o.enforce_eager);
@@ -309,7 +302,7 @@ void run_oracle_mode(const OfflineOptions& o) {
     oracle.model_dir = o.model_dir;
     const ModelConfig config =
         o.model_dir.empty() ? preset_config(o) : load_model_config(std::filesystem::path(o.model_dir) / "config.json");
-    auto backend = make_backend(o);
+    auto backend = make_cli_backend(o.device, o.numerics, 0, o.fp8_dialect);
     const std::string model = o.model_dir.empty() ? o.preset : o.model_dir;
     std::printf("oracle speculative decoding: %s, k = %d, model %s (%d layers, %d experts), context %lld\n",
                 oracle.speculative.method.c_str(), oracle.speculative.num_speculative_tokens, model.c_str(),
@@ -354,7 +347,8 @@ void run(const OfflineOptions& o) {
                      {"experts", s.config.n_routed_experts},
                      {"numerics", o.numerics},
                      {"kv_cache_dtype", o.kv_cache_dtype},
-                     {"routing_skew", o.routing_skew.empty() ? "0" : o.routing_skew}};
+                     {"routing_skew", o.routing_skew.empty() ? "0" : o.routing_skew},
+                     {"fp8_dialect", fp8_dialect_name(s.backend->fp8_dialect())}};
     std::printf("%-6s %-8s %10s %10s %12s %9s %9s\n", "batch", "context", "step ms", "tok/s", "roofline", "fraction",
                 "launches");
     for (int64_t ctx : o.contexts) {
@@ -404,6 +398,7 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--device", o->device, "cuda | cpu");
         app.add_option("--numerics", o->numerics, "exact | reference | fast");
         app.add_option("--kv-cache-dtype", o->kv_cache_dtype, "K=V rows and indexer keys: fp8 | bf16 | f32");
+        add_fp8_dialect_option(app, o->fp8_dialect);
         app.add_option("--batch", o->batches, "Decode batch sizes")->delimiter(',');
         app.add_option("--context", o->contexts, "Decode context lengths")->delimiter(',');
         app.add_option("--prefill", o->prefills, "Prefill prompt lengths (empty: none)")->delimiter(',');
@@ -411,6 +406,15 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--steps", o->steps, "Timed decode steps per point");
         app.add_option("--json", o->json_out, "Write the results as JSON");
         app.add_option("--seed", o->seed, "Weight seed");
+        app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "Fraction of GPU memory to use")
+            ->check(CLI::Range(0.05, 1.0));
+        app.add_option("--gpu-experts", o->gpu_experts,
+                       "Routed experts per layer on the device; the others in pinned host memory (-1 = all)");
+        app.add_option("--expert-fetch-min-pairs", o->expert_fetch_min_pairs,
+                       "With --gpu-experts: host experts with fewer pairs in a step run on the host CPU")
+            ->check(CLI::Range(1, 1 << 30));
+        app.add_option("--synthetic-routing-skew", o->routing_skew,
+                       "Zipf exponent of expert popularity (S, or S0,S1,... per layer; 0 / empty = even routing)");
         app.add_flag("--enforce-eager", o->enforce_eager, "Run decode steps eagerly (no CUDA graphs)");
         app.add_option(
             "--speculative-config", o->speculative_config,
@@ -422,15 +426,6 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--model", o->model_dir,
                        "Oracle mode: a checkpoint with draft stages instead of synthetic weights (e.g. models/demo; "
                        "the CPU backend makes no synthetic weights)");
-        app.add_option("--gpu-memory-utilization", o->gpu_memory_utilization, "Fraction of GPU memory to use")
-            ->check(CLI::Range(0.05, 1.0));
-        app.add_option("--gpu-experts", o->gpu_experts,
-                       "Routed experts per layer on the device; the others in pinned host memory (-1 = all)");
-        app.add_option("--expert-fetch-min-pairs", o->expert_fetch_min_pairs,
-                       "With --gpu-experts: host experts with fewer pairs in a step run on the host CPU")
-            ->check(CLI::Range(1, 1 << 30));
-        app.add_option("--synthetic-routing-skew", o->routing_skew,
-                       "Zipf exponent of expert popularity (S, or S0,S1,... per layer; 0 / empty = even routing)");
         app.callback([o] { run(*o); });
     }};
 

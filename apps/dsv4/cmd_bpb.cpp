@@ -9,9 +9,7 @@
 #include <string>
 
 #include "backend/backend.h"
-#ifdef DSV4_WITH_CUDA
-#include "backend/cuda/cuda_factory.h"
-#endif
+#include "backend_options.h"
 #include "command.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -31,18 +29,9 @@ struct BpbOptions {
     std::string device = "cpu";
     int threads = 0;
     std::string kv_cache_dtype = "f32";
+    std::string fp8_dialect;
     bool per_row = false;
 };
-
-std::unique_ptr<Backend> make_backend(const BpbOptions& o) {
-    if (o.device == "cpu") return make_cpu_backend(parse_numerics(o.numerics), o.threads);
-#ifdef DSV4_WITH_CUDA
-    if (o.device == "cuda") return make_cuda_backend(parse_numerics(o.numerics));
-    fail("--device {}: expected cpu or cuda", o.device);
-#else
-    fail("--device {}: expected cpu (this build has no CUDA backend; configure with -DDSV4_CUDA=ON)", o.device);
-#endif
-}
 
 void run(const BpbOptions& o) {
     NpyTensor<int32_t> t = read_npy_i32(o.tokens);
@@ -55,7 +44,7 @@ void run(const BpbOptions& o) {
         o.tokenizer.empty() ? (std::filesystem::path(o.model) / "tokenizer.json").string() : o.tokenizer;
     const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(tok_path);
 
-    std::unique_ptr<Backend> backend = make_backend(o);
+    std::unique_ptr<Backend> backend = make_cli_backend(o.device, o.numerics, o.threads, o.fp8_dialect);
     DSV4_CHECK(std::filesystem::is_directory(o.model), "model directory {} does not exist", o.model);
     StateConfig state;
     state.max_slots = 1;
@@ -78,6 +67,7 @@ void run(const BpbOptions& o) {
                        {"nats", total},
                        {"bits_per_byte", bits_per_byte(total, bytes)},
                        {"numerics", o.numerics},
+                       {"fp8_dialect", fp8_dialect_name(backend->fp8_dialect())},
                        {"device", o.device}};
     if (o.per_row) out["row_nats"] = nats;
     std::printf("%s\n", out.dump().c_str());
@@ -94,6 +84,7 @@ const CommandRegistrar kRegistrar{
         app.add_option("--device", o->device, "cpu | cuda");
         app.add_option("--threads", o->threads, "CPU threads (0 = all)");
         app.add_option("--kv-cache-dtype", o->kv_cache_dtype, "Stored K=V rows and indexer keys: f32 | bf16 | fp8");
+        add_fp8_dialect_option(app, o->fp8_dialect);
         app.add_flag("--per-row", o->per_row, "Also print each row's nats");
         app.callback([o] { run(*o); });
     }};

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_options.h"
 #include "command.h"
 #include "core/error.h"
 #include "dsv4/engine.h"
@@ -43,6 +44,7 @@ struct GenerateOptions {
     int gpu_experts = -1;
     double host_kv_cache_gib = 0.0;
     std::string kv_cache_dtype = "auto";
+    std::string fp8_dialect;
     bool enforce_eager = false;
     std::string speculative_config;  // vLLM's --speculative-config JSON
     int rewind_capacity = 16;
@@ -115,6 +117,7 @@ EngineConfig engine_config(const GenerateOptions& o) {
     c.gpu_experts = o.gpu_experts;
     c.host_kv_cache_bytes = static_cast<int64_t>(o.host_kv_cache_gib * 1024.0 * 1024.0 * 1024.0);
     c.kv_cache_dtype = o.kv_cache_dtype;
+    c.fp8_dialect = o.fp8_dialect;
     c.enforce_eager = o.enforce_eager;
     c.speculative = server::parse_speculative_config(o.speculative_config);
     c.rewind_capacity = o.rewind_capacity;
@@ -274,6 +277,7 @@ const CommandRegistrar kRegistrar{
         app.add_option("--host-kv-cache-gib", o->host_kv_cache_gib, "Host pool for evicted prefix-cache blocks");
         app.add_option("--kv-cache-dtype", o->kv_cache_dtype,
                        "K=V rows and indexer keys as auto | f32 | bf16 | fp8 (auto: f32 in exact numerics, else fp8)");
+        add_fp8_dialect_option(app, o->fp8_dialect);
         app.callback([o] { run(*o); });
     }};
 

@@ -6,9 +6,7 @@
 #include <string>
 
 #include "backend/backend.h"
-#ifdef DSV4_WITH_CUDA
-#include "backend/cuda/cuda_factory.h"
-#endif
+#include "backend_options.h"
 #include "command.h"
 #include "core/error.h"
 #include "core/npy.h"
@@ -28,6 +26,7 @@ struct LogitsOptions {
     std::string device = "cpu";
     int threads = 0;
     std::string kv_cache_dtype = "f32";
+    std::string fp8_dialect;
 };
 
 std::vector<int32_t> read_tokens(const std::string& path, int64_t vocab) {
@@ -47,18 +46,7 @@ std::vector<int32_t> read_tokens(const std::string& path, int64_t vocab) {
 }
 
 void run(const LogitsOptions& o) {
-    std::unique_ptr<Backend> backend;
-    if (o.device == "cpu") {
-        backend = make_cpu_backend(parse_numerics(o.numerics), o.threads);
-    } else if (o.device == "cuda") {
-#ifdef DSV4_WITH_CUDA
-        backend = make_cuda_backend(parse_numerics(o.numerics));
-#else
-        fail("--device cuda: this build has no CUDA backend (configure with -DDSV4_CUDA=ON)");
-#endif
-    } else {
-        fail("--device {}: expected cpu or cuda", o.device);
-    }
+    std::unique_ptr<Backend> backend = make_cli_backend(o.device, o.numerics, o.threads, o.fp8_dialect);
     DSV4_CHECK(std::filesystem::is_directory(o.model), "model directory {} does not exist", o.model);
     const ModelConfig config = load_model_config(std::filesystem::path(o.model) / "config.json");
     std::vector<int32_t> tokens = read_tokens(o.tokens, config.vocab_size);
@@ -70,6 +58,11 @@ void run(const LogitsOptions& o) {
     state.kv_dtype = parse_state_dtype(o.kv_cache_dtype);
     state.num_blocks = static_cast<int>((t + state.block_tokens - 1) / state.block_tokens);
     auto loaded = load_model(o.model, *backend, state);
+    if (loaded->fp8_conversion.blocks > 0) {
+        std::fprintf(stderr, "FP8 weights converted to %s at load: %s\n",
+                     std::string(fp8_dialect_label(backend->fp8_dialect())).c_str(),
+                     loaded->fp8_conversion.describe().c_str());
+    }
     DeepseekV4& model = *loaded->model;
     DSV4_CHECK(o.prefill_chunk >= 0, "--prefill-chunk must be >= 0");
     DSV4_CHECK(o.decode_from < t, "--decode-from {} must be below the token count {}", o.decode_from, t);
@@ -101,6 +94,7 @@ const CommandRegistrar kRegistrar{
         app.add_option("--device", o->device, "cpu | cuda");
         app.add_option("--threads", o->threads, "CPU threads (0 = all)");
         app.add_option("--kv-cache-dtype", o->kv_cache_dtype, "Stored K=V rows and indexer keys: f32 | bf16 | fp8");
+        add_fp8_dialect_option(app, o->fp8_dialect);
         app.callback([o] { run(*o); });
     }};
 

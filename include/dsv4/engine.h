@@ -33,6 +33,9 @@ struct EngineConfig {
     std::string device = "cpu";      // "cpu" or "cuda"
     std::string numerics = "exact";  // exact | reference (cpu); fast | reference | exact (cuda)
     int threads = 0;                 // CPU backend threads (0 = all)
+    // FP8 dialect of the weights in memory, the activation quantisation and the fp8 K=V / indexer-key caches:
+    // ocp | fnuz; empty = the device's native one (OCP on cpu and cuda). fnuz runs AMD gfx942 (MI300X) numerics.
+    std::string fp8_dialect;
 
     // Scheduling (vLLM spellings on the CLI: --max-num-seqs, --max-num-batched-tokens, ...).
     int max_num_seqs = 64;

@@ -26,10 +26,15 @@ class Backend : public ModelOps, public StateStore, public WeightStore, public P
 
     virtual std::string name() const = 0;
     virtual Numerics numerics() const = 0;
+    // The FP8 dialect of everything FP8 this backend holds and computes (core/fp8_dialect.h): weights in memory
+    // (WeightStore::upload_linear takes FP8 bytes in it), activation quantisation, fp8 K=V rows and indexer keys.
+    virtual Fp8Dialect fp8_dialect() const = 0;
     // Optional role: null where the device cannot record steps (the CPU backend).
     virtual GraphRecorder* graph_recorder() { return nullptr; }
 };
 
-std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads = 0);
+// fp8_dialect: OCP is the CPU's native dialect (what DeepSeek ships); FNUZ runs MI300X (gfx942) numerics.
+std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads = 0,
+                                          Fp8Dialect fp8_dialect = Fp8Dialect::kOcp);
 
 }  // namespace dsv4

@@ -16,6 +16,7 @@ class WeightStore {
     virtual ~WeightStore() = default;
 
     // A linear weight [rows, cols] with its scales (null for BF16/F32); block_rows x block_cols values share a scale.
+    // FP8 codes arrive in the backend's dialect (Backend::fp8_dialect(): the loader converts them exactly first).
     virtual WeightRef upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                     int64_t rows, int64_t cols, int block_rows, int block_cols) = 0;
     // A BF16/F32 vector, stored as float32.

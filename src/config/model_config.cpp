@@ -169,6 +169,15 @@ void parse_layer_schedule(const json& j, ModelConfig& c) {
     }
 }
 
+Fp8Dialect parse_fp8_fmt(const std::string& fmt) {
+    if (fmt == kFp8FmtOcp || fmt == "e4m3fn") return Fp8Dialect::kOcp;
+    if (fmt == kFp8FmtFnuz || fmt == "e4m3fnuz") return Fp8Dialect::kFnuz;
+    fail(
+        "config.json: quantization_config.fmt '{}' is not supported ({} = OCP e4m3 as DeepSeek ships it, {} = AMD "
+        "gfx942 FNUZ e4m3 as `dsv4 convert-checkpoint --fp8 fnuz` writes it)",
+        fmt, kFp8FmtOcp, kFp8FmtFnuz);
+}
+
 void parse_quantization(const json& j, ModelConfig& c) {
     auto it = j.find("quantization_config");
     c.fp8_weights = it != j.end() && it->is_object();
@@ -177,8 +186,7 @@ void parse_quantization(const json& j, ModelConfig& c) {
         auto method = optional<std::string>(q, "quant_method", "fp8");
         DSV4_CHECK(method == "fp8", "config.json: quantization_config.quant_method '{}' is not supported (fp8 only)",
                    method);
-        auto fmt = optional<std::string>(q, "fmt", "e4m3");
-        DSV4_CHECK(fmt == "e4m3", "config.json: quantization_config.fmt '{}' is not supported (e4m3 only)", fmt);
+        c.fp8_dialect = parse_fp8_fmt(optional<std::string>(q, "fmt", kFp8FmtOcp));
         auto scale_fmt = optional<std::string>(q, "scale_fmt", "ue8m0");
         DSV4_CHECK(scale_fmt == "ue8m0",
                    "config.json: quantization_config.scale_fmt '{}' is not supported (ue8m0 "

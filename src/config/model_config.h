@@ -10,7 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "core/fp8_dialect.h"
+
 namespace dsv4 {
+
+// quantization_config.fmt values: the dialect of a checkpoint's FP8 weights. "e4m3" is what DeepSeek ships (OCP);
+// "e4m3_fnuz" is written by `dsv4 convert-checkpoint --fp8 fnuz`. The torch spellings "e4m3fn" / "e4m3fnuz" are read
+// too.
+inline constexpr const char* kFp8FmtOcp = "e4m3";
+inline constexpr const char* kFp8FmtFnuz = "e4m3_fnuz";
+// The fmt value written for a dialect.
+inline const char* fp8_fmt_name(Fp8Dialect dialect) {
+    return dialect == Fp8Dialect::kFnuz ? kFp8FmtFnuz : kFp8FmtOcp;
+}
 
 enum class AttentionType : uint8_t {
     kSliding,  // compress ratio 0: sliding window only
@@ -94,7 +106,9 @@ struct ModelConfig {
     int hca_ratio = 128;
 
     // Quantization of the checkpoint as shipped.
-    bool fp8_weights = true;      // quantization_config.quant_method == "fp8"
+    bool fp8_weights = true;  // quantization_config.quant_method == "fp8"
+    // The dialect of the checkpoint's F8_E4M3 bytes (safetensors has no FNUZ dtype): quantization_config.fmt.
+    Fp8Dialect fp8_dialect = Fp8Dialect::kOcp;
     int weight_block_rows = 128;  // quantization_config.weight_block_size
     int weight_block_cols = 128;
     ExpertDtype expert_dtype = ExpertDtype::kFp4;

@@ -162,13 +162,14 @@ void bf16_to_f32(const uint16_t* in, float* out, size_t n) {
 void f32_to_bf16(const float* in, uint16_t* out, size_t n) {
     active().f32_to_bf16(in, out, n);
 }
-void fp8_to_f32(const uint8_t* in, float* out, size_t n, Fp8Dialect dialect) {
+void fp8_to_f32(const uint8_t* in, float* out, size_t n, Fp8Format dialect) {
     active().fp8_to_f32(in, out, n, dialect);
 }
 
-void dequant_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int64_t k, int block_k, float* out) {
+void dequant_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int64_t k, int block_k, Fp8Dialect dialect,
+                     float* out) {
     check_row("dequant_fp8_row", k, block_k);
-    active().dequant_fp8_range(codes, ue8m0_scales, block_k, 0, k, out);
+    active().dequant_fp8_range(codes, ue8m0_scales, block_k, dialect, 0, k, out);
 }
 
 void dequant_fp4_row(const uint8_t* packed, const uint8_t* ue8m0_scales, int64_t k, int block_k, float* out) {
@@ -186,9 +187,10 @@ float dot_bf16_row(const uint16_t* w, const float* x, int64_t k) {
     return active().dot_bf16(w, x, k);
 }
 
-float dot_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x, int64_t k) {
+float dot_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, Fp8Dialect dialect, const float* x,
+                  int64_t k) {
     check_row("dot_fp8_row", k, block_k);
-    return active().dot_fp8(codes, ue8m0_scales, block_k, x, k);
+    return active().dot_fp8(codes, ue8m0_scales, block_k, dialect, x, k);
 }
 
 float dot_fp4_row(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_k, const float* x, int64_t k) {
@@ -226,38 +228,36 @@ void dot_bf16_row_multi(const uint16_t* w, const float* x, int64_t x_stride, int
 
 namespace {
 
-using BlockRangeDecode = void (*)(const uint8_t* data, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
-                                  float* out);
-using BlockRangeDot = bool (*)(const uint8_t* data, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
-                               const float* x, float* out);
-
-// The FP8 / FP4 row dots: one vector through the ISA's fused kernel where it has one, else (and for batches) the
-// chunk buffer; both give the same bits.
-void block_scaled_row_multi(BlockRangeDecode decode_range, BlockRangeDot fused_range, const uint8_t* data,
-                            const uint8_t* scales, int block_k, const float* x, int64_t x_stride, int64_t k, int n_vec,
-                            float* out) {
-    auto decode = [&](int64_t begin, int64_t end, float* buffer) {
-        decode_range(data, scales, block_k, begin, end, buffer);
-    };
-    if (n_vec == 1 && fused_range != nullptr) {
-        auto fused = [&](int64_t begin, int64_t end, float* acc) {
-            return fused_range(data, scales, block_k, begin, end, x + begin, acc);
-        };
-        single_dot_by_chunks(fused, decode, x, k, out);
+// The FP8 / FP4 row dots: one vector through the ISA's fused kernel where it has one (`has_fused`), else (and for
+// batches) the chunk buffer; both give the same bits. decode(begin, end, buffer) and fused(begin, end, x, acc) run
+// the ISA's range kernels on the row.
+template <typename Decode, typename Fused>
+void block_scaled_row_multi(Decode decode_range, bool has_fused, Fused fused_range, const float* x, int64_t x_stride,
+                            int64_t k, int n_vec, float* out) {
+    if (n_vec == 1 && has_fused) {
+        auto fused = [&](int64_t begin, int64_t end, float* acc) { return fused_range(begin, end, x + begin, acc); };
+        single_dot_by_chunks(fused, decode_range, x, k, out);
         return;
     }
-    multi_dot_by_chunks(decode, x, x_stride, k, n_vec, out);
+    multi_dot_by_chunks(decode_range, x, x_stride, k, n_vec, out);
 }
 
 }  // namespace
 
-void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x, int64_t x_stride,
-                       int64_t k, int n_vec, float* out) {
+void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, Fp8Dialect dialect,
+                       const float* x, int64_t x_stride, int64_t k, int n_vec, float* out) {
     check_row("dot_fp8_row_multi", k, block_k);
     check_multi("dot_fp8_row_multi", k, n_vec, x_stride);
     const simd::RowKernels& kernels = active();
-    block_scaled_row_multi(kernels.dequant_fp8_range, kernels.dot_fp8_add_one, codes, ue8m0_scales, block_k, x,
-                           x_stride, k, n_vec, out);
+    block_scaled_row_multi(
+        [&](int64_t begin, int64_t end, float* buffer) {
+            kernels.dequant_fp8_range(codes, ue8m0_scales, block_k, dialect, begin, end, buffer);
+        },
+        kernels.dot_fp8_add_one != nullptr,
+        [&](int64_t begin, int64_t end, const float* xs, float* acc) {
+            return kernels.dot_fp8_add_one(codes, ue8m0_scales, block_k, dialect, begin, end, xs, acc);
+        },
+        x, x_stride, k, n_vec, out);
 }
 
 void dot_fp4_row_multi(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_k, const float* x,
@@ -265,8 +265,15 @@ void dot_fp4_row_multi(const uint8_t* packed, const uint8_t* ue8m0_scales, int b
     check_fp4_row("dot_fp4_row_multi", k, block_k);
     check_multi("dot_fp4_row_multi", k, n_vec, x_stride);
     const simd::RowKernels& kernels = active();
-    block_scaled_row_multi(kernels.dequant_fp4_range, kernels.dot_fp4_add_one, packed, ue8m0_scales, block_k, x,
-                           x_stride, k, n_vec, out);
+    block_scaled_row_multi(
+        [&](int64_t begin, int64_t end, float* buffer) {
+            kernels.dequant_fp4_range(packed, ue8m0_scales, block_k, begin, end, buffer);
+        },
+        kernels.dot_fp4_add_one != nullptr,
+        [&](int64_t begin, int64_t end, const float* xs, float* acc) {
+            return kernels.dot_fp4_add_one(packed, ue8m0_scales, block_k, begin, end, xs, acc);
+        },
+        x, x_stride, k, n_vec, out);
 }
 
 }  // namespace dsv4

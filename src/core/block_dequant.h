@@ -6,8 +6,9 @@
 // differ only in the order of the fp32 additions.
 //
 // Block-scaled rows (model-spec 4.3): element j of a row is decode(code[j]) * 2^(scales[j / block_k] - 127), the
-// scales being UE8M0 bytes (0xFF = NaN propagates). FP8 rows are OCP e4m3 (the checkpoint's F8_E4M3, block_k 128,
-// the caller passes the scale row of the weight row's 128-row block); FP4 rows are packed e2m1, two codes per byte,
+// scales being UE8M0 bytes (0xFF = NaN propagates). FP8 rows are e4m3 in the given dialect (the checkpoint's
+// F8_E4M3 as held in memory: OCP, or FNUZ after the load-time conversion; block_k 128, the caller passes the scale
+// row of the weight row's 128-row block); FP4 rows are packed e2m1, two codes per byte,
 // low nibble = even element (block_k 32). Any block_k >= 1 works; any k works (FP4: k even).
 #pragma once
 
@@ -38,18 +39,20 @@ void set_simd_isa(SimdIsa isa);
 // --- Element-wise conversion -------------------------------------------------------------------------------------
 void bf16_to_f32(const uint16_t* in, float* out, size_t n);
 void f32_to_bf16(const float* in, uint16_t* out, size_t n);  // RNE; NaN stays NaN
-void fp8_to_f32(const uint8_t* in, float* out, size_t n, Fp8Dialect dialect);
+void fp8_to_f32(const uint8_t* in, float* out, size_t n, Fp8Format dialect);
 
 // --- Block-scaled rows --------------------------------------------------------------------------------------------
-// out[j] = e4m3(codes[j]) * 2^(ue8m0_scales[j / block_k] - 127), j < k.
-void dequant_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int64_t k, int block_k, float* out);
+// out[j] = e4m3(codes[j]) * 2^(ue8m0_scales[j / block_k] - 127), j < k, e4m3 read in `dialect`.
+void dequant_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int64_t k, int block_k, Fp8Dialect dialect,
+                     float* out);
 // out[j] = e2m1(nibble j of packed) * 2^(ue8m0_scales[j / block_k] - 127), j < k; k even (k / 2 packed bytes).
 void dequant_fp4_row(const uint8_t* packed, const uint8_t* ue8m0_scales, int64_t k, int block_k, float* out);
 
 // --- Fused dot products (fp32 accumulation) -------------------------------------------------------------------------
 float dot_f32(const float* a, const float* b, int64_t k);
 float dot_bf16_row(const uint16_t* w, const float* x, int64_t k);
-float dot_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x, int64_t k);
+float dot_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, Fp8Dialect dialect, const float* x,
+                  int64_t k);
 float dot_fp4_row(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_k, const float* x, int64_t k);
 
 // One weight row against n_vec activation vectors x_v = x + v * x_stride (a row-major [n_vec, >= k] matrix when
@@ -57,8 +60,8 @@ float dot_fp4_row(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_
 // bit-identical whatever n_vec is and wherever x_v sits in the batch (tests/unit/core/batch_invariance_test.cpp).
 void dot_f32_multi(const float* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out);
 void dot_bf16_row_multi(const uint16_t* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out);
-void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, const float* x, int64_t x_stride,
-                       int64_t k, int n_vec, float* out);
+void dot_fp8_row_multi(const uint8_t* codes, const uint8_t* ue8m0_scales, int block_k, Fp8Dialect dialect,
+                       const float* x, int64_t x_stride, int64_t k, int n_vec, float* out);
 void dot_fp4_row_multi(const uint8_t* packed, const uint8_t* ue8m0_scales, int block_k, const float* x,
                        int64_t x_stride, int64_t k, int n_vec, float* out);
 

@@ -86,11 +86,11 @@ DSV4_AVX2 void f32_to_bf16_avx2(const float* in, uint16_t* out, size_t n) {
     for (; i < n; ++i) out[i] = encode_bf16(in[i]);
 }
 
-DSV4_AVX2 void fp8_to_f32_avx2(const uint8_t* in, float* out, size_t n, Fp8Dialect dialect) {
+DSV4_AVX2 void fp8_to_f32_avx2(const uint8_t* in, float* out, size_t n, Fp8Format dialect) {
     const float* table = fp8_decode_table(dialect).data();
     size_t i = 0;
-    if (dialect == Fp8Dialect::kE4M3Ocp || dialect == Fp8Dialect::kE4M3Fnuz) {
-        const bool fnuz = dialect == Fp8Dialect::kE4M3Fnuz;
+    if (dialect == Fp8Format::kE4M3Ocp || dialect == Fp8Format::kE4M3Fnuz) {
+        const bool fnuz = dialect == Fp8Format::kE4M3Fnuz;
         const __m256 factor = _mm256_set1_ps(fnuz ? 128.0f : 256.0f);
         for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, decode8_e4m3(in + i, factor, fnuz));
     } else {
@@ -102,16 +102,17 @@ DSV4_AVX2 void fp8_to_f32_avx2(const uint8_t* in, float* out, size_t n, Fp8Diale
     for (; i < n; ++i) out[i] = table[in[i]];
 }
 
-DSV4_AVX2 void dequant_fp8_range_avx2(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin,
-                                      int64_t end, float* out) {
+DSV4_AVX2 void dequant_fp8_range_avx2(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                                      int64_t begin, int64_t end, float* out) {
+    const bool fnuz = dialect == Fp8Dialect::kFnuz;
     for (int64_t j = begin; j < end;) {
         const int64_t segment_end = block_end(j, block_k, end);
         float factor = 0.0f;
-        if (e4m3_block_factor(scales[j / block_k], 8, &factor)) {
+        if (e4m3_block_factor(scales[j / block_k], e4m3_fp16_shift(dialect), &factor)) {
             const __m256 f = _mm256_set1_ps(factor);
-            for (; j + 8 <= segment_end; j += 8) _mm256_storeu_ps(out + (j - begin), decode8_e4m3(codes + j, f, false));
+            for (; j + 8 <= segment_end; j += 8) _mm256_storeu_ps(out + (j - begin), decode8_e4m3(codes + j, f, fnuz));
         }
-        scalar_dequant_fp8_range(codes, scales, block_k, j, segment_end, out + (j - begin));
+        scalar_dequant_fp8_range(codes, scales, block_k, dialect, j, segment_end, out + (j - begin));
         j = segment_end;
     }
 }
@@ -160,24 +161,26 @@ DSV4_AVX2 float dot_bf16_avx2(const uint16_t* w, const float* x, int64_t k) {
     return hsum(_mm256_add_ps(acc0, acc1)) + tail;
 }
 
-DSV4_AVX2 float dot_fp8_avx2(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x, int64_t k) {
+DSV4_AVX2 float dot_fp8_avx2(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                             const float* x, int64_t k) {
+    const bool fnuz = dialect == Fp8Dialect::kFnuz;
     __m256 acc0 = _mm256_setzero_ps();
     __m256 acc1 = _mm256_setzero_ps();
     float tail = 0.0f;
     for (int64_t j = 0; j < k;) {
         const int64_t segment_end = block_end(j, block_k, k);
         float factor = 0.0f;
-        if (e4m3_block_factor(scales[j / block_k], 8, &factor)) {
+        if (e4m3_block_factor(scales[j / block_k], e4m3_fp16_shift(dialect), &factor)) {
             const __m256 f = _mm256_set1_ps(factor);
             for (; j + 16 <= segment_end; j += 16) {
-                acc0 = _mm256_fmadd_ps(decode8_e4m3(codes + j, f, false), _mm256_loadu_ps(x + j), acc0);
-                acc1 = _mm256_fmadd_ps(decode8_e4m3(codes + j + 8, f, false), _mm256_loadu_ps(x + j + 8), acc1);
+                acc0 = _mm256_fmadd_ps(decode8_e4m3(codes + j, f, fnuz), _mm256_loadu_ps(x + j), acc0);
+                acc1 = _mm256_fmadd_ps(decode8_e4m3(codes + j + 8, f, fnuz), _mm256_loadu_ps(x + j + 8), acc1);
             }
             for (; j + 8 <= segment_end; j += 8) {
-                acc0 = _mm256_fmadd_ps(decode8_e4m3(codes + j, f, false), _mm256_loadu_ps(x + j), acc0);
+                acc0 = _mm256_fmadd_ps(decode8_e4m3(codes + j, f, fnuz), _mm256_loadu_ps(x + j), acc0);
             }
         }
-        tail += scalar_dot_fp8_range(codes, scales, block_k, x, j, segment_end);
+        tail += scalar_dot_fp8_range(codes, scales, block_k, dialect, x, j, segment_end);
         j = segment_end;
     }
     return hsum(_mm256_add_ps(acc0, acc1)) + tail;

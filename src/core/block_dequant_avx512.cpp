@@ -88,10 +88,10 @@ DSV4_AVX512 void f32_to_bf16_avx512(const float* in, uint16_t* out, size_t n) {
     }
 }
 
-DSV4_AVX512 void fp8_to_f32_avx512(const uint8_t* in, float* out, size_t n, Fp8Dialect dialect) {
+DSV4_AVX512 void fp8_to_f32_avx512(const uint8_t* in, float* out, size_t n, Fp8Format dialect) {
     const float* table = fp8_decode_table(dialect).data();
-    const bool e4m3 = dialect == Fp8Dialect::kE4M3Ocp || dialect == Fp8Dialect::kE4M3Fnuz;
-    const bool fnuz = dialect == Fp8Dialect::kE4M3Fnuz;
+    const bool e4m3 = dialect == Fp8Format::kE4M3Ocp || dialect == Fp8Format::kE4M3Fnuz;
+    const bool fnuz = dialect == Fp8Format::kE4M3Fnuz;
     const __m512 factor = _mm512_set1_ps(fnuz ? 128.0f : 256.0f);
     for (size_t i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(static_cast<int64_t>(n - i));
@@ -102,23 +102,24 @@ DSV4_AVX512 void fp8_to_f32_avx512(const uint8_t* in, float* out, size_t n, Fp8D
     }
 }
 
-DSV4_AVX512 void dequant_fp8_range_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin,
-                                          int64_t end, float* out) {
+DSV4_AVX512 void dequant_fp8_range_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                                          int64_t begin, int64_t end, float* out) {
+    const bool fnuz = dialect == Fp8Dialect::kFnuz;
     for (int64_t j = begin; j < end;) {
         const int64_t segment_end = block_end(j, block_k, end);
         float factor = 0.0f;
-        if (!e4m3_block_factor(scales[j / block_k], 8, &factor)) {
-            scalar_dequant_fp8_range(codes, scales, block_k, j, segment_end, out + (j - begin));
+        if (!e4m3_block_factor(scales[j / block_k], e4m3_fp16_shift(dialect), &factor)) {
+            scalar_dequant_fp8_range(codes, scales, block_k, dialect, j, segment_end, out + (j - begin));
             j = segment_end;
             continue;
         }
         const __m512 f = _mm512_set1_ps(factor);
         for (; j + 16 <= segment_end; j += 16) {
-            _mm512_storeu_ps(out + (j - begin), decode16_e4m3(load16_bytes(codes + j), f, false));
+            _mm512_storeu_ps(out + (j - begin), decode16_e4m3(load16_bytes(codes + j), f, fnuz));
         }
         if (j < segment_end) {
             const __mmask16 m = tail_mask(segment_end - j);
-            _mm512_mask_storeu_ps(out + (j - begin), m, decode16_e4m3(_mm_maskz_loadu_epi8(m, codes + j), f, false));
+            _mm512_mask_storeu_ps(out + (j - begin), m, decode16_e4m3(_mm_maskz_loadu_epi8(m, codes + j), f, fnuz));
             j = segment_end;
         }
     }
@@ -182,27 +183,29 @@ DSV4_AVX512 float dot_bf16_avx512(const uint16_t* w, const float* x, int64_t k) 
     return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
-DSV4_AVX512 float dot_fp8_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x, int64_t k) {
+DSV4_AVX512 float dot_fp8_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                                 const float* x, int64_t k) {
+    const bool fnuz = dialect == Fp8Dialect::kFnuz;
     __m512 acc0 = _mm512_setzero_ps();
     __m512 acc1 = _mm512_setzero_ps();
     float tail = 0.0f;
     for (int64_t j = 0; j < k;) {
         const int64_t segment_end = block_end(j, block_k, k);
         float factor = 0.0f;
-        if (!e4m3_block_factor(scales[j / block_k], 8, &factor)) {
-            tail += scalar_dot_fp8_range(codes, scales, block_k, x, j, segment_end);
+        if (!e4m3_block_factor(scales[j / block_k], e4m3_fp16_shift(dialect), &factor)) {
+            tail += scalar_dot_fp8_range(codes, scales, block_k, dialect, x, j, segment_end);
             j = segment_end;
             continue;
         }
         const __m512 f = _mm512_set1_ps(factor);
         for (; j + 32 <= segment_end; j += 32) {
-            acc0 = _mm512_fmadd_ps(decode16_e4m3(load16_bytes(codes + j), f, false), _mm512_loadu_ps(x + j), acc0);
-            acc1 = _mm512_fmadd_ps(decode16_e4m3(load16_bytes(codes + j + 16), f, false), _mm512_loadu_ps(x + j + 16),
+            acc0 = _mm512_fmadd_ps(decode16_e4m3(load16_bytes(codes + j), f, fnuz), _mm512_loadu_ps(x + j), acc0);
+            acc1 = _mm512_fmadd_ps(decode16_e4m3(load16_bytes(codes + j + 16), f, fnuz), _mm512_loadu_ps(x + j + 16),
                                    acc1);
         }
         for (; j < segment_end; j += 16) {
             const __mmask16 m = segment_end - j >= 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(segment_end - j);
-            const __m512 wv = decode16_e4m3(_mm_maskz_loadu_epi8(m, codes + j), f, false);
+            const __m512 wv = decode16_e4m3(_mm_maskz_loadu_epi8(m, codes + j), f, fnuz);
             acc0 = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + j), acc0);
         }
         j = segment_end;
@@ -288,19 +291,20 @@ DSV4_AVX512 void dot_bf16_add_one_avx512(const uint16_t* w, const float* x, int6
 
 // dequant_fp8_range_avx512 then dot_f32_group_avx512<1>, fused: each 16-element group is decoded exactly as the
 // range decoder decodes it (whole groups stay inside one scale block when block_k is a multiple of 16).
-DSV4_AVX512 bool dot_fp8_add_one_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin,
-                                        int64_t end, const float* x, float* out) {
+DSV4_AVX512 bool dot_fp8_add_one_avx512(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                                        int64_t begin, int64_t end, const float* x, float* out) {
     if (block_k % 16 != 0 || begin % block_k != 0) return false;
+    const bool fnuz = dialect == Fp8Dialect::kFnuz;
     __m512 acc = _mm512_setzero_ps();  // one FMA chain, as dot_f32_group_avx512 keeps per vector
     __m512 f = _mm512_setzero_ps();
     for (int64_t j = begin; j < end; j += 16) {
         if ((j - begin) % block_k == 0) {
             float factor = 0.0f;
-            if (!e4m3_block_factor(scales[j / block_k], 8, &factor)) return false;
+            if (!e4m3_block_factor(scales[j / block_k], e4m3_fp16_shift(dialect), &factor)) return false;
             f = _mm512_set1_ps(factor);
         }
         const __mmask16 m = group_mask(end - j);
-        const __m512 wv = decode16_e4m3(_mm_maskz_loadu_epi8(m, codes + j), f, false);
+        const __m512 wv = decode16_e4m3(_mm_maskz_loadu_epi8(m, codes + j), f, fnuz);
         const __m512 xv = _mm512_maskz_loadu_ps(m, x + (j - begin));
         acc = _mm512_fmadd_ps(_mm512_maskz_mov_ps(m, wv), xv, acc);
     }

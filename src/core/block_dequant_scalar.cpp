@@ -33,7 +33,7 @@ void f32_to_bf16_scalar(const float* in, uint16_t* out, size_t n) {
     for (size_t i = 0; i < n; ++i) out[i] = encode_bf16(in[i]);
 }
 
-void fp8_to_f32_scalar(const uint8_t* in, float* out, size_t n, Fp8Dialect dialect) {
+void fp8_to_f32_scalar(const uint8_t* in, float* out, size_t n, Fp8Format dialect) {
     const std::array<float, 256>& table = fp8_decode_table(dialect);
     for (size_t i = 0; i < n; ++i) out[i] = table[in[i]];
 }
@@ -50,8 +50,9 @@ float dot_bf16_scalar(const uint16_t* w, const float* x, int64_t k) {
     return sum;
 }
 
-float dot_fp8_scalar(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x, int64_t k) {
-    return scalar_dot_fp8_range(codes, scales, block_k, x, 0, k);
+float dot_fp8_scalar(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect, const float* x,
+                     int64_t k) {
+    return scalar_dot_fp8_range(codes, scales, block_k, dialect, x, 0, k);
 }
 
 float dot_fp4_scalar(const uint8_t* packed, const uint8_t* scales, int block_k, const float* x, int64_t k) {
@@ -68,9 +69,9 @@ const float* ue8m0_table() {
     return ue8m0_values().data();
 }
 
-float scalar_dot_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x, int64_t begin,
-                           int64_t end) {
-    const std::array<float, 256>& e4m3 = fp8_decode_table(Fp8Dialect::kE4M3Ocp);
+float scalar_dot_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect, const float* x,
+                           int64_t begin, int64_t end) {
+    const std::array<float, 256>& e4m3 = fp8_decode_table(e4m3_format(dialect));
     const float* scale_values = ue8m0_table();
     float sum = 0.0f;
     for (int64_t j = begin; j < end; ++j) sum += e4m3[codes[j]] * scale_values[scales[j / block_k]] * x[j];
@@ -87,9 +88,9 @@ float scalar_dot_fp4_range(const uint8_t* packed, const uint8_t* scales, int blo
     return sum;
 }
 
-void scalar_dequant_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
-                              float* out) {
-    const std::array<float, 256>& e4m3 = fp8_decode_table(Fp8Dialect::kE4M3Ocp);
+void scalar_dequant_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                              int64_t begin, int64_t end, float* out) {
+    const std::array<float, 256>& e4m3 = fp8_decode_table(e4m3_format(dialect));
     const float* scale_values = ue8m0_table();
     for (int64_t j = begin; j < end; ++j) out[j - begin] = e4m3[codes[j]] * scale_values[scales[j / block_k]];
 }

@@ -151,15 +151,15 @@ constexpr std::array<float, 256> make_fp8_table(const MiniFloat& f) {
     return table;
 }
 
-const MiniFloat& fp8_format(Fp8Dialect dialect) {
-    switch (dialect) {
-        case Fp8Dialect::kE4M3Ocp:
+const MiniFloat& mini_format(Fp8Format format) {
+    switch (format) {
+        case Fp8Format::kE4M3Ocp:
             return kE4M3;
-        case Fp8Dialect::kE4M3Fnuz:
+        case Fp8Format::kE4M3Fnuz:
             return kE4M3Fnuz;
-        case Fp8Dialect::kE5M2Ocp:
+        case Fp8Format::kE5M2Ocp:
             return kE5M2;
-        case Fp8Dialect::kE5M2Fnuz:
+        case Fp8Format::kE5M2Fnuz:
             return kE5M2Fnuz;
     }
     return kE4M3;
@@ -232,30 +232,34 @@ uint8_t encode_e5m2_fnuz(float value) {
     return static_cast<uint8_t>(encode_mini(value, kE5M2Fnuz));
 }
 
-float decode_fp8(uint8_t code, Fp8Dialect dialect) {
-    return fp8_decode_table(dialect)[code];
+float decode_fp8(uint8_t code, Fp8Format format) {
+    return fp8_decode_table(format)[code];
 }
-uint8_t encode_fp8(float value, Fp8Dialect dialect) {
-    return static_cast<uint8_t>(encode_mini(value, fp8_format(dialect)));
+uint8_t encode_fp8(float value, Fp8Format format) {
+    return static_cast<uint8_t>(encode_mini(value, mini_format(format)));
 }
 
-const std::array<float, 256>& fp8_decode_table(Fp8Dialect dialect) {
-    switch (dialect) {
-        case Fp8Dialect::kE4M3Ocp:
+const std::array<float, 256>& fp8_decode_table(Fp8Format format) {
+    switch (format) {
+        case Fp8Format::kE4M3Ocp:
             return kE4M3Table;
-        case Fp8Dialect::kE4M3Fnuz:
+        case Fp8Format::kE4M3Fnuz:
             return kE4M3FnuzTable;
-        case Fp8Dialect::kE5M2Ocp:
+        case Fp8Format::kE5M2Ocp:
             return kE5M2Table;
-        case Fp8Dialect::kE5M2Fnuz:
+        case Fp8Format::kE5M2Fnuz:
             return kE5M2FnuzTable;
     }
     return kE4M3Table;
 }
 
-float fp8_max(Fp8Dialect dialect) {
-    const MiniFloat& f = fp8_format(dialect);
+float fp8_max(Fp8Format format) {
+    const MiniFloat& f = mini_format(format);
     return decode_mini(static_cast<uint32_t>(f.max_magnitude()), f);
+}
+
+Fp8Format e4m3_format(Fp8Dialect dialect) {
+    return dialect == Fp8Dialect::kFnuz ? Fp8Format::kE4M3Fnuz : Fp8Format::kE4M3Ocp;
 }
 
 uint8_t e4m3_ocp_to_fnuz(uint8_t ocp_code) {

@@ -1,4 +1,4 @@
-// Exact scalar decode/encode of the narrow number formats dsv4 meets: bf16, fp16, the four FP8 dialects, UE8M0
+// Exact scalar decode/encode of the narrow number formats dsv4 meets: bf16, fp16, the four FP8 formats, UE8M0
 // scales and FP4 e2m1. Values are carried as raw bits (uint16_t / uint8_t); no _Float16 / __bf16 anywhere.
 //
 // Decoding is exact (every code of every format is a float). Encoding rounds to nearest, ties to even (RNE), and
@@ -31,6 +31,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/fp8_dialect.h"
+
 namespace dsv4 {
 
 // Largest finite magnitudes.
@@ -40,8 +42,9 @@ inline constexpr float kE5M2Max = 57344.0f;
 inline constexpr float kE2M1Max = 6.0f;
 inline constexpr float kFp16Max = 65504.0f;
 
-// The FP8 dialects. OCP = e4m3fn / e5m2 as on NVIDIA Hopper/Blackwell and AMD gfx950; FNUZ = AMD gfx942 (MI300X).
-enum class Fp8Dialect : uint8_t {
+// The FP8 formats: e4m3 and e5m2, each in both dialects (core/fp8_dialect.h). OCP = e4m3fn / e5m2 as on NVIDIA
+// Hopper/Blackwell and AMD gfx950; FNUZ = AMD gfx942 (MI300X).
+enum class Fp8Format : uint8_t {
     kE4M3Ocp,
     kE4M3Fnuz,
     kE5M2Ocp,
@@ -68,14 +71,23 @@ uint8_t encode_e5m2(float value);
 float decode_e5m2_fnuz(uint8_t code);
 uint8_t encode_e5m2_fnuz(float value);
 
-float decode_fp8(uint8_t code, Fp8Dialect dialect);
-uint8_t encode_fp8(float value, Fp8Dialect dialect);
+float decode_fp8(uint8_t code, Fp8Format format);
+uint8_t encode_fp8(float value, Fp8Format format);
 
-// All 256 decoded values of a dialect (index = code). Used by table-driven bulk kernels.
-const std::array<float, 256>& fp8_decode_table(Fp8Dialect dialect);
+// All 256 decoded values of a format (index = code). Used by table-driven bulk kernels.
+const std::array<float, 256>& fp8_decode_table(Fp8Format format);
 
-// Largest finite magnitude of a dialect.
-float fp8_max(Fp8Dialect dialect);
+// Largest finite magnitude of a format.
+float fp8_max(Fp8Format format);
+
+// e4m3 in a dialect: the format, and its exact codec (what every dialect-aware site calls).
+Fp8Format e4m3_format(Fp8Dialect dialect);
+inline float decode_e4m3(uint8_t code, Fp8Dialect dialect) {
+    return dialect == Fp8Dialect::kFnuz ? decode_e4m3_fnuz(code) : decode_e4m3(code);
+}
+inline uint8_t encode_e4m3(float value, Fp8Dialect dialect) {
+    return dialect == Fp8Dialect::kFnuz ? encode_e4m3_fnuz(value) : encode_e4m3(value);
+}
 
 // Converts an OCP e4m3 code to the FNUZ e4m3 code of the same VALUE (not the same bits: the same byte read as FNUZ is
 // half the OCP value). Every OCP value with |v| <= 240 is exactly representable in FNUZ and is preserved (including

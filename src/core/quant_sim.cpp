@@ -36,8 +36,10 @@ struct BlockFormat {
     float qmax;
     float amax_floor;
 };
-constexpr BlockFormat kFp8Block{kE4M3Max, kFp8AmaxFloor};
 constexpr BlockFormat kFp4Block{kE2M1Max, kFp4AmaxFloor};
+BlockFormat fp8_block(Fp8Quant quant) {
+    return {quant.qmax, kFp8AmaxFloor};
+}
 
 int block_exponent(const float* x, int64_t begin, int64_t end, const BlockFormat& format) {
     return pow2_scale_exponent(block_amax(x, begin, end), format.amax_floor, format.qmax);
@@ -63,8 +65,16 @@ void sim_blocks(float* x, int64_t n, int block, const BlockFormat& format, bool 
     }
 }
 
-float round_to_e4m3(float v) {
-    return decode_e4m3(encode_e4m3(v));
+// Rounds to the e4m3 grid of a dialect (the caller has clamped to the site's qmax, which the dialect represents).
+struct E4m3Rounder {
+    Fp8Dialect dialect;
+    float operator()(float v) const { return decode_e4m3(encode_e4m3(v, dialect), dialect); }
+};
+
+void check_quant(const char* what, Fp8Quant quant) {
+    const float format_max = quant.dialect == Fp8Dialect::kFnuz ? kE4M3FnuzMax : kE4M3Max;
+    DSV4_CHECK(quant.qmax > 0.0f && quant.qmax <= format_max, "{}: FP8 qmax {} is outside (0, {}] of {}", what,
+               quant.qmax, format_max, fp8_dialect_label(quant.dialect));
 }
 
 float round_to_e2m1(float v) {
@@ -85,31 +95,37 @@ int pow2_scale_exponent(float amax, float amax_floor, float qmax) {
     return ceil_log2_clamped(ratio);
 }
 
-void act_quant_fp8(const float* x, int64_t n, int block, uint8_t* codes, uint8_t* ue8m0_scales) {
+void act_quant_fp8(const float* x, int64_t n, int block, Fp8Quant quant, uint8_t* codes, uint8_t* ue8m0_scales) {
     check_blocks("act_quant_fp8", n, block);
+    check_quant("act_quant_fp8", quant);
     for (int64_t begin = 0, b = 0; begin < n; begin += block, ++b) {
         const int64_t end = std::min(n, begin + block);
-        const int e = block_exponent(x, begin, end, kFp8Block);
+        const int e = block_exponent(x, begin, end, fp8_block(quant));
         const float inverse_scale = exp2_int(-e);
-        for (int64_t j = begin; j < end; ++j) codes[j] = encode_e4m3(scaled_clamped(x[j], inverse_scale, kE4M3Max));
+        for (int64_t j = begin; j < end; ++j) {
+            codes[j] = encode_e4m3(scaled_clamped(x[j], inverse_scale, quant.qmax), quant.dialect);
+        }
         ue8m0_scales[b] = static_cast<uint8_t>(e + 127);
     }
 }
 
-void act_quant_fp8_sim(float* x, int64_t n, int block) {
+void act_quant_fp8_sim(float* x, int64_t n, int block, Fp8Quant quant) {
     check_blocks("act_quant_fp8_sim", n, block);
-    sim_blocks(x, n, block, kFp8Block, false, round_to_e4m3);
+    check_quant("act_quant_fp8_sim", quant);
+    sim_blocks(x, n, block, fp8_block(quant), false, E4m3Rounder{quant.dialect});
 }
 
-void fp8_sim(float* x, int64_t n, int block) {
+void fp8_sim(float* x, int64_t n, int block, Fp8Quant quant) {
     check_blocks("fp8_sim", n, block);
-    sim_blocks(x, n, block, kFp8Block, true, round_to_e4m3);
+    check_quant("fp8_sim", quant);
+    sim_blocks(x, n, block, fp8_block(quant), true, E4m3Rounder{quant.dialect});
 }
 
-void fp8_sim_bf16_input(float* x, int64_t n, int block) {
+void fp8_sim_bf16_input(float* x, int64_t n, int block, Fp8Quant quant) {
     check_blocks("fp8_sim_bf16_input", n, block);
+    check_quant("fp8_sim_bf16_input", quant);
     for (int64_t j = 0; j < n; ++j) x[j] = round_to_bf16(x[j]);
-    sim_blocks(x, n, block, kFp8Block, true, round_to_e4m3);
+    sim_blocks(x, n, block, fp8_block(quant), true, E4m3Rounder{quant.dialect});
 }
 
 void act_quant_fp4(const float* x, int64_t n, int block, uint8_t* packed, uint8_t* ue8m0_scales) {

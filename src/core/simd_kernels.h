@@ -14,16 +14,18 @@ namespace dsv4::simd {
 struct RowKernels {
     void (*bf16_to_f32)(const uint16_t* in, float* out, size_t n);
     void (*f32_to_bf16)(const float* in, uint16_t* out, size_t n);
-    void (*fp8_to_f32)(const uint8_t* in, float* out, size_t n, Fp8Dialect dialect);
+    void (*fp8_to_f32)(const uint8_t* in, float* out, size_t n, Fp8Format dialect);
     // Elements [begin, end) of a block-scaled row (element j uses scales[j / block_k]); out[j - begin].
     // For FP4, begin and end are even.
-    void (*dequant_fp8_range)(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
-                              float* out);
+    // FP8 rows are e4m3 in `dialect` (core/fp8_dialect.h).
+    void (*dequant_fp8_range)(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                              int64_t begin, int64_t end, float* out);
     void (*dequant_fp4_range)(const uint8_t* packed, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
                               float* out);
     float (*dot_f32)(const float* a, const float* b, int64_t k);
     float (*dot_bf16)(const uint16_t* w, const float* x, int64_t k);
-    float (*dot_fp8)(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x, int64_t k);
+    float (*dot_fp8)(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect, const float* x,
+                     int64_t k);
     float (*dot_fp4)(const uint8_t* packed, const uint8_t* scales, int block_k, const float* x, int64_t k);
     // out[v] += dot(w, x + v * x_stride) for v < n_vec.
     void (*dot_f32_multi_add)(const float* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out);
@@ -34,8 +36,8 @@ struct RowKernels {
     // The same for elements [begin, end) of a block-scaled FP8 / FP4 row against x (x[0] pairs with element begin;
     // begin a multiple of block_k). Returns false, adding nothing, where a block needs the scalar decoder or the
     // blocks do not split into whole 16-element groups; the caller then decodes into a buffer.
-    bool (*dot_fp8_add_one)(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
-                            const float* x, float* out);
+    bool (*dot_fp8_add_one)(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect, int64_t begin,
+                            int64_t end, const float* x, float* out);
     bool (*dot_fp4_add_one)(const uint8_t* packed, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
                             const float* x, float* out);
 };
@@ -46,12 +48,12 @@ const RowKernels* avx2_kernels();
 const RowKernels* avx512_kernels();
 
 // Scalar pieces the vector kernels fall back on for tails and rare cases.
-float scalar_dot_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, const float* x, int64_t begin,
-                           int64_t end);
+float scalar_dot_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect, const float* x,
+                           int64_t begin, int64_t end);
 float scalar_dot_fp4_range(const uint8_t* packed, const uint8_t* scales, int block_k, const float* x, int64_t begin,
                            int64_t end);
-void scalar_dequant_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
-                              float* out);
+void scalar_dequant_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect,
+                              int64_t begin, int64_t end, float* out);
 void scalar_dequant_fp4_range(const uint8_t* packed, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
                               float* out);
 
@@ -65,8 +67,9 @@ inline int64_t block_end(int64_t j, int block_k, int64_t end) {
 }
 
 // The vector kernels decode e4m3 through fp16 (code bits shifted into an fp16, converted by F16C), which yields the
-// value times 2^-shift (shift 8 for OCP, 7 for FNUZ); they multiply by scale * 2^shift in one step. Returns false when
-// that factor is not an exact float (UE8M0 bytes above 254 - shift); such blocks take the scalar path.
+// value times 2^-shift (shift 8 for OCP, 7 for FNUZ: e4m3_fp16_shift); they multiply by scale * 2^shift in one step.
+// Returns false when that factor is not an exact float (UE8M0 bytes above 254 - shift); such blocks take the scalar
+// path.
 inline bool e4m3_block_factor(uint8_t scale_byte, int shift, float* factor) {
     if (scale_byte == 0xFF) {
         *factor = std::numeric_limits<float>::quiet_NaN();
@@ -76,6 +79,10 @@ inline bool e4m3_block_factor(uint8_t scale_byte, int shift, float* factor) {
     if (exponent > 127) return false;
     *factor = std::bit_cast<float>(static_cast<uint32_t>(exponent + 127) << 23);  // normal: exponent >= -127 + 7
     return true;
+}
+
+inline int e4m3_fp16_shift(Fp8Dialect dialect) {
+    return dialect == Fp8Dialect::kFnuz ? 7 : 8;
 }
 
 // The e2m1 values of codes 0..15 (the first 8 are the magnitudes).

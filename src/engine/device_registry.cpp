@@ -22,7 +22,9 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 
 DeviceBackend cpu_device() {
     DeviceBackend d;
-    d.create = [](const EngineConfig& c) { return make_cpu_backend(parse_numerics(c.numerics), c.threads); };
+    d.create = [](const EngineConfig& c) {
+        return make_cpu_backend(parse_numerics(c.numerics), c.threads, engine_fp8_dialect(c));
+    };
     d.state_dtype = engine_state_dtype;
     // Weights are read in place from the mapped checkpoint; the automatic state
     // is the slots plus up to 1 GiB, within half of the available memory.
@@ -42,6 +44,7 @@ DeviceBackend cpu_device() {
 CudaOptions cuda_options(const EngineConfig& c) {
     CudaOptions o;
     if (c.cuda_workspace_mib > 0) o.workspace_mib = c.cuda_workspace_mib;
+    o.fp8_dialect = engine_fp8_dialect(c);
     return cuda_options_from_env(o);
 }
 
@@ -100,6 +103,13 @@ StateDtype engine_state_dtype(const EngineConfig& c) {
     DSV4_CHECK(name == "f32" || name == "bf16" || name == "fp8",
                "--kv-cache-dtype '{}' is not a sequence-state dtype (auto, f32, bf16 or fp8)", name);
     return parse_state_dtype(name);
+}
+
+Fp8Dialect engine_fp8_dialect(const EngineConfig& c) {
+    if (c.fp8_dialect.empty()) return find_device_backend(c.device).native_fp8_dialect;
+    DSV4_CHECK(c.fp8_dialect == "ocp" || c.fp8_dialect == "fnuz",
+               "--fp8-dialect '{}' is not an FP8 dialect (ocp or fnuz)", c.fp8_dialect);
+    return parse_fp8_dialect(c.fp8_dialect);
 }
 
 void register_device_backend(const std::string& device, DeviceBackend backend) {

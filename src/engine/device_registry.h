@@ -26,10 +26,16 @@ struct DeviceBackend {
     // The memory the capacity planner (engine/capacity_plan.h) places weights, workspace and state in, read before
     // anything is allocated. E.g. GPU: cudaMemGetInfo, --gpu-memory-utilization and the backend's workspace.
     std::function<MemoryFigures(const EngineConfig&)> memory;
+    // The FP8 dialect the device computes in natively (EngineConfig::fp8_dialect empty).
+    Fp8Dialect native_fp8_dialect = Fp8Dialect::kOcp;
 };
 
 // Host memory the system reports available (MemAvailable), for the CPU device and the host tiers.
 int64_t available_host_bytes();
+
+// EngineConfig::fp8_dialect resolved: ocp | fnuz, or the device's native dialect when empty. Anything else is a
+// dsv4::Error naming the accepted values.
+Fp8Dialect engine_fp8_dialect(const EngineConfig& config);
 
 // EngineConfig::kv_cache_dtype as a StateDtype: f32 | bf16 | fp8, or auto = f32 in exact numerics and fp8 in
 // reference and fast numerics (the reference's own roundings are exactly what fp8_ds_mla stores). Anything else is

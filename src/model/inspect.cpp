@@ -159,7 +159,8 @@ GpuFit estimate_gpu_fit(const Inspection& inspection, double gpu_mem_gib, double
 
 namespace dsv4 {
 
-DirectoryInspection inspect_directory(const std::filesystem::path& dir, std::optional<double> gpu_mem_gib) {
+DirectoryInspection inspect_directory(const std::filesystem::path& dir, std::optional<double> gpu_mem_gib,
+                                      Fp8Dialect fp8_runtime) {
     DirectoryInspection result;
     result.config = load_model_config(dir / "config.json");
     DraftLayout drafts = draft_layout_from_config(result.config);
@@ -172,8 +173,12 @@ DirectoryInspection inspect_directory(const std::filesystem::path& dir, std::opt
     } else {
         try {
             Checkpoint checkpoint = Checkpoint::open(dir);
-            BindingReport report = validate_weights(result.config, checkpoint);
+            BoundWeights bound;
+            BindingReport report = validate_weights(result.config, checkpoint, &bound);
             drafts = report.drafts;
+            if (result.config.fp8_weights) {
+                result.fp8 = inspect_fp8(result.config, report.ok() ? &bound : nullptr, fp8_runtime);
+            }
             result.validation.state = report.ok() ? ValidationSummary::State::kOk : ValidationSummary::State::kFailed;
             result.validation.text = report.describe();
             for (const auto& warning : checkpoint.warnings()) result.validation.text += "\nwarning: " + warning;
@@ -183,6 +188,7 @@ DirectoryInspection inspect_directory(const std::filesystem::path& dir, std::opt
             result.validation.text = e.what();
         }
     }
+    if (result.config.fp8_weights && !result.fp8) result.fp8 = inspect_fp8(result.config, nullptr, fp8_runtime);
     result.inspection = inspect_model(result.config, drafts);
     if (gpu_mem_gib) result.fit = estimate_gpu_fit(result.inspection, *gpu_mem_gib);
     return result;

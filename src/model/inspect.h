@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/model_config.h"
+#include "model/fp8_inspect.h"
 #include "model/tensor_spec.h"
 #include "model/weight_binding.h"
 
@@ -106,8 +107,11 @@ struct DirectoryInspection {
     Inspection inspection;
     std::optional<GpuFit> fit;
     ValidationSummary validation;
+    std::optional<Fp8Inspection> fp8;  // FP8 checkpoints: the dialect of every FP8 tensor group and runtime site
 };
-DirectoryInspection inspect_directory(const std::filesystem::path& dir, std::optional<double> gpu_mem_gib);
+// fp8_runtime: the --fp8-dialect whose runtime sites (weights in memory, activations, caches) are reported.
+DirectoryInspection inspect_directory(const std::filesystem::path& dir, std::optional<double> gpu_mem_gib,
+                                      Fp8Dialect fp8_runtime = Fp8Dialect::kOcp);
 
 // Human-readable report; fit and validation are optional sections.
 std::string inspection_text(const ModelConfig& config, const Inspection& inspection, const std::optional<GpuFit>& fit,

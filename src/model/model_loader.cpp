@@ -1,6 +1,7 @@
 #include "model/model_loader.h"
 
 #include "core/error.h"
+#include "model/fp8_weights.h"
 #include "model/synthetic_weights.h"
 #include "model/weight_binding.h"
 #include "model/weights_loader.h"
@@ -13,6 +14,9 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
     ModelConfig config = load_model_config(dir / "config.json");
     auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr, std::nullopt, {}});
     loaded->bound = bind_weights(config, *loaded->checkpoint);  // every problem reported at once
+    // The FP8 bytes must be in the dialect config.json claims (the 2x trap), then in the backend's (exact conversion).
+    check_fp8_dialect(fp8_dialect_evidence(config, *loaded->bound), config.fp8_dialect, dir.string());
+    loaded->fp8_conversion = convert_fp8_weights(config, *loaded->bound, backend.fp8_dialect());
     // Weights first: the state is then sized against the memory that is really left.
     ModelWeights weights = load_model_weights(config, *loaded->bound, backend, residency);
     if (drafts.state_stages > 0) loaded->drafts = load_draft_weights(config, *loaded->bound, backend);

@@ -1,5 +1,7 @@
 // Opens a model directory (config.json + safetensors shards) on a backend: parses the config, maps and validates the
-// checkpoint, allocates the backend's sequence state and binds the weights.
+// checkpoint, checks its FP8 bytes against the dialect config.json claims (model/fp8_weights.h: refused with both
+// dialects named when they disagree), converts them exactly to the backend's dialect when it differs, allocates the
+// backend's sequence state and binds the weights.
 #pragma once
 
 #include <filesystem>
@@ -7,6 +9,7 @@
 #include <optional>
 
 #include "backend/backend.h"
+#include "core/fp8_convert.h"
 #include "loader/checkpoint.h"
 #include "model/deepseek_v4.h"
 #include "model/draft_weights.h"
@@ -19,8 +22,11 @@ namespace dsv4 {
 struct LoadedModel {
     std::optional<Checkpoint> checkpoint;  // must outlive the model: CPU weights point into its mapping
     std::unique_ptr<DeepseekV4> model;
-    std::optional<BoundWeights> bound;  // the checkpoint's tensors (experts uploaded later: expert placement)
-    DraftWeights drafts;                // the draft stages, when asked for (speculative decoding: src/spec)
+    // The checkpoint's tensors (experts uploaded later: expert placement); FP8 weights in the backend's dialect
+    // (converted copies live here when the checkpoint's differs).
+    std::optional<BoundWeights> bound;
+    Fp8ConversionReport fp8_conversion;  // what the load-time dialect conversion did (empty when none was needed)
+    DraftWeights drafts;                 // the draft stages, when asked for (speculative decoding: src/spec)
 };
 
 // What a model is loaded with for speculative decoding: the draft stages' weights and `state_stages` draft rings per

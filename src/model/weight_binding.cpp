@@ -98,24 +98,6 @@ std::string describe_tensor(DType dtype, std::span<const int64_t> shape) {
     return fmt::format("{} {}", dtype_name(dtype), format_shape(shape));
 }
 
-// The name with every all-digit component (layer, expert, stage index) shown as '#':
-// "layers.#.ffn.experts.#.w1.weight".
-std::string name_pattern(std::string_view name) {
-    std::string out;
-    size_t start = 0;
-    while (start <= name.size()) {
-        size_t end = std::min(name.find('.', start), name.size());
-        std::string_view part = name.substr(start, end - start);
-        bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
-            return std::isdigit(static_cast<unsigned char>(c)) != 0;
-        });
-        out += index ? std::string_view("#") : part;
-        if (end < name.size()) out += '.';
-        start = end + 1;
-    }
-    return out;
-}
-
 void describe_group(std::string& out, std::string_view title, const std::vector<BindingIssue>& issues,
                     size_t max_lines) {
     if (issues.empty()) return;
@@ -128,7 +110,7 @@ void describe_group(std::string& out, std::string_view title, const std::vector<
     std::vector<std::pair<std::string, size_t>> patterns;  // pattern -> count
     std::vector<const BindingIssue*> first;
     for (const auto& issue : issues) {
-        std::string pattern = name_pattern(issue.name);
+        std::string pattern = tensor_name_pattern(issue.name);
         auto it = std::find_if(patterns.begin(), patterns.end(), [&](const auto& p) { return p.first == pattern; });
         if (it == patterns.end()) {
             patterns.emplace_back(std::move(pattern), 1);
@@ -210,6 +192,24 @@ std::string BindingReport::describe(size_t max_lines) const {
     return out;
 }
 
+// The name with every all-digit component (layer, expert, stage index) shown as '#':
+// "layers.#.ffn.experts.#.w1.weight".
+std::string tensor_name_pattern(std::string_view name) {
+    std::string out;
+    size_t start = 0;
+    while (start <= name.size()) {
+        size_t end = std::min(name.find('.', start), name.size());
+        std::string_view part = name.substr(start, end - start);
+        bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+            return std::isdigit(static_cast<unsigned char>(c)) != 0;
+        });
+        out += index ? std::string_view("#") : part;
+        if (end < name.size()) out += '.';
+        start = end + 1;
+    }
+    return out;
+}
+
 const TensorView* BoundWeights::find(std::string_view original_name) const {
     auto it = views_.find(original_name);
     return it == views_.end() ? nullptr : it->second;
@@ -219,6 +219,19 @@ const TensorView& BoundWeights::get(std::string_view original_name) const {
     const TensorView* view = find(original_name);
     if (view == nullptr) fail("weights: no tensor {} bound", quote_name(original_name));
     return *view;
+}
+
+void BoundWeights::replace_bytes(std::string_view original_name, std::vector<uint8_t> bytes) {
+    auto it = views_.find(original_name);
+    DSV4_CHECK(it != views_.end(), "weights: no tensor {} bound", quote_name(original_name));
+    const TensorView& old = *it->second;
+    DSV4_CHECK(bytes.size() == old.nbytes, "weights: {} holds {} bytes, the replacement {}", quote_name(original_name),
+               old.nbytes, bytes.size());
+    OwnedTensor& owned = owned_.emplace_back();
+    owned.bytes = std::move(bytes);
+    owned.shape.assign(old.shape.begin(), old.shape.end());
+    owned.view = TensorView{owned.bytes.data(), old.dtype, owned.shape, owned.bytes.size()};
+    it->second = &owned.view;
 }
 
 BindingReport validate_weights(const ModelConfig& config, const Checkpoint& checkpoint, BoundWeights* bound) {
@@ -273,6 +286,7 @@ BindingReport validate_weights(const ModelConfig& config, const Checkpoint& chec
         bound->naming = report.naming;
         bound->drafts = report.drafts;
         bound->specs = std::move(specs);
+        bound->fp8_dialect = config.fp8_dialect;
     }
     return report;
 }

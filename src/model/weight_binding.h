@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <map>
 #include <string>
 #include <string_view>
@@ -35,6 +36,10 @@ std::string_view checkpoint_naming_name(CheckpointNaming naming);
 std::string hf_tensor_name(std::string_view original, bool is_scale);
 
 CheckpointNaming detect_checkpoint_naming(const Checkpoint& checkpoint);
+
+// The name with every all-digit component (layer, expert, stage index) shown as '#':
+// "layers.#.ffn.experts.#.w1.weight".
+std::string tensor_name_pattern(std::string_view name);
 DraftLayout probe_draft_layout(const ModelConfig& config, const Checkpoint& checkpoint);
 
 struct BindingIssue {
@@ -63,14 +68,27 @@ class BoundWeights {
     CheckpointNaming naming = CheckpointNaming::kOriginal;
     DraftLayout drafts;
     std::vector<TensorSpec> specs;  // what was bound, in expected_tensors order
+    // The dialect of the bound F8_E4M3 views: the checkpoint's (ModelConfig::fp8_dialect), or the backend's once
+    // model/fp8_weights.h converted them.
+    Fp8Dialect fp8_dialect = Fp8Dialect::kOcp;
 
     const TensorView* find(std::string_view original_name) const;
     const TensorView& get(std::string_view original_name) const;  // throws naming the tensor
     size_t size() const { return views_.size(); }
 
+    // Points a bound tensor at new bytes of the same dtype and shape, owned here (the load-time dialect conversion).
+    // Views handed out before stay valid (they still see the checkpoint's bytes); later lookups see the new ones.
+    void replace_bytes(std::string_view original_name, std::vector<uint8_t> bytes);
+
   private:
     friend BindingReport validate_weights(const ModelConfig&, const Checkpoint&, BoundWeights*);
+    struct OwnedTensor {
+        std::vector<uint8_t> bytes;
+        std::vector<int64_t> shape;
+        TensorView view;
+    };
     std::map<std::string, const TensorView*, std::less<>> views_;
+    std::deque<OwnedTensor> owned_;  // a deque: elements never move, so views_ may point into it
 };
 
 // Checks everything and returns the report; fills *bound (when given) with the tensors that matched.

@@ -39,6 +39,9 @@ class Binder {
     WeightRef fp8_linear(const std::string& base, int64_t out, int64_t in, bool expert = false) {
         if (!c_.fp8_weights) return bf16_linear(base + ".weight", out, in, expert);
         const int br = c_.weight_block_rows, bc = c_.weight_block_cols;
+        DSV4_CHECK(bound_.fp8_dialect == backend_.fp8_dialect(),
+                   "{}: FP8 weights are {} but the {} backend holds {} (model/fp8_weights.h converts them first)", base,
+                   fp8_dialect_label(bound_.fp8_dialect), backend_.name(), fp8_dialect_label(backend_.fp8_dialect()));
         const TensorView& w = tensor(base + ".weight", DType::kF8E4M3, {out, in});
         const TensorView& s = tensor(base + ".scale", DType::kF8E8M0, {(out + br - 1) / br, (in + bc - 1) / bc});
         if (expert) return expert_upload(w, &s, WeightFormat::kFp8Block, out, in, br, bc);

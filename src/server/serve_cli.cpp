@@ -105,6 +105,10 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
         ->check(CLI::Range(0.05, 1.0));
     app.add_option("--kv-cache-dtype", e.kv_cache_dtype, "auto | bf16 | fp8")
         ->check(CLI::IsMember({"auto", "bf16", "fp8"}));
+    app.add_option("--fp8-dialect", e.fp8_dialect,
+                   "FP8 dialect of weights in memory, activation quantization and fp8 caches: ocp | fnuz (default: the "
+                   "device's native one, ocp on cpu and cuda; fnuz = AMD MI300X numerics)")
+        ->check(CLI::IsMember({"ocp", "fnuz"}));
     app.add_option("--block-size", e.block_tokens, "Positions per state block")->check(CLI::Range(1, 1 << 20));
     app.add_flag("--no-enable-prefix-caching", v.no_prefix_caching, "Disable prefix caching");
     app.add_flag("--enforce-eager", e.enforce_eager, "Run every step eagerly: no CUDA graphs (debugging, profiling)");

@@ -31,40 +31,42 @@ float load_bf16(const uint8_t* src) {
 }
 
 // The fp8_ds_mla record of one K=V row (layout in state_format.h).
-void encode_fp8_kv(const float* x, int nope, int rope, uint8_t* dst) {
+void encode_fp8_kv(const float* x, int nope, int rope, Fp8Quant quant, uint8_t* dst) {
     uint8_t* scales = dst + nope + 2 * rope;
     float block[kFp8KvBlock];
     for (int begin = 0, b = 0; begin < nope; begin += kFp8KvBlock, ++b) {
         const int len = std::min(kFp8KvBlock, nope - begin);
         for (int j = 0; j < len; ++j) block[j] = round_to_bf16(x[begin + j]);
-        act_quant_fp8(block, len, kFp8KvBlock, dst + begin, scales + b);
+        act_quant_fp8(block, len, kFp8KvBlock, quant, dst + begin, scales + b);
     }
     for (int j = 0; j < rope; ++j) store_bf16(x[nope + j], dst + nope + 2 * j);
     const int64_t used = (nope + kFp8KvBlock - 1) / kFp8KvBlock;
     std::fill(scales + used, scales + fp8_scale_bytes(nope), uint8_t{0});
 }
 
-void decode_fp8_kv(const uint8_t* src, int nope, int rope, float* out) {
+void decode_fp8_kv(const uint8_t* src, int nope, int rope, Fp8Dialect dialect, float* out) {
     const uint8_t* scales = src + nope + 2 * rope;
-    for (int j = 0; j < nope; ++j) out[j] = decode_e4m3(src[j]) * decode_ue8m0(scales[j / kFp8KvBlock]);
+    for (int j = 0; j < nope; ++j) out[j] = decode_e4m3(src[j], dialect) * decode_ue8m0(scales[j / kFp8KvBlock]);
     for (int j = 0; j < rope; ++j) out[nope + j] = load_bf16(src + nope + 2 * j);
 }
 
 // One FP8 indexer key: codes of the bf16-rounded values under one power-of-two scale, then the scale as float32.
-void encode_fp8_key(const float* x, int dim, uint8_t* dst) {
+void encode_fp8_key(const float* x, int dim, Fp8Quant quant, uint8_t* dst) {
     float amax = 0.0f;
     for (int j = 0; j < dim; ++j) amax = std::max(amax, std::fabs(round_to_bf16(x[j])));  // NaN does not count
-    const int e = pow2_scale_exponent(amax, kFp8AmaxFloor, kE4M3Max);
+    const int e = pow2_scale_exponent(amax, kFp8AmaxFloor, quant.qmax);
     const float inverse = std::ldexp(1.0f, -e);
-    for (int j = 0; j < dim; ++j) dst[j] = encode_e4m3(std::clamp(round_to_bf16(x[j]) * inverse, -kE4M3Max, kE4M3Max));
+    for (int j = 0; j < dim; ++j) {
+        dst[j] = encode_e4m3(std::clamp(round_to_bf16(x[j]) * inverse, -quant.qmax, quant.qmax), quant.dialect);
+    }
     const float scale = std::ldexp(1.0f, e);
     std::memcpy(dst + dim, &scale, 4);
 }
 
-void decode_fp8_key(const uint8_t* src, int dim, float* out) {
+void decode_fp8_key(const uint8_t* src, int dim, Fp8Dialect dialect, float* out) {
     float scale;
     std::memcpy(&scale, src + dim, 4);
-    for (int j = 0; j < dim; ++j) out[j] = decode_e4m3(src[j]) * scale;
+    for (int j = 0; j < dim; ++j) out[j] = decode_e4m3(src[j], dialect) * scale;
 }
 
 }  // namespace
@@ -110,9 +112,9 @@ void StateRowFormat::encode(const float* x, uint8_t* dst) const {
             return;
         case StateDtype::kFp8:
             if (index_key) {
-                encode_fp8_key(x, dim, dst);
+                encode_fp8_key(x, dim, fp8, dst);
             } else {
-                encode_fp8_kv(x, nope(), rope_dim, dst);
+                encode_fp8_kv(x, nope(), rope_dim, fp8, dst);
             }
             return;
     }
@@ -128,17 +130,18 @@ void StateRowFormat::decode(const uint8_t* src, float* out) const {
             return;
         case StateDtype::kFp8:
             if (index_key) {
-                decode_fp8_key(src, dim, out);
+                decode_fp8_key(src, dim, fp8.dialect, out);
             } else {
-                decode_fp8_kv(src, nope(), rope_dim, out);
+                decode_fp8_kv(src, nope(), rope_dim, fp8.dialect, out);
             }
             return;
     }
 }
 
-StateRowFormat kv_row_format(StateDtype dtype, const ModelConfig& config) {
+StateRowFormat kv_row_format(StateDtype dtype, const ModelConfig& config, Fp8Quant fp8) {
     StateRowFormat f;
     f.dtype = dtype;
+    f.fp8 = fp8;
     f.dim = config.head_dim;
     f.rope_dim = config.rope_head_dim;
     DSV4_CHECK(f.dim > 0 && f.rope_dim >= 0 && f.rope_dim <= f.dim, "state: head_dim {} / rope_head_dim {}", f.dim,
@@ -150,9 +153,10 @@ StateRowFormat kv_row_format(StateDtype dtype, const ModelConfig& config) {
     return f;
 }
 
-StateRowFormat index_key_format(StateDtype dtype, const ModelConfig& config) {
+StateRowFormat index_key_format(StateDtype dtype, const ModelConfig& config, Fp8Quant fp8) {
     StateRowFormat f;
     f.dtype = dtype;
+    f.fp8 = fp8;
     f.dim = config.index_head_dim;
     f.index_key = true;
     return f;

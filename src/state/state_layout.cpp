@@ -40,8 +40,9 @@ LayerStateShape layer_state_shape(const ModelConfig& c, int layer, int block_tok
 StateLayout compute_state_layout(const ModelConfig& c, int block_tokens, int rewind_capacity, StateDtype dtype) {
     StateLayout s;
     s.dtype = dtype;
-    s.row_bytes = kv_row_format(dtype, c).bytes();  // throws when the dims do not fit the dtype
-    s.indexer_key_bytes = index_key_format(dtype, c).bytes();
+    // Byte counts are the same in both FP8 dialects.
+    s.row_bytes = kv_row_format(dtype, c, kOcpQuant).bytes();  // throws when the dims do not fit the dtype
+    s.indexer_key_bytes = index_key_format(dtype, c, kOcpQuant).bytes();
     for (int l = 0; l < static_cast<int>(c.layers.size()); ++l) {
         const LayerStateShape shape = layer_state_shape(c, l, block_tokens, rewind_capacity);
         const int64_t records = shape.main.slot_floats() + shape.index.slot_floats();

@@ -25,15 +25,15 @@ T load_unaligned(const uint8_t* p) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads) {
+std::unique_ptr<Backend> make_cpu_backend(Numerics numerics, int threads, Fp8Dialect fp8_dialect) {
     DSV4_CHECK(numerics != Numerics::kFast,
                "the CPU backend implements exact and reference numerics; fast "
                "numerics are the GPU path");
-    return std::make_unique<CpuBackend>(numerics, threads);
+    return std::make_unique<CpuBackend>(numerics, threads, fp8_sites(fp8_dialect));
 }
 
-CpuBackend::CpuBackend(Numerics numerics, int threads)
-    : numerics_(numerics), threads_(threads > 0 ? threads : omp_get_max_threads()) {
+CpuBackend::CpuBackend(Numerics numerics, int threads, const Fp8Sites& fp8)
+    : numerics_(numerics), threads_(threads > 0 ? threads : omp_get_max_threads()), fp8_(fp8) {
     omp_set_num_threads(threads_);
 }
 
@@ -46,6 +46,7 @@ WeightRef CpuBackend::upload_linear(const TensorView& weight, const TensorView* 
     w.data = weight.data;  // zero copy: the checkpoint stays mapped while the model lives
     w.block_rows = block_rows;
     w.block_cols = block_cols;
+    w.fp8_dialect = fp8_.weights;  // the loader hands FP8 weights over in the backend's dialect (weight_store.h)
     if (scale != nullptr) {
         w.scales = scale->data;
         w.scale_cols = scale->shape.back();

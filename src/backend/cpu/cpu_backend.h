@@ -3,7 +3,8 @@
 // Weights are read in place from the memory-mapped checkpoint (zero copy); only small vectors are converted to
 // float32. State is host memory: compressor pending data in float32; K=V rows (rings, compressed entries, snapshot
 // rings) and indexer keys in the StateConfig's kv_dtype (backend/state_format.h), encoded when written and decoded
-// into float32 scratch when read.
+// into float32 scratch when read. Every FP8 thing is in the backend's dialect (OCP or FNUZ, both exact: the CPU
+// backend is how MI300X numerics are checked without an MI300X).
 #pragma once
 
 #include <deque>
@@ -36,10 +37,12 @@ struct CpuLayerState {
 
 class CpuBackend final : public Backend {
   public:
-    CpuBackend(Numerics numerics, int threads);
+    // fp8: the dialect and maximum of every FP8 site (fp8_sites(--fp8-dialect); tests may pin a site's maximum).
+    CpuBackend(Numerics numerics, int threads, const Fp8Sites& fp8);
 
     std::string name() const override { return "cpu"; }
     Numerics numerics() const override { return numerics_; }
+    Fp8Dialect fp8_dialect() const override { return fp8_.weights; }
 
     WeightRef upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
                             int64_t cols, int block_rows, int block_cols) override;
@@ -148,6 +151,7 @@ class CpuBackend final : public Backend {
 
     Numerics numerics_;
     int threads_;
+    Fp8Sites fp8_;  // FP8 weights in memory, activation quantisation, fp8 K=V rows and indexer keys
     ModelConfig model_;
     StateConfig state_;
     int64_t ring_rows_ = 0;      // the same for every layer (window + rewind capacity)

@@ -50,7 +50,7 @@ void row_dot(const WeightRef& w, int64_t r, const float* x, int64_t k, int n_vec
             dot_bf16_row_multi(reinterpret_cast<const uint16_t*>(row.data), x, k, k, n_vec, out);
             return;
         case WeightFormat::kFp8Block:
-            dot_fp8_row_multi(row.data, row.scales, w.block_cols, x, k, k, n_vec, out);
+            dot_fp8_row_multi(row.data, row.scales, w.block_cols, w.fp8_dialect, x, k, k, n_vec, out);
             return;
         case WeightFormat::kFp4Row:
             dot_fp4_row_multi(row.data, row.scales, w.block_cols, x, k, k, n_vec, out);
@@ -88,7 +88,7 @@ void decode_row(const WeightRef& w, int64_t r, float* out) {
             bf16_to_f32(reinterpret_cast<const uint16_t*>(row.data), out, static_cast<size_t>(k));
             return;
         case WeightFormat::kFp8Block:
-            dequant_fp8_row(row.data, row.scales, k, w.block_cols, out);
+            dequant_fp8_row(row.data, row.scales, k, w.block_cols, w.fp8_dialect, out);
             return;
         case WeightFormat::kFp4Row:
             dequant_fp4_row(row.data, row.scales, k, w.block_cols, out);
@@ -131,7 +131,7 @@ void CpuBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, Te
     if (reference() && kind == LinearKind::kQuantized) {
         quantized.assign(in, in + x.numel());
 #pragma omp parallel for if (worth_parallel(m * w.cols))
-        for (int64_t r = 0; r < m; ++r) cpu::act_quant_sim(quantized.data() + r * w.cols, w.cols);
+        for (int64_t r = 0; r < m; ++r) cpu::act_quant_sim(quantized.data() + r * w.cols, w.cols, fp8_.activations);
         in = quantized.data();
     }
     matmul_for_numerics(w, 0, w.rows, in, m, y.f32(), w.rows);

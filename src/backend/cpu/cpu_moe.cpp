@@ -192,7 +192,7 @@ void CpuBackend::moe_combine(const Tensor& routed, int k, const Tensor* shared, 
 void CpuBackend::kv_cache_sim(Tensor kv, int nope_dims) {
     if (!reference()) return;
     const int64_t dim = kv.size(-1), rows = kv.numel() / dim;
-    for (int64_t r = 0; r < rows; ++r) cpu::fp8_sim(kv.f32() + r * dim, nope_dims, 64);
+    for (int64_t r = 0; r < rows; ++r) cpu::fp8_sim(kv.f32() + r * dim, nope_dims, 64, fp8_.kv_rows);
 }
 
 void CpuBackend::indexer_query_sim(Tensor q) {

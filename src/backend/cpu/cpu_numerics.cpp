@@ -12,13 +12,13 @@ void round_bf16(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] = round_to_bf16(x[i]);
 }
 
-void fp8_sim(float* x, int64_t n, int block) {
-    dsv4::fp8_sim(x, n, block);
+void fp8_sim(float* x, int64_t n, int block, Fp8Quant quant) {
+    dsv4::fp8_sim(x, n, block, quant);
 }
 
-void act_quant_sim(float* x, int64_t n) {
+void act_quant_sim(float* x, int64_t n, Fp8Quant quant) {
     round_bf16(x, n);
-    dsv4::act_quant_fp8_sim(x, n, 128);
+    dsv4::act_quant_fp8_sim(x, n, 128, quant);
 }
 
 void fp4_sim(float* x, int64_t n, int block) {

@@ -67,10 +67,12 @@ void rotate_pairs(float* v, const float* cos, const float* sin, int pairs, bool 
     }
 }
 void round_bf16(float* x, int64_t n);
-// Per-block FP8 e4m3 quantize-dequantize with a UE8M0 scale (amax floor 1e-4), then bf16 (model-spec 2.1 FP8-sim).
-void fp8_sim(float* x, int64_t n, int block);
-// The activation quantization into FP8/FP4 GEMMs: bf16 input, per-128 blocks (model-spec 4.4).
-void act_quant_sim(float* x, int64_t n);
+// Per-block FP8 e4m3 quantize-dequantize with a UE8M0 scale (amax floor 1e-4), then bf16 (model-spec 2.1 FP8-sim),
+// in the quant's dialect and maximum (the K=V record's: kv_record_fp8_quant).
+void fp8_sim(float* x, int64_t n, int block, Fp8Quant quant);
+// The activation quantization into FP8/FP4 GEMMs: bf16 input, per-128 blocks (model-spec 4.4), in the quant's
+// dialect and maximum (activation_fp8_quant).
+void act_quant_sim(float* x, int64_t n, Fp8Quant quant);
 // FP4 e2m1 quantize-dequantize per block of 32 with a UE8M0 scale.
 void fp4_sim(float* x, int64_t n, int block);
 // Sylvester-ordered Walsh-Hadamard transform scaled by n^-1/2 (n a power of two).

@@ -90,8 +90,8 @@ void CpuBackend::create_state(const ModelConfig& config, const StateConfig& stat
     DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0 &&
                    state.num_snapshots >= 0,
                "state: slots, blocks and block size must be positive");
-    kv_format_ = kv_row_format(state.kv_dtype, config);
-    key_format_ = index_key_format(state.kv_dtype, config);
+    kv_format_ = kv_row_format(state.kv_dtype, config, fp8_.kv_rows);
+    key_format_ = index_key_format(state.kv_dtype, config, fp8_.index_keys);
     DSV4_CHECK(kv_format_.bytes() % 4 == 0 && key_format_.bytes() % 4 == 0,
                "state: {} rows of {} bytes / indexer keys of {} bytes are not a multiple of 4 bytes",
                state_dtype_name(state.kv_dtype), kv_format_.bytes(), key_format_.bytes());
@@ -202,7 +202,7 @@ void CpuBackend::compress(int layer, CompressorRole role, const Tensor& a, const
             if (reference()) {
                 cpu::round_bf16(entry.data(), hd);
                 if (role == CompressorRole::kMain) {
-                    cpu::fp8_sim(entry.data(), nope, 64);
+                    cpu::fp8_sim(entry.data(), nope, 64, fp8_.kv_rows);
                 } else {
                     cpu::hadamard(entry.data(), hd);
                     cpu::fp4_sim(entry.data(), hd, 32);

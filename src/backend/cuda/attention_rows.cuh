@@ -95,7 +95,8 @@ inline bool fp8_quads_aligned(const RowFormatDev& f) {
 }
 
 // Elements [i, i + 4) of an fp8_ds_mla row, i a multiple of 4, decoded exactly as row_elem does (e4m3 -> half is
-// exact, so the hardware conversion gives the same values). Needs fp8_quads_aligned(f).
+// exact, so the hardware conversion gives the same values; FNUZ rows are decoded in software). Needs
+// fp8_quads_aligned(f).
 __device__ __forceinline__ void fp8_row_quad(const uint8_t* row, int i, const RowFormatDev& f, float out[4]) {
     const int nope = f.dim - f.rope_dim;
     if (i >= nope) {
@@ -108,6 +109,11 @@ __device__ __forceinline__ void fp8_row_quad(const uint8_t* row, int i, const Ro
     }
     const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + i);
     const float scale = decode_ue8m0(row[nope + 2 * f.rope_dim + i / kRowFp8Block]);
+    if (f.fp8.fnuz) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) out[k] = decode_e4m3_fnuz(static_cast<uint8_t>(codes >> (8 * k))) * scale;
+        return;
+    }
     const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
     const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes >> 16), __NV_E4M3);
     out[0] = __half2float(__half(__half_raw{lo.x})) * scale;

@@ -90,7 +90,7 @@ DeviceArena::~DeviceArena() {
 }
 
 CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
-    : numerics_(numerics), device_(options.device), options_(options) {
+    : numerics_(numerics), device_(options.device), options_(options), fp8_(fp8_sites(options.fp8_dialect)) {
     std::string why;
     DSV4_CHECK(cuda_available(&why), "CUDA backend: {}", why);
     DSV4_CUDA(cudaSetDevice(device_));
@@ -157,6 +157,7 @@ WeightRef CudaBackend::copy_linear(const TensorView& weight, const TensorView* s
     w.cols = cols;
     w.block_rows = block_rows;
     w.block_cols = block_cols;
+    w.fp8_dialect = fp8_.weights;  // the loader hands FP8 weights over in the backend's dialect (weight_store.h)
     w.data = copy(weight.data, weight.nbytes);  // checkpoint form, byte for byte
     if (scale != nullptr) {
         w.scales = static_cast<const uint8_t*>(copy(scale->data, scale->nbytes));
@@ -169,7 +170,7 @@ WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView*
                                      int64_t rows, int64_t cols, int block_rows, int block_cols) {
     const WeightRef w = copy_linear(weight, scale, format, rows, cols, block_rows, block_cols,
                                     [this](const void* p, size_t n) { return device_copy(p, n); });
-    register_fp8_weight(w);
+    if (w.fp8_dialect == Fp8Dialect::kOcp) register_fp8_weight(w);  // FNUZ never takes the FP8 tensor-core paths
     return w;
 }
 
@@ -221,6 +222,7 @@ RowFormatDev device_format(const StateRowFormat& f) {
     d.rope_dim = f.rope_dim;
     d.index_key = f.index_key;
     d.bytes = static_cast<int>(f.bytes());
+    d.fp8 = fp8_quant_dev(f.fp8);
     return d;
 }
 
@@ -229,8 +231,9 @@ RowFormatDev device_format(const StateRowFormat& f) {
 void CudaBackend::create_state(const ModelConfig& config, const StateConfig& state) {
     DSV4_CHECK(state.max_slots > 0 && state.num_blocks > 0 && state.block_tokens > 0 && state.rewind_capacity >= 0,
                "state: slots, blocks and block size must be positive");
-    kv_format_ = device_format(kv_row_format(state.kv_dtype, config));  // throws when the dims do not fit the dtype
-    key_format_ = device_format(index_key_format(state.kv_dtype, config));
+    // Throws when the dims do not fit the dtype.
+    kv_format_ = device_format(kv_row_format(state.kv_dtype, config, fp8_.kv_rows));
+    key_format_ = device_format(index_key_format(state.kv_dtype, config, fp8_.index_keys));
     DSV4_CHECK(config.index_head_dim <= kMaxIndexDim, "state: index_head_dim {} exceeds the indexer kernel limit {}",
                config.index_head_dim, kMaxIndexDim);
     model_ = config;

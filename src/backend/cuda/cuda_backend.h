@@ -63,6 +63,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
 
     std::string name() const override { return "cuda"; }
     Numerics numerics() const override { return numerics_; }
+    Fp8Dialect fp8_dialect() const override { return fp8_.weights; }
 
     WeightRef upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
                             int64_t cols, int block_rows, int block_cols) override;
@@ -244,6 +245,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     Numerics numerics_;
     int device_;
     CudaOptions options_;
+    Fp8Sites fp8_;  // every FP8 site's dialect and maximum (fp8_sites(options_.fp8_dialect))
     cudaStream_t stream_ = nullptr;
     int32_t* error_flag_ = nullptr;  // set by kernels on an out-of-range index (check_error_flag)
 

@@ -33,6 +33,15 @@ struct StepMeta {
     int32_t* error_flag = nullptr;  // set when a kernel meets an out-of-range index
 };
 
+// An FP8 quantiser as kernels take it (core Fp8Quant: the site's dialect and maximum, core/fp8_dialect.h).
+struct Fp8QuantDev {
+    bool fnuz = false;
+    float qmax = 448.0f;
+};
+inline Fp8QuantDev fp8_quant_dev(const Fp8Quant& q) {
+    return {q.dialect == Fp8Dialect::kFnuz, q.qmax};
+}
+
 enum ErrorBits : int32_t {
     kErrorBlockTable = 1,  // a position outside the sequence's block table
     kErrorExpertId = 2,    // an expert id outside [0, n_experts)
@@ -72,6 +81,26 @@ __device__ __forceinline__ float decode_e4m3(uint8_t code) {
     return __uint_as_float(__float_as_uint(v) | sign);
 }
 
+// FNUZ e4m3 (bias 8, max 240, 0x80 = NaN, no -0), decoded in software: the hardware's e4m3 is OCP only, and FNUZ
+// bytes must never go through it (the same byte read as OCP is twice the value).
+__device__ __forceinline__ float decode_e4m3_fnuz(uint8_t code) {
+    if (code == 0x80u) return __uint_as_float(0x7fc00000u);
+    const uint32_t sign = (code & 0x80u) << 24;
+    const uint32_t exp = (code >> 3) & 0xfu;
+    const uint32_t man = code & 0x7u;
+    float v;
+    if (exp == 0) {
+        v = static_cast<float>(man) * 0.0009765625f;  // man * 2^-10 (subnormal)
+    } else {
+        v = __uint_as_float(((exp + 119u) << 23) | (man << 20));  // rebias 8 -> 127
+    }
+    return __uint_as_float(__float_as_uint(v) | sign);
+}
+
+__device__ __forceinline__ float decode_e4m3(uint8_t code, Fp8Dialect dialect) {
+    return dialect == Fp8Dialect::kFnuz ? decode_e4m3_fnuz(code) : decode_e4m3(code);
+}
+
 // Four OCP e4m3 codes (little-endian in `word`) by the hardware conversion (cvt e4m3x2 -> f16x2, sm_89+): exact, as
 // every e4m3 value is an fp16 value, so the floats equal decode_e4m3's (NaN stays NaN) at a fraction of the ALU work.
 __device__ __forceinline__ void decode4_e4m3(uint32_t word, float* out) {
@@ -82,6 +111,26 @@ __device__ __forceinline__ void decode4_e4m3(uint32_t word, float* out) {
     out[1] = a.y;
     out[2] = b.x;
     out[3] = b.y;
+}
+
+// Four e4m3 codes of a dialect: OCP by the hardware conversion, FNUZ in software.
+__device__ __forceinline__ void decode4_e4m3(uint32_t word, Fp8Dialect dialect, float* out) {
+    if (dialect == Fp8Dialect::kFnuz) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) out[i] = decode_e4m3_fnuz(static_cast<uint8_t>(word >> (8 * i)));
+        return;
+    }
+    decode4_e4m3(word, out);
+}
+
+// The FNUZ e4m3 code of v, rounded to nearest even and saturated at +-240 (core encode_e4m3_fnuz), built on the
+// hardware's OCP conversion as arithmetic only: the FNUZ grid below 224 is the OCP grid halved, so rounding v on it
+// is rounding 2v on OCP's (the same code byte); (224, 232] rounds to 224 (0x7E, ties to even), above 232 to 240.
+__device__ __forceinline__ uint8_t encode_e4m3_fnuz_dev(float v) {
+    if (isnan(v)) return 0x80u;
+    if (fabsf(v) > 232.0f) return signbit(v) ? 0xffu : 0x7fu;
+    const auto code = static_cast<uint8_t>(__nv_cvt_float_to_fp8(2.0f * v, __NV_SATFINITE, __NV_E4M3));
+    return (code & 0x7fu) == 0 ? 0u : code;  // no -0
 }
 
 // e2m1 from its bits (a table lookup would land in local memory): exponent e = bits 2..1, mantissa m = bit 0;
@@ -112,7 +161,7 @@ __device__ __forceinline__ float weight_at(const WeightRef& w, int64_t r, int64_
         }
         case WeightFormat::kFp8Block: {
             const float s = decode_ue8m0(w.scales[(r / w.block_rows) * w.scale_cols + j / w.block_cols]);
-            return decode_e4m3(base[r * w.cols + j]) * s;
+            return decode_e4m3(base[r * w.cols + j], w.fp8_dialect) * s;
         }
         case WeightFormat::kFp4Row: {
             const uint8_t byte = base[r * (w.cols / 2) + j / 2];

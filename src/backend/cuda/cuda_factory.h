@@ -30,6 +30,9 @@ struct CudaOptions {
     std::string linear_path;
     std::string moe_path;
     bool profile_ops = false;  // profiling times every op instead of the model's regions
+    // FP8 dialect of weights in memory, activation quantisation and fp8 caches (core/fp8_dialect.h). OCP is native;
+    // FNUZ (MI300X numerics) decodes its codes in software and keeps FP8 off the OCP tensor-core paths.
+    Fp8Dialect fp8_dialect = Fp8Dialect::kOcp;
 };
 
 // `base` with the environment's overrides (documented in docs/operations.md): DSV4_CUDA_WORKSPACE_MB,

@@ -71,7 +71,8 @@ void CudaBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Te
 void CudaBackend::kv_cache_sim(Tensor kv, int nope_dims) {
     if (!reference()) return;
     const int64_t dim = kv.size(-1);
-    launch_kv_cache_sim(stream_, kv.f32(), kv.numel() / dim, static_cast<int>(dim), nope_dims);
+    launch_kv_cache_sim(stream_, kv.f32(), kv.numel() / dim, static_cast<int>(dim), nope_dims,
+                        fp8_quant_dev(fp8_.kv_rows));
     launched("kv_cache_sim");
 }
 
@@ -136,7 +137,7 @@ float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) 
 
 const float* CudaBackend::quantized_activations(const Tensor& x, int64_t k) {
     float* out = scratch(static_cast<size_t>(x.numel()));
-    launch_act_quant(stream_, x.f32(), out, x.numel() / k, k);
+    launch_act_quant(stream_, x.f32(), out, x.numel() / k, k, fp8_quant_dev(fp8_.activations));
     launched("act_quant");
     return out;
 }
@@ -445,8 +446,8 @@ MoePath CudaBackend::moe_path(const Tensor& h, const MoeWeights& w, int64_t pair
     DSV4_CHECK(first != nullptr, "moe: no routed expert is resident on this device");
     // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
     // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
-    return choose_moe_path({numerics_, first->w1.format, pairs, h.size(1), first->w1.rows}, tuning_.min_grouped_pairs,
-                           tuning_.forced_moe);
+    return choose_moe_path({numerics_, first->w1.format, pairs, h.size(1), first->w1.rows, fp8_.activations.dialect},
+                           tuning_.min_grouped_pairs, tuning_.forced_moe);
 }
 
 void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,

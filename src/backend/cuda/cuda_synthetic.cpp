@@ -26,9 +26,11 @@ WeightRef CudaBackend::synthetic_weight(WeightFormat format, int64_t rows, int64
     w.cols = cols;
     switch (format) {
         case WeightFormat::kFp8Block: {
-            const int e = scale_exponent(stddev, 448.0f);
+            const bool fnuz = fp8_.weights == Fp8Dialect::kFnuz;  // codes in the backend's dialect
+            const int e = scale_exponent(stddev, fnuz ? 240.0f : 448.0f);
             auto* codes = static_cast<uint8_t*>(alloc(rows * cols));
-            launch_fill_fp8(stream_, codes, rows * cols, std::ldexp(1.0f, -e), stddev, seed);
+            launch_fill_fp8(stream_, codes, rows * cols, std::ldexp(1.0f, -e), stddev, seed, fnuz);
+            w.fp8_dialect = fp8_.weights;
             w.block_rows = w.block_cols = 128;
             w.scale_cols = (cols + 127) / 128;
             const int64_t n_scales = ((rows + 127) / 128) * w.scale_cols;
@@ -71,7 +73,7 @@ WeightRef CudaBackend::synthetic_weight(WeightFormat format, int64_t rows, int64
 WeightRef CudaBackend::synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) {
     const WeightRef w =
         synthetic_weight(format, rows, cols, stddev, seed, [this](size_t n) { return device_copy(nullptr, n); });
-    register_fp8_weight(w);
+    if (w.fp8_dialect == Fp8Dialect::kOcp) register_fp8_weight(w);  // FNUZ never takes the FP8 tensor-core paths
     return w;
 }
 

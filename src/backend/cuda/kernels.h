@@ -20,7 +20,8 @@ struct RowFormatDev {
     int dim = 0;
     int rope_dim = 0;  // K=V rows: trailing dims kept as bf16 in fp8
     bool index_key = false;
-    int bytes = 0;  // of one stored row
+    int bytes = 0;    // of one stored row
+    Fp8QuantDev fp8;  // dialect and maximum of the e4m3 codes (fp8), and of the K=V rows' reference FP8-sim
 };
 
 // Device-side state of one layer for all slots and blocks. Stored rows: RowFormatDev bytes each.
@@ -46,7 +47,7 @@ void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n);
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y);
-void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope);
+void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant);
 void launch_indexer_query_sim(cudaStream_t s, float* q, int64_t rows, int dim);
 
 // kernels_mhc.cu (hc <= kMaxHcStreams)
@@ -108,7 +109,7 @@ bool gemm_supported(int64_t cols);
 void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t count, int groups, const float* x,
                    int64_t x_stride, int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out, bool f64);
 // Reference numerics: bf16 input then per-128-block FP8 quantize-dequantize of each row of length k.
-void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, int64_t k);
+void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, int64_t k, Fp8QuantDev quant);
 
 // kernels_state.cu
 struct CompressArgs {
@@ -224,7 +225,9 @@ void launch_combine(cudaStream_t s, const float* routed, const float* weights, c
 
 // kernels_synthetic.cu: random weights / state in the checkpoint formats (values = N(0, stddev), codes of
 // value * inv_scale; the caller writes the matching UE8M0 scale bytes).
-void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed);
+// fnuz: FNUZ e4m3 codes (max 240) instead of OCP (max 448).
+void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed,
+                     bool fnuz);
 void launch_fill_fp4(cudaStream_t s, uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed);
 void launch_fill_bytes(cudaStream_t s, uint8_t* p, int64_t n, uint8_t value);
 void launch_fill_bf16(cudaStream_t s, uint16_t* p, int64_t n, float stddev, uint64_t seed);

@@ -71,10 +71,10 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
 }
 
 // One warp per row: FP8-sim of the first `nope` dims in blocks of 64.
-__global__ void kv_cache_sim_kernel(float* kv, int64_t rows, int dim, int nope) {
+__global__ void kv_cache_sim_kernel(float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant) {
     const int64_t row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
-    warp_block_sim(kv + row * dim, nope, 64, 0, true);
+    warp_block_sim(kv + row * dim, nope, 64, 0, true, quant);
 }
 
 // One warp per (token, head) row: Hadamard rotation, then FP4-sim in blocks of 32.
@@ -125,8 +125,8 @@ void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int
     if (n_rows > 0) gather_rows_kernel<<<static_cast<unsigned>(n_rows), 256, 0, s>>>(x, rows, width, y);
 }
 
-void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope) {
-    if (rows > 0) kv_cache_sim_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(kv, rows, dim, nope);
+void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant) {
+    if (rows > 0) kv_cache_sim_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(kv, rows, dim, nope, quant);
 }
 
 void launch_indexer_query_sim(cudaStream_t s, float* q, int64_t rows, int dim) {

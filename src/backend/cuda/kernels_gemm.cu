@@ -51,15 +51,16 @@ __device__ __forceinline__ void load_group(const WeightRef& w, int64_t row, int6
     }
 }
 
+// Decodes a group into bf16 (FP8 codes in `dialect`: FNUZ in software, never through the hardware's OCP e4m3).
 template <int F>
-__device__ __forceinline__ void store_group(const RawGroup<F>& g, __nv_bfloat16* out) {
+__device__ __forceinline__ void store_group(const RawGroup<F>& g, Fp8Dialect dialect, __nv_bfloat16* out) {
     float v[16];
     if constexpr (F == static_cast<int>(WeightFormat::kFp8Block)) {
         const float s = decode_ue8m0(g.scale);
-        decode4_e4m3(g.words[0].x, v);
-        decode4_e4m3(g.words[0].y, v + 4);
-        decode4_e4m3(g.words[0].z, v + 8);
-        decode4_e4m3(g.words[0].w, v + 12);
+        decode4_e4m3(g.words[0].x, dialect, v);
+        decode4_e4m3(g.words[0].y, dialect, v + 4);
+        decode4_e4m3(g.words[0].z, dialect, v + 8);
+        decode4_e4m3(g.words[0].w, dialect, v + 12);
 #pragma unroll
         for (int i = 0; i < 16; ++i) v[i] *= s;
     } else if constexpr (F == static_cast<int>(WeightFormat::kFp4Row)) {
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int i = 0; i < kBGroups; ++i) {
             const int id = threadIdx.x + i * kThreads;
-            store_group<F>(st.b[i], &Bs[id / (kBK / 16)][(id % (kBK / 16)) * 16]);
+            store_group<F>(st.b[i], wr.fp8_dialect, &Bs[id / (kBK / 16)][(id % (kBK / 16)) * 16]);
         }
     };
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];

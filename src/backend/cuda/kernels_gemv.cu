@@ -65,11 +65,12 @@ __device__ __forceinline__ Load<kFormat> load_words(const uint8_t* row, int64_t 
     return l;
 }
 
-// The load's elements, unscaled (FP8 / FP4 block scales are powers of two, applied once per load by the caller).
+// The load's elements, unscaled (FP8 / FP4 block scales are powers of two, applied once per load by the caller);
+// FP8 codes in the weight's dialect.
 template <int kFormat>
-__device__ __forceinline__ void decode_load(const Load<kFormat>& l, float* out) {
+__device__ __forceinline__ void decode_load(const Load<kFormat>& l, Fp8Dialect dialect, float* out) {
     if constexpr (is_fp8(kFormat)) {
-        decode4_e4m3(l.w[0], out);
+        decode4_e4m3(l.w[0], dialect, out);
     } else if constexpr (is_fp4(kFormat)) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) out[i] = decode_e2m1((l.w[0] >> (4 * i)) & 0xfu);
@@ -140,7 +141,7 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
             if (c >= loads) break;
             const int64_t j0 = c * kElems;
             float vals[kElems];
-            decode_load<kFormat>(raw[u], vals);
+            decode_load<kFormat>(raw[u], wr.fp8_dialect, vals);
             const float scale = load_scale<kFormat>(wr, r, j0);
 #pragma unroll
             for (int v = 0; v < kVectors; ++v) {

@@ -32,7 +32,7 @@ __device__ void load_key(const uint8_t* row, const RowFormatDev& f, __nv_bfloat1
 #pragma unroll
             for (int u = 0; u < 4; ++u) {
                 if constexpr (D == kRowFp8) {
-                    v[u] = decode_e4m3(row[i + u]);
+                    v[u] = decode_e4m3(row[i + u], f.fp8.fnuz ? Fp8Dialect::kFnuz : Fp8Dialect::kOcp);
                 } else {
                     v[u] = bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i + u]);
                 }

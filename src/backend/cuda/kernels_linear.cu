@@ -40,13 +40,13 @@ __global__ void linear_kernel(WeightRef w, int64_t row0, int64_t count, const fl
 }
 
 // Reference numerics: bf16 input, per-128-block FP8 quantize-dequantize (model-spec 4.4); one warp per row.
-__global__ void act_quant_kernel(const float* x, float* out, int64_t rows, int64_t k) {
+__global__ void act_quant_kernel(const float* x, float* out, int64_t rows, int64_t k, Fp8QuantDev quant) {
     const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     const int lane = threadIdx.x % 32;
     for (int64_t j = lane; j < k; j += 32) out[row * k + j] = to_bf16(x[row * k + j]);
     __syncwarp();
-    warp_block_sim(out + row * k, static_cast<int>(k), 128, 0, false);
+    warp_block_sim(out + row * k, static_cast<int>(k), 128, 0, false, quant);
 }
 
 }  // namespace
@@ -64,8 +64,8 @@ void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t cou
     }
 }
 
-void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, int64_t k) {
-    if (rows > 0) act_quant_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(x, out, rows, k);
+void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, int64_t k, Fp8QuantDev quant) {
+    if (rows > 0) act_quant_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(x, out, rows, k, quant);
 }
 
 }  // namespace dsv4::cuda

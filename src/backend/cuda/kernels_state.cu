@@ -96,7 +96,7 @@ __global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
             warp_hadamard(entry, hd);
             warp_block_sim(entry, hd, 32, 1, true);
         } else {
-            warp_block_sim(entry, nope, 64, 0, true);
+            warp_block_sim(entry, nope, 64, 0, true, c.format.fp8);
         }
     }
     __syncthreads();

@@ -30,11 +30,13 @@ __device__ uint8_t e2m1_code(float v) {
     return static_cast<uint8_t>(code | (r < 0.0f ? 8 : 0));
 }
 
-__global__ void fill_fp8_kernel(uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed) {
+__global__ void fill_fp8_kernel(uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed, bool fnuz) {
+    const float qmax = fnuz ? 240.0f : 448.0f;
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const float v = fminf(fmaxf(normal_at(seed, i) * stddev * inv_scale, -448.0f), 448.0f);
-        codes[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+        const float v = fminf(fmaxf(normal_at(seed, i) * stddev * inv_scale, -qmax), qmax);
+        codes[i] =
+            fnuz ? encode_e4m3_fnuz_dev(v) : static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
     }
 }
 
@@ -81,8 +83,9 @@ constexpr unsigned kGrid = 1024;
 
 }  // namespace
 
-void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed) {
-    fill_fp8_kernel<<<kGrid, 256, 0, s>>>(codes, n, inv_scale, stddev, seed);
+void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed,
+                     bool fnuz) {
+    fill_fp8_kernel<<<kGrid, 256, 0, s>>>(codes, n, inv_scale, stddev, seed, fnuz);
 }
 void launch_fill_fp4(cudaStream_t s, uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed) {
     fill_fp4_kernel<<<kGrid, 256, 0, s>>>(packed, n_bytes, inv_scale, stddev, seed);

@@ -59,6 +59,10 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
         case LinearPath::kFp8Wgmma:
             if (!fast) return "fast numerics";
             if (!fp8_block_weight(p.w)) return "an FP8 weight with 128x128 scale blocks";
+            if (p.w.fp8_dialect != Fp8Dialect::kOcp) {
+                return "OCP FP8 weights (the tensor cores' e4m3 is OCP; FNUZ weights take the bf16 paths, decoded in "
+                       "software)";
+            }
             if (p.k % 128 != 0) return "a reduction dim that is a multiple of 128";
             if (!p.slices_aligned) return "group rows on 128-row scale blocks";
             if (path == LinearPath::kFp8Lt && p.w.rows % 4 != 0) return "weight rows that are a multiple of 4";
@@ -124,6 +128,7 @@ std::string moe_path_unmet(MoePath path, const MoeProblem& p) {
         case MoePath::kGroupedFp8:
             if (!fast) return "fast numerics";
             if (p.format != WeightFormat::kFp4Row) return "FP4 routed experts";
+            if (p.dialect != Fp8Dialect::kOcp) return "OCP FP8 numerics (it quantises activations to OCP e4m3)";
             if (p.d % 128 != 0 || p.inter % 128 != 0) return "hidden and intermediate sizes that are multiples of 128";
             return "";
     }

@@ -59,8 +59,9 @@ struct MoeProblem {
     Numerics numerics = Numerics::kExact;
     WeightFormat format = WeightFormat::kFp4Row;  // of the routed experts
     int64_t pairs = 0;
-    int64_t d = 0;      // hidden size
-    int64_t inter = 0;  // expert intermediate size
+    int64_t d = 0;                          // hidden size
+    int64_t inter = 0;                      // expert intermediate size
+    Fp8Dialect dialect = Fp8Dialect::kOcp;  // of the activation quantisation (the backend's)
 };
 MoePath choose_moe_path(const MoeProblem& p, int64_t min_grouped_pairs, const std::string& forced);
 std::string moe_path_unmet(MoePath path, const MoeProblem& p);

@@ -39,6 +39,11 @@ __device__ __forceinline__ float round_e4m3(float v) {
     return decode_e4m3(static_cast<uint8_t>(q));
 }
 
+// Nearest e4m3 value of a dialect (|v| <= the dialect's max after the caller's clamp).
+__device__ __forceinline__ float round_e4m3(float v, bool fnuz) {
+    return fnuz ? decode_e4m3_fnuz(encode_e4m3_fnuz_dev(v)) : round_e4m3(v);
+}
+
 // Nearest e2m1 value, ties to the even code (|v| <= 6 after the caller's clamp).
 __device__ __forceinline__ float round_e2m1(float v) {
     if (isnan(v)) return v;
@@ -54,10 +59,12 @@ __device__ __forceinline__ float round_e2m1(float v) {
 }
 
 // Quantize-dequantize x[0..n) in blocks of `block`, one warp per block of elements (block <= 128 assumed, each lane
-// holding up to 4 values). fmt: 0 = FP8 e4m3 (qmax 448), 1 = FP4 e2m1 (qmax 6). round_bf16: final bf16 rounding.
-__device__ __forceinline__ void warp_block_sim(float* x, int n, int block, int fmt, bool round_bf16) {
+// holding up to 4 values). fmt: 0 = FP8 e4m3 in fp8's dialect and maximum (OCP 448 by default), 1 = FP4 e2m1 (qmax
+// 6). round_bf16: final bf16 rounding.
+__device__ __forceinline__ void warp_block_sim(float* x, int n, int block, int fmt, bool round_bf16,
+                                               Fp8QuantDev fp8 = {}) {
     const int lane = threadIdx.x & 31;
-    const float qmax = fmt == 0 ? 448.0f : 6.0f;
+    const float qmax = fmt == 0 ? fp8.qmax : 6.0f;
     const float floor_value = fmt == 0 ? kFp8AmaxFloorDev : kFp4AmaxFloorDev;
     for (int begin = 0; begin < n; begin += block) {
         const int end = min(n, begin + block);
@@ -68,7 +75,7 @@ __device__ __forceinline__ void warp_block_sim(float* x, int n, int block, int f
         const float scale = ldexpf(1.0f, e), inverse = ldexpf(1.0f, -e);
         for (int j = begin + lane; j < end; j += 32) {
             const float s = fminf(fmaxf(x[j] * inverse, -qmax), qmax);
-            float q = (fmt == 0 ? round_e4m3(s) : round_e2m1(s)) * scale;
+            float q = (fmt == 0 ? round_e4m3(s, fp8.fnuz) : round_e2m1(s)) * scale;
             x[j] = round_bf16 ? to_bf16(q) : q;
         }
         __syncwarp();

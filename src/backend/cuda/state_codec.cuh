@@ -26,16 +26,26 @@ __device__ __forceinline__ uint16_t encode_bf16_dev(float v) {
     return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+// The e4m3 code of v in a quantiser's dialect, clamped to its maximum (core encode_e4m3 of the clamped value).
+__device__ __forceinline__ uint8_t encode_e4m3_dev(float v, Fp8QuantDev q) {
+    if (!q.fnuz && q.qmax == 448.0f) return encode_e4m3_dev(v);
+    if (isnan(v)) return q.fnuz ? 0x80u : (signbit(v) ? 0xffu : 0x7fu);
+    const float clamped = fminf(fmaxf(v, -q.qmax), q.qmax);
+    return q.fnuz ? encode_e4m3_fnuz_dev(clamped)
+                  : static_cast<uint8_t>(__nv_cvt_float_to_fp8(clamped, __NV_SATFINITE, __NV_E4M3));
+}
+
 // FP8 codes of x[begin, end) under one power-of-two scale: the amax of the bf16-rounded values (NaN ignored),
-// floored at 1e-4, e = ceil(log2(amax / 448)). Returns e. Called by all 32 lanes of a warp.
-__device__ __forceinline__ int warp_encode_fp8_block(const float* x, int begin, int end, uint8_t* codes) {
+// floored at 1e-4, e = ceil(log2(amax / qmax)), codes in q's dialect. Returns e. Called by all 32 lanes of a warp.
+__device__ __forceinline__ int warp_encode_fp8_block(const float* x, int begin, int end, Fp8QuantDev q,
+                                                     uint8_t* codes) {
     const int lane = threadIdx.x & 31;
     float amax = 0.0f;
     for (int j = begin + lane; j < end; j += 32) amax = fmaxf(amax, fabsf(to_bf16(x[j])));
     amax = warp_max(amax);
-    const int e = pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, 448.0f);
+    const int e = pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, q.qmax);
     const float inverse = ldexpf(1.0f, -e);
-    for (int j = begin + lane; j < end; j += 32) codes[j - begin] = encode_e4m3_dev(to_bf16(x[j]) * inverse);
+    for (int j = begin + lane; j < end; j += 32) codes[j - begin] = encode_e4m3_dev(to_bf16(x[j]) * inverse, q);
     return e;
 }
 
@@ -49,14 +59,14 @@ __device__ __forceinline__ void warp_encode_row(const float* x, uint8_t* dst, co
         uint16_t* out = reinterpret_cast<uint16_t*>(dst);
         for (int j = lane; j < f.dim; j += 32) out[j] = encode_bf16_dev(x[j]);
     } else if (f.index_key) {
-        const int e = warp_encode_fp8_block(x, 0, f.dim, dst);
+        const int e = warp_encode_fp8_block(x, 0, f.dim, f.fp8, dst);
         if (lane == 0) *reinterpret_cast<float*>(dst + f.dim) = ldexpf(1.0f, e);
     } else {
         const int nope = f.dim - f.rope_dim;
         uint8_t* scales = dst + nope + 2 * f.rope_dim;
         for (int b = 0; b * kRowFp8Block < nope; ++b) {
             const int begin = b * kRowFp8Block;
-            const int e = warp_encode_fp8_block(x, begin, min(nope, begin + kRowFp8Block), dst + begin);
+            const int e = warp_encode_fp8_block(x, begin, min(nope, begin + kRowFp8Block), f.fp8, dst + begin);
             if (lane == 0) scales[b] = static_cast<uint8_t>(e + 127);
         }
         uint16_t* rope = reinterpret_cast<uint16_t*>(dst + nope);
@@ -75,10 +85,11 @@ __device__ __forceinline__ float row_elem(const uint8_t* row, int i, const RowFo
     } else if constexpr (D == kRowBf16) {
         return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
     } else {
-        if (f.index_key) return decode_e4m3(row[i]) * *reinterpret_cast<const float*>(row + f.dim);
+        const Fp8Dialect dialect = f.fp8.fnuz ? Fp8Dialect::kFnuz : Fp8Dialect::kOcp;
+        if (f.index_key) return decode_e4m3(row[i], dialect) * *reinterpret_cast<const float*>(row + f.dim);
         const int nope = f.dim - f.rope_dim;
         if (i >= nope) return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row + nope)[i - nope]);
-        return decode_e4m3(row[i]) * decode_ue8m0(row[nope + 2 * f.rope_dim + i / kRowFp8Block]);
+        return decode_e4m3(row[i], dialect) * decode_ue8m0(row[nope + 2 * f.rope_dim + i / kRowFp8Block]);
     }
 }
 

@@ -32,7 +32,7 @@ class ScopedEnv {
 std::vector<float> quantized(const std::vector<float>& x, int64_t k) {
     std::vector<float> q(x.size());
     for (size_t i = 0; i < x.size(); ++i) q[i] = round_to_bf16(x[i]);
-    for (size_t r = 0; r < x.size() / k; ++r) act_quant_fp8_sim(q.data() + r * k, k, 128);
+    for (size_t r = 0; r < x.size() / k; ++r) act_quant_fp8_sim(q.data() + r * k, k, 128, kOcpQuant);
     return q;
 }
 

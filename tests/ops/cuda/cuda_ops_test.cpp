@@ -23,7 +23,7 @@ bool fast_fp8_path(Numerics numerics, const WeightRef& w, int64_t m, int64_t k, 
 
 std::vector<float> fp8_rounded(std::vector<float> x, int64_t k) {
     for (auto& v : x) v = round_to_bf16(v);
-    for (size_t r = 0; r < x.size() / k; ++r) act_quant_fp8_sim(x.data() + r * k, k, 128);
+    for (size_t r = 0; r < x.size() / k; ++r) act_quant_fp8_sim(x.data() + r * k, k, 128, kOcpQuant);
     return x;
 }
 

@@ -131,9 +131,11 @@ struct StatefulRig {
 };
 
 // Two sequences of different lengths in one step, chunk boundaries inside compression windows, then decode steps.
-void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8) {
-    const std::string label = dtype_label(numerics, dtype) + " / " + std::to_string(heads) + " heads";
-    Pair p(numerics, op_config(), 2, 16, dtype);
+void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8,
+                             Fp8Dialect dialect = Fp8Dialect::kOcp) {
+    const std::string label = dtype_label(numerics, dtype) + " / " + std::to_string(heads) + " heads / " +
+                              std::string(fp8_dialect_name(dialect));
+    Pair p(numerics, op_config(), 2, 16, dtype, 0, dialect);
     for (int32_t slot : {0, 1}) {
         p.cpu->reset_slot(slot);
         p.gpu->reset_slot(slot);
@@ -176,6 +178,17 @@ TEST(CudaState, StatefulAttentionStoredBf16AndFp8) {
     for (StateDtype dtype : {StateDtype::kBf16, StateDtype::kFp8}) {
         for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) stateful_attention_case(numerics, dtype);
     }
+}
+
+// FNUZ K=V rows and indexer keys (MI300X's dialect: 240 / 224 maxima, FNUZ codes) written by the device codec and read
+// by the attention and indexer kernels, against the CPU backend in the same dialect; the reference FP8-sim of the K=V
+// rows in FNUZ too.
+TEST(CudaState, StatefulAttentionFnuzRowsAndKeys) {
+    DSV4_REQUIRE_GPU();
+    for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) {
+        stateful_attention_case(numerics, StateDtype::kFp8, 8, Fp8Dialect::kFnuz);
+    }
+    stateful_attention_case(Numerics::kFast, StateDtype::kFp8, 64, Fp8Dialect::kFnuz);
 }
 
 // Fast numerics attention runs on tensor cores (kernels_attention_mqa.cu): 8 heads (one partial block of 32) and the

@@ -215,14 +215,17 @@ inline ModelConfig op_config(int64_t d = 4096) {
     return c;
 }
 
-// The CPU and CUDA backends with the same state (K=V rows and indexer keys stored as kv_dtype on both).
+// The CPU and CUDA backends with the same state (K=V rows and indexer keys stored as kv_dtype on both) and the same
+// FP8 dialect.
 struct Pair {
     std::unique_ptr<Backend> cpu, gpu;
     // Fast numerics (GPU only) are compared with the CPU's exact numerics.
     explicit Pair(Numerics n, const ModelConfig& c = op_config(), int slots = 2, int blocks = 16,
-                  StateDtype kv_dtype = StateDtype::kF32, int snapshots = 0) {
-        cpu = make_cpu_backend(n == Numerics::kFast ? Numerics::kExact : n, 0);
-        gpu = make_cuda_backend(n);
+                  StateDtype kv_dtype = StateDtype::kF32, int snapshots = 0, Fp8Dialect dialect = Fp8Dialect::kOcp) {
+        cpu = make_cpu_backend(n == Numerics::kFast ? Numerics::kExact : n, 0, dialect);
+        CudaOptions options = cuda_options_from_env({});
+        options.fp8_dialect = dialect;
+        gpu = make_cuda_backend(n, options);
         StateConfig s;
         s.max_slots = slots;
         s.num_blocks = blocks;

@@ -56,7 +56,7 @@ TEST_P(BatchInvariance, MultiDotsDoNotDependOnBatchShape) {
                     dot_bf16_row_multi(wb.data(), xs, stride, k, n_vec, out);
                     break;
                 case 2:
-                    dot_fp8_row_multi(codes.data(), scales8.data(), 128, xs, stride, k, n_vec, out);
+                    dot_fp8_row_multi(codes.data(), scales8.data(), 128, Fp8Dialect::kOcp, xs, stride, k, n_vec, out);
                     break;
                 default:
                     dot_fp4_row_multi(packed.data(), scales4.data(), 32, xs, stride, k, n_vec, out);

@@ -54,11 +54,12 @@ class BlockDequantTest : public ::testing::TestWithParam<SimdIsa> {
         for (uint8_t& b : v) b = static_cast<uint8_t>(dist(rng_));
         return v;
     }
-    // e4m3 codes that are not NaN.
-    std::vector<uint8_t> random_finite_e4m3(int64_t n) {
+    // e4m3 codes that are not NaN in the dialect.
+    std::vector<uint8_t> random_finite_e4m3(int64_t n, Fp8Dialect dialect = Fp8Dialect::kOcp) {
         std::vector<uint8_t> v = random_bytes(n);
         for (uint8_t& b : v) {
-            if ((b & 0x7F) == 0x7F) b = static_cast<uint8_t>(b ^ 0x01);
+            if (dialect == Fp8Dialect::kOcp && (b & 0x7F) == 0x7F) b = static_cast<uint8_t>(b ^ 0x01);
+            if (dialect == Fp8Dialect::kFnuz && b == 0x80) b = 0x81;
         }
         return v;
     }
@@ -73,9 +74,11 @@ const std::vector<int64_t> kSizes{0,  1,  2,  3,   7,   8,   9,   15,  16,  17, 
 const std::vector<int> kBlockSizes{128, 32, 1, 3, 7, 8, 16, 24, 64};
 
 double reference_fp8_weight(const std::vector<uint8_t>& codes, const std::vector<uint8_t>& scales, int block_k,
-                            int64_t j) {
-    return static_cast<double>(decode_e4m3(codes[j]) * decode_ue8m0(scales[j / block_k]));
+                            int64_t j, Fp8Dialect dialect = Fp8Dialect::kOcp) {
+    return static_cast<double>(decode_e4m3(codes[j], dialect) * decode_ue8m0(scales[j / block_k]));
 }
+
+constexpr Fp8Dialect kDialects[] = {Fp8Dialect::kOcp, Fp8Dialect::kFnuz};
 
 double reference_fp4_weight(const std::vector<uint8_t>& packed, const std::vector<uint8_t>& scales, int block_k,
                             int64_t j) {
@@ -129,8 +132,7 @@ TEST_P(BlockDequantTest, F32ToBf16MatchesScalarRne) {
 
 TEST_P(BlockDequantTest, Fp8ToF32EveryDialect) {
     SCOPED_TRACE(testing::seed_note(seed_));
-    for (Fp8Dialect dialect :
-         {Fp8Dialect::kE4M3Ocp, Fp8Dialect::kE4M3Fnuz, Fp8Dialect::kE5M2Ocp, Fp8Dialect::kE5M2Fnuz}) {
+    for (Fp8Format dialect : {Fp8Format::kE4M3Ocp, Fp8Format::kE4M3Fnuz, Fp8Format::kE5M2Ocp, Fp8Format::kE5M2Fnuz}) {
         for (int64_t n : kSizes) {
             std::vector<uint8_t> codes = random_bytes(std::max<int64_t>(n, 256));
             for (int c = 0; c < 256; ++c) codes[static_cast<size_t>(c)] = static_cast<uint8_t>(c);  // every code
@@ -149,18 +151,20 @@ TEST_P(BlockDequantTest, Fp8ToF32EveryDialect) {
 
 TEST_P(BlockDequantTest, DequantFp8RowIsExact) {
     SCOPED_TRACE(testing::seed_note(seed_));
-    for (int block_k : kBlockSizes) {
-        for (int64_t k : kSizes) {
-            const std::vector<uint8_t> codes = random_bytes(k);  // includes NaN codes
-            const std::vector<uint8_t> scales = random_bytes((k + block_k - 1) / block_k + 1, 100, 150);
-            std::vector<float> out(static_cast<size_t>(k) + 1, 99.0f);
-            dequant_fp8_row(codes.data(), scales.data(), k, block_k, out.data());
-            for (int64_t j = 0; j < k; ++j) {
-                const auto expected = static_cast<float>(reference_fp8_weight(codes, scales, block_k, j));
-                ASSERT_TRUE(same_float_or_both_nan(expected, out[j]))
-                    << "k " << k << " block " << block_k << " j " << j;
+    for (Fp8Dialect dialect : kDialects) {
+        for (int block_k : kBlockSizes) {
+            for (int64_t k : kSizes) {
+                const std::vector<uint8_t> codes = random_bytes(k);  // includes NaN codes
+                const std::vector<uint8_t> scales = random_bytes((k + block_k - 1) / block_k + 1, 100, 150);
+                std::vector<float> out(static_cast<size_t>(k) + 1, 99.0f);
+                dequant_fp8_row(codes.data(), scales.data(), k, block_k, dialect, out.data());
+                for (int64_t j = 0; j < k; ++j) {
+                    const auto expected = static_cast<float>(reference_fp8_weight(codes, scales, block_k, j, dialect));
+                    ASSERT_TRUE(same_float_or_both_nan(expected, out[j]))
+                        << fp8_dialect_name(dialect) << " k " << k << " block " << block_k << " j " << j;
+                }
+                EXPECT_EQ(out[static_cast<size_t>(k)], 99.0f) << "wrote past the end";
             }
-            EXPECT_EQ(out[static_cast<size_t>(k)], 99.0f) << "wrote past the end";
         }
     }
 }
@@ -193,10 +197,13 @@ TEST_P(BlockDequantTest, ExtremeScalesAreExact) {
     const int64_t k = block_k * static_cast<int64_t>(scales.size());
     const std::vector<uint8_t> codes = random_bytes(k);
     std::vector<float> out(static_cast<size_t>(k));
-    dequant_fp8_row(codes.data(), scales.data(), k, block_k, out.data());
-    for (int64_t j = 0; j < k; ++j) {
-        const auto expected = static_cast<float>(reference_fp8_weight(codes, scales, block_k, j));
-        ASSERT_TRUE(same_float_or_both_nan(expected, out[j])) << "j " << j << " scale " << int{scales[j / block_k]};
+    for (Fp8Dialect dialect : kDialects) {
+        dequant_fp8_row(codes.data(), scales.data(), k, block_k, dialect, out.data());
+        for (int64_t j = 0; j < k; ++j) {
+            const auto expected = static_cast<float>(reference_fp8_weight(codes, scales, block_k, j, dialect));
+            ASSERT_TRUE(same_float_or_both_nan(expected, out[j]))
+                << fp8_dialect_name(dialect) << " j " << j << " scale " << int{scales[j / block_k]};
+        }
     }
     const std::vector<uint8_t> packed = random_bytes(k / 2);
     dequant_fp4_row(packed.data(), scales.data(), k, block_k, out.data());
@@ -228,19 +235,22 @@ TEST_P(BlockDequantTest, DotF32AndBf16MatchReference) {
 
 TEST_P(BlockDequantTest, DotFp8RowMatchesReference) {
     SCOPED_TRACE(testing::seed_note(seed_));
-    for (int block_k : kBlockSizes) {
-        for (int64_t k : kSizes) {
-            const std::vector<uint8_t> codes = random_finite_e4m3(k);
-            const std::vector<uint8_t> scales = random_bytes((k + block_k - 1) / block_k, 110, 135);
-            const std::vector<float> x = random_floats(k);
-            double exact = 0.0, magnitude = 0.0;
-            for (int64_t j = 0; j < k; ++j) {
-                const double term = reference_fp8_weight(codes, scales, block_k, j) * x[j];
-                exact += term;
-                magnitude += std::fabs(term);
+    for (Fp8Dialect dialect : kDialects) {
+        for (int block_k : kBlockSizes) {
+            for (int64_t k : kSizes) {
+                const std::vector<uint8_t> codes = random_finite_e4m3(k, dialect);
+                const std::vector<uint8_t> scales = random_bytes((k + block_k - 1) / block_k, 110, 135);
+                const std::vector<float> x = random_floats(k);
+                double exact = 0.0, magnitude = 0.0;
+                for (int64_t j = 0; j < k; ++j) {
+                    const double term = reference_fp8_weight(codes, scales, block_k, j, dialect) * x[j];
+                    exact += term;
+                    magnitude += std::fabs(term);
+                }
+                const float got = dot_fp8_row(codes.data(), scales.data(), block_k, dialect, x.data(), k);
+                EXPECT_TRUE(close_no_nan(exact, got, dot_tolerance(k, magnitude)))
+                    << fp8_dialect_name(dialect) << " k " << k << " block " << block_k;
             }
-            const float got = dot_fp8_row(codes.data(), scales.data(), block_k, x.data(), k);
-            EXPECT_TRUE(close_no_nan(exact, got, dot_tolerance(k, magnitude))) << "k " << k << " block " << block_k;
         }
     }
 }
@@ -273,7 +283,8 @@ TEST_P(BlockDequantTest, MultiVectorDotsMatchReference) {
             const std::vector<float> x = random_floats(stride * std::max(n_vec, 1));
             const int block_fp8 = 128;
             const int block_fp4 = 32;
-            const std::vector<uint8_t> codes = random_finite_e4m3(k);
+            const Fp8Dialect dialect = kDialects[n_vec % 2];  // both dialects through the batched and fused paths
+            const std::vector<uint8_t> codes = random_finite_e4m3(k, dialect);
             const std::vector<uint8_t> scales8 = random_bytes((k + block_fp8 - 1) / block_fp8, 110, 135);
             const std::vector<uint8_t> packed = random_bytes(k / 2);
             const std::vector<uint8_t> scales4 = random_bytes((k + block_fp4 - 1) / block_fp4, 110, 135);
@@ -285,7 +296,8 @@ TEST_P(BlockDequantTest, MultiVectorDotsMatchReference) {
                                                                                out_fp4 = out_f32;
             dot_f32_multi(wf.data(), x.data(), stride, k, n_vec, out_f32.data());
             dot_bf16_row_multi(wb.data(), x.data(), stride, k, n_vec, out_bf16.data());
-            dot_fp8_row_multi(codes.data(), scales8.data(), block_fp8, x.data(), stride, k, n_vec, out_fp8.data());
+            dot_fp8_row_multi(codes.data(), scales8.data(), block_fp8, dialect, x.data(), stride, k, n_vec,
+                              out_fp8.data());
             dot_fp4_row_multi(packed.data(), scales4.data(), block_fp4, x.data(), stride, k, n_vec, out_fp4.data());
             for (int v = 0; v < n_vec; ++v) {
                 const float* xv = x.data() + v * stride;
@@ -293,7 +305,7 @@ TEST_P(BlockDequantTest, MultiVectorDotsMatchReference) {
                 for (int64_t j = 0; j < k; ++j) {
                     const double terms[4] = {static_cast<double>(wf[j]) * xv[j],
                                              static_cast<double>(decode_bf16(wb[j])) * xv[j],
-                                             reference_fp8_weight(codes, scales8, block_fp8, j) * xv[j],
+                                             reference_fp8_weight(codes, scales8, block_fp8, j, dialect) * xv[j],
                                              reference_fp4_weight(packed, scales4, block_fp4, j) * xv[j]};
                     for (int t = 0; t < 4; ++t) {
                         e[t] += terms[t];
@@ -320,12 +332,20 @@ TEST_P(BlockDequantTest, NanWeightsAndScalesPropagate) {
         for (int64_t where : {int64_t{0}, k / 2, k - 1}) {
             const std::vector<float> x = random_floats(k);
             std::vector<uint8_t> codes = random_finite_e4m3(k);
+            std::replace(codes.begin(), codes.end(), uint8_t{0x80}, uint8_t{0x00});  // finite in both dialects
             std::vector<uint8_t> scales = random_bytes((k + 127) / 128, 110, 135);
             codes[where] = 0x7F;  // OCP e4m3 NaN
-            EXPECT_TRUE(std::isnan(dot_fp8_row(codes.data(), scales.data(), 128, x.data(), k))) << k << " " << where;
+            EXPECT_TRUE(std::isnan(dot_fp8_row(codes.data(), scales.data(), 128, Fp8Dialect::kOcp, x.data(), k)))
+                << k << " " << where;
+            EXPECT_FALSE(std::isnan(dot_fp8_row(codes.data(), scales.data(), 128, Fp8Dialect::kFnuz, x.data(), k)))
+                << "0x7F is 240 in FNUZ " << k << " " << where;
+            codes[where] = 0x80;  // FNUZ NaN (OCP -0)
+            EXPECT_TRUE(std::isnan(dot_fp8_row(codes.data(), scales.data(), 128, Fp8Dialect::kFnuz, x.data(), k)))
+                << k << " " << where;
             codes[where] = 0x00;
             scales[where / 128] = 0xFF;  // UE8M0 NaN
-            EXPECT_TRUE(std::isnan(dot_fp8_row(codes.data(), scales.data(), 128, x.data(), k))) << k << " " << where;
+            EXPECT_TRUE(std::isnan(dot_fp8_row(codes.data(), scales.data(), 128, Fp8Dialect::kOcp, x.data(), k)))
+                << k << " " << where;
 
             std::vector<uint8_t> packed = random_bytes(k / 2);
             std::vector<uint8_t> scales4 = random_bytes((k + 31) / 32, 110, 135);
@@ -369,14 +389,14 @@ TEST(BlockDequantDispatch, BadArgumentsAreErrors) {
     const uint8_t bytes[4] = {0, 0, 0, 0};
     const float x[4] = {0, 0, 0, 0};
     float out[4] = {};
-    EXPECT_THROW(dequant_fp8_row(bytes, bytes, -1, 128, out), Error);
-    EXPECT_THROW(dequant_fp8_row(bytes, bytes, 4, 0, out), Error);
+    EXPECT_THROW(dequant_fp8_row(bytes, bytes, -1, 128, Fp8Dialect::kOcp, out), Error);
+    EXPECT_THROW(dequant_fp8_row(bytes, bytes, 4, 0, Fp8Dialect::kOcp, out), Error);
     EXPECT_THROW(dequant_fp4_row(bytes, bytes, 3, 32, out), Error);
     EXPECT_THROW(dot_fp4_row(bytes, bytes, 32, x, 3), Error);
-    EXPECT_THROW(dot_fp8_row(bytes, bytes, -5, x, 4), Error);
+    EXPECT_THROW(dot_fp8_row(bytes, bytes, -5, Fp8Dialect::kOcp, x, 4), Error);
     EXPECT_THROW(dot_f32(x, x, -1), Error);
     EXPECT_THROW(dot_f32_multi(x, x, 2, 4, 2, out), Error);  // stride shorter than k
-    EXPECT_THROW(dot_fp8_row_multi(bytes, bytes, 128, x, 4, 4, -1, out), Error);
+    EXPECT_THROW(dot_fp8_row_multi(bytes, bytes, 128, Fp8Dialect::kOcp, x, 4, 4, -1, out), Error);
 }
 
 }  // namespace

@@ -50,32 +50,32 @@ TEST(FloatFormatsDecode, Fp16EveryCode) {
 }
 
 // Expected value of an FP8 code in a dialect, with that dialect's special codes spelled out here.
-float expected_fp8(uint32_t code, Fp8Dialect dialect) {
+float expected_fp8(uint32_t code, Fp8Format dialect) {
     switch (dialect) {
-        case Fp8Dialect::kE4M3Ocp:
+        case Fp8Format::kE4M3Ocp:
             if ((code & 0x7F) == 0x7F) return kNaN;
             return static_cast<float>(reference_value(code, 4, 3, 7));
-        case Fp8Dialect::kE4M3Fnuz:
+        case Fp8Format::kE4M3Fnuz:
             if (code == 0x80) return kNaN;
             return static_cast<float>(reference_value(code, 4, 3, 8));
-        case Fp8Dialect::kE5M2Ocp:
+        case Fp8Format::kE5M2Ocp:
             if ((code & 0x7C) == 0x7C) {
                 if ((code & 0x03) != 0) return kNaN;
                 return (code & 0x80) ? -kInf : kInf;
             }
             return static_cast<float>(reference_value(code, 5, 2, 15));
-        case Fp8Dialect::kE5M2Fnuz:
+        case Fp8Format::kE5M2Fnuz:
             if (code == 0x80) return kNaN;
             return static_cast<float>(reference_value(code, 5, 2, 16));
     }
     return kNaN;
 }
 
-constexpr std::array<Fp8Dialect, 4> kDialects{Fp8Dialect::kE4M3Ocp, Fp8Dialect::kE4M3Fnuz, Fp8Dialect::kE5M2Ocp,
-                                              Fp8Dialect::kE5M2Fnuz};
+constexpr std::array<Fp8Format, 4> kDialects{Fp8Format::kE4M3Ocp, Fp8Format::kE4M3Fnuz, Fp8Format::kE5M2Ocp,
+                                             Fp8Format::kE5M2Fnuz};
 
 TEST(FloatFormatsDecode, Fp8EveryCodeEveryDialect) {
-    for (Fp8Dialect dialect : kDialects) {
+    for (Fp8Format dialect : kDialects) {
         for (uint32_t code = 0; code < 256; ++code) {
             const auto c = static_cast<uint8_t>(code);
             const float expected = expected_fp8(code, dialect);
@@ -86,10 +86,10 @@ TEST(FloatFormatsDecode, Fp8EveryCodeEveryDialect) {
     }
     for (uint32_t code = 0; code < 256; ++code) {
         const auto c = static_cast<uint8_t>(code);
-        ASSERT_TRUE(same_float_or_both_nan(expected_fp8(code, Fp8Dialect::kE4M3Ocp), decode_e4m3(c)));
-        ASSERT_TRUE(same_float_or_both_nan(expected_fp8(code, Fp8Dialect::kE4M3Fnuz), decode_e4m3_fnuz(c)));
-        ASSERT_TRUE(same_float_or_both_nan(expected_fp8(code, Fp8Dialect::kE5M2Ocp), decode_e5m2(c)));
-        ASSERT_TRUE(same_float_or_both_nan(expected_fp8(code, Fp8Dialect::kE5M2Fnuz), decode_e5m2_fnuz(c)));
+        ASSERT_TRUE(same_float_or_both_nan(expected_fp8(code, Fp8Format::kE4M3Ocp), decode_e4m3(c)));
+        ASSERT_TRUE(same_float_or_both_nan(expected_fp8(code, Fp8Format::kE4M3Fnuz), decode_e4m3_fnuz(c)));
+        ASSERT_TRUE(same_float_or_both_nan(expected_fp8(code, Fp8Format::kE5M2Ocp), decode_e5m2(c)));
+        ASSERT_TRUE(same_float_or_both_nan(expected_fp8(code, Fp8Format::kE5M2Fnuz), decode_e5m2_fnuz(c)));
     }
 }
 
@@ -109,7 +109,7 @@ TEST(FloatFormatsDecode, Fp8LandmarkValues) {
     EXPECT_EQ(decode_e5m2(0x01), std::ldexp(1.0f, -16));
     EXPECT_EQ(decode_e5m2_fnuz(0x7F), 57344.0f);
     EXPECT_EQ(decode_e5m2_fnuz(0x01), std::ldexp(1.0f, -17));
-    for (Fp8Dialect dialect : kDialects) {
+    for (Fp8Format dialect : kDialects) {
         float largest = 0.0f;
         for (uint32_t code = 0; code < 256; ++code) {
             const float v = decode_fp8(static_cast<uint8_t>(code), dialect);
@@ -155,8 +155,8 @@ TEST(FloatFormatsConvert, OcpToFnuzPreservesValuesAndSaturates) {
     for (uint32_t code = 0; code < 256; ++code) {
         const auto c = static_cast<uint8_t>(code);
         const uint8_t fnuz = e4m3_ocp_to_fnuz(c);
-        const float fnuz_value = expected_fp8(fnuz, Fp8Dialect::kE4M3Fnuz);
-        const float ocp_value = expected_fp8(code, Fp8Dialect::kE4M3Ocp);
+        const float fnuz_value = expected_fp8(fnuz, Fp8Format::kE4M3Fnuz);
+        const float ocp_value = expected_fp8(code, Fp8Format::kE4M3Ocp);
         if (std::isnan(ocp_value)) {
             EXPECT_EQ(fnuz, 0x80) << "OCP NaN " << code << " must become the FNUZ NaN";
         } else if (code == 0x80) {
@@ -186,12 +186,12 @@ TEST(FloatFormatsConvert, OcpToFnuzPreservesValuesAndSaturates) {
 // inf/NaN codes 0x7C..0x7F / 0xFC..0xFF, which are finite in FNUZ.
 TEST(FloatFormatsConvert, FnuzReadingIsHalfTheOcpValue) {
     struct Pair {
-        Fp8Dialect ocp;
-        Fp8Dialect fnuz;
+        Fp8Format ocp;
+        Fp8Format fnuz;
         int expected_count;
     };
-    for (const Pair& pair : {Pair{Fp8Dialect::kE4M3Ocp, Fp8Dialect::kE4M3Fnuz, 256 - 4},
-                             Pair{Fp8Dialect::kE5M2Ocp, Fp8Dialect::kE5M2Fnuz, 256 - 2 - 8}}) {
+    for (const Pair& pair : {Pair{Fp8Format::kE4M3Ocp, Fp8Format::kE4M3Fnuz, 256 - 4},
+                             Pair{Fp8Format::kE5M2Ocp, Fp8Format::kE5M2Fnuz, 256 - 2 - 8}}) {
         int count = 0;
         for (uint32_t code = 0; code < 256; ++code) {
             const auto c = static_cast<uint8_t>(code);

@@ -34,12 +34,12 @@ std::vector<Codec> all_codecs() {
                       [](float v) { return uint32_t{encode_bf16(v)}; }, false});
     codecs.push_back({"fp16", 65536, [](uint32_t c) { return decode_fp16(static_cast<uint16_t>(c)); },
                       [](float v) { return uint32_t{encode_fp16(v)}; }, false});
-    for (Fp8Dialect d : {Fp8Dialect::kE4M3Ocp, Fp8Dialect::kE4M3Fnuz, Fp8Dialect::kE5M2Ocp, Fp8Dialect::kE5M2Fnuz}) {
+    for (Fp8Format d : {Fp8Format::kE4M3Ocp, Fp8Format::kE4M3Fnuz, Fp8Format::kE5M2Ocp, Fp8Format::kE5M2Fnuz}) {
         static constexpr const char* kNames[] = {"e4m3", "e4m3fnuz", "e5m2", "e5m2fnuz"};
         codecs.push_back({kNames[static_cast<int>(d)], 256,
                           [d](uint32_t c) { return decode_fp8(static_cast<uint8_t>(c), d); },
                           [d](float v) { return uint32_t{encode_fp8(v, d)}; }, true,
-                          d == Fp8Dialect::kE4M3Fnuz || d == Fp8Dialect::kE5M2Fnuz});
+                          d == Fp8Format::kE4M3Fnuz || d == Fp8Format::kE5M2Fnuz});
     }
     codecs.push_back({"e2m1", 16, [](uint32_t c) { return decode_e2m1(static_cast<uint8_t>(c)); },
                       [](float v) { return uint32_t{encode_e2m1(v)}; }, true});

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -79,28 +80,28 @@ TEST(QuantSim, ScaleExponentMatchesIndependentCeilLog2) {
 TEST(QuantSim, Fp8SimHandComputedBlocks) {
     // amax = 4 * 448 -> s = 4: [448, 0.25, -0.75, 0.025 -> 1.625 * 2^-6] * 4.
     std::vector<float> x{1792.0f, 1.0f, -3.0f, 0.1f};
-    fp8_sim(x.data(), 4, 4);
+    fp8_sim(x.data(), 4, 4, kOcpQuant);
     expect_same_floats({1792.0f, 1.0f, -3.0f, 0.1015625f}, x);
 
     // s = 1; ties: 17 lies between 16 and 18 -> 16 (even mantissa), 19 between 18 and 20 -> 20, 0.5 + 2^-5 between
     // 0.5 and 0.5625 -> 0.5, -(1 + 2^-4) between 1 and 1.125 -> -1.
     x = {448.0f, 17.0f, 19.0f, 0.53125f, -1.0625f};
-    fp8_sim(x.data(), 5, 5);
+    fp8_sim(x.data(), 5, 5, kOcpQuant);
     expect_same_floats({448.0f, 16.0f, 20.0f, 0.5f, -1.0f}, x);
 
     // Tiny block: the floor 1e-4 gives s = 2^-22; 1e-6 * 2^22 = 4.19 -> 4, -2e-6 * 2^22 = -8.39 -> -8.
     x = {1e-6f, -2e-6f};
-    fp8_sim(x.data(), 2, 2);
+    fp8_sim(x.data(), 2, 2, kOcpQuant);
     expect_same_floats({std::ldexp(4.0f, -22), std::ldexp(-8.0f, -22)}, x);
 
     // An all-zero block stays zero; blocks are independent of each other.
     x = {0.0f, 0.0f, 896.0f, 3.0f};
-    fp8_sim(x.data(), 4, 2);
+    fp8_sim(x.data(), 4, 2, kOcpQuant);
     expect_same_floats({0.0f, 0.0f, 896.0f, 3.0f}, x);
 
     // A short last block.
     x = {448.0f, 1.0f, 0.3f};
-    fp8_sim(x.data(), 3, 2);
+    fp8_sim(x.data(), 3, 2, kOcpQuant);
     expect_same_floats({448.0f, 1.0f, 0.3125f}, x);  // s = 2^-10: 307.2 -> 320 (quantum 32)
 }
 
@@ -110,8 +111,8 @@ TEST(QuantSim, Fp8SimBf16InputRoundsBeforeTheAmax) {
     const float big = 448.0f * (1.0f + std::ldexp(1.0f, -20));
     std::vector<float> plain{big, 0.01f};
     std::vector<float> rounded = plain;
-    fp8_sim(plain.data(), 2, 2);
-    fp8_sim_bf16_input(rounded.data(), 2, 2);
+    fp8_sim(plain.data(), 2, 2, kOcpQuant);
+    fp8_sim_bf16_input(rounded.data(), 2, 2, kOcpQuant);
     expect_same_floats({448.0f, std::ldexp(6.0f, -9)}, plain);
     expect_same_floats({448.0f, std::ldexp(5.0f, -9)}, rounded);
 }
@@ -137,7 +138,7 @@ TEST(QuantSim, Fp4SimHandComputedBlocks) {
 
 TEST(QuantSim, NanStaysNanAndDoesNotMoveTheScale) {
     std::vector<float> x{kNaN, 448.0f, 17.0f, 1.0f};
-    fp8_sim(x.data(), 4, 4);
+    fp8_sim(x.data(), 4, 4, kOcpQuant);
     EXPECT_TRUE(std::isnan(x[0]));
     EXPECT_EQ(x[1], 448.0f);
     EXPECT_EQ(x[2], 16.0f);
@@ -146,43 +147,58 @@ TEST(QuantSim, NanStaysNanAndDoesNotMoveTheScale) {
     EXPECT_TRUE(std::isnan(x[0]));
     EXPECT_EQ(x[2], 1.0f);
     x = {kInf, 1.0f};
-    fp8_sim(x.data(), 2, 2);
+    fp8_sim(x.data(), 2, 2, kOcpQuant);
     EXPECT_EQ(x[0], kInf);
     EXPECT_FALSE(std::isnan(x[1]));
 }
 
-// act_quant_* codes and scales, dequantised by block_dequant, reproduce the in-place simulation exactly.
+// act_quant_* codes and scales, dequantised by block_dequant, reproduce the in-place simulation exactly, in every
+// site's dialect and maximum (OCP 448, FNUZ 240, FNUZ 224).
 TEST(QuantSim, CodesDequantiseToTheSimulation) {
+    const uint32_t seed = testing::fresh_seed();
+    SCOPED_TRACE(testing::seed_note(seed));
+    std::mt19937 rng(seed);
+    for (Fp8Quant q : {kOcpQuant, activation_fp8_quant(Fp8Dialect::kFnuz), index_key_fp8_quant(Fp8Dialect::kFnuz)}) {
+        for (int64_t n : {int64_t{2}, int64_t{64}, int64_t{448}, int64_t{1000}}) {
+            for (float sigma : {1e-7f, 1e-3f, 1.0f, 1e4f}) {
+                const std::vector<float> x = random_normal(rng, n, sigma);
+                std::vector<uint8_t> codes(static_cast<size_t>(n));
+                std::vector<uint8_t> scales(static_cast<size_t>((n + 127) / 128));
+                act_quant_fp8(x.data(), n, 128, q, codes.data(), scales.data());
+                std::vector<float> dequantised(static_cast<size_t>(n));
+                dequant_fp8_row(codes.data(), scales.data(), n, 128, q.dialect, dequantised.data());
+                std::vector<float> simulated = x;
+                act_quant_fp8_sim(simulated.data(), n, 128, q);
+                expect_same_floats(simulated, dequantised);
+                std::vector<float> sim_bf16 = x;
+                fp8_sim(sim_bf16.data(), n, 128, q);
+                expect_same_floats(simulated, sim_bf16);  // the bf16 rounding is a no-op on these values
+                for (size_t b = 0; b < scales.size(); ++b) {
+                    float amax = 0.0f;
+                    for (int64_t j = static_cast<int64_t>(b) * 128; j < std::min<int64_t>(n, (b + 1) * 128); ++j) {
+                        amax = std::max(amax, std::fabs(x[j]));
+                    }
+                    EXPECT_EQ(scales[b], pow2_scale_exponent(amax, kFp8AmaxFloor, q.qmax) + 127);
+                }
+                for (uint8_t c : codes) ASSERT_LE(std::fabs(decode_e4m3(c, q.dialect)), q.qmax) << int{c};
+            }
+        }
+    }
+}
+
+TEST(QuantSim, Fp4CodesDequantiseToTheSimulation) {
     const uint32_t seed = testing::fresh_seed();
     SCOPED_TRACE(testing::seed_note(seed));
     std::mt19937 rng(seed);
     for (int64_t n : {int64_t{2}, int64_t{64}, int64_t{128}, int64_t{448}, int64_t{1000}, int64_t{4096}}) {
         for (float sigma : {1e-7f, 1e-3f, 1.0f, 1e4f}) {
             const std::vector<float> x = random_normal(rng, n, sigma);
-            std::vector<uint8_t> codes(static_cast<size_t>(n));
-            std::vector<uint8_t> scales(static_cast<size_t>((n + 127) / 128));
-            act_quant_fp8(x.data(), n, 128, codes.data(), scales.data());
             std::vector<float> dequantised(static_cast<size_t>(n));
-            dequant_fp8_row(codes.data(), scales.data(), n, 128, dequantised.data());
-            std::vector<float> simulated = x;
-            act_quant_fp8_sim(simulated.data(), n, 128);
-            expect_same_floats(simulated, dequantised);
-            std::vector<float> sim_bf16 = x;
-            fp8_sim(sim_bf16.data(), n, 128);
-            expect_same_floats(simulated, sim_bf16);  // the bf16 rounding is a no-op on these values
-            for (size_t b = 0; b < scales.size(); ++b) {
-                float amax = 0.0f;
-                for (int64_t j = static_cast<int64_t>(b) * 128; j < std::min<int64_t>(n, (b + 1) * 128); ++j) {
-                    amax = std::max(amax, std::fabs(x[j]));
-                }
-                EXPECT_EQ(scales[b], pow2_scale_exponent(amax, kFp8AmaxFloor, 448.0f) + 127);
-            }
-
             std::vector<uint8_t> packed(static_cast<size_t>(n / 2));
             std::vector<uint8_t> scales4(static_cast<size_t>((n + 31) / 32));
             act_quant_fp4(x.data(), n, 32, packed.data(), scales4.data());
             dequant_fp4_row(packed.data(), scales4.data(), n, 32, dequantised.data());
-            simulated = x;
+            std::vector<float> simulated = x;
             fp4_sim(simulated.data(), n, 32);
             expect_same_floats(simulated, dequantised);
         }
@@ -193,8 +209,14 @@ TEST(QuantSim, SimulationsAreIdempotent) {
     const uint32_t seed = testing::fresh_seed();
     SCOPED_TRACE(testing::seed_note(seed));
     std::mt19937 rng(seed);
-    using Sim = void (*)(float*, int64_t, int);
-    for (Sim sim : {Sim{fp8_sim}, Sim{fp8_sim_bf16_input}, Sim{act_quant_fp8_sim}, Sim{fp4_sim}}) {
+    using Sim = std::function<void(float*, int64_t, int)>;
+    std::vector<Sim> sims{[](float* x, int64_t n, int b) { fp4_sim(x, n, b); }};
+    for (Fp8Quant q : {kOcpQuant, activation_fp8_quant(Fp8Dialect::kFnuz), index_key_fp8_quant(Fp8Dialect::kFnuz)}) {
+        sims.emplace_back([q](float* x, int64_t n, int b) { fp8_sim(x, n, b, q); });
+        sims.emplace_back([q](float* x, int64_t n, int b) { fp8_sim_bf16_input(x, n, b, q); });
+        sims.emplace_back([q](float* x, int64_t n, int b) { act_quant_fp8_sim(x, n, b, q); });
+    }
+    for (const Sim& sim : sims) {
         for (int block : {1, 2, 32, 64, 128}) {
             for (float sigma : {1e-6f, 1e-2f, 1.0f, 300.0f}) {
                 std::vector<float> once = random_normal(rng, 1024 + 7, sigma);
@@ -210,10 +232,11 @@ TEST(QuantSim, SimulationsAreIdempotent) {
 TEST(QuantSim, BadArgumentsAreErrors) {
     float x[4] = {1, 2, 3, 4};
     uint8_t codes[4] = {};
-    EXPECT_THROW(fp8_sim(x, 4, 0), Error);
+    EXPECT_THROW(fp8_sim(x, 4, 0, kOcpQuant), Error);
     EXPECT_THROW(fp4_sim(x, -1, 32), Error);
     EXPECT_THROW(act_quant_fp4(x, 3, 32, codes, codes), Error);
-    EXPECT_THROW(act_quant_fp8(x, 4, -2, codes, codes), Error);
+    EXPECT_THROW(act_quant_fp8(x, 4, -2, kOcpQuant, codes, codes), Error);
+    EXPECT_THROW(fp8_sim(x, 4, 4, Fp8Quant{Fp8Dialect::kFnuz, 448.0f}), Error) << "FNUZ cannot hold 448";
 }
 
 TEST(Hadamard, MatchesTheSylvesterMatrix) {

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -61,10 +63,15 @@ bool same_bits(float a, float b) {
     return std::memcmp(&a, &b, sizeof(float)) == 0;
 }
 
+constexpr Fp8Dialect kDialects[] = {Fp8Dialect::kOcp, Fp8Dialect::kFnuz};
+
 TEST(StateFormat, Fp8KvRecordIsTheReferenceRounding) {
     std::mt19937 rng(11);
-    for (auto [d, r] : {std::pair{512, 64}, std::pair{128, 64}, std::pair{80, 16}, std::pair{64, 0}}) {
-        const StateRowFormat f = kv_row_format(StateDtype::kFp8, dims(d, r, 128));
+    for (auto [d, r, dialect] : {std::tuple{512, 64, Fp8Dialect::kOcp}, std::tuple{128, 64, Fp8Dialect::kOcp},
+                                 std::tuple{80, 16, Fp8Dialect::kOcp}, std::tuple{64, 0, Fp8Dialect::kOcp},
+                                 std::tuple{512, 64, Fp8Dialect::kFnuz}, std::tuple{80, 16, Fp8Dialect::kFnuz}}) {
+        const Fp8Quant quant = kv_record_fp8_quant(dialect);
+        const StateRowFormat f = kv_row_format(StateDtype::kFp8, dims(d, r, 128), quant);
         const int nope = d - r;
         ASSERT_EQ(f.bytes(), nope + 2 * r + (nope / 64 + 7) / 8 * 8);
         for (int kind = 0; kind < 60; ++kind) {
@@ -75,7 +82,7 @@ TEST(StateFormat, Fp8KvRecordIsTheReferenceRounding) {
             std::vector<float> rounded(x.begin(), x.begin() + nope);
             for (float& v : rounded) v = round_to_bf16(v);
             std::vector<uint8_t> codes(nope), scales((nope + 63) / 64);
-            act_quant_fp8(rounded.data(), nope, 64, codes.data(), scales.data());
+            act_quant_fp8(rounded.data(), nope, 64, quant, codes.data(), scales.data());
             for (int j = 0; j < nope; ++j) {
                 ASSERT_EQ(record[j], codes[j]) << "d " << d << " kind " << kind << " j " << j;
             }
@@ -85,7 +92,7 @@ TEST(StateFormat, Fp8KvRecordIsTheReferenceRounding) {
             }
             // Decoded: exactly fp8_sim_bf16_input(nope) ++ bf16(rope).
             std::vector<float> want(x);
-            fp8_sim_bf16_input(want.data(), nope, 64);
+            fp8_sim_bf16_input(want.data(), nope, 64, quant);
             for (int j = nope; j < d; ++j) want[j] = round_to_bf16(x[j]);
             std::vector<float> got(d);
             f.decode(record.data(), got.data());
@@ -98,7 +105,7 @@ TEST(StateFormat, Fp8KvRecordIsTheReferenceRounding) {
 }
 
 TEST(StateFormat, Fp8KvRecordNanAndInfPolicy) {
-    const StateRowFormat f = kv_row_format(StateDtype::kFp8, dims(128, 64, 128));
+    const StateRowFormat f = kv_row_format(StateDtype::kFp8, dims(128, 64, 128), kOcpQuant);
     std::vector<float> x(128, 0.5f);
     x[3] = std::numeric_limits<float>::quiet_NaN();
     x[4] = -std::numeric_limits<float>::quiet_NaN();
@@ -121,12 +128,27 @@ TEST(StateFormat, Fp8KvRecordNanAndInfPolicy) {
     EXPECT_EQ(record[64 + 2 * 64], 254);
     f.decode(record.data(), got.data());
     EXPECT_EQ(got[5], -std::numeric_limits<float>::infinity());
+    // FNUZ: both NaNs are the one FNUZ NaN code, and the scale follows its 240 maximum.
+    const StateRowFormat fnuz =
+        kv_row_format(StateDtype::kFp8, dims(128, 64, 128), kv_record_fp8_quant(Fp8Dialect::kFnuz));
+    x[3] = std::numeric_limits<float>::quiet_NaN();
+    x[4] = -std::numeric_limits<float>::quiet_NaN();
+    x[5] = 1.0f;
+    fnuz.encode(x.data(), record.data());
+    EXPECT_EQ(record[3], 0x80);
+    EXPECT_EQ(record[4], 0x80);
+    EXPECT_EQ(record[64 + 2 * 64], pow2_scale_exponent(256.0f, kFp8AmaxFloor, 240.0f) + 127);
+    fnuz.decode(record.data(), got.data());
+    EXPECT_TRUE(std::isnan(got[3]) && std::isnan(got[4]));
+    EXPECT_EQ(got[10], 256.0f);
 }
 
 TEST(StateFormat, Fp8IndexKeyIsOneBlockOfBf16RoundedValues) {
     std::mt19937 rng(5);
-    for (int di : {128, 32}) {
-        const StateRowFormat f = index_key_format(StateDtype::kFp8, dims(512, 64, di));
+    for (auto [di, dialect] :
+         {std::pair{128, Fp8Dialect::kOcp}, std::pair{32, Fp8Dialect::kOcp}, std::pair{128, Fp8Dialect::kFnuz}}) {
+        const Fp8Quant quant = index_key_fp8_quant(dialect);
+        const StateRowFormat f = index_key_format(StateDtype::kFp8, dims(512, 64, di), quant);
         ASSERT_EQ(f.bytes(), di + 4);
         for (int kind = 0; kind < 60; ++kind) {
             const std::vector<float> x = random_row(rng, di, kind);
@@ -136,13 +158,13 @@ TEST(StateFormat, Fp8IndexKeyIsOneBlockOfBf16RoundedValues) {
             for (float& v : rounded) v = round_to_bf16(v);
             std::vector<uint8_t> codes(di);
             uint8_t scale_byte = 0;
-            act_quant_fp8(rounded.data(), di, di, codes.data(), &scale_byte);
+            act_quant_fp8(rounded.data(), di, di, quant, codes.data(), &scale_byte);
             for (int j = 0; j < di; ++j) ASSERT_EQ(record[j], codes[j]) << "kind " << kind << " j " << j;
             float scale;
             std::memcpy(&scale, record.data() + di, 4);
             ASSERT_TRUE(same_bits(scale, decode_ue8m0(scale_byte)));
             std::vector<float> want(rounded);
-            act_quant_fp8_sim(want.data(), di, di);
+            act_quant_fp8_sim(want.data(), di, di, quant);
             std::vector<float> got(di);
             f.decode(record.data(), got.data());
             for (int j = 0; j < di; ++j) ASSERT_TRUE(same_bits(got[j], want[j])) << "kind " << kind << " j " << j;
@@ -151,11 +173,13 @@ TEST(StateFormat, Fp8IndexKeyIsOneBlockOfBf16RoundedValues) {
 }
 
 // The reference's indexer keys are FP4-simulated per 32 dims: the FP8 key holds them exactly when the block scales
-// of one key span few enough binades.
+// of one key span few enough binades, in both dialects (FNUZ's 224 maximum keeps the same binades as OCP's 448; FNUZ
+// has no -0, so an FP4 -0 comes back as +0, the same value).
 TEST(StateFormat, Fp8IndexKeyHoldsFp4SimulatedKeysExactly) {
     std::mt19937 rng(9);
-    const StateRowFormat f = index_key_format(StateDtype::kFp8, dims(512, 64, 128));
     for (int trial = 0; trial < 200; ++trial) {
+        const StateRowFormat f =
+            index_key_format(StateDtype::kFp8, dims(512, 64, 128), index_key_fp8_quant(kDialects[trial % 2]));
         std::vector<float> x = random_row(rng, 128, 0);
         hadamard_inplace(x.data(), 128);
         fp4_sim(x.data(), 128, 32);
@@ -163,7 +187,13 @@ TEST(StateFormat, Fp8IndexKeyHoldsFp4SimulatedKeysExactly) {
         f.encode(x.data(), record.data());
         std::vector<float> got(128);
         f.decode(record.data(), got.data());
-        for (int j = 0; j < 128; ++j) ASSERT_TRUE(same_bits(got[j], x[j])) << "trial " << trial << " j " << j;
+        for (int j = 0; j < 128; ++j) {
+            if (f.fp8.dialect == Fp8Dialect::kOcp) {
+                ASSERT_TRUE(same_bits(got[j], x[j])) << "trial " << trial << " j " << j;
+            } else {
+                ASSERT_EQ(got[j], x[j]) << "trial " << trial << " j " << j;
+            }
+        }
     }
 }
 
@@ -171,7 +201,8 @@ TEST(StateFormat, Bf16RowsRoundToNearestEven) {
     std::mt19937 rng(3);
     for (bool key : {false, true}) {
         const ModelConfig c = dims(80, 16, 32);
-        const StateRowFormat f = key ? index_key_format(StateDtype::kBf16, c) : kv_row_format(StateDtype::kBf16, c);
+        const StateRowFormat f =
+            key ? index_key_format(StateDtype::kBf16, c, kOcpQuant) : kv_row_format(StateDtype::kBf16, c, kOcpQuant);
         ASSERT_EQ(f.bytes(), 2 * f.dim);
         const std::vector<float> x = random_row(rng, f.dim, 4);
         std::vector<uint8_t> record(f.bytes());
@@ -183,7 +214,7 @@ TEST(StateFormat, Bf16RowsRoundToNearestEven) {
 }
 
 TEST(StateFormat, F32RowsAreCopies) {
-    const StateRowFormat f = kv_row_format(StateDtype::kF32, dims(80, 16, 32));
+    const StateRowFormat f = kv_row_format(StateDtype::kF32, dims(80, 16, 32), kOcpQuant);
     ASSERT_EQ(f.bytes(), 320);
     std::vector<float> x(80);
     for (int j = 0; j < 80; ++j) x[j] = 0.1f * static_cast<float>(j) - 3.0f;
@@ -193,10 +224,10 @@ TEST(StateFormat, F32RowsAreCopies) {
 }
 
 TEST(StateFormat, Fp8NeedsNopeDimsInBlocksOf64) {
-    EXPECT_THROW(kv_row_format(StateDtype::kFp8, dims(96, 16, 32)), Error);  // 80 nope dims
-    EXPECT_NO_THROW(kv_row_format(StateDtype::kBf16, dims(96, 16, 32)));
+    EXPECT_THROW(kv_row_format(StateDtype::kFp8, dims(96, 16, 32), kOcpQuant), Error);  // 80 nope dims
+    EXPECT_NO_THROW(kv_row_format(StateDtype::kBf16, dims(96, 16, 32), kOcpQuant));
     try {
-        kv_row_format(StateDtype::kFp8, dims(96, 16, 32));
+        kv_row_format(StateDtype::kFp8, dims(96, 16, 32), kOcpQuant);
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("blocks of 64"), std::string::npos) << e.what();
     }

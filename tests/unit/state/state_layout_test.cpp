@@ -44,7 +44,7 @@ TEST(StateLayout, MatchesTheCpuBackendAllocation) {
             s.rewind_capacity = 16;
             s.num_snapshots = 2;
             s.kv_dtype = dtype;
-            CpuBackend cpu(Numerics::kExact, 1);
+            CpuBackend cpu(Numerics::kExact, 1, fp8_sites(Fp8Dialect::kOcp));
             cpu.create_state(c, s);
             const StateBytes held = cpu.allocated_state_bytes();
             const StateLayout layout = compute_state_layout(c, 128, 16, dtype);
@@ -84,7 +84,7 @@ TEST(StateLayout, Fp8RejectsNopeDimsOutsideBlocksOf64) {
     s.num_blocks = 2;
     s.block_tokens = 128;
     s.kv_dtype = StateDtype::kBf16;
-    CpuBackend cpu(Numerics::kExact, 1);
+    CpuBackend cpu(Numerics::kExact, 1, fp8_sites(Fp8Dialect::kOcp));
     EXPECT_NO_THROW(cpu.create_state(c, s));
     s.kv_dtype = StateDtype::kFp8;
     try {

@@ -218,6 +218,37 @@ TEST(InspectFlash, TextAndJsonReports) {
     EXPECT_DOUBLE_EQ(j["kv"]["bytes_per_token_bf16"].get<double>(), 6880.0);
 }
 
+// quantization_config.fmt names the checkpoint's FP8 dialect; inspect reports it and the runtime sites of a dialect.
+TEST(InspectFlash, Fp8DialectFromTheConfigAndRuntimeSites) {
+    nlohmann::json j = flash_config_json();
+    EXPECT_EQ(parse_model_config(j).fp8_dialect, Fp8Dialect::kOcp);
+    for (const char* fnuz : {"e4m3_fnuz", "e4m3fnuz"}) {
+        j["quantization_config"]["fmt"] = fnuz;
+        EXPECT_EQ(parse_model_config(j).fp8_dialect, Fp8Dialect::kFnuz) << fnuz;
+    }
+    j["quantization_config"].erase("fmt");
+    EXPECT_EQ(parse_model_config(j).fp8_dialect, Fp8Dialect::kOcp) << "absent: DeepSeek's OCP";
+    j["quantization_config"]["fmt"] = "e5m2";
+    try {
+        parse_model_config(j);
+        ADD_FAILURE() << "fmt e5m2 accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("e4m3_fnuz"), std::string::npos) << e.what();
+    }
+    j["quantization_config"]["fmt"] = "e4m3";
+    const Fp8Inspection in = inspect_fp8(parse_model_config(j), nullptr, Fp8Dialect::kFnuz);
+    const std::string text = fp8_inspection_text(in);
+    EXPECT_NE(text.find("OCP e4m3 (e4m3fn) per config.json"), std::string::npos) << text;
+    EXPECT_NE(text.find("converted exactly at load"), std::string::npos) << text;
+    EXPECT_NE(text.find("activations fnuz max 240; K=V rows (fp8) fnuz max 240; indexer keys (fp8) fnuz max 224"),
+              std::string::npos)
+        << text;
+    const nlohmann::json js = fp8_inspection_json(in);
+    EXPECT_EQ(js["claimed"], "ocp");
+    EXPECT_EQ(js["runtime"]["index_keys"]["max"], 224.0);
+    EXPECT_FALSE(js["scanned"].get<bool>());
+}
+
 TEST(InspectDirectory, ConfigOnlyThenValidWeightsThenBroken) {
     test::TempDir dir;
     nlohmann::json config_json = test::tiny_config_json();
