@@ -12,7 +12,7 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
                                         const ExpertResidency& residency, const DraftLoad& drafts) {
     DSV4_CHECK(std::filesystem::is_directory(dir), "model directory {} does not exist", dir.string());
     ModelConfig config = load_model_config(dir / "config.json");
-    auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr, std::nullopt, {}});
+    auto loaded = std::unique_ptr<LoadedModel>(new LoadedModel{Checkpoint::open(dir), nullptr, std::nullopt, {}, {}});
     loaded->bound = bind_weights(config, *loaded->checkpoint);  // every problem reported at once
     // The FP8 bytes must be in the dialect config.json claims (the 2x trap), then in the backend's (exact conversion).
     check_fp8_dialect(fp8_dialect_evidence(config, *loaded->bound), config.fp8_dialect, dir.string());

@@ -203,7 +203,8 @@ class SyntheticBuilder {
 DraftWeights make_synthetic_draft_weights(const ModelConfig& config, Backend& backend, const DraftLayout& layout,
                                           uint64_t seed) {
     const ExpertResidency all;
-    return SyntheticBuilder(config, backend, seed ^ 0x6a09e667f3bcc909ull, all).drafts(layout);
+    const std::vector<double> even_routing;  // the builder keeps a reference: it must outlive it
+    return SyntheticBuilder(config, backend, seed ^ 0x6a09e667f3bcc909ull, all, even_routing, nullptr).drafts(layout);
 }
 
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,

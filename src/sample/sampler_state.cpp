@@ -79,23 +79,20 @@ void SamplerState::record_output(int64_t token) {
     ++num_output_tokens_;
 }
 
-SamplerState::DraftMasks SamplerState::draft_constraint_masks(std::span<const int64_t> drafts) {
-    DSV4_CHECK(constraint_ != nullptr, "draft_constraint_masks: the request has no constraint");
-    DraftMasks out;
-    int accepted = 0;
-    for (size_t i = 0; i <= drafts.size(); ++i) {
-        std::vector<uint64_t>& mask = out.masks.emplace_back(mask_.size());
-        constraint_->fill_allowed(mask);
-        if (i == drafts.size()) break;
-        const int64_t token = drafts[i];
-        const bool allowed =
-            token >= 0 && token < vocab_size_ && ((mask[static_cast<size_t>(token) >> 6] >> (token & 63)) & 1);
-        if (!allowed || !constraint_->accept(static_cast<int32_t>(token))) break;
-        ++accepted;
+void SamplerState::unrecord_outputs(std::span<const int64_t> tokens) {
+    DSV4_CHECK(static_cast<int64_t>(tokens.size()) <= num_output_tokens_,
+               "unrecord_outputs: {} tokens, {} were recorded", tokens.size(), num_output_tokens_);
+    for (const int64_t token : tokens) {
+        auto it = history_.find(token);
+        DSV4_CHECK(it != history_.end() && it->second.output_count > 0,
+                   "unrecord_outputs: token {} is not among the recorded outputs", token);
+        if (--it->second.output_count == 0 && !it->second.in_prompt) history_.erase(it);
+        --num_output_tokens_;
     }
-    constraint_->rollback(accepted);
-    out.valid_prefix = static_cast<size_t>(accepted);
-    return out;
+    if (constraint_ && !tokens.empty()) {
+        constraint_->rollback(static_cast<int>(tokens.size()));
+        mask_ready_ = false;
+    }
 }
 
 void SamplerState::prepare_constraint_mask() {

@@ -56,16 +56,9 @@ class SamplerState {
     // The constraint is complete: only an end token may follow (min_tokens cannot hold the end back then).
     bool constraint_requires_end() const { return constraint_ != nullptr && mask_ready_ && !mask_summary_.any_token; }
 
-    // Speculative decoding with a constraint: the masks of the positions a draft would fill, for verifying the
-    // target's logits (masks[i] applies to the row that scores drafts[i]; one more mask for the bonus token after the
-    // last accepted draft). The constraint is walked along the drafts and rolled back, so the state is unchanged.
-    // valid_prefix: how many leading drafts the constraint allows (drafts after the first disallowed one cannot be
-    // accepted; their rows get no mask). Requires has_constraint().
-    struct DraftMasks {
-        std::vector<std::vector<uint64_t>> masks;  // valid_prefix + 1 masks
-        size_t valid_prefix = 0;
-    };
-    DraftMasks draft_constraint_masks(std::span<const int64_t> drafts);
+    // Undoes the record_output of `tokens`, the last outputs recorded, in order (a probe along speculative drafts:
+    // the history, the output count and the constraint return to where they were before them).
+    void unrecord_outputs(std::span<const int64_t> tokens);
 
     // Tokens seen in the output (and in the prompt when tracked), for the penalties.
     const std::unordered_map<int64_t, TokenHistory>& history() const { return history_; }

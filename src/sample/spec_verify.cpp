@@ -56,7 +56,7 @@ void check_input(const VerifyRows& rows, const SamplerState& state) {
 }
 
 // The processed target distribution of a row, dense over the vocabulary, given the history in `state`.
-std::vector<double> target_probs(std::span<const float> raw, const SamplingParams& params, const SamplerState& state) {
+std::vector<double> target_probs(std::span<const float> raw, const SamplingParams& params, SamplerState& state) {
     std::vector<float> processed(raw.begin(), raw.end());
     apply_logits_processors(processed, params, state);
     const TokenDistribution dist = sampling_distribution(processed, params);
@@ -138,12 +138,20 @@ VerifyOutcome verify_standard(const VerifyRows& rows, const SamplingParams& para
 VerifyOutcome verify_block(const VerifyRows& rows, const SamplingParams& params, SamplerState& state) {
     const int k = rows.k();
     const auto base = static_cast<uint64_t>(state.num_output_tokens());
-    std::vector<std::vector<double>> P;  // P[i]: row i's target distribution (row i follows drafts 0..i-1)
-    SamplerState probe = state;
+    // P[i]: row i's target distribution (row i follows drafts 0..i-1), computed by walking the state along the
+    // drafts and back. The walk stops at a draft the target gives no mass (e.g. one a structured-output constraint
+    // forbids, which the state could not record): from there on every weight is 0, so no later P is ever read.
+    std::vector<std::vector<double>> P;
+    std::vector<int64_t> walked;
     for (int i = 0; i < k; ++i) {
-        P.push_back(target_probs(rows.row(i), params, probe));
-        probe.record_output(rows.draft.tokens[i]);
+        P.push_back(target_probs(rows.row(i), params, state));
+        const int32_t d = rows.draft.tokens[i];
+        if (!(P.back()[d] > 0.0)) break;
+        state.record_output(d);
+        walked.push_back(d);
     }
+    state.unrecord_outputs(walked);
+    P.resize(static_cast<size_t>(k), std::vector<double>(static_cast<size_t>(rows.vocab), 0.0));
     std::vector<double> weight(k + 1, 1.0);
     int tau = 0;
     for (int i = 1; i <= k; ++i) {
@@ -160,7 +168,7 @@ VerifyOutcome verify_block(const VerifyRows& rows, const SamplingParams& params,
             const double denom = z + 1.0 - weight[i];
             h = denom > 0.0 ? z / denom : 1.0;  // 0 / 0: p_i = 1 and Q_{i+1} = P_{i+1}: nothing to correct
         }
-        if (verify_uniform(state.seed(), base, kAcceptLane + static_cast<uint64_t>(i - 1)) <= h) tau = i;
+        if (h > 0.0 && verify_uniform(state.seed(), base, kAcceptLane + static_cast<uint64_t>(i - 1)) <= h) tau = i;
     }
     VerifyOutcome out;
     for (int i = 0; i < tau; ++i) out.tokens.push_back(emitted(rows.row(i), rows.draft.tokens[i], params, state));

@@ -325,17 +325,20 @@ class NfaBuilder {
         const RuleDfa b = regular_dfa(node.children[1], depth);
         const RuleDfa p =
             product(a, b, node.kind == NodeKind::kDifference, classes_.count, grammar_.limits().max_regular_dfa_states);
-        std::vector<int32_t> ids(p.states.size());
-        for (int32_t& id : ids) id = nfa.add_state();
-        nfa.eps(from, ids[0]);
+        if (p.states.empty()) return;  // the empty language: no path from `from` to `to`
+        // The product's states become consecutive NFA states: product state s is NFA state first + s.
+        const int32_t first = nfa.add_state();
+        for (size_t s = 1; s < p.states.size(); ++s) nfa.add_state();
+        nfa.eps(from, first);
         for (size_t s = 0; s < p.states.size(); ++s) {
+            const int32_t id = first + static_cast<int32_t>(s);
             std::map<int32_t, ClassMask> by_target;
             for (int c = 0; c < classes_.count; ++c) {
                 const int32_t t = p.states[s].next[static_cast<size_t>(c)];
                 if (t >= 0) by_target[t].insert(static_cast<uint8_t>(c));
             }
-            for (const auto& [t, mask] : by_target) nfa.on_mask(ids[s], ids[static_cast<size_t>(t)], mask);
-            if (p.states[s].accepting) nfa.eps(ids[s], to);
+            for (const auto& [t, mask] : by_target) nfa.on_mask(id, first + t, mask);
+            if (p.states[s].accepting) nfa.eps(id, to);
         }
     }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "structured/char_classes.h"
+#include "structured/hex_digits.h"
 #include "tokenizer/unicode.h"
 
 namespace dsv4::structured {
@@ -176,18 +177,10 @@ class GbnfParser {
     }
 
     unsigned hex(size_t count) {
-        unsigned value = 0;
-        for (size_t i = 0; i < count; ++i) {
-            const char c = peek();
-            int digit = -1;
-            if (c >= '0' && c <= '9') digit = c - '0';
-            if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-            if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
-            if (digit < 0 || at_end()) error("invalid hexadecimal escape");
-            ++pos_;
-            value = value * 16 + static_cast<unsigned>(digit);
-        }
-        return value;
+        const int64_t value = hex_digits_value(t_, pos_, count);
+        if (value < 0) error("invalid hexadecimal escape");
+        pos_ += count;
+        return static_cast<unsigned>(value);
     }
 
     // One character of a literal or class (escapes decoded).

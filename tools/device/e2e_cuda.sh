@@ -17,6 +17,7 @@ node --version && curl --version | head -n 1
 .devbin/dsv4 make-model --preset random-v4 --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
 export DSV4_BUNDLED_MODEL="$work/bundled"
 export DSV4_E2E_SERVE_FLAGS="--device cuda --numerics exact"  # exact: the concurrency suite compares streams bitwise
+export DSV4_E2E_STREAMS=64 DSV4_E2E_TOKENS=24  # the full concurrency run (CI's CPU engine runs 16 streams)
 suites=("$@")
 [[ ${#suites[@]} -gt 0 ]] || suites=(openai_sdk http_status concurrency)
 for suite in "${suites[@]}"; do

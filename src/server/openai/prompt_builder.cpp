@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "core/error.h"
 #include "sample/sampling_params.h"
@@ -35,12 +36,15 @@ ChatConversation conversation_for(const ChatRequest& request) {
         std::vector<ChatMessage>& messages = conversation.messages;
         const bool has_system =
             !messages.empty() && (messages[0].role == ChatRole::kSystem || messages[0].role == ChatRole::kDeveloper);
-        if (!has_system) {
-            ChatMessage system;
-            system.role = ChatRole::kSystem;
-            messages.insert(messages.begin(), std::move(system));
+        if (has_system) {
+            if (!messages[0].response_format) messages[0].response_format = *structured->prompt_schema;
+        } else {
+            std::vector<ChatMessage> with_system(1);
+            with_system[0].role = ChatRole::kSystem;
+            with_system[0].response_format = *structured->prompt_schema;
+            std::move(messages.begin(), messages.end(), std::back_inserter(with_system));
+            messages = std::move(with_system);
         }
-        if (!messages[0].response_format) messages[0].response_format = *structured->prompt_schema;
     }
     return conversation;
 }

@@ -8,18 +8,13 @@
 #include <cstring>
 #include <vector>
 
+#include "../../ops/cuda/require_gpu.h"
 #include "backend/cuda/cuda_factory.h"
 #include "golden_support.h"
 #include "state/state_layout.h"
 
 namespace dsv4::golden {
 namespace {
-
-#define DSV4_REQUIRE_GPU()                                                                              \
-    do {                                                                                                \
-        std::string why_;                                                                               \
-        if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
-    } while (0)
 
 constexpr int kBlock = 256;
 

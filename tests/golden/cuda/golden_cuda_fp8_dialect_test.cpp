@@ -4,17 +4,12 @@
 // the OCP FP8 tensor cores) stay within the reference numerics' own error. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include "../../ops/cuda/require_gpu.h"
 #include "backend/cuda/cuda_factory.h"
 #include "golden_support.h"
 
 namespace dsv4::golden {
 namespace {
-
-#define DSV4_REQUIRE_GPU()                                                                              \
-    do {                                                                                                \
-        std::string why_;                                                                               \
-        if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
-    } while (0)
 
 std::unique_ptr<Backend> gpu_backend(Numerics numerics, Fp8Dialect dialect) {
     CudaOptions options = cuda_options_from_env({});

@@ -6,17 +6,12 @@
 
 #include <cstring>
 
+#include "../../ops/cuda/require_gpu.h"
 #include "backend/cuda/cuda_factory.h"
 #include "golden_support.h"
 
 namespace dsv4::golden {
 namespace {
-
-#define DSV4_REQUIRE_GPU()                                                                              \
-    do {                                                                                                \
-        std::string why_;                                                                               \
-        if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
-    } while (0)
 
 std::vector<float> gpu_logits(const std::string& name, Numerics numerics, StateDtype dtype, int64_t chunk,
                               int64_t decode_from, bool graphs = true) {

@@ -3,17 +3,12 @@
 // numerics. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include "../../ops/cuda/require_gpu.h"
 #include "backend/cuda/cuda_factory.h"
 #include "golden_support.h"
 
 namespace dsv4::golden {
 namespace {
-
-#define DSV4_REQUIRE_GPU()                                                                              \
-    do {                                                                                                \
-        std::string why_;                                                                               \
-        if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
-    } while (0)
 
 Fixture open_gpu(const std::string& name, Numerics numerics, const std::string& logits = "logits.npy",
                  StateDtype kv_dtype = StateDtype::kF32) {

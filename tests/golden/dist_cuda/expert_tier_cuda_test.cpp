@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "../../ops/cuda/require_gpu.h"
 #include "../dist/ep_harness.h"
 #include "backend/cuda/cuda_factory.h"
 #include "dist/expert_tier_moe.h"
@@ -59,12 +60,6 @@ bool same(const std::vector<std::vector<float>>& a, const std::vector<std::vecto
     }
     return true;
 }
-
-#define DSV4_REQUIRE_GPU()                                                                              \
-    do {                                                                                                \
-        std::string why_;                                                                               \
-        if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
-    } while (0)
 
 TEST(CudaExpertTier, FetchingNeverChangesTheLogits) {
     DSV4_REQUIRE_GPU();

@@ -15,14 +15,9 @@
 #include "backend/cuda/cuda_factory.h"
 #include "core/float_formats.h"
 #include "core/quant_sim.h"
+#include "require_gpu.h"
 
 namespace dsv4::ops_test {
-
-#define DSV4_REQUIRE_GPU()                                                                              \
-    do {                                                                                                \
-        std::string why_;                                                                               \
-        if (!::dsv4::cuda_available(&why_)) GTEST_SKIP() << "skipped: no CUDA device (" << why_ << ")"; \
-    } while (0)
 
 inline std::mt19937& rng() {
     static std::mt19937 gen(std::random_device{}());

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "sample/sampler.h"
 #include "sample/sampling_params.h"
+#include "sample/spec_verify.h"
 
 namespace dsv4 {
 namespace {
@@ -149,29 +150,51 @@ TEST(ConstraintSampling, DisallowedTokensAndIgnoreEosAreRefused) {
     EXPECT_THROW(validate_sampling_params(params, kVocab + 1), Error);  // the mask does not cover the vocabulary
 }
 
-TEST(ConstraintSampling, DraftMasksFollowTheDraftsAndLeaveTheStateUnchanged) {
-    constexpr int64_t kVocab = 128;
-    const SubsetRule rule{.seed = 17, .end_from = 1};
-    SamplingParams params;
-    params.constraint = std::make_shared<SubsetConstraint>(rule, kVocab);
-    SamplerState state(params, {}, kEos, kVocab);
-    state.record_output(3);  // position 1 from here on
-    auto allowed_at = [&](int position) {
-        std::vector<uint64_t> bits((kVocab + 63) / 64, 0);
-        for (int32_t t = 0; t < kVocab; ++t) {
-            if (rule.allowed(position, t)) bits[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
+// Speculative verification under a constraint: whatever the drafts (allowed or not), every emitted token is one the
+// constraint allows at its position, the constraint's state moves exactly along the emitted tokens (the next mask is
+// the position after them), and a forbidden draft is never accepted. Both verification methods, greedy and sampled.
+TEST(ConstraintSampling, VerifiedDraftsKeepToTheConstraint) {
+    constexpr int64_t kVocab = 200;
+    constexpr int kDrafts = 4;
+    const SubsetRule rule{.seed = 5, .end_from = 100};
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (const VerifyMethod method : {VerifyMethod::kStandard, VerifyMethod::kBlock}) {
+        for (const double temperature : {0.0, 1.0}) {
+            SamplingParams params;
+            params.temperature = temperature;
+            params.seed = 3;
+            params.constraint = std::make_shared<SubsetConstraint>(rule, kVocab);
+            SamplerState state(params, {}, kEos, kVocab);
+            int position = 0;
+            for (int step = 0; step < 20; ++step) {
+                DraftProposal draft;
+                for (int i = 0; i < kDrafts; ++i) {  // every other step's drafts follow the rule where they can
+                    int32_t t = static_cast<int32_t>(rng() % kVocab);
+                    if (step % 2 == 0 && rule.allowed(position + i, 3)) t = 3;
+                    draft.tokens.push_back(t);
+                }
+                std::vector<float> logits((kDrafts + 1) * kVocab);
+                for (float& x : logits) x = normal(rng);
+                const VerifyOutcome v = verify_drafts(logits, draft, params, state, method);
+                ASSERT_EQ(v.tokens.size(), static_cast<size_t>(v.accepted) + 1);
+                for (int i = 0; i < static_cast<int>(v.tokens.size()); ++i) {
+                    const auto token = static_cast<int32_t>(v.tokens[static_cast<size_t>(i)].token);
+                    ASSERT_TRUE(rule.allowed(position + i, token)) << "step " << step << " token " << i;
+                    if (i < v.accepted) {
+                        ASSERT_EQ(token, draft.tokens[static_cast<size_t>(i)]);
+                    }
+                }
+                position += static_cast<int>(v.tokens.size());
+                ASSERT_EQ(state.num_output_tokens(), position);
+                state.prepare_constraint_mask();  // the mask of the position after the emitted tokens
+                for (int32_t t = 0; t < kVocab; ++t) {
+                    const bool bit = (state.constraint_mask()[static_cast<size_t>(t) / 64] >> (t % 64)) & 1;
+                    ASSERT_EQ(bit, rule.allowed(position, t)) << "step " << step << " token " << t;
+                }
+            }
         }
-        return bits;
-    };
-    int32_t disallowed = 1;
-    while (rule.allowed(3, disallowed)) ++disallowed;
-    const std::vector<int64_t> drafts = {3, 3, disallowed, 3};  // positions 1, 2 allowed; position 3 not
-    const SamplerState::DraftMasks masks = state.draft_constraint_masks(drafts);
-    ASSERT_EQ(masks.valid_prefix, 2u);
-    ASSERT_EQ(masks.masks.size(), 3u);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(masks.masks[static_cast<size_t>(i)], allowed_at(1 + i)) << i;
-    state.prepare_constraint_mask();  // rolled back: the next mask is position 1's again
-    EXPECT_TRUE(std::equal(state.constraint_mask().begin(), state.constraint_mask().end(), allowed_at(1).begin()));
+    }
 }
 
 }  // namespace

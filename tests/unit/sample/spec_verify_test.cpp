@@ -108,11 +108,12 @@ std::vector<double> exact_joint(const SamplingParams& params) {
             const std::vector<double> p = testing::dense_probs(sampling_distribution(processed, params), kVocab);
             for (int32_t x = 0; x < kVocab; ++x) {
                 if (p[x] == 0.0) continue;
-                SamplerState next = state;
-                next.record_output(x);
+                state.record_output(x);  // down the tree and back: the state is the same for every x
                 seq.push_back(x);
-                walk(seq, next, prob * p[x], cell * kVocab + x);
+                walk(seq, state, prob * p[x], cell * kVocab + x);
                 seq.pop_back();
+                const int64_t undone[] = {x};
+                state.unrecord_outputs(undone);
             }
         };
     SamplingParams seeded = params;

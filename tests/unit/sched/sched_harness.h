@@ -54,6 +54,13 @@ class ShadowState {
                 case StateOp::Kind::kCopyBlock:
                     blocks_.at(op.b) = blocks_.at(op.a);
                     break;
+                case StateOp::Kind::kOffloadBlock:
+                case StateOp::Kind::kLoadBlock:
+                case StateOp::Kind::kOffloadSnapshot:
+                case StateOp::Kind::kLoadSnapshot:
+                case StateOp::Kind::kDemote:
+                case StateOp::Kind::kLoadStaged:
+                    FAIL() << "a tier op, but the scheduler harness attaches no KV tiers";
             }
         }
     }

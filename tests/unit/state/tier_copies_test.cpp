@@ -40,7 +40,7 @@ TEST_P(TierCopies, BlocksAndSnapshotsRoundTripThroughHostBytes) {
     s.block_tokens = 128;
     s.num_snapshots = 2;
     s.kv_dtype = GetParam();
-    CpuBackend b(Numerics::kExact, 1);
+    CpuBackend b(Numerics::kExact, 1, fp8_sites(Fp8Dialect::kOcp));
     b.create_state(c, s);
     for (int l = 0; l < c.num_layers; ++l) {
         CpuLayerState& ls = b.layer_state(l);
