@@ -69,8 +69,10 @@ std::vector<int32_t> prefill(Oracle& o, const std::vector<std::vector<int32_t>>&
         tables.push_back(o.table(i));
     }
     std::vector<int32_t> first(batch, 0);
-    for (int64_t begin = 0; begin < len; begin += o.options.prefill_chunk) {
-        const int64_t end = std::min(len, begin + o.options.prefill_chunk);
+    // prefill_chunk is the step's token budget, shared by the batch (as the engine's scheduler shares it).
+    const int64_t chunk = std::max<int64_t>(1, o.options.prefill_chunk / batch);
+    for (int64_t begin = 0; begin < len; begin += chunk) {
+        const int64_t end = std::min(len, begin + chunk);
         StepBatch sb;
         for (int i = 0; i < batch; ++i) {
             sb.add_sequence(i, begin, std::span(prompts[i]).subspan(begin, end - begin), tables[i]);

@@ -93,10 +93,12 @@ class Planner {
     CapacityPlan plan() const;
 
   private:
-    // Host copies of the experts the device does not hold (none where weights are read in place: the CPU).
+    // Pinned host memory of the expert tier: with fewer experts resident than the model has, every routed expert is
+    // kept in host memory in checkpoint form (the device's slots are a cache that moves toward the popular experts,
+    // dist/expert_cache.h); none without the tier or where weights are read in place (the CPU).
     int64_t host_expert_bytes(int resident) const {
-        if (!r_.device.holds_weights) return 0;
-        return weights_.expert_bytes * weights_.moe_layers * (weights_.experts_per_layer - resident);
+        if (!r_.device.holds_weights || resident >= weights_.experts_per_layer) return 0;
+        return weights_.all_experts_bytes();
     }
     bool host_holds(int resident) const {
         return r_.host_available_bytes <= 0 ||
@@ -126,9 +128,9 @@ std::vector<std::string> Planner::fixes() const {
         if (!fits(footprint(e, slots, min_tokens_, layout_))) continue;
         if (!host_holds(e)) break;
         out.push_back(
-            fmt::format("--gpu-experts {} (the other {} routed experts of each layer stay in host memory: "
-                        "{:.1f} GiB pinned)",
-                        e, weights_.experts_per_layer - e, gib(host_expert_bytes(e))));
+            fmt::format("--gpu-experts {} (the other {} routed experts of each layer are fetched from host memory, "
+                        "which keeps all {} per layer: {:.1f} GiB pinned)",
+                        e, weights_.experts_per_layer - e, weights_.experts_per_layer, gib(host_expert_bytes(e))));
         break;
     }
     const Footprint now = footprint(resident, slots, min_tokens_, layout_);
@@ -195,10 +197,11 @@ void Planner::fail_device(const Footprint& need) const {
 
 void Planner::fail_host(int resident) const {
     fail(
-        "the host tiers do not fit host memory: {} routed experts per layer in host memory ({:.2f} GiB) and the "
-        "host KV cache ({:.2f} GiB, --host-kv-cache-gib) need {:.2f} GiB, {:.2f} GiB are available; raise "
-        "--gpu-experts or lower --host-kv-cache-gib",
-        weights_.experts_per_layer - resident, gib(host_expert_bytes(resident)), gib(r_.host_kv_cache_bytes),
+        "the host tiers do not fit host memory: the expert tier ({} of {} routed experts per layer on the device) "
+        "keeps every routed expert in pinned host memory ({:.2f} GiB), and with the host KV cache ({:.2f} GiB, "
+        "--host-kv-cache-gib) that needs {:.2f} GiB; {:.2f} GiB are available: keep every expert on the device "
+        "(more GPUs: expert parallelism) or lower --host-kv-cache-gib",
+        resident, weights_.experts_per_layer, gib(host_expert_bytes(resident)), gib(r_.host_kv_cache_bytes),
         gib(host_expert_bytes(resident) + r_.host_kv_cache_bytes), gib(r_.host_available_bytes));
 }
 
@@ -298,7 +301,7 @@ std::string CapacityPlan::summary() const {
     const StateConfig& s = state.state;
     return fmt::format(
         "capacity plan ({}): non-expert weights {:.2f} GiB; routed experts {:.2f} GiB on the device ({} per layer), "
-        "{:.2f} GiB in host memory ({} per layer); workspace {:.2f} GiB; reserve {:.2f} GiB; sequence state {:.2f} GiB "
+        "{:.2f} GiB in host memory ({} per layer not on the device); workspace {:.2f} GiB; reserve {:.2f} GiB; sequence state {:.2f} GiB "
         "({} slots, {} snapshots, {} blocks of {} tokens = {} tokens); host KV cache {:.2f} GiB; {:.2f} of {:.2f} GiB "
         "used",
         device_name, gib(weights.non_expert_bytes), gib(resident_expert_bytes), resident_experts,
