@@ -114,10 +114,10 @@ void run(const tokenizer::Tokenizer& tok, int rounds) {
     const int32_t eos = *tok.token_to_id(chat_tokens::kEos);
     auto start = Clock::now();
     const auto vocabulary = make_vocabulary(tok, {eos}, tok.vocab_size());
-    std::printf("vocabulary: %lld ids, %d trie nodes, built in %.1f ms\n\n", static_cast<long long>(vocabulary->mask_bits),
-                vocabulary->trie->num_nodes(), since(start) * 1e3);
-    std::printf("%-14s %8s %7s %7s | %-26s | %-26s\n", "workload", "compile", "states", "tokens", "cold mask us (med/p99/max)",
-                "warm mask us (med/p99/max)");
+    std::printf("vocabulary: %lld ids, %d trie nodes, built in %.1f ms\n\n",
+                static_cast<long long>(vocabulary->mask_bits), vocabulary->trie->num_nodes(), since(start) * 1e3);
+    std::printf("%-14s %8s %7s %7s | %-26s | %-26s\n", "workload", "compile", "states", "tokens",
+                "cold mask us (med/p99/max)", "warm mask us (med/p99/max)");
     for (const Workload& w : workloads()) {
         std::vector<double> compiles;
         std::shared_ptr<const TokenMasker> masker;
@@ -137,9 +137,9 @@ void run(const tokenizer::Tokenizer& tok, int rounds) {
             warm_all.insert(warm_all.end(), t.begin(), t.end());
         }
         const Stats warm = summarize(warm_all);
-        std::printf("%-14s %6.2fms %7d %7zu | %7.1f %7.1f %9.1f | %7.1f %7.1f %9.1f\n", w.name, compiles[compiles.size() / 2] * 1e3,
-                    masker->grammar().num_states(), tokens.size(), cold.median_us, cold.p99_us, cold.max_us, warm.median_us,
-                    warm.p99_us, warm.max_us);
+        std::printf("%-14s %6.2fms %7d %7zu | %7.1f %7.1f %9.1f | %7.1f %7.1f %9.1f\n", w.name,
+                    compiles[compiles.size() / 2] * 1e3, masker->grammar().num_states(), tokens.size(), cold.median_us,
+                    cold.p99_us, cold.max_us, warm.median_us, warm.p99_us, warm.max_us);
     }
 }
 
@@ -186,8 +186,10 @@ int main(int argc, char** argv) {
     std::string path;
     int rounds = 5;
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc) path = argv[++i];
-        else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
+        if (std::strcmp(argv[i], "--tokenizer") == 0 && i + 1 < argc)
+            path = argv[++i];
+        else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+            rounds = std::max(1, std::atoi(argv[++i]));
     }
     if (path.empty()) {
         std::fprintf(stderr, "usage: structured_bench --tokenizer tokenizer.json [--rounds N]\n");

@@ -12,9 +12,9 @@
 #include <optional>
 #include <string>
 #include <vector>
-#include "backend_options.h"
 
 #include "backend/backend.h"
+#include "backend_options.h"
 #include "bench_oracle.h"
 #include "bench_registry.h"
 #include "bench_weights.h"
@@ -25,8 +25,8 @@
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
 #include "model/model_loader.h"
-#include "model/synthetic_routing.h"
 #include "model/synthetic_presets.h"
+#include "model/synthetic_routing.h"
 #include "model/tensor_spec.h"
 #include "runtime/step_graphs.h"
 #include "server/speculative_cli.h"

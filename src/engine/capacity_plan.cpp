@@ -301,7 +301,8 @@ std::string CapacityPlan::summary() const {
     const StateConfig& s = state.state;
     return fmt::format(
         "capacity plan ({}): non-expert weights {:.2f} GiB; routed experts {:.2f} GiB on the device ({} per layer), "
-        "{:.2f} GiB in host memory ({} per layer not on the device); workspace {:.2f} GiB; reserve {:.2f} GiB; sequence state {:.2f} GiB "
+        "{:.2f} GiB in host memory ({} per layer not on the device); workspace {:.2f} GiB; reserve {:.2f} GiB; "
+        "sequence state {:.2f} GiB "
         "({} slots, {} snapshots, {} blocks of {} tokens = {} tokens); host KV cache {:.2f} GiB; {:.2f} of {:.2f} GiB "
         "used",
         device_name, gib(weights.non_expert_bytes), gib(resident_expert_bytes), resident_experts,

@@ -22,8 +22,8 @@ namespace {
 using namespace dsv4::structured;
 
 [[noreturn]] void fail(const char* what, std::string_view text) {
-    std::fprintf(stderr, "fuzz_grammar: %s\ninput (%zu bytes): %.*s\n", what, text.size(), static_cast<int>(text.size()),
-                 text.data());
+    std::fprintf(stderr, "fuzz_grammar: %s\ninput (%zu bytes): %.*s\n", what, text.size(),
+                 static_cast<int>(text.size()), text.data());
     std::abort();
 }
 
@@ -65,7 +65,8 @@ void check_masks(const std::shared_ptr<const CompiledGrammar>& grammar, std::str
         for (int32_t t = 0; t < vocabulary->mask_bits; ++t) {
             GrammarMatcher copy = matcher;
             const bool allowed = copy.accept_token(t);
-            if (allowed != (((bits[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1) != 0)) fail("mask != brute force", text);
+            if (allowed != (((bits[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1) != 0))
+                fail("mask != brute force", text);
             if (allowed && t != 0 && next < 0) next = t;
         }
         if (next < 0 || !matcher.accept_token(next)) return;
