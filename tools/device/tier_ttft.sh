@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Issue 19's host-tier TTFT on the device machine: `dsv4 serve --synthetic-weights PRESET` with a device state that
+# holds one long prompt but not two and a host KV pool, driven by tools/bench/tier_ttft.py (A cold, B evicts A, A hit).
+# Needs tools/device/stage.sh's .devbin/ (dsv4, tokenizer.json.xz). Results: $OUT/tier_ttft.{log,json}.
+#   tools/device/tier_ttft.sh [TOKENS=380000] [PRESET=flash-160] [STATE_BYTES=2147483648] [HOST_GIB=16]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+tokens=${1:-380000} preset=${2:-flash-160} state_bytes=${3:-2147483648} host_gib=${4:-16}
+OUT=${OUT:-/tmp/out}
+work=/tmp/dsv4-tier-ttft
+rm -rf "$work" && mkdir -p "$work" "$OUT"
+xz -dc .devbin/tokenizer.json.xz >"$work/tokenizer.json"
+.devbin/dsv4 make-model --preset random-v4 --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
+.devbin/dsv4 serve --model "$work/bundled" --synthetic-weights "$preset" --device cuda --numerics fast --port 0 \
+  --max-num-seqs 2 --max-model-len $((tokens + 1024)) --kv-cache-memory-bytes "$state_bytes" \
+  --host-kv-cache-gib "$host_gib" --max-request-bytes 67108864 >"$OUT/tier_server.log" 2>&1 &
+server=$!
+trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
+port=""
+for _ in $(seq 1 600); do
+  port=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$OUT/tier_server.log" | head -n 1)
+  if [[ -n $port ]] && python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health')" \
+       2>/dev/null; then
+    break
+  fi
+  kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -20 "$OUT/tier_server.log"; exit 1; }
+  sleep 0.5
+done
+grep -h "capacity plan" "$OUT/tier_server.log" || true
+python3 tools/bench/tier_ttft.py --port "$port" --tokens "$tokens" --json "$OUT/tier_ttft.json"
