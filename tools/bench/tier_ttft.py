@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--tokens", type=int, required=True)
     ap.add_argument("--vocab", type=int, default=100000)
-    ap.add_argument("--timeout", type=float, default=400)
+    ap.add_argument("--timeout", type=float, default=1800)  # a cold 380K prefill took 402 s on flash-160
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     base = f"http://127.0.0.1:{a.port}"
