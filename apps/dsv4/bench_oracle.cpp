@@ -70,7 +70,7 @@ std::vector<int32_t> prefill(Oracle& o, const std::vector<std::vector<int32_t>>&
     }
     std::vector<int32_t> first(batch, 0);
     // prefill_chunk is the step's token budget, shared by the batch (as the engine's scheduler shares it).
-    const int64_t chunk = std::max<int64_t>(1, o.options.prefill_chunk / batch);
+    const int64_t chunk = std::max<int64_t>(1, o.options.prefill_chunk / std::max(1, batch));
     for (int64_t begin = 0; begin < len; begin += chunk) {
         const int64_t end = std::min(len, begin + chunk);
         StepBatch sb;
