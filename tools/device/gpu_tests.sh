@@ -9,6 +9,10 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
 summary=()
+[[ -d .devbin ]] || tar xJf .devpack/devbin.tar.xz  # tools/device/pack.sh's carry
+fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
+# Runs argv and prints the child's peak resident memory.
+max_rss='import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); print("peak RSS %.2f GiB" % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20)); sys.exit(rc)'
 run() {  # name, command...
     local name=$1; shift
     local start=$SECONDS
@@ -36,6 +40,27 @@ for suite in "$@"; do
         e2e) run e2e tools/device/e2e_cuda.sh ;;
         demo) run demo tools/device/demo_model_gpu.sh ;;
         hf) run hf python3 tools/bench/hf_baseline.py --layers 4 --prefill 1024,8192 --decode-batch 1,8 --context 2048 ;;
+        # Main's validation after a merge (docs/gpu-validation.md, 2026-12-02): fast numerics, fp8 state, flash-160.
+        bench) run bench timeout 240 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 2048,8192 --steps 4 \
+                   --json "$OUT/offline.json" ;;
+        oracle) run oracle3 timeout 150 "${fast[@]}" --batch 1 --context 1000 --steps 8 --json "$OUT/oracle3.json" \
+                    --speculative-config '{"method":"mtp","num_speculative_tokens":3}' --oracle-acceptance 3
+                run oracle7 timeout 150 "${fast[@]}" --batch 1 --context 1000 --steps 8 --json "$OUT/oracle7.json" \
+                    --speculative-config '{"method":"mtp","num_speculative_tokens":7}' --oracle-acceptance 5.6 ;;
+        oracle64) run oracle64 timeout 150 "${fast[@]}" --batch 64 --context 1000 --steps 4 --json "$OUT/oracle64.json" \
+                      --speculative-config '{"method":"mtp","num_speculative_tokens":3}' --oracle-acceptance 3 ;;
+        fnuz) run fnuz timeout 150 "${fast[@]}" --fp8-dialect fnuz --batch 1,64 --context 1000 --prefill 2048 \
+                  --steps 4 --json "$OUT/fnuz.json" ;;
+        tiers8) run tiers8 timeout 200 python3 -c "$max_rss" "${fast[@]/flash-160/flash}" --layers 8 --gpu-experts 200 \
+                    --batch 1,64 --context 1000 --prefill 0 --steps 4 --json "$OUT/tiers8.json" ;;
+        tiers) run tiers timeout 300 "${fast[@]/flash-160/flash}" --gpu-experts 200 --batch 1,64 --context 1000 \
+                   --prefill 0 --steps 4 --json "$OUT/tiers.json" ;;
+        dist) LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib:/usr/local/cuda/lib64" \
+                  run dist timeout 200 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*' ;;
+        oversize) run oversize timeout 120 .devbin/dsv4 serve --synthetic-weights flash --device cuda --numerics fast \
+                      --port 0 ;;  # the full 256-expert preset: refused before any allocation, naming the flags
+        e2e_spec) E2E_MODEL=models/demo E2E_EXTRA_FLAGS='--speculative-config={"method":"mtp","num_speculative_tokens":3}' \
+                      run e2e_spec timeout 200 tools/device/e2e_cuda.sh concurrency ;;
     esac
 done
 grep -h "golden-cuda\|Failure\|error" "$OUT"/golden.log 2>/dev/null | head -40
@@ -44,5 +69,6 @@ grep -h "ERROR SUMMARY\|========= " "$OUT"/sanitizer.log 2>/dev/null | head -20
 tail -5 "$OUT"/tame.log 2>/dev/null
 grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tail -30
 cat "$OUT"/demo.log 2>/dev/null
-for f in bench4ops bench4 bench43 bench43fast hf; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
+grep -h "" "$OUT"/dist.log "$OUT"/oversize.log 2>/dev/null | tail -8
+for f in bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers e2e_spec; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
 printf '%s\n' "${summary[@]}"

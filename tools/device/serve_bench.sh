@@ -17,21 +17,12 @@ xz -dc .devbin/tokenizer.json.xz >"$work/tokenizer.json"
 .devbin/dsv4 make-model --preset random-v4 --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
 
 # SERVE_BENCH_MODEL overrides the model flags (e.g. "--device cpu" to try this script on the bundled model here).
+# shellcheck source=serve_lib.sh
+source tools/device/serve_lib.sh
 # shellcheck disable=SC2086
-.devbin/dsv4 serve --model "$work/bundled" ${SERVE_BENCH_MODEL:---synthetic-weights $preset --device cuda --numerics fast} \
-  --port 0 --max-num-seqs 64 --quiet >"$OUT/serve_server.log" 2>&1 &
-server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 600); do
-  port=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$OUT/serve_server.log" | head -n 1)
-  if [[ -n $port ]] && python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/health')" \
-       2>/dev/null; then
-    break
-  fi
-  kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -20 "$OUT/serve_server.log"; exit 1; }
-  sleep 0.5
-done
+start_device_server "$OUT/serve_server.log" --model "$work/bundled" \
+  ${SERVE_BENCH_MODEL:---synthetic-weights $preset --device cuda --numerics fast} --max-num-seqs 64 --quiet
+port=$PORT
 echo "server ready on port $port"
 
 for c in $levels; do

@@ -12,20 +12,11 @@ work=/tmp/dsv4-tier-ttft
 rm -rf "$work" && mkdir -p "$work" "$OUT"
 xz -dc .devbin/tokenizer.json.xz >"$work/tokenizer.json"
 .devbin/dsv4 make-model --preset random-v4 --out "$work/bundled" --force --tokenizer "$work/tokenizer.json" >/dev/null
-.devbin/dsv4 serve --model "$work/bundled" --synthetic-weights "$preset" --device cuda --numerics fast --port 0 \
-  --max-num-seqs 2 --max-model-len $((tokens + 1024)) --kv-cache-memory-bytes "$state_bytes" \
-  --host-kv-cache-gib "$host_gib" --max-request-bytes 67108864 >"$OUT/tier_server.log" 2>&1 &
-server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 600); do
-  port=$(sed -n 's|.*listening on http://[^:]*:\([0-9]*\).*|\1|p' "$OUT/tier_server.log" | head -n 1)
-  if [[ -n $port ]] && python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health')" \
-       2>/dev/null; then
-    break
-  fi
-  kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -20 "$OUT/tier_server.log"; exit 1; }
-  sleep 0.5
-done
+# shellcheck source=serve_lib.sh
+source tools/device/serve_lib.sh
+start_device_server "$OUT/tier_server.log" --model "$work/bundled" --synthetic-weights "$preset" --device cuda \
+  --numerics fast --max-num-seqs 2 --max-model-len $((tokens + 1024)) --kv-cache-memory-bytes "$state_bytes" \
+  --host-kv-cache-gib "$host_gib" --max-request-bytes 67108864
+port=$PORT
 grep -h "capacity plan" "$OUT/tier_server.log" || true
 python3 tools/bench/tier_ttft.py --port "$port" --tokens "$tokens" --json "$OUT/tier_ttft.json"
