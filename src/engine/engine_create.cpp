@@ -67,12 +67,12 @@ void check_config(const EngineConfig& c) {
 // Draft-stage rings a speculative method keeps per slot (spec/: MTP runs its one stage recursively).
 int draft_state_stages(const SpeculativeConfig& spec, const ModelConfig& model) {
     if (!spec.enabled()) return 0;
-    if (spec.method == "mtp") return 1;
+    if (spec.method == "mtp") return kMtpStages;
     DSV4_CHECK(model.dspark.has_value(),
                "speculative method 'dspark' needs a -0731 checkpoint (dspark_* keys in config.json); this model has "
                "{}",
                model.num_nextn_predict_layers > 0 ? "an MTP stage: use method 'mtp'" : "no draft stages");
-    return 3;
+    return kDsparkStages;
 }
 
 // The runner's drafter and verification method (null drafter: no speculative decoding).

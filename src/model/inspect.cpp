@@ -77,7 +77,7 @@ void count_schedule(const ModelConfig& c, Inspection& inspection) {
 }  // namespace
 
 DraftLayout draft_layout_from_config(const ModelConfig& config) {
-    if (config.dspark.has_value()) return {DraftKind::kDspark, 3};
+    if (config.dspark.has_value()) return kDsparkLayout;
     if (config.num_nextn_predict_layers > 0) return {DraftKind::kMtp, config.num_nextn_predict_layers};
     return {};
 }

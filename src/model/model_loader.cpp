@@ -32,7 +32,7 @@ std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Bac
     ModelWeights weights = make_synthetic_weights(config, backend, seed, residency, routing_skew, host_experts);
     auto loaded = std::make_unique<LoadedModel>();
     if (drafts.state_stages > 0) {
-        const DraftLayout layout = config.dspark ? DraftLayout{DraftKind::kDspark, 3} : DraftLayout{DraftKind::kMtp, 1};
+        const DraftLayout layout = config.dspark ? kDsparkLayout : kMtpLayout;
         loaded->drafts = make_synthetic_draft_weights(config, backend, layout, seed);
     }
     backend.synchronize();

@@ -99,10 +99,10 @@ SyntheticModel flash(bool dspark) {
                             {"dspark_markov_rank", 256},
                             {"dspark_noise_token_id", 128799},
                             {"dspark_target_layer_ids", {40, 41, 42}}});
-        m.drafts = {DraftKind::kDspark, 3};
+        m.drafts = kDsparkLayout;
     } else {
         m.config["compress_ratios"] = schedule(43, 1);
-        m.drafts = {DraftKind::kMtp, 1};
+        m.drafts = kMtpLayout;
     }
     return m;
 }
@@ -129,7 +129,7 @@ SyntheticModel random_v4() {
                         {"moe_intermediate_size", 128},
                         {"num_nextn_predict_layers", 1},
                         {"compress_ratios", schedule(4, 1)}});
-    m.drafts = {DraftKind::kMtp, 1};
+    m.drafts = kMtpLayout;
     return m;
 }
 
@@ -175,9 +175,9 @@ SyntheticModel tiny_draft(bool dspark) {
                             {"dspark_markov_rank", 16},
                             {"dspark_noise_token_id", 511},
                             {"dspark_target_layer_ids", {3, 4, 5}}});
-        m.drafts = {DraftKind::kDspark, 3};
+        m.drafts = kDsparkLayout;
     } else {
-        m.drafts = {DraftKind::kMtp, 1};
+        m.drafts = kMtpLayout;
     }
     return m;
 }

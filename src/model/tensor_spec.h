@@ -46,6 +46,13 @@ struct DraftLayout {
     int stages = 0;
 };
 
+// DSpark (-0731) ships three draft stages run in sequence (model-spec.md section 3; its config.json names no count).
+inline constexpr int kDsparkStages = 3;
+// MTP ships one stage, run recursively for k drafts.
+inline constexpr int kMtpStages = 1;
+inline constexpr DraftLayout kDsparkLayout{DraftKind::kDspark, kDsparkStages};
+inline constexpr DraftLayout kMtpLayout{DraftKind::kMtp, kMtpStages};
+
 // A draft stage's block: sliding window only, learned routing, the main RoPE (rope_theta, no YaRN).
 LayerConfig draft_layer_config(const ModelConfig& config);
 

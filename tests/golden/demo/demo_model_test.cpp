@@ -103,7 +103,7 @@ void expect_drafts(const std::string& dir, DraftKind kind, int stages) {
 
 TEST(DemoModel, DrafterTensorsAreRecognised) {
     expect_drafts("demo", DraftKind::kMtp, 1);
-    expect_drafts("demo-dspark", DraftKind::kDspark, 3);
+    expect_drafts("demo-dspark", DraftKind::kDspark, kDsparkStages);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "core/npy.h"
 #include "model/model_loader.h"
+#include "model/tensor_spec.h"
 #include "runtime/model_runner.h"
 #include "sched/scheduler.h"
 #include "spec/drafter.h"
@@ -129,7 +130,7 @@ class RuntimeHarness {
   private:
     static int draft_stages(const HarnessOptions& o) {
         if (o.spec_method.empty()) return 0;
-        return o.spec_method == "dspark" ? 3 : 1;
+        return o.spec_method == "dspark" ? kDsparkStages : kMtpStages;
     }
     void attach_tiers(const HarnessOptions& o) {
         const StateConfig& s = loaded_->model->backend().state_config();
