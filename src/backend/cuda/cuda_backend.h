@@ -196,6 +196,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // The routed pairs on the grouped FP8 path into routed [pairs, d] (weights applied before W2), from x quantized.
     void grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit, const Fp8Act& x,
                            float* routed);
+    // Decode-sized MoE in fused launches (MoePath::kFusedGemv): gate/up + SwiGLU, the shared expert, down + combine.
+    void moe_fused_decode(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
+                          Tensor y);
     // The MoE path for a number of pairs (the first resident expert's format and shape).
     MoePath moe_path(const Tensor& h, const MoeWeights& w, int64_t pairs) const;
     // The routed pairs on the per-pair / bf16-grouped paths (weights applied before W2 in reference numerics only).

@@ -22,8 +22,10 @@ struct CudaOptions {
     int64_t min_gemm_rows = 32;
     int64_t min_grouped_pairs = 128;
     // FP8 weights run on FP8 tensor cores from min_fp8_rows activation rows: cuBLASLt's block-scaled GEMM from
-    // min_fp8_lt_rows, our FP8 wgmma GEMM below (cuBLASLt measured faster at every row count, H200 2026-12-01).
-    int64_t min_fp8_rows = 32;
+    // min_fp8_lt_rows, our FP8 wgmma GEMM below (cuBLASLt measured faster at every row count, H200 2026-12-01). From
+    // 2 rows: at 8 rows cuBLASLt beat the multi-vector GEMV on every FP8 shape of Flash (wq_b 21 vs 110 us, wo_b 21
+    // vs 128 us; bench kernels, H200 2026-12-02); one row stays on the GEMV.
+    int64_t min_fp8_rows = 2;
     int64_t min_fp8_lt_rows = 1;
     // Kernel paths forced by name (backend/cuda/linear_plan.h; empty: chosen by shape); a forced path the shapes
     // cannot take is an error naming the requirement.

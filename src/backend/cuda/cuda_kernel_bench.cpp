@@ -197,9 +197,10 @@ void bench_experts(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
         const double bytes = touched * 3.0 * weight_bytes(WeightFormat::kFp4Row, inter, d) + 4.0 * n * d * 2;
         const cuda::MoePath chosen = cuda::choose_moe_path({Numerics::kFast, WeightFormat::kFp4Row, n * k, d, inter},
                                                            b.linear_tuning().min_grouped_pairs, "");
-        for (cuda::MoePath path :
-             {cuda::MoePath::kGroupedFp8, cuda::MoePath::kGroupedBf16, cuda::MoePath::kPerPairGemv}) {
-            if (path == cuda::MoePath::kPerPairGemv && n > 256) continue;
+        for (cuda::MoePath path : {cuda::MoePath::kGroupedFp8, cuda::MoePath::kGroupedBf16, cuda::MoePath::kPerPairGemv,
+                                   cuda::MoePath::kFusedGemv}) {
+            const bool per_pair = path == cuda::MoePath::kPerPairGemv || path == cuda::MoePath::kFusedGemv;
+            if (per_pair && n > 256) continue;
             b.force_paths("", cuda::moe_path_name(path));
             const double us = time_us(b.stream(), calls_for(flops), [&](int) {
                 const size_t mark = b.scratch_mark();

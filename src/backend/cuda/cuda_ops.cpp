@@ -422,6 +422,7 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     if (n == 0) return;
     const MoePath path = moe_path(h, w, pairs);
     if (path == MoePath::kGroupedFp8) return moe_grouped_fp8(h, w, weights, ids, limit, y);
+    if (path == MoePath::kFusedGemv) return moe_fused_decode(h, w, weights, ids, limit, y);
     const bool ref = reference();
     float* routed = scratch(pairs * d);
     moe_pairs(h, w, weights, ids, limit, path, routed);
@@ -450,6 +451,51 @@ MoePath CudaBackend::moe_path(const Tensor& h, const MoeWeights& w, int64_t pair
                            tuning_.min_grouped_pairs, tuning_.forced_moe);
 }
 
+void CudaBackend::moe_fused_decode(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
+                                   float limit, Tensor y) {
+    const int64_t n = h.size(0), d = h.size(1), k = ids.size(1), pairs = ids.numel();
+    const auto first =
+        std::find_if(w.experts.begin(), w.experts.end(), [](const ExpertWeights& e) { return e.w1.valid(); });
+    const int64_t inter = first->w1.rows;  // moe_path found a resident expert
+    const auto n_experts = static_cast<int>(w.experts.size());
+    float* act = scratch(pairs * inter);
+    MoeUpDecodeParams up;
+    up.format = first->w1.format;
+    up.w1 = expert_table(w, 0);
+    up.w3 = expert_table(w, 2);
+    up.n_experts = n_experts;
+    up.ids = ids.i32();
+    up.pairs = pairs;
+    up.k = static_cast<int>(k);
+    up.x = h.f32();
+    up.d = d;
+    up.inter = inter;
+    up.limit = limit;
+    up.act = act;
+    launch_moe_up_decode(stream_, meta_, up);
+    const float* shared = nullptr;
+    if (w.shared) {
+        Tensor ys = alloc(DType::kF32, {n, d});
+        shared_expert(h, nullptr, *w.shared, limit, ys);
+        shared = ys.f32();
+    }
+    MoeDownDecodeParams down;
+    down.format = up.format;
+    down.w2 = expert_table(w, 1);
+    down.n_experts = n_experts;
+    down.ids = ids.i32();
+    down.weights = weights.f32();
+    down.tokens = n;
+    down.k = static_cast<int>(k);
+    down.act = act;
+    down.inter = inter;
+    down.d = d;
+    down.shared = shared;
+    down.y = y.f32();
+    launch_moe_down_decode(stream_, meta_, down);
+    launched("moe fused decode", 2);
+}
+
 void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                             MoePath path, float* routed) {
     const int64_t d = h.size(1), k = ids.size(1), pairs = ids.numel();
@@ -465,7 +511,7 @@ void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& 
     float* u = scratch(pairs * inter);
     float* act = scratch(pairs * inter);
     const bool grouped = path == MoePath::kGroupedBf16;
-    const bool gemv = path == MoePath::kPerPairGemv;
+    const bool gemv = path == MoePath::kPerPairGemv || path == MoePath::kFusedGemv;
     const ExpertGroups groups = grouped ? group_pairs(ids, pairs, n_experts) : ExpertGroups{};
     auto expert_linear = [&](int which, int x_div, const float* in, int64_t k_in, int64_t rows, float* out) {
         if (grouped) {

@@ -223,6 +223,41 @@ void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows,
 void launch_combine(cudaStream_t s, const float* routed, const float* weights, const float* shared, int64_t n, int k,
                     int64_t d, bool weight_after, bool reference, float* y);
 
+// kernels_moe_decode.cu: the routed experts of a decode-sized step (the per-pair GEMV's sizes, exact or fast
+// numerics) fused into two launches: gate/up projections with the SwiGLU, then down projections with the combine.
+constexpr int64_t kMaxFusedMoeHidden = 12288;  // the up launch stages a token's activations in 48 KB of shared memory
+struct MoeUpDecodeParams {
+    WeightFormat format = WeightFormat::kFp4Row;  // of every routed expert
+    const WeightRef* w1 = nullptr;                // device tables, one entry per expert
+    const WeightRef* w3 = nullptr;
+    int n_experts = 0;
+    const int32_t* ids = nullptr;  // [pairs]; an id outside [0, n_experts) sets the error flag
+    int64_t pairs = 0;
+    int k = 1;                 // pairs per token: pair p reads token p / k
+    const float* x = nullptr;  // [tokens, d]
+    int64_t d = 0;             // hidden size (W1 / W3 columns)
+    int64_t inter = 0;         // intermediate size (W1 / W3 rows)
+    float limit = 0.0f;        // SwiGLU clamp (0: none)
+    float* act = nullptr;      // [pairs, inter]
+};
+void launch_moe_up_decode(cudaStream_t s, const StepMeta& m, const MoeUpDecodeParams& p);
+
+struct MoeDownDecodeParams {
+    WeightFormat format = WeightFormat::kFp4Row;
+    const WeightRef* w2 = nullptr;  // device table
+    int n_experts = 0;
+    const int32_t* ids = nullptr;    // [tokens, k]
+    const float* weights = nullptr;  // [tokens, k] routing weights, applied after W2
+    int64_t tokens = 0;
+    int k = 1;
+    const float* act = nullptr;  // [tokens * k, inter]
+    int64_t inter = 0;
+    int64_t d = 0;                  // W2 rows
+    const float* shared = nullptr;  // [tokens, d] the shared expert's output, or null
+    float* y = nullptr;             // [tokens, d]
+};
+void launch_moe_down_decode(cudaStream_t s, const StepMeta& m, const MoeDownDecodeParams& p);
+
 // kernels_synthetic.cu: random weights / state in the checkpoint formats (values = N(0, stddev), codes of
 // value * inv_scale; the caller writes the matching UE8M0 scale bytes).
 // fnuz: FNUZ e4m3 codes (max 240) instead of OCP (max 448).

@@ -83,14 +83,9 @@ __device__ void build_lut(uint8_t* lut) {
     }
 }
 
-// Eight e2m1 codes (one word, element 0 in the low nibble) -> eight e4m3 codes through the magnitude table (lo, hi)
-// of the group's exponent offset; the sign moves from nibble bit 3 to byte bit 7.
+// Eight e2m1 codes -> eight e4m3 codes through the magnitude table (lo, hi) of the group's exponent offset.
 __device__ __forceinline__ uint2 expand_word(uint32_t w, uint32_t lo, uint32_t hi) {
-    const uint32_t mag_lo = __byte_perm(lo, hi, w & 0x7777u);
-    const uint32_t mag_hi = __byte_perm(lo, hi, (w >> 16) & 0x7777u);
-    const uint32_t sign_lo = __byte_perm(0x8000u, 0u, (w >> 3) & 0x1111u);
-    const uint32_t sign_hi = __byte_perm(0x8000u, 0u, (w >> 19) & 0x1111u);
-    return make_uint2(mag_lo | sign_lo, mag_hi | sign_hi);
+    return expand_e2m1_word(w, lo, hi);
 }
 
 // One thread's share of a stage's weight rows: G consecutive 32-element groups of one row (FP4: read into registers

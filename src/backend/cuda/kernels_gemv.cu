@@ -1,98 +1,18 @@
 // Decode GEMV: y[v, r] = W[r, :] . x[v, :] for a few activation rows (v < kMaxGemvVectors), weights in checkpoint
 // form decoded in registers, activations through the read-only cache. Memory-bound: one pass over the weights per
 // call. Used when the weight rows are aligned for the loads (cols a multiple of 128 for FP8, 32 for FP4, 8 for BF16,
-// 4 for F32: gemv_supported); otherwise the generic kernel in kernels_linear.cu runs.
-//
-// Lane load width: BF16 and F32 rows are read 16 bytes per lane per load. FP8 and FP4 rows 4 bytes per lane per load
-// (4 or 8 elements), consecutive lanes on consecutive words, so that the activations each lane needs are also
-// consecutive across the warp: one float4 (FP8) or two (FP4) per word, a few L1 wavefronts per warp load. With 16-byte
-// FP8 / FP4 chunks per lane the activation loads strode 64 / 128 bytes across lanes (16-32 wavefronts per warp load):
-// the expert GEMV was L1-bound at 7% of DRAM bandwidth (ncu, performance-log.md).
+// 4 for F32: gemv_supported); otherwise the generic kernel in kernels_linear.cu runs. A row's arithmetic and load
+// pattern: gemv_row.cuh.
 #include <algorithm>
+#include <cstdint>
 
+#include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace dsv4::cuda {
 namespace {
 
 constexpr int kRowsPerBlock = 8;  // one warp per row
-
-constexpr bool is_fp8(int f) {
-    return f == static_cast<int>(WeightFormat::kFp8Block);
-}
-constexpr bool is_fp4(int f) {
-    return f == static_cast<int>(WeightFormat::kFp4Row);
-}
-constexpr bool is_bf16(int f) {
-    return f == static_cast<int>(WeightFormat::kBF16);
-}
-
-// 4-byte words per lane per load, and the elements they hold.
-template <int kFormat>
-constexpr int kLoadWords = is_fp8(kFormat) || is_fp4(kFormat) ? 1 : 4;
-template <int kFormat>
-constexpr int kLoadElems = is_fp8(kFormat)    ? 4
-                           : is_fp4(kFormat)  ? 8
-                           : is_bf16(kFormat) ? 8
-                                              : 4;
-
-template <int kFormat>
-__device__ __forceinline__ int64_t row_bytes(int64_t cols) {
-    if constexpr (is_fp4(kFormat)) return cols / 2;
-    if constexpr (is_bf16(kFormat)) return cols * 2;
-    if constexpr (kFormat == static_cast<int>(WeightFormat::kF32)) return cols * 4;
-    return cols;
-}
-
-// One lane load: kLoadWords words of the row.
-template <int kFormat>
-struct Load {
-    uint32_t w[kLoadWords<kFormat>];
-};
-
-template <int kFormat>
-__device__ __forceinline__ Load<kFormat> load_words(const uint8_t* row, int64_t index) {
-    Load<kFormat> l;
-    if constexpr (kLoadWords<kFormat> == 4) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(row) + index);
-        l.w[0] = v.x;
-        l.w[1] = v.y;
-        l.w[2] = v.z;
-        l.w[3] = v.w;
-    } else {
-        l.w[0] = __ldg(reinterpret_cast<const uint32_t*>(row) + index);
-    }
-    return l;
-}
-
-// The load's elements, unscaled (FP8 / FP4 block scales are powers of two, applied once per load by the caller);
-// FP8 codes in the weight's dialect.
-template <int kFormat>
-__device__ __forceinline__ void decode_load(const Load<kFormat>& l, Fp8Dialect dialect, float* out) {
-    if constexpr (is_fp8(kFormat)) {
-        decode4_e4m3(l.w[0], dialect, out);
-    } else if constexpr (is_fp4(kFormat)) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) out[i] = decode_e2m1((l.w[0] >> (4 * i)) & 0xfu);
-    } else if constexpr (is_bf16(kFormat)) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            out[2 * i] = __uint_as_float(l.w[i] << 16);
-            out[2 * i + 1] = __uint_as_float(l.w[i] & 0xffff0000u);
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) out[i] = __uint_as_float(l.w[i]);
-    }
-}
-
-// Block scale of the load starting at element j0 of row r (1 for unscaled formats).
-template <int kFormat>
-__device__ __forceinline__ float load_scale(const WeightRef& w, int64_t r, int64_t j0) {
-    if constexpr (is_fp8(kFormat)) return decode_ue8m0(w.scales[(r / w.block_rows) * w.scale_cols + j0 / w.block_cols]);
-    if constexpr (is_fp4(kFormat)) return decode_ue8m0(w.scales[r * w.scale_cols + j0 / w.block_cols]);
-    return 1.0f;
-}
 
 // One warp per weight row. Plain mode: vectors x[v * x_stride ...] for v < m (m <= kVectors), y[v * y_stride + r];
 // grouped (blockIdx.z = g of gridDim.z groups of `count` rows): rows g * count .. read x + g * group_x. Expert mode
@@ -103,9 +23,6 @@ template <int kFormat, int kVectors>
 __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* ids, int n_experts, const float* x,
                             int64_t x_stride, int x_div, int64_t count, int64_t group_x, int64_t m, float* y,
                             int64_t y_stride, bool round_out, StepMeta meta) {
-    constexpr int kElems = kLoadElems<kFormat>;
-    // Loads in flight per lane before any is decoded: 64 bytes (latency, not bandwidth, bounds short rows).
-    constexpr int kUnroll = 16 / kLoadWords<kFormat>;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t pair = blockIdx.y, group = blockIdx.z;
     WeightRef wr = w;
@@ -124,41 +41,8 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
     const int64_t r_in_group = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + warp;
     if (r_in_group >= (table != nullptr ? wr.rows : count)) return;
     const int64_t r = group * count + r_in_group;
-    const int64_t cols = wr.cols;
     float acc[kVectors] = {};
-    const int64_t loads = cols / kElems;
-    const auto* row = static_cast<const uint8_t*>(wr.data) + r * row_bytes<kFormat>(cols);
-    for (int64_t c0 = lane; c0 < loads; c0 += 32 * kUnroll) {
-        Load<kFormat> raw[kUnroll] = {};
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int64_t c = c0 + 32 * u;
-            if (c < loads) raw[u] = load_words<kFormat>(row, c);
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int64_t c = c0 + 32 * u;
-            if (c >= loads) break;
-            const int64_t j0 = c * kElems;
-            float vals[kElems];
-            decode_load<kFormat>(raw[u], wr.fp8_dialect, vals);
-            const float scale = load_scale<kFormat>(wr, r, j0);
-#pragma unroll
-            for (int v = 0; v < kVectors; ++v) {
-                if (v < nv) {
-                    const auto* xr = reinterpret_cast<const float4*>(xv + v * x_stride + j0);
-                    float sum = 0.0f;
-#pragma unroll
-                    for (int i = 0; i < kElems / 4; ++i) {
-                        const float4 xx = __ldg(xr + i);
-                        sum += vals[4 * i] * xx.x + vals[4 * i + 1] * xx.y + vals[4 * i + 2] * xx.z +
-                               vals[4 * i + 3] * xx.w;
-                    }
-                    acc[v] += sum * scale;  // a power of two: the same as scaling every element
-                }
-            }
-        }
-    }
+    row_partials<kFormat, kVectors>(wr, r, xv, x_stride, nv, acc);
 #pragma unroll
     for (int v = 0; v < kVectors; ++v) {
         const float s = warp_sum(acc[v]);
@@ -169,13 +53,85 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
     }
 }
 
+// Single-vector GEMV with the vector staged in shared memory: one warp per kRows consecutive rows. Loading the
+// activations from global memory after each weight load had arrived put an L2 round trip after every pass on the
+// critical path; staged, the first weight lines are prefetched into L2 while the block copies the vector. Same
+// modes and per-row arithmetic as gemv_kernel (a single vector).
+constexpr int64_t kMaxStagedCols = 12288;  // 48 KB of shared memory without opting in
+
+template <int kFormat, int kRows>
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    gemv_staged_kernel(WeightRef w, const WeightRef* table, const int32_t* ids, int n_experts, const float* x,
+                       int64_t x_stride, int x_div, int64_t count, int64_t group_x, float* y, int64_t y_stride,
+                       bool round_out, StepMeta meta) {
+    extern __shared__ float4 staged[];
+    float* xs = reinterpret_cast<float*>(staged);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t pair = blockIdx.y, group = blockIdx.z;
+    WeightRef wr = w;
+    const float* xv = x + group * group_x;
+    if (table != nullptr) {
+        const int32_t e = ids[pair];
+        if (e < 0 || e >= n_experts) {  // uniform over the block: no thread reaches the barrier below
+            if (threadIdx.x == 0 && blockIdx.x == 0) flag_error(meta, kErrorExpertId);
+            return;
+        }
+        wr = table[e];
+        xv = x + (pair / x_div) * x_stride;
+    }
+    const int64_t rows_in_group = table != nullptr ? wr.rows : count;
+    const int64_t first = (blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + warp) * kRows;
+    RowRef<kFormat> rows[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+        if (first + i < rows_in_group) rows[i] = row_ref<kFormat>(wr, group * count + first + i, xs);
+        prefetch_row<kFormat>(rows[i], row_bytes<kFormat>(wr.cols));
+    }
+    stage_vector(xv, wr.cols, xs);
+    __syncthreads();
+    if (first >= rows_in_group) return;
+    float acc[kRows] = {};
+    rows_partials<kFormat, kRows, true>(rows, static_cast<int>(wr.cols / kLoadElems<kFormat>), wr.fp8_dialect, acc);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+        const float v = warp_sum(acc[i]);
+        const int64_t r = group * count + first + i;
+        if (lane == 0 && first + i < rows_in_group) {
+            float* out = table != nullptr ? y + pair * y_stride + r : y + r;
+            *out = round_out ? to_bf16(v) : v;
+        }
+    }
+}
+
+// Rows per warp for the staged GEMV: enough rows that each lane has about 32 loads of a pass in flight, as long as
+// the grid keeps about two warps per SM scheduler busy.
+int staged_rows_per_warp(int64_t loads_per_row, int64_t rows, int64_t blocks_y) {
+    int k = 1;
+    while (k < 4 && loads_per_row * k < 32 * 32 && rows * blocks_y / (2 * k) >= 132 * 8) k *= 2;
+    return k;
+}
+
 template <int kFormat>
 void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, const int32_t* ids, int n_experts,
                    int64_t rows, int groups, const float* x, int64_t x_stride, int x_div, int64_t group_x, int64_t m,
                    int64_t pairs, float* y, int64_t y_stride, bool round_out, const StepMeta& meta) {
     const dim3 grid(blocks_for(rows, kRowsPerBlock), static_cast<unsigned>(table != nullptr ? pairs : 1),
                     static_cast<unsigned>(groups));
-    if (table != nullptr || m == 1) {
+    const bool single = table != nullptr || m == 1;
+    if (single && w.cols <= kMaxStagedCols) {
+        const int64_t loads = w.cols / kLoadElems<kFormat>;
+        const int k = staged_rows_per_warp(loads, rows * groups, grid.y);
+        const dim3 staged_grid(blocks_for(rows, kRowsPerBlock * k), grid.y, grid.z);
+        const size_t smem = static_cast<size_t>(w.cols) * sizeof(float);
+        auto go = [&](auto kernel) {
+            kernel<<<staged_grid, kRowsPerBlock * 32, smem, s>>>(w, table, ids, n_experts, x, x_stride, x_div, rows,
+                                                                 group_x, y, y_stride, round_out, meta);
+        };
+        if (k == 4) return go(gemv_staged_kernel<kFormat, 4>);
+        if (k == 2) return go(gemv_staged_kernel<kFormat, 2>);
+        return go(gemv_staged_kernel<kFormat, 1>);
+    }
+    if (single) {
         gemv_kernel<kFormat, 1><<<grid, kRowsPerBlock * 32, 0, s>>>(w, table, ids, n_experts, x, x_stride, x_div, rows,
                                                                     group_x, m, y, y_stride, round_out, meta);
     } else {
@@ -187,7 +143,7 @@ void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, c
 }  // namespace
 
 bool gemv_supported(WeightFormat format, int64_t cols, int64_t m) {
-    if (m < 1) return false;
+    if (m < 1 || cols > INT32_MAX) return false;  // load indices are 32-bit
     switch (format) {
         case WeightFormat::kFp8Block:
             return cols % 128 == 0;

@@ -125,12 +125,7 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int6
                               const float* row_weights, bool round, float* act) {
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (id >= rows * width) return;
-    float gv = g[id], uv = u[id];
-    if (limit > 0.0f) {
-        gv = fminf(gv, limit);
-        uv = fminf(fmaxf(uv, -limit), limit);
-    }
-    Acc v = Acc(gv) / (Acc(1) + exp_acc(-Acc(gv))) * uv;
+    Acc v = swiglu_acc<Acc>(g[id], u[id], limit);
     if (row_weights != nullptr) v *= row_weights[id / width];
     act[id] = store_acc(v, round);
 }
@@ -145,7 +140,7 @@ __global__ void combine_kernel(const float* routed, const float* weights, const 
     Acc acc = 0;
     for (int j = 0; j < k; ++j) {
         const Acc v = routed[(t * k + j) * d + i];
-        acc += weight_after ? v * weights[t * k + j] : v;
+        acc = weight_after ? combine_add(acc, v, Acc(weights[t * k + j])) : acc + v;
     }
     if (shared != nullptr) acc += shared[id];
     y[id] = store_acc(acc, round);

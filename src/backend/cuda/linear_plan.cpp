@@ -101,6 +101,8 @@ const char* moe_path_name(MoePath p) {
             return "per_pair";
         case MoePath::kPerPairGemv:
             return "per_pair_gemv";
+        case MoePath::kFusedGemv:
+            return "fused_gemv";
         case MoePath::kGroupedBf16:
             return "grouped_bf16";
         case MoePath::kGroupedFp8:
@@ -115,7 +117,12 @@ std::string moe_path_unmet(MoePath path, const MoeProblem& p) {
         case MoePath::kPerPair:
             return "";
         case MoePath::kPerPairGemv:
+        case MoePath::kFusedGemv:
             if (p.numerics == Numerics::kReference) return "exact or fast numerics";
+            if (path == MoePath::kFusedGemv && p.d > kMaxFusedMoeHidden) {
+                return "a hidden size of at most " + std::to_string(kMaxFusedMoeHidden) +
+                       " (the token's activations are staged in shared memory)";
+            }
             if (p.pairs > kMaxGemvPairs) return "at most " + std::to_string(kMaxGemvPairs) + " pairs";
             if (!gemv_supported(p.format, p.d, 1) || !gemv_supported(p.format, p.inter, 1)) {
                 return "widths the GEMV's vector loads cover";
@@ -137,20 +144,21 @@ std::string moe_path_unmet(MoePath path, const MoeProblem& p) {
 
 MoePath choose_moe_path(const MoeProblem& p, int64_t min_grouped_pairs, const std::string& forced) {
     if (!forced.empty()) {
-        for (MoePath path : {MoePath::kPerPair, MoePath::kPerPairGemv, MoePath::kGroupedBf16, MoePath::kGroupedFp8}) {
+        for (MoePath path : {MoePath::kPerPair, MoePath::kPerPairGemv, MoePath::kFusedGemv, MoePath::kGroupedBf16,
+                             MoePath::kGroupedFp8}) {
             if (forced != moe_path_name(path)) continue;
             const std::string why = moe_path_unmet(path, p);
             DSV4_CHECK(why.empty(), "MoE path {} (DSV4_MOE_PATH) needs {} ({} pairs, widths {} / {})", forced, why,
                        p.pairs, p.d, p.inter);
             return path;
         }
-        fail("DSV4_MOE_PATH={} is not one of per_pair, per_pair_gemv, grouped_bf16, grouped_fp8", forced);
+        fail("DSV4_MOE_PATH={} is not one of per_pair, per_pair_gemv, fused_gemv, grouped_bf16, grouped_fp8", forced);
     }
     if (p.numerics == Numerics::kFast && p.pairs >= min_grouped_pairs) {
         if (moe_path_unmet(MoePath::kGroupedFp8, p).empty()) return MoePath::kGroupedFp8;
         if (moe_path_unmet(MoePath::kGroupedBf16, p).empty()) return MoePath::kGroupedBf16;
     }
-    if (moe_path_unmet(MoePath::kPerPairGemv, p).empty()) return MoePath::kPerPairGemv;
+    if (moe_path_unmet(MoePath::kFusedGemv, p).empty()) return MoePath::kFusedGemv;
     return MoePath::kPerPair;
 }
 

@@ -33,7 +33,7 @@ struct LinearProblem {
 // Row thresholds of fast numerics and the forced paths, from CudaOptions (cuda_factory.h).
 struct LinearTuning {
     int64_t min_gemm_rows = 32;  // tensor cores from here
-    int64_t min_fp8_rows = 32;   // FP8 weights on FP8 tensor cores from here
+    int64_t min_fp8_rows = 2;    // FP8 weights on FP8 tensor cores from here
     // cuBLASLt from here, our FP8 wgmma GEMM below: cuBLASLt measured faster at every row count on the Flash shapes
     // (bench kernels, H200, 2026-12-01: e.g. wo_b M=64 21.7 vs 147 us, M=8192 569 vs 2,402 us).
     int64_t min_fp8_lt_rows = 1;
@@ -49,7 +49,8 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p);
 
 enum class MoePath {
     kPerPair,      // one warp per (pair, output row), float / double accumulation (exact, reference)
-    kPerPairGemv,  // per (token, expert) pair GEMV (decode sizes)
+    kPerPairGemv,  // per (token, expert) pair GEMV (decode sizes): W1, W3, SwiGLU, W2, combine
+    kFusedGemv,    // the same GEMVs fused: W1 + W3 + SwiGLU in one launch, W2 + combine in another (decode sizes)
     kGroupedBf16,  // pairs grouped by expert, mma.sync on bf16-decoded tiles
     kGroupedFp8,   // pairs grouped by expert, W4A8 / W8A8 on FP8 wgmma with SwiGLU and re-quantization fused
 };
