@@ -10,7 +10,7 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo_root"
 jobs=${DSV4_JOBS:-$(nproc)}
 stage() { echo "== $* ($(date -u +%H:%M:%S), ${SECONDS}s elapsed)"; }
-fuzz_seconds=${DSV4_FUZZ_SECONDS:-20}
+fuzz_seconds=${DSV4_FUZZ_SECONDS:-12}
 
 scripts/install-deps.sh
 
