@@ -260,6 +260,7 @@ void CompiledGrammar::compute_push_outcomes() {
     }
     scratch_outcomes_.clear();
     scratch_outcomes_.shrink_to_fit();
+    for (const Outcome& outcome : outcomes_) max_push_count_ = std::max(max_push_count_, outcome.push_count);
 }
 
 void CompiledGrammar::append_outcomes(int32_t state, int c, std::vector<uint32_t>& prefix, int depth) {

@@ -55,6 +55,8 @@ class CompiledGrammar {
     }
     // Whether a step from `state` needs more than one table lookup (calls, nullable closure or a possible pop).
     bool is_simple(int32_t state) const { return simple_[static_cast<size_t>(state)] != 0; }
+    // The most frames one push outcome adds (0 without calls).
+    uint32_t max_push_count() const { return max_push_count_; }
 
     std::string rule_name_of(int32_t state) const;
     size_t memory_bytes() const;
@@ -86,6 +88,7 @@ class CompiledGrammar {
     std::vector<uint32_t> outcome_offsets_;  // per (slot, class), plus one
     std::vector<Outcome> outcomes_;
     std::vector<uint32_t> pushes_;
+    uint32_t max_push_count_ = 0;
     std::vector<Outcome> scratch_outcomes_;
 };
 

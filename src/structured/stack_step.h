@@ -55,6 +55,19 @@ inline constexpr uint32_t kMaxStackDepth = 512;
 // Steps one stack by byte class c. Results are added (deduplicated) to out.
 void step_head(const CompiledGrammar& grammar, StackArena& arena, Head head, int c, std::vector<Head>& out);
 
+// Steps every stack of `in` by byte class c into out (cleared first). One stack at a simple state, the common case
+// inside a rule, costs one table lookup.
+inline void step_config(const CompiledGrammar& grammar, StackArena& arena, std::span<const Head> in, int c,
+                        std::vector<Head>& out) {
+    out.clear();
+    if (in.size() == 1 && grammar.is_simple(in[0].top)) {
+        const int32_t t = grammar.next(in[0].top, c);
+        if (t >= 0) out.push_back({in[0].below, t});
+        return;
+    }
+    for (const Head& head : in) step_head(grammar, arena, head, c, out);
+}
+
 // Steps every stack of `in` by `byte` into out (cleared first).
 void step_heads(const CompiledGrammar& grammar, StackArena& arena, std::span<const Head> in, uint8_t byte,
                 std::vector<Head>& out);

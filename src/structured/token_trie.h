@@ -2,8 +2,8 @@
 // adds to the output (HF ByteLevel pieces decoded, so a token may end in the middle of a UTF-8 character). Added
 // tokens (chat markers, DSML, <think>) and special tokens are left out of the trie: a grammar allows them only where
 // it names them (GrammarSpec::allowed_added_tokens) or, for the end tokens, where the grammar may end.
-// TokenTrie stores the trie in preorder (byte, depth, index after the subtree, tokens ending here), so a walk is a
-// loop over an array that skips a whole subtree as soon as the grammar rejects its prefix.
+// TokenTrie stores the trie in preorder (byte, depth, index after the subtree, parent, tokens ending here), so a walk
+// is a loop over an array that skips a whole subtree as soon as the grammar rejects its prefix.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +25,9 @@ class TokenTrie {
 
     int32_t num_nodes() const { return static_cast<int32_t>(byte_.size()); }
     uint8_t byte(int32_t node) const { return byte_[static_cast<size_t>(node)]; }
-    int32_t depth(int32_t node) const { return depth_[static_cast<size_t>(node)]; }  // 1 for the first byte
-    int32_t skip(int32_t node) const { return skip_[static_cast<size_t>(node)]; }    // first node after the subtree
+    int32_t depth(int32_t node) const { return depth_[static_cast<size_t>(node)]; }    // 1 for the first byte
+    int32_t skip(int32_t node) const { return skip_[static_cast<size_t>(node)]; }      // first node after the subtree
+    int32_t parent(int32_t node) const { return parent_[static_cast<size_t>(node)]; }  // -1 for depth 1
     std::span<const int32_t> tokens_at(int32_t node) const {
         return {
             tokens_.data() + token_begin_[static_cast<size_t>(node)],
@@ -38,6 +39,7 @@ class TokenTrie {
     std::vector<uint8_t> byte_;
     std::vector<uint16_t> depth_;
     std::vector<int32_t> skip_;
+    std::vector<int32_t> parent_;
     std::vector<int32_t> token_begin_;  // per node, plus one: tokens ending at the node, in tokens_
     std::vector<int32_t> tokens_;
     int32_t max_depth_ = 0;
