@@ -21,19 +21,30 @@ void fill_ones(std::span<uint64_t> bits, int64_t num_bits) {
     if (num_bits % 64 != 0) bits[full] = (uint64_t{1} << (num_bits % 64)) - 1;
 }
 
-// Appends the ids of the set bits (or, with `cleared`, of the clear ones) below num_bits, a word at a time: a
-// bit-by-bit scan of a 129K-id mask alone cost ~100 us, more than most trie walks.
-void append_ids(std::span<const uint64_t> bits, int64_t num_bits, bool cleared, std::vector<uint32_t>& out) {
-    for (size_t w = 0; w < bits.size(); ++w) {
-        uint64_t word = cleared ? ~bits[w] : bits[w];
-        const int64_t valid = num_bits - static_cast<int64_t>(w) * 64;
-        if (valid <= 0) break;
-        if (valid < 64) word &= (uint64_t{1} << valid) - 1;
-        while (word != 0) {
-            out.push_back(static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word))));
-            word &= word - 1;
+// Lists the ids of the set bits (or, with `cleared`, of the clear ones) below num_bits, a word at a time, and returns
+// false as soon as there would be more than `limit`. Word-wise, and without a popcount (a library call without
+// -mpopcnt): a bit-by-bit scan of a 129K-id mask alone cost ~100 us, more than most trie walks.
+bool list_ids(std::span<const uint64_t> bits, int64_t num_bits, bool cleared, size_t limit,
+              std::vector<uint32_t>& out) {
+    out.clear();
+    const uint64_t flip = cleared ? ~uint64_t{0} : 0;
+    const auto words = std::min(bits.size(), static_cast<size_t>((num_bits + 63) / 64));
+    constexpr size_t kBlock = 8;  // most masks are nearly all ones or all zeros: skip whole blocks of such words
+    for (size_t block = 0; block < words; block += kBlock) {
+        const size_t end = std::min(words, block + kBlock);
+        uint64_t any = 0;
+        for (size_t w = block; w < end; ++w) any |= bits[w] ^ flip;
+        if (any == 0) continue;
+        for (size_t w = block; w < end; ++w) {
+            uint64_t word = bits[w] ^ flip;
+            if (w + 1 == words && num_bits % 64 != 0) word &= (uint64_t{1} << (num_bits % 64)) - 1;
+            for (; word != 0; word &= word - 1) {
+                if (out.size() == limit) return false;
+                out.push_back(static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word))));
+            }
         }
     }
+    return true;
 }
 
 }  // namespace
@@ -73,20 +84,18 @@ void MaskCache::insert(std::span<const int32_t> key, std::span<const uint64_t> b
     Entry entry;
     entry.summary = summary;
     entry.num_bits = num_bits;
-    size_t allowed = 0;
-    for (uint64_t w : bits) allowed += static_cast<size_t>(std::popcount(w));
-    const auto total = static_cast<size_t>(num_bits);
     const size_t bitset_bytes = bits.size() * sizeof(uint64_t);
-    if (allowed * sizeof(uint32_t) <= bitset_bytes) {
+    const size_t limit = bitset_bytes / sizeof(uint32_t);  // more ids than this take more room than the bitset
+    if (list_ids(bits, num_bits, false, limit, entry.ids)) {
         entry.form = Form::kAllowed;
-        append_ids(bits, num_bits, false, entry.ids);
-    } else if ((total - allowed) * sizeof(uint32_t) <= bitset_bytes) {
+    } else if (list_ids(bits, num_bits, true, limit, entry.ids)) {
         entry.form = Form::kRejected;
-        append_ids(bits, num_bits, true, entry.ids);
     } else {
         entry.form = Form::kBits;
+        entry.ids.clear();
         entry.words.assign(bits.begin(), bits.end());
     }
+    entry.ids.shrink_to_fit();  // the budget counts ids, not what a failed listing reserved
     entry.bytes = kEntryOverhead + key.size() * sizeof(int32_t) + entry.ids.size() * sizeof(uint32_t) +
                   (entry.form == Form::kBits ? bitset_bytes : 0);
     if (entry.bytes > budget_) return;

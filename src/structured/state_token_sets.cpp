@@ -23,6 +23,7 @@ struct SplitScratch {
     StackArena arena;  // relative stacks: kNone is the opaque base, not the bottom of the stack
     std::vector<Level> levels;
     std::vector<std::vector<Head>> many;
+    std::vector<std::pair<int32_t, int32_t>> runs;  // accepted trie nodes as [begin, end) runs
     std::vector<uint64_t> bits;
 };
 
@@ -31,21 +32,123 @@ SplitScratch& split_scratch() {
     return s;
 }
 
-// Keeps the accepted tokens as ids or as mask words, whichever is smaller.
-void keep_accepted(std::vector<uint64_t>& bits, size_t count, StateTokens& out) {
+// Keeps the tokens of the accepted runs of nodes as ids or as mask words, whichever is smaller.
+void keep_accepted(const TokenTrie& trie, std::span<const std::pair<int32_t, int32_t>> runs, int64_t mask_bits,
+                   StateTokens& out) {
+    size_t count = 0;
+    for (const auto& [begin, end] : runs) count += trie.tokens_in(begin, end).size();
     out.any_accepted = count > 0;
-    if (count * sizeof(uint32_t) >= bits.size() * sizeof(uint64_t)) {
-        out.accepted_bits = bits;
+    const auto words = static_cast<size_t>((mask_bits + 63) / 64);
+    if (count * sizeof(uint32_t) < words * sizeof(uint64_t)) {
+        out.accepted_ids.reserve(count);
+        for (const auto& [begin, end] : runs) {
+            for (int32_t token : trie.tokens_in(begin, end)) out.accepted_ids.push_back(static_cast<uint32_t>(token));
+        }
         return;
     }
-    out.accepted_ids.reserve(count);
-    for (size_t w = 0; w < bits.size(); ++w) {
-        for (uint64_t word = bits[w]; word != 0; word &= word - 1)
-            out.accepted_ids.push_back(static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word))));
+    out.accepted_bits.assign(words, 0);
+    for (const auto& [begin, end] : runs) {
+        for (int32_t token : trie.tokens_in(begin, end))
+            out.accepted_bits[static_cast<size_t>(token) >> 6] |= uint64_t{1} << (token & 63);
     }
 }
 
+// The split walk: a preorder walk as in TokenMasker, from the lone state. A subtree whose prefix no way inside the
+// state consumes is dependent when a pop was possible before one of the prefix's bytes (Level::may_pop: some stack
+// could finish every rule on it, and the real step would also pop into the frames below the base), otherwise
+// rejected. The accepted nodes are recorded as runs between rejected subtrees: their tokens are contiguous.
+class SplitWalk {
+  public:
+    SplitWalk(const CompiledGrammar& grammar, const TokenTrie& trie, SplitScratch& scratch)
+        : grammar_(grammar), trie_(trie), s_(scratch) {}
+
+    StateTokens run(int32_t state, int64_t mask_bits) {
+        s_.arena.clear();
+        s_.runs.clear();
+        const auto levels_needed = static_cast<size_t>(trie_.max_depth()) + 1;
+        if (s_.levels.size() < levels_needed) s_.levels.resize(levels_needed);
+        if (s_.many.size() < levels_needed) s_.many.resize(levels_needed);
+        levels_ = s_.levels.data();
+        const Head start{StackArena::kNone, state};
+        levels_[0] = {start, 1, can_end(grammar_, s_.arena, std::span(&start, 1)) ? 1u : 0u};
+        const std::span<const int32_t> first = trie_.first_nodes();
+        const std::span<const uint8_t> first_bytes = trie_.first_bytes();
+        for (size_t i = 0; i < first.size(); ++i) {
+            const int32_t end = i + 1 < first.size() ? first[i + 1] : trie_.num_nodes();
+            if (step(1, grammar_.byte_class(first_bytes[i]))) {
+                walk(first[i] + 1, end);
+            } else {
+                reject(first[i], end, 1, first_bytes[i]);
+            }
+        }
+        if (run_begin_ < trie_.num_nodes()) s_.runs.emplace_back(run_begin_, trie_.num_nodes());
+        keep_accepted(trie_, s_.runs, mask_bits, out_);
+        out_.depth_needed = deepest_ + grammar_.max_push_count();
+        return std::move(out_);
+    }
+
+  private:
+    // The nodes [begin, end) below an accepted node of depth 1.
+    void walk(int32_t begin, int32_t end) {
+        int32_t n = begin;
+        while (n < end) {
+            const auto d = static_cast<size_t>(trie_.depth(n));
+            const uint8_t byte = trie_.byte(n);
+            if (step(d, grammar_.byte_class(byte))) {
+                ++n;
+            } else {
+                const int32_t skip = trie_.skip(n);
+                reject(n, skip, d, byte);
+                n = skip;
+            }
+        }
+    }
+
+    // Steps levels[d - 1] by byte class c into levels[d]; false when no stack survives.
+    bool step(size_t d, int c) {
+        const Level& in = levels_[d - 1];
+        Level& next = levels_[d];
+        if (in.count == 1 && grammar_.is_simple(in.one.top)) {  // one stack moving inside one rule: one lookup
+            const int32_t t = grammar_.next(in.one.top, c);
+            if (t < 0) return false;
+            next.one = {in.one.below, t};
+            next.count = 1;
+            next.may_pop = in.may_pop;
+            if (next.may_pop == 0 && grammar_.completes(t))
+                next.may_pop = can_end(grammar_, s_.arena, std::span(&next.one, 1)) ? 1 : 0;
+            return true;
+        }
+        std::vector<Head>& heads = s_.many[d];
+        step_config(grammar_, s_.arena, in.count == 1 ? std::span(&in.one, 1) : std::span(s_.many[d - 1]), c, heads);
+        if (heads.empty()) return false;
+        for (const Head& head : heads) deepest_ = std::max(deepest_, s_.arena.depth(head.below));
+        next.one = heads[0];
+        next.count = static_cast<uint32_t>(heads.size());
+        next.may_pop = in.may_pop != 0 || can_end(grammar_, s_.arena, heads) ? 1 : 0;
+        return true;
+    }
+
+    // The subtree [node, end) of depth d whose prefix the state rejects: it ends the current run of accepted nodes.
+    void reject(int32_t node, int32_t end, size_t d, uint8_t byte) {
+        if (levels_[d - 1].may_pop != 0) out_.dependent_roots.push_back({node, end, static_cast<uint16_t>(d), byte});
+        if (run_begin_ < node) s_.runs.emplace_back(run_begin_, node);
+        run_begin_ = end;
+    }
+
+    const CompiledGrammar& grammar_;
+    const TokenTrie& trie_;
+    SplitScratch& s_;
+    Level* levels_ = nullptr;
+    StateTokens out_;
+    uint32_t deepest_ = 0;
+    int32_t run_begin_ = 0;
+};
+
 }  // namespace
+
+StateTokens split_vocabulary(const CompiledGrammar& grammar, const TokenTrie& trie, int32_t state, int64_t mask_bits) {
+    return SplitWalk(grammar, trie, split_scratch()).run(state, mask_bits);
+}
 
 void StateTokens::add_accepted(std::span<uint64_t> bits) const {
     if (!accepted_bits.empty()) {
@@ -57,64 +160,7 @@ void StateTokens::add_accepted(std::span<uint64_t> bits) const {
 
 size_t StateTokens::bytes() const {
     return kEntryOverhead + accepted_ids.size() * sizeof(uint32_t) + accepted_bits.size() * sizeof(uint64_t) +
-           dependent_roots.size() * sizeof(int32_t);
-}
-
-// Preorder walk as in TokenMasker, from the lone state. A subtree whose prefix no way inside the state consumes is
-// dependent when a pop was possible before one of the prefix's bytes (Level::may_pop: some stack could finish every
-// rule on it, and the real step would also pop into the frames below the base), otherwise rejected.
-StateTokens split_vocabulary(const CompiledGrammar& grammar, const TokenTrie& trie, int32_t state, int64_t mask_bits) {
-    SplitScratch& s = split_scratch();
-    s.arena.clear();
-    s.bits.assign(static_cast<size_t>((mask_bits + 63) / 64), 0);
-    const auto levels_needed = static_cast<size_t>(trie.max_depth()) + 1;
-    if (s.levels.size() < levels_needed) s.levels.resize(levels_needed);
-    if (s.many.size() < levels_needed) s.many.resize(levels_needed);
-    const Head start{StackArena::kNone, state};
-    s.levels[0] = {start, 1, can_end(grammar, s.arena, std::span(&start, 1)) ? 1u : 0u};
-    StateTokens out;
-    uint32_t deepest = 0;
-    size_t accepted = 0;
-    uint64_t* bits = s.bits.data();
-    const int32_t num_nodes = trie.num_nodes();
-    int32_t n = 0;
-    while (n < num_nodes) {
-        const auto d = static_cast<size_t>(trie.depth(n));
-        const Level& in = s.levels[d - 1];
-        Level& next = s.levels[d];
-        const int c = grammar.byte_class(trie.byte(n));
-        if (in.count == 1 && grammar.is_simple(in.one.top)) {  // one stack moving inside one rule: one lookup
-            const int32_t t = grammar.next(in.one.top, c);
-            if (t < 0) {
-                if (in.may_pop != 0) out.dependent_roots.push_back(n);
-                n = trie.skip(n);
-                continue;
-            }
-            next.one = {in.one.below, t};
-            next.count = 1;
-            next.may_pop = in.may_pop | (grammar.completes(t) && can_end(grammar, s.arena, std::span(&next.one, 1)));
-        } else {
-            std::vector<Head>& heads = s.many[d];
-            step_config(grammar, s.arena, in.count == 1 ? std::span(&in.one, 1) : std::span(s.many[d - 1]), c, heads);
-            if (heads.empty()) {
-                if (in.may_pop != 0) out.dependent_roots.push_back(n);
-                n = trie.skip(n);
-                continue;
-            }
-            for (const Head& head : heads) deepest = std::max(deepest, s.arena.depth(head.below));
-            next.one = heads[0];
-            next.count = static_cast<uint32_t>(heads.size());
-            next.may_pop = in.may_pop | (can_end(grammar, s.arena, heads) ? 1u : 0u);
-        }
-        for (int32_t token : trie.tokens_at(n)) {
-            bits[static_cast<size_t>(token) >> 6] |= uint64_t{1} << (token & 63);
-            ++accepted;
-        }
-        ++n;
-    }
-    keep_accepted(s.bits, accepted, out);
-    out.depth_needed = deepest + grammar.max_push_count();
-    return out;
+           dependent_roots.size() * sizeof(DependentSubtree);
 }
 
 StateTokenSets::StateTokenSets(const CompiledGrammar& grammar, const TokenVocabulary& vocabulary, size_t budget_bytes)

@@ -23,10 +23,19 @@
 
 namespace dsv4::structured {
 
+// A trie subtree whose tokens need the real stack: its root node, the first node after it, and the root's depth and
+// byte (so the mask walk tests the root without touching the trie's per-node arrays).
+struct DependentSubtree {
+    int32_t node = 0;
+    int32_t end = 0;
+    uint16_t depth = 0;
+    uint8_t byte = 0;
+};
+
 struct StateTokens {
-    std::vector<uint32_t> accepted_ids;    // the accepted tokens when few, else empty
-    std::vector<uint64_t> accepted_bits;   // the accepted tokens as mask words when many, else empty
-    std::vector<int32_t> dependent_roots;  // trie nodes in preorder: each subtree needs the real stack
+    std::vector<uint32_t> accepted_ids;             // the accepted tokens when few, else empty
+    std::vector<uint64_t> accepted_bits;            // the accepted tokens as mask words when many, else empty
+    std::vector<DependentSubtree> dependent_roots;  // in preorder
     // The relative stack depth a step from the walked configurations can reach (deepest stack kept plus the
     // grammar's longest push). Under a stack deeper than kMaxStackDepth minus this, the depth limit would drop
     // pushes the walk kept, and the split does not apply.

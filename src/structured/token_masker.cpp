@@ -156,10 +156,10 @@ void TokenMasker::walk_range(int32_t begin, int32_t end, StackArena& arena, std:
     }
 }
 
-// Walks the dependent subtrees of one stack. Their roots come in preorder, so consecutive roots share a prefix:
-// the configurations along it (levels, path) are kept and only the bytes after it are stepped.
-void TokenMasker::walk_dependent(Head head, std::span<const int32_t> roots, StackArena& arena, std::span<uint64_t> bits,
-                                 bool& any) const {
+// Walks the dependent subtrees of one stack. They come in preorder, so consecutive roots share a prefix: the
+// configurations along it (levels, path) are kept and only the bytes after it are stepped.
+void TokenMasker::walk_dependent(Head head, std::span<const DependentSubtree> roots, StackArena& arena,
+                                 std::span<uint64_t> bits, bool& any) const {
     const TokenTrie& trie = *vocabulary_->trie;
     const CompiledGrammar& g = *grammar_;
     WalkScratch& s = scratch();
@@ -168,10 +168,10 @@ void TokenMasker::walk_dependent(Head head, std::span<const int32_t> roots, Stac
     s.path.resize(levels_needed);
     s.levels[0].assign(1, head);
     size_t valid = 0;  // levels[0..valid] hold the configurations along path[1..valid]
-    for (int32_t root : roots) {
-        const auto d = static_cast<size_t>(trie.depth(root));
+    for (const DependentSubtree& root : roots) {
+        const size_t d = root.depth;
         s.ancestors.resize(d);  // ancestors[k]: the node at depth k on the way to the root (k = 1..d-1)
-        for (int32_t node = trie.parent(root), k = static_cast<int32_t>(d) - 1; k >= 1; --k) {
+        for (int32_t node = trie.parent(root.node), k = static_cast<int32_t>(d) - 1; k >= 1; --k) {
             s.ancestors[static_cast<size_t>(k)] = node;
             node = trie.parent(node);
         }
@@ -183,7 +183,13 @@ void TokenMasker::walk_dependent(Head head, std::span<const int32_t> roots, Stac
         }
         valid = k;
         if (s.levels[k].empty()) continue;  // the stack rejects the prefix: the whole subtree is rejected
-        walk_range(root, trie.skip(root), arena, bits, any);
+        step_config(g, arena, s.levels[d - 1], g.byte_class(root.byte), s.levels[d]);
+        if (s.levels[d].empty()) continue;
+        for (int32_t token : trie.tokens_at(root.node)) {
+            set_bit(bits, token);
+            any = true;
+        }
+        walk_range(root.node + 1, root.end, arena, bits, any);
     }
 }
 

@@ -57,7 +57,7 @@ class TokenMasker {
     bool split_heads(std::span<const Head> start, const StackArena& arena,
                      std::vector<std::shared_ptr<const StateTokens>>& splits) const;
     void walk_range(int32_t begin, int32_t end, StackArena& arena, std::span<uint64_t> bits, bool& any) const;
-    void walk_dependent(Head head, std::span<const int32_t> roots, StackArena& arena, std::span<uint64_t> bits,
+    void walk_dependent(Head head, std::span<const DependentSubtree> roots, StackArena& arena, std::span<uint64_t> bits,
                         bool& any) const;
     void check_added_tokens(std::span<const Head> start, StackArena& arena, std::span<uint64_t> bits, bool& any) const;
 

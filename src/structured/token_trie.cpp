@@ -43,6 +43,10 @@ TokenTrie::TokenTrie(std::span<const int32_t> ids, std::span<const std::string> 
         }
         close_to(lcp);
         for (size_t k = lcp; k < s.size(); ++k) {
+            if (k == 0) {
+                first_nodes_.push_back(num_nodes());
+                first_bytes_.push_back(static_cast<uint8_t>(s[0]));
+            }
             parent_.push_back(path.empty() ? -1 : path.back());
             path.push_back(num_nodes());
             byte_.push_back(static_cast<uint8_t>(s[k]));

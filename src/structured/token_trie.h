@@ -33,7 +33,17 @@ class TokenTrie {
             tokens_.data() + token_begin_[static_cast<size_t>(node)],
             static_cast<size_t>(token_begin_[static_cast<size_t>(node) + 1] - token_begin_[static_cast<size_t>(node)])};
     }
+    // Tokens ending at the nodes [begin, end) (end <= num_nodes()), contiguous in preorder: a subtree's tokens are
+    // tokens_in(node, skip(node)).
+    std::span<const int32_t> tokens_in(int32_t begin, int32_t end) const {
+        return {tokens_.data() + token_begin_[static_cast<size_t>(begin)],
+                static_cast<size_t>(token_begin_[static_cast<size_t>(end)] - token_begin_[static_cast<size_t>(begin)])};
+    }
     int32_t max_depth() const { return max_depth_; }
+    // The nodes of depth 1 in preorder, and their bytes: small arrays, so a walk's first step, which rejects most of
+    // them, does not touch the per-node arrays spread over the whole trie.
+    std::span<const int32_t> first_nodes() const { return first_nodes_; }
+    std::span<const uint8_t> first_bytes() const { return first_bytes_; }
 
   private:
     std::vector<uint8_t> byte_;
@@ -42,6 +52,8 @@ class TokenTrie {
     std::vector<int32_t> parent_;
     std::vector<int32_t> token_begin_;  // per node, plus one: tokens ending at the node, in tokens_
     std::vector<int32_t> tokens_;
+    std::vector<int32_t> first_nodes_;
+    std::vector<uint8_t> first_bytes_;
     int32_t max_depth_ = 0;
 };
 
