@@ -21,6 +21,7 @@ struct Level {
 // Per-thread scratch of the split walk (separate from the mask walk's, which is in use when a split is computed).
 struct SplitScratch {
     StackArena arena;  // relative stacks: kNone is the opaque base, not the bottom of the stack
+    StepMemo memo;     // of `arena`
     std::vector<Level> levels;
     std::vector<std::vector<Head>> many;
     std::vector<std::pair<int32_t, int32_t>> runs;  // accepted trie nodes as [begin, end) runs
@@ -64,6 +65,7 @@ class SplitWalk {
 
     StateTokens run(int32_t state, int64_t mask_bits) {
         s_.arena.clear();
+        s_.memo.clear();
         s_.runs.clear();
         const auto levels_needed = static_cast<size_t>(trie_.max_depth()) + 1;
         if (s_.levels.size() < levels_needed) s_.levels.resize(levels_needed);
@@ -107,21 +109,27 @@ class SplitWalk {
     // Steps levels[d - 1] by byte class c into levels[d]; false when no stack survives.
     bool step(size_t d, int c) {
         const Level& in = levels_[d - 1];
+        if (in.count != 1 || !grammar_.is_simple(in.one.top)) return step_general(d, c);
+        const int32_t t = grammar_.next(in.one.top, c);  // one stack moving inside one rule: one lookup
+        if (t < 0) return false;
         Level& next = levels_[d];
-        if (in.count == 1 && grammar_.is_simple(in.one.top)) {  // one stack moving inside one rule: one lookup
-            const int32_t t = grammar_.next(in.one.top, c);
-            if (t < 0) return false;
-            next.one = {in.one.below, t};
-            next.count = 1;
-            next.may_pop = in.may_pop;
-            if (next.may_pop == 0 && grammar_.completes(t))
-                next.may_pop = can_end(grammar_, s_.arena, std::span(&next.one, 1)) ? 1 : 0;
-            return true;
-        }
+        next.one = {in.one.below, t};
+        next.count = 1;
+        next.may_pop = in.may_pop;
+        if (next.may_pop == 0 && grammar_.completes(t))
+            next.may_pop = can_end(grammar_, s_.arena, std::span(&next.one, 1)) ? 1 : 0;
+        return true;
+    }
+
+    // The other steps (calls, pops, several stacks), out of line so the common one stays small.
+    [[gnu::noinline]] bool step_general(size_t d, int c) {
+        const Level& in = levels_[d - 1];
         std::vector<Head>& heads = s_.many[d];
-        step_config(grammar_, s_.arena, in.count == 1 ? std::span(&in.one, 1) : std::span(s_.many[d - 1]), c, heads);
+        step_config(grammar_, s_.arena, s_.memo, in.count == 1 ? std::span(&in.one, 1) : std::span(s_.many[d - 1]), c,
+                    heads);
         if (heads.empty()) return false;
         for (const Head& head : heads) deepest_ = std::max(deepest_, s_.arena.depth(head.below));
+        Level& next = levels_[d];
         next.one = heads[0];
         next.count = static_cast<uint32_t>(heads.size());
         next.may_pop = in.may_pop != 0 || can_end(grammar_, s_.arena, heads) ? 1 : 0;

@@ -10,6 +10,7 @@ namespace {
 // Per-thread scratch of the trie walk: it allocates nothing once warm.
 struct WalkScratch {
     StackArena arena;
+    StepMemo memo;                          // of `arena`
     std::vector<std::vector<Head>> levels;  // levels[d]: the configuration after the first d bytes of the path
     std::vector<int32_t> path;              // path[d]: the trie node whose prefix levels[d] holds (d >= 1)
     std::vector<int32_t> ancestors;
@@ -81,6 +82,7 @@ MaskSummary TokenMasker::compute(const StackArena& arena, std::span<const Head> 
     if (!split_heads(heads, arena, s.splits)) return compute_by_full_walk(arena, heads, bits);
     std::fill(bits.begin(), bits.end(), 0);
     s.arena.clear();
+    s.memo.clear();
     copy_heads(arena, heads, s.arena, s.start);
     bool any = false;
     for (size_t i = 0; i < s.start.size(); ++i) {
@@ -100,6 +102,7 @@ MaskSummary TokenMasker::compute_by_full_walk(const StackArena& arena, std::span
     std::fill(bits.begin(), bits.end(), 0);
     WalkScratch& s = scratch();
     s.arena.clear();
+    s.memo.clear();
     copy_heads(arena, heads, s.arena, s.start);
     const TokenTrie& trie = *vocabulary_->trie;
     if (s.levels.size() < static_cast<size_t>(trie.max_depth()) + 1)
@@ -139,11 +142,12 @@ bool TokenMasker::split_heads(std::span<const Head> start, const StackArena& are
 void TokenMasker::walk_range(int32_t begin, int32_t end, StackArena& arena, std::span<uint64_t> bits, bool& any) const {
     const TokenTrie& trie = *vocabulary_->trie;
     const CompiledGrammar& g = *grammar_;
-    std::vector<std::vector<Head>>& levels = scratch().levels;
+    WalkScratch& s = scratch();
+    std::vector<std::vector<Head>>& levels = s.levels;
     int32_t n = begin;
     while (n < end) {
         const auto d = static_cast<size_t>(trie.depth(n));
-        step_config(g, arena, levels[d - 1], g.byte_class(trie.byte(n)), levels[d]);
+        step_config(g, arena, s.memo, levels[d - 1], g.byte_class(trie.byte(n)), levels[d]);
         if (levels[d].empty()) {
             n = trie.skip(n);
             continue;
@@ -178,12 +182,12 @@ void TokenMasker::walk_dependent(Head head, std::span<const DependentSubtree> ro
         size_t k = 0;
         while (k < valid && k + 1 < d && s.path[k + 1] == s.ancestors[k + 1]) ++k;
         for (; k + 1 < d && !s.levels[k].empty(); ++k) {
-            step_config(g, arena, s.levels[k], g.byte_class(trie.byte(s.ancestors[k + 1])), s.levels[k + 1]);
+            step_config(g, arena, s.memo, s.levels[k], g.byte_class(trie.byte(s.ancestors[k + 1])), s.levels[k + 1]);
             s.path[k + 1] = s.ancestors[k + 1];
         }
         valid = k;
         if (s.levels[k].empty()) continue;  // the stack rejects the prefix: the whole subtree is rejected
-        step_config(g, arena, s.levels[d - 1], g.byte_class(root.byte), s.levels[d]);
+        step_config(g, arena, s.memo, s.levels[d - 1], g.byte_class(root.byte), s.levels[d]);
         if (s.levels[d].empty()) continue;
         for (int32_t token : trie.tokens_at(root.node)) {
             set_bit(bits, token);
