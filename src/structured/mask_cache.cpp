@@ -86,10 +86,19 @@ void MaskCache::insert(std::span<const int32_t> key, std::span<const uint64_t> b
     entry.num_bits = num_bits;
     const size_t bitset_bytes = bits.size() * sizeof(uint64_t);
     const size_t limit = bitset_bytes / sizeof(uint32_t);  // more ids than this take more room than the bitset
-    if (list_ids(bits, num_bits, false, limit, entry.ids)) {
+    // Try the likelier short list first: a failed listing costs `limit` ids.
+    size_t full_words = 0, empty_words = 0;
+    for (uint64_t w : bits) {
+        full_words += w == ~uint64_t{0} ? 1 : 0;
+        empty_words += w == 0 ? 1 : 0;
+    }
+    const bool mostly_allowed = full_words > empty_words;
+    if (!mostly_allowed && list_ids(bits, num_bits, false, limit, entry.ids)) {
         entry.form = Form::kAllowed;
     } else if (list_ids(bits, num_bits, true, limit, entry.ids)) {
         entry.form = Form::kRejected;
+    } else if (mostly_allowed && list_ids(bits, num_bits, false, limit, entry.ids)) {
+        entry.form = Form::kAllowed;
     } else {
         entry.form = Form::kBits;
         entry.ids.clear();

@@ -205,7 +205,7 @@ constexpr size_t kMaxParses = 64;
 
 TEST(StateTokenSets, EqualsTheFullWalkAndBruteForceOnRandomGrammars) {
     int compiled = 0, configurations = 0;
-    for (uint32_t seed = 1; seed <= 300; ++seed) {
+    for (uint32_t seed = 1; seed <= 200; ++seed) {
         std::shared_ptr<const CompiledGrammar> grammar;
         try {
             grammar = testing::compile(RandomGrammar(seed).build());
@@ -241,7 +241,7 @@ TEST(StateTokenSets, EqualsTheFullWalkAndBruteForceOnRandomGrammars) {
             }
         }
     }
-    EXPECT_GT(compiled, 100);
+    EXPECT_GT(compiled, 80);
     std::printf("split vs full walk: %d random grammars, %d configurations\n", compiled, configurations);
 }
 
