@@ -82,12 +82,12 @@ class StepMemo {
     size_t used_ = 0;
 };
 
-// Steps every stack of `in` by byte class c into out (cleared first). One stack at a simple state, the common case
-// inside a rule, costs one table lookup; other steps go through the memo.
+// Steps every stack of `in` by byte class c into out (cleared first). One stack moving inside one rule, the common
+// case, costs one table lookup (CompiledGrammar::steps_by_lookup); other steps go through the memo.
 inline void step_config(const CompiledGrammar& grammar, StackArena& arena, StepMemo& memo, std::span<const Head> in,
                         int c, std::vector<Head>& out) {
     out.clear();
-    if (in.size() == 1 && grammar.is_simple(in[0].top)) {
+    if (in.size() == 1 && grammar.steps_by_lookup(in[0].top, in[0].below == StackArena::kNone)) {
         const int32_t t = grammar.next(in[0].top, c);
         if (t >= 0) out.push_back({in[0].below, t});
         return;

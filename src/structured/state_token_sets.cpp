@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "structured/byte_set.h"
 #include "structured/stack_step.h"
 
 namespace dsv4::structured {
@@ -75,11 +76,14 @@ class SplitWalk {
         levels_[0] = {start, 1, can_end(grammar_, s_.arena, std::span(&start, 1)) ? 1u : 0u};
         const std::span<const int32_t> first = trie_.first_nodes();
         const std::span<const uint8_t> first_bytes = trie_.first_bytes();
+        ByteSet dead_first;  // classes the state rejects as a first byte (256 first bytes, far fewer classes)
         for (size_t i = 0; i < first.size(); ++i) {
             const int32_t end = i + 1 < first.size() ? first[i + 1] : trie_.num_nodes();
-            if (step(1, grammar_.byte_class(first_bytes[i]))) {
+            const int c = grammar_.byte_class(first_bytes[i]);
+            if (!dead_first.contains(static_cast<uint8_t>(c)) && step(1, c)) {
                 walk(first[i] + 1, end);
             } else {
+                dead_first.insert(static_cast<uint8_t>(c));
                 reject(first[i], end, 1, first_bytes[i]);
             }
         }
@@ -109,7 +113,8 @@ class SplitWalk {
     // Steps levels[d - 1] by byte class c into levels[d]; false when no stack survives.
     bool step(size_t d, int c) {
         const Level& in = levels_[d - 1];
-        if (in.count != 1 || !grammar_.is_simple(in.one.top)) return step_general(d, c);
+        if (in.count != 1 || !grammar_.steps_by_lookup(in.one.top, in.one.below == StackArena::kNone))
+            return step_general(d, c);
         const int32_t t = grammar_.next(in.one.top, c);  // one stack moving inside one rule: one lookup
         if (t < 0) return false;
         Level& next = levels_[d];

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "structured/byte_set.h"
 
 namespace dsv4::structured {
 namespace {
@@ -171,9 +172,11 @@ void TokenMasker::walk_dependent(Head head, std::span<const DependentSubtree> ro
     if (s.levels.size() < levels_needed) s.levels.resize(levels_needed);
     s.path.resize(levels_needed);
     s.levels[0].assign(1, head);
-    size_t valid = 0;  // levels[0..valid] hold the configurations along path[1..valid]
+    size_t valid = 0;    // levels[0..valid] hold the configurations along path[1..valid]
+    ByteSet dead_first;  // classes the stack rejects as a first byte: most roots of a state that can end are there
     for (const DependentSubtree& root : roots) {
         const size_t d = root.depth;
+        if (d == 1 && dead_first.contains(static_cast<uint8_t>(g.byte_class(root.byte)))) continue;
         s.ancestors.resize(d);  // ancestors[k]: the node at depth k on the way to the root (k = 1..d-1)
         for (int32_t node = trie.parent(root.node), k = static_cast<int32_t>(d) - 1; k >= 1; --k) {
             s.ancestors[static_cast<size_t>(k)] = node;
@@ -188,7 +191,10 @@ void TokenMasker::walk_dependent(Head head, std::span<const DependentSubtree> ro
         valid = k;
         if (s.levels[k].empty()) continue;  // the stack rejects the prefix: the whole subtree is rejected
         step_config(g, arena, s.memo, s.levels[d - 1], g.byte_class(root.byte), s.levels[d]);
-        if (s.levels[d].empty()) continue;
+        if (s.levels[d].empty()) {
+            if (d == 1) dead_first.insert(static_cast<uint8_t>(g.byte_class(root.byte)));
+            continue;
+        }
         for (int32_t token : trie.tokens_at(root.node)) {
             set_bit(bits, token);
             any = true;
