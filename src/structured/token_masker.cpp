@@ -172,13 +172,18 @@ void TokenMasker::walk_dependent(Head head, std::span<const DependentSubtree> ro
     if (s.levels.size() < levels_needed) s.levels.resize(levels_needed);
     s.path.resize(levels_needed);
     s.levels[0].assign(1, head);
-    size_t valid = 0;    // levels[0..valid] hold the configurations along path[1..valid]
-    ByteSet dead_first;  // classes the stack rejects as a first byte: most roots of a state that can end are there
+    size_t valid = 0;  // levels[0..valid] hold the configurations along path[1..valid]
+    // Roots are often siblings (every byte after a closing quote, every first byte of a state that can end) and
+    // many share a byte class: the classes the stack rejects right after the current parent are skipped.
+    int32_t dead_parent = INT32_MIN;
+    ByteSet dead_classes;
     for (const DependentSubtree& root : roots) {
         const size_t d = root.depth;
-        if (d == 1 && dead_first.contains(static_cast<uint8_t>(g.byte_class(root.byte)))) continue;
+        const int32_t parent = trie.parent(root.node);
+        const auto c = static_cast<uint8_t>(g.byte_class(root.byte));
+        if (parent == dead_parent && dead_classes.contains(c)) continue;
         s.ancestors.resize(d);  // ancestors[k]: the node at depth k on the way to the root (k = 1..d-1)
-        for (int32_t node = trie.parent(root.node), k = static_cast<int32_t>(d) - 1; k >= 1; --k) {
+        for (int32_t node = parent, k = static_cast<int32_t>(d) - 1; k >= 1; --k) {
             s.ancestors[static_cast<size_t>(k)] = node;
             node = trie.parent(node);
         }
@@ -190,9 +195,13 @@ void TokenMasker::walk_dependent(Head head, std::span<const DependentSubtree> ro
         }
         valid = k;
         if (s.levels[k].empty()) continue;  // the stack rejects the prefix: the whole subtree is rejected
-        step_config(g, arena, s.memo, s.levels[d - 1], g.byte_class(root.byte), s.levels[d]);
+        step_config(g, arena, s.memo, s.levels[d - 1], c, s.levels[d]);
         if (s.levels[d].empty()) {
-            if (d == 1) dead_first.insert(static_cast<uint8_t>(g.byte_class(root.byte)));
+            if (parent != dead_parent) {
+                dead_parent = parent;
+                dead_classes = ByteSet{};
+            }
+            dead_classes.insert(c);
             continue;
         }
         for (int32_t token : trie.tokens_at(root.node)) {
