@@ -21,15 +21,18 @@ void fill_ones(std::span<uint64_t> bits, int64_t num_bits) {
     if (num_bits % 64 != 0) bits[full] = (uint64_t{1} << (num_bits % 64)) - 1;
 }
 
-// Lists the ids of the set bits (or, with `cleared`, of the clear ones) below num_bits, a word at a time, and returns
-// false as soon as there would be more than `limit`. Word-wise, and without a popcount (a library call without
-// -mpopcnt): a bit-by-bit scan of a 129K-id mask alone cost ~100 us, more than most trie walks.
+// Lists the ids of the set bits (or, with `cleared`, of the clear ones) below num_bits into out and returns false as
+// soon as there would be more than `limit`. Word by word, skipping blocks of words with none, into a buffer sized
+// once: a bit-by-bit scan of a 129K-id mask alone cost ~100 us, more than most trie walks.
 bool list_ids(std::span<const uint64_t> bits, int64_t num_bits, bool cleared, size_t limit,
               std::vector<uint32_t>& out) {
-    out.clear();
+    thread_local std::vector<uint32_t> buffer;
+    if (buffer.size() < limit) buffer.resize(limit);
+    uint32_t* ids = buffer.data();
+    size_t count = 0;
     const uint64_t flip = cleared ? ~uint64_t{0} : 0;
     const auto words = std::min(bits.size(), static_cast<size_t>((num_bits + 63) / 64));
-    constexpr size_t kBlock = 8;  // most masks are nearly all ones or all zeros: skip whole blocks of such words
+    constexpr size_t kBlock = 8;  // most masks are nearly all ones or all zeros
     for (size_t block = 0; block < words; block += kBlock) {
         const size_t end = std::min(words, block + kBlock);
         uint64_t any = 0;
@@ -39,11 +42,12 @@ bool list_ids(std::span<const uint64_t> bits, int64_t num_bits, bool cleared, si
             uint64_t word = bits[w] ^ flip;
             if (w + 1 == words && num_bits % 64 != 0) word &= (uint64_t{1} << (num_bits % 64)) - 1;
             for (; word != 0; word &= word - 1) {
-                if (out.size() == limit) return false;
-                out.push_back(static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word))));
+                if (count == limit) return false;
+                ids[count++] = static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word)));
             }
         }
     }
+    out.assign(ids, ids + count);
     return true;
 }
 
@@ -85,26 +89,18 @@ void MaskCache::insert(std::span<const int32_t> key, std::span<const uint64_t> b
     entry.summary = summary;
     entry.num_bits = num_bits;
     const size_t bitset_bytes = bits.size() * sizeof(uint64_t);
-    const size_t limit = bitset_bytes / sizeof(uint32_t);  // more ids than this take more room than the bitset
-    // Try the likelier short list first: a failed listing costs `limit` ids.
-    size_t full_words = 0, empty_words = 0;
-    for (uint64_t w : bits) {
-        full_words += w == ~uint64_t{0} ? 1 : 0;
-        empty_words += w == 0 ? 1 : 0;
-    }
-    const bool mostly_allowed = full_words > empty_words;
-    if (!mostly_allowed && list_ids(bits, num_bits, false, limit, entry.ids)) {
+    // Ids are kept while they take at most a quarter of the bitset: a longer list saves little room and costs more to
+    // write and to read back than copying the words.
+    const size_t limit = bitset_bytes / (4 * sizeof(uint32_t));
+    // A listing stops at `limit` ids: on a mask of mostly allowed ids the first one gives up within a few words.
+    if (list_ids(bits, num_bits, false, limit, entry.ids)) {
         entry.form = Form::kAllowed;
     } else if (list_ids(bits, num_bits, true, limit, entry.ids)) {
         entry.form = Form::kRejected;
-    } else if (mostly_allowed && list_ids(bits, num_bits, false, limit, entry.ids)) {
-        entry.form = Form::kAllowed;
     } else {
         entry.form = Form::kBits;
-        entry.ids.clear();
         entry.words.assign(bits.begin(), bits.end());
     }
-    entry.ids.shrink_to_fit();  // the budget counts ids, not what a failed listing reserved
     entry.bytes = kEntryOverhead + key.size() * sizeof(int32_t) + entry.ids.size() * sizeof(uint32_t) +
                   (entry.form == Form::kBits ? bitset_bytes : 0);
     if (entry.bytes > budget_) return;
