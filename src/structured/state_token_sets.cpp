@@ -1,7 +1,6 @@
 #include "structured/state_token_sets.h"
 
 #include <algorithm>
-#include <bit>
 
 #include "structured/byte_set.h"
 #include "structured/stack_step.h"
@@ -26,7 +25,6 @@ struct SplitScratch {
     std::vector<Level> levels;
     std::vector<std::vector<Head>> many;
     std::vector<std::pair<int32_t, int32_t>> runs;  // accepted trie nodes as [begin, end) runs
-    std::vector<uint64_t> bits;
 };
 
 SplitScratch& split_scratch() {

@@ -171,7 +171,8 @@ TEST(V4Vocabulary, SplitMasksEqualTheFullWalk) {
     nested.kind = GrammarKind::kJsonSchema;
     nested.text = R"({"type":"object","required":["name","tags","items"],"additionalProperties":false,
         "properties":{"name":{"type":"string","maxLength":24},"tags":{"type":"array","items":{"type":"string"}},
-        "items":{"type":"array","items":{"type":"object","properties":{"sku":{"type":"string","pattern":"^[A-Z]{2}-[0-9]{3}$"},
+        "items":{"type":"array","items":{"type":"object",
+          "properties":{"sku":{"type":"string","pattern":"^[A-Z]{2}-[0-9]{3}$"},
           "price":{"type":"number","minimum":0},"note":{"type":"string"}},"required":["sku","price"]}}}})";
     GrammarSpec json_mode;
     json_mode.kind = GrammarKind::kJsonObject;
