@@ -202,7 +202,8 @@ void CompiledGrammar::compute_closures() {
     simple_.assign(num_states, 0);
     for (size_t s = 0; s < num_states; ++s) {
         const bool trivial_closure = closure_offsets_[s + 1] - closure_offsets_[s] == 1;
-        simple_[s] = trivial_closure && call_offsets_[s] == call_offsets_[s + 1] && !completes_[s] ? 1 : 0;
+        const bool local = trivial_closure && call_offsets_[s] == call_offsets_[s + 1];
+        simple_[s] = local ? (completes_[s] ? kLocal : kSimple) : 0;
     }
 }
 
@@ -260,6 +261,7 @@ void CompiledGrammar::compute_push_outcomes() {
     }
     scratch_outcomes_.clear();
     scratch_outcomes_.shrink_to_fit();
+    for (const Outcome& outcome : outcomes_) max_push_count_ = std::max(max_push_count_, outcome.push_count);
 }
 
 void CompiledGrammar::append_outcomes(int32_t state, int c, std::vector<uint32_t>& prefix, int depth) {

@@ -54,7 +54,15 @@ class CompiledGrammar {
         return {pushes_.data() + outcome.push_begin, outcome.push_count};
     }
     // Whether a step from `state` needs more than one table lookup (calls, nullable closure or a possible pop).
-    bool is_simple(int32_t state) const { return simple_[static_cast<size_t>(state)] != 0; }
+    bool is_simple(int32_t state) const { return simple_[static_cast<size_t>(state)] == kSimple; }
+    // Whether a step of a stack whose top is `state` is one table lookup: a simple state, or a state without calls or
+    // nullable closure at the bottom of its stack (a finished rule has nothing to pop into).
+    bool steps_by_lookup(int32_t state, bool bottom) const {
+        const uint8_t kind = simple_[static_cast<size_t>(state)];
+        return kind == kSimple || (kind == kLocal && bottom);
+    }
+    // The most frames one push outcome adds (0 without calls).
+    uint32_t max_push_count() const { return max_push_count_; }
 
     std::string rule_name_of(int32_t state) const;
     size_t memory_bytes() const;
@@ -76,9 +84,11 @@ class CompiledGrammar {
     std::vector<int32_t> next_;        // per state and class
     std::vector<uint8_t> accepting_;
     std::vector<uint8_t> completes_;
-    std::vector<uint8_t> tail_;  // accepting with no way forward: a call returning here needs no frame
-    std::vector<uint8_t> simple_;
-    std::vector<uint32_t> call_offsets_;              // per state into calls_
+    std::vector<uint8_t> tail_;            // accepting with no way forward: a call returning here needs no frame
+    static constexpr uint8_t kLocal = 1;   // no calls, no nullable closure: only a pop makes a step more than a lookup
+    static constexpr uint8_t kSimple = 2;  // local and never completes
+    std::vector<uint8_t> simple_;          // per state: 0, kLocal or kSimple
+    std::vector<uint32_t> call_offsets_;   // per state into calls_
     std::vector<std::pair<int32_t, int32_t>> calls_;  // (rule, return state), global states
     std::vector<uint32_t> closure_offsets_;
     std::vector<int32_t> closure_;
@@ -86,6 +96,7 @@ class CompiledGrammar {
     std::vector<uint32_t> outcome_offsets_;  // per (slot, class), plus one
     std::vector<Outcome> outcomes_;
     std::vector<uint32_t> pushes_;
+    uint32_t max_push_count_ = 0;
     std::vector<Outcome> scratch_outcomes_;
 };
 

@@ -21,6 +21,36 @@ void fill_ones(std::span<uint64_t> bits, int64_t num_bits) {
     if (num_bits % 64 != 0) bits[full] = (uint64_t{1} << (num_bits % 64)) - 1;
 }
 
+// Lists the ids of the set bits (or, with `cleared`, of the clear ones) below num_bits into out and returns false as
+// soon as there would be more than `limit`. Word by word, skipping blocks of words with none, into a buffer sized
+// once: a bit-by-bit scan of a 129K-id mask alone cost ~100 us, more than most trie walks.
+bool list_ids(std::span<const uint64_t> bits, int64_t num_bits, bool cleared, size_t limit,
+              std::vector<uint32_t>& out) {
+    thread_local std::vector<uint32_t> buffer;
+    if (buffer.size() < limit) buffer.resize(limit);
+    uint32_t* ids = buffer.data();
+    size_t count = 0;
+    const uint64_t flip = cleared ? ~uint64_t{0} : 0;
+    const auto words = std::min(bits.size(), static_cast<size_t>((num_bits + 63) / 64));
+    constexpr size_t kBlock = 8;  // most masks are nearly all ones or all zeros
+    for (size_t block = 0; block < words; block += kBlock) {
+        const size_t end = std::min(words, block + kBlock);
+        uint64_t any = 0;
+        for (size_t w = block; w < end; ++w) any |= bits[w] ^ flip;
+        if (any == 0) continue;
+        for (size_t w = block; w < end; ++w) {
+            uint64_t word = bits[w] ^ flip;
+            if (w + 1 == words && num_bits % 64 != 0) word &= (uint64_t{1} << (num_bits % 64)) - 1;
+            for (; word != 0; word &= word - 1) {
+                if (count == limit) return false;
+                ids[count++] = static_cast<uint32_t>(w * 64 + static_cast<size_t>(std::countr_zero(word)));
+            }
+        }
+    }
+    out.assign(ids, ids + count);
+    return true;
+}
+
 }  // namespace
 
 std::string MaskCache::make_key(std::span<const int32_t> key) {
@@ -58,20 +88,15 @@ void MaskCache::insert(std::span<const int32_t> key, std::span<const uint64_t> b
     Entry entry;
     entry.summary = summary;
     entry.num_bits = num_bits;
-    size_t allowed = 0;
-    for (uint64_t w : bits) allowed += static_cast<size_t>(std::popcount(w));
-    const auto total = static_cast<size_t>(num_bits);
     const size_t bitset_bytes = bits.size() * sizeof(uint64_t);
-    if (allowed * sizeof(uint32_t) <= bitset_bytes) {
+    // Ids are kept while they take at most a quarter of the bitset: a longer list saves little room and costs more to
+    // write and to read back than copying the words.
+    const size_t limit = bitset_bytes / (4 * sizeof(uint32_t));
+    // A listing stops at `limit` ids: on a mask of mostly allowed ids the first one gives up within a few words.
+    if (list_ids(bits, num_bits, false, limit, entry.ids)) {
         entry.form = Form::kAllowed;
-        for (size_t i = 0; i < total; ++i) {
-            if ((bits[i >> 6] >> (i & 63)) & 1) entry.ids.push_back(static_cast<uint32_t>(i));
-        }
-    } else if ((total - allowed) * sizeof(uint32_t) <= bitset_bytes) {
+    } else if (list_ids(bits, num_bits, true, limit, entry.ids)) {
         entry.form = Form::kRejected;
-        for (size_t i = 0; i < total; ++i) {
-            if (!((bits[i >> 6] >> (i & 63)) & 1)) entry.ids.push_back(static_cast<uint32_t>(i));
-        }
     } else {
         entry.form = Form::kBits;
         entry.words.assign(bits.begin(), bits.end());

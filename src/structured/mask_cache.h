@@ -1,7 +1,8 @@
 // MaskCache: token masks already computed for a grammar, keyed by the matcher configuration (serialized stacks),
-// least recently used evicted first under a byte budget. Masks are stored in the smallest of three forms (the
-// allowed ids, the rejected ids, or the bitset): most grammar states allow a few hundred tokens of 129K, string
-// interiors reject a few thousand. Thread-safe: the engine computes masks for many sequences at once.
+// least recently used evicted first under a byte budget. Masks are stored as the allowed ids or the rejected ids
+// when that list is short (at most a quarter of the bitset), else as the bitset: most grammar states allow a few
+// hundred tokens of 129K; string interiors reject a few thousand, which is cheaper kept as words. Thread-safe: the
+// engine computes masks for many sequences at once.
 #pragma once
 
 #include <cstdint>

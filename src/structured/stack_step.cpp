@@ -77,6 +77,47 @@ void step_head(const CompiledGrammar& grammar, StackArena& arena, Head head, int
     }
 }
 
+void StepMemo::clear() {
+    results_.clear();
+    used_ = 0;
+    if (++generation_ == 0) {  // after 2^32 walks: no slot may claim the new generation
+        std::fill(table_.begin(), table_.end(), Slot{});
+        generation_ = 1;
+    }
+}
+
+size_t StepMemo::find(Head head, int c) const {
+    const size_t mask = table_.size() - 1;
+    size_t slot = mix(head.below ^ (static_cast<uint32_t>(c) << 24), head.top) & mask;
+    while (table_[slot].generation == generation_) {
+        const Slot& s = table_[slot];
+        if (s.head == head && s.c == c) break;
+        slot = (slot + 1) & mask;
+    }
+    return slot;
+}
+
+void StepMemo::grow() {
+    std::vector<Slot> old = std::move(table_);
+    table_.assign(std::max<size_t>(256, old.size() * 2), Slot{});
+    for (const Slot& s : old) {
+        if (s.generation == generation_) table_[find(s.head, s.c)] = s;
+    }
+}
+
+void StepMemo::step(const CompiledGrammar& grammar, StackArena& arena, Head head, int c, std::vector<Head>& out) {
+    if ((used_ + 1) * 2 > table_.size()) grow();
+    Slot& s = table_[find(head, c)];
+    if (s.generation != generation_) {
+        scratch_.clear();
+        step_head(grammar, arena, head, c, scratch_);
+        s = {head, c, generation_, static_cast<uint32_t>(results_.size()), static_cast<uint32_t>(scratch_.size())};
+        results_.insert(results_.end(), scratch_.begin(), scratch_.end());
+        ++used_;
+    }
+    for (uint32_t i = s.begin; i < s.begin + s.count; ++i) add_head(out, results_[i]);
+}
+
 void step_heads(const CompiledGrammar& grammar, StackArena& arena, std::span<const Head> in, uint8_t byte,
                 std::vector<Head>& out) {
     out.clear();

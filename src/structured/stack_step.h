@@ -55,6 +55,46 @@ inline constexpr uint32_t kMaxStackDepth = 512;
 // Steps one stack by byte class c. Results are added (deduplicated) to out.
 void step_head(const CompiledGrammar& grammar, StackArena& arena, Head head, int c, std::vector<Head>& out);
 
+// step_head's results remembered during one walk of the vocabulary trie: a walk steps the same stack by the same
+// class many times (siblings and cousins share configurations), and a step that calls or leaves a rule costs far
+// more than a lookup. Results name nodes of one arena: clear() whenever that arena is cleared.
+class StepMemo {
+  public:
+    void clear();
+    // Like step_head: adds what `head` steps to on class c to out (deduplicated).
+    void step(const CompiledGrammar& grammar, StackArena& arena, Head head, int c, std::vector<Head>& out);
+
+  private:
+    struct Slot {
+        Head head;
+        int32_t c = 0;
+        uint32_t generation = 0;  // the slot is in use when this is the memo's generation
+        uint32_t begin = 0;       // results_[begin, begin + count)
+        uint32_t count = 0;
+    };
+    size_t find(Head head, int c) const;  // the slot holding (head, c), or the free slot where it belongs
+    void grow();
+
+    std::vector<Slot> table_;  // open addressing, a power of two
+    std::vector<Head> results_;
+    std::vector<Head> scratch_;
+    uint32_t generation_ = 1;
+    size_t used_ = 0;
+};
+
+// Steps every stack of `in` by byte class c into out (cleared first). One stack moving inside one rule, the common
+// case, costs one table lookup (CompiledGrammar::steps_by_lookup); other steps go through the memo.
+inline void step_config(const CompiledGrammar& grammar, StackArena& arena, StepMemo& memo, std::span<const Head> in,
+                        int c, std::vector<Head>& out) {
+    out.clear();
+    if (in.size() == 1 && grammar.steps_by_lookup(in[0].top, in[0].below == StackArena::kNone)) {
+        const int32_t t = grammar.next(in[0].top, c);
+        if (t >= 0) out.push_back({in[0].below, t});
+        return;
+    }
+    for (const Head& head : in) memo.step(grammar, arena, head, c, out);
+}
+
 // Steps every stack of `in` by `byte` into out (cleared first).
 void step_heads(const CompiledGrammar& grammar, StackArena& arena, std::span<const Head> in, uint8_t byte,
                 std::vector<Head>& out);

@@ -25,7 +25,7 @@ TokenTrie::TokenTrie(std::span<const int32_t> ids, std::span<const std::string> 
     const std::string* previous = nullptr;
     auto close_to = [&](size_t depth) {
         while (path.size() > depth) {
-            skip_[static_cast<size_t>(path.back())] = num_nodes();
+            nodes_[static_cast<size_t>(path.back())].skip = num_nodes();
             path.pop_back();
         }
     };
@@ -43,10 +43,13 @@ TokenTrie::TokenTrie(std::span<const int32_t> ids, std::span<const std::string> 
         }
         close_to(lcp);
         for (size_t k = lcp; k < s.size(); ++k) {
+            if (k == 0) {
+                first_nodes_.push_back(num_nodes());
+                first_bytes_.push_back(static_cast<uint8_t>(s[0]));
+            }
+            parent_.push_back(path.empty() ? -1 : path.back());
             path.push_back(num_nodes());
-            byte_.push_back(static_cast<uint8_t>(s[k]));
-            depth_.push_back(static_cast<uint16_t>(k + 1));
-            skip_.push_back(0);
+            nodes_.push_back({0, static_cast<uint16_t>(k + 1), static_cast<uint8_t>(s[k])});
             token_begin_.push_back(static_cast<int32_t>(tokens_.size()));
         }
         tokens_.push_back(ids[i]);

@@ -162,5 +162,49 @@ TEST(V4Vocabulary, ToolCallMaskEqualsBruteForceAtTheMarkup) {
     EXPECT_TRUE((bits[static_cast<size_t>(dsml) >> 6] >> (dsml & 63)) & 1);
 }
 
+// The per-state split (state_token_sets.h) against the whole-trie walk on the real vocabulary, along tokenized
+// outputs of a nested schema and of JSON mode: strings with CJK, accents and an emoji (the V4 vocabulary has pieces
+// that end inside those characters), numbers, nesting at several depths (one top state under different stacks).
+TEST(V4Vocabulary, SplitMasksEqualTheFullWalk) {
+    REQUIRE_V4_TOKENIZER();
+    GrammarSpec nested;
+    nested.kind = GrammarKind::kJsonSchema;
+    nested.text = R"({"type":"object","required":["name","tags","items"],"additionalProperties":false,
+        "properties":{"name":{"type":"string","maxLength":24},"tags":{"type":"array","items":{"type":"string"}},
+        "items":{"type":"array","items":{"type":"object",
+          "properties":{"sku":{"type":"string","pattern":"^[A-Z]{2}-[0-9]{3}$"},
+          "price":{"type":"number","minimum":0},"note":{"type":"string"}},"required":["sku","price"]}}}})";
+    GrammarSpec json_mode;
+    json_mode.kind = GrammarKind::kJsonObject;
+    const std::vector<std::pair<GrammarSpec, std::string>> cases = {
+        {nested,
+         "{\"name\": \"\xE5\xBC\xA0\xE4\xB8\x89 Caf\xC3\xA9\", \"tags\": [\"\xE6\x96\xB0\xE5\x93\x81\", \"ok "
+         "\xF0\x9F\x98\x80\"], \"items\": [{\"sku\": \"AB-123\", \"price\": 19.5, \"note\": "
+         "\"\xE4\xB8\xAD\xE6\x96\x87\"}, "
+         "{\"sku\": \"CD-456\", \"price\": 3}]}"},
+        {json_mode,
+         "{\"a\": {\"b\": [1, {\"c\": \"\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\"}], \"d\": \"d\xC3\xA9j\xC3\xA0\"}, "
+         "\"e\": "
+         "[[\"x\"], {\"f\": null}], \"g\": -0.5e3}"}};
+    for (const auto& [spec, output] : cases) {
+        const auto masker = cache().masker(spec);
+        GrammarMatcher matcher(masker);
+        StackArena arena;
+        std::vector<Head> heads{{StackArena::kNone, masker->grammar().start_state()}}, next;
+        std::vector<uint64_t> split(masker->words()), full(masker->words());
+        const std::vector<int32_t> tokens = v4_tokenizer()->encode(output, true);
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            masker->compute(arena, heads, split);
+            masker->compute_by_full_walk(arena, heads, full);
+            ASSERT_EQ(split, full) << output << " before token " << i;
+            ASSERT_TRUE((split[static_cast<size_t>(tokens[i]) >> 6] >> (tokens[i] & 63)) & 1) << output << " " << i;
+            for (char ch : v4_tokenizer()->token_bytes(tokens[i])) {
+                step_heads(masker->grammar(), arena, heads, static_cast<uint8_t>(ch), next);
+                heads.swap(next);
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace dsv4::structured
