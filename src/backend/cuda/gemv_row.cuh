@@ -169,100 +169,6 @@ __device__ __forceinline__ RowRef<kFormat> row_ref(const WeightRef& w, int64_t r
     return ref;
 }
 
-// The load's elements with the FP8 dialect fixed at compile time (a per-load branch on it cost instructions).
-template <int kFormat, bool kFnuz>
-__device__ __forceinline__ void decode_load_as(const Load<kFormat>& l, float* out) {
-    if constexpr (is_fp8(kFormat)) {
-        decode4_e4m3(l.w[0], kFnuz ? Fp8Dialect::kFnuz : Fp8Dialect::kOcp, out);
-    } else {
-        decode_load<kFormat>(l, Fp8Dialect::kOcp, out);
-    }
-}
-
-// One load's contribution to a row: the dot product of its elements with the activations at xr, times the scale.
-template <int kFormat, bool kSharedX, bool kFnuz>
-__device__ __forceinline__ float load_dot(const Load<kFormat>& raw, const float* xr_f, float scale, float acc) {
-    constexpr int kElems = kLoadElems<kFormat>;
-    float vals[kElems];
-    decode_load_as<kFormat, kFnuz>(raw, vals);
-    const auto* xr = reinterpret_cast<const float4*>(xr_f);
-    float sum = 0.0f;
-#pragma unroll
-    for (int q = 0; q < kElems / 4; ++q) {
-        const float4 xx = kSharedX ? xr[q] : __ldg(xr + q);
-        sum += vals[4 * q] * xx.x + vals[4 * q + 1] * xx.y + vals[4 * q + 2] * xx.z + vals[4 * q + 3] * xx.w;
-    }
-    return acc + sum * scale;  // a power of two: the same as scaling every element
-}
-
-template <int kFormat, int kRows, bool kSharedX, bool kFnuz>
-__device__ __forceinline__ void rows_partials_as(const RowRef<kFormat> (&rows)[kRows], int loads, float* acc) {
-    constexpr int kElems = kLoadElems<kFormat>;
-    constexpr int kPerRow = 32 / (kLoadWords<kFormat> * kRows);
-    constexpr int kUnroll = kPerRow > 0 ? kPerRow : 1;
-    constexpr int kSpan = 32 * kUnroll;  // loads of one pass
-    const int lane = threadIdx.x % 32;
-    // Scales constant over 32 consecutive loads (FP8's 128-wide blocks: 32 words) are the same for the whole warp at
-    // each unrolled step: lane u finds step u's scale once per pass and the warp shares it by shuffle.
-    bool uniform_scales = is_fp8(kFormat);
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) uniform_scales &= rows[i].data == nullptr || rows[i].scales.shift >= 5;
-    const int full_end = loads - loads % kSpan;
-    // Full passes: every load in range, no per-load checks.
-    for (int base = 0; base < full_end; base += kSpan) {
-        const int c0 = base + lane;
-        Load<kFormat> raw[kRows][kUnroll] = {};
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                if (rows[i].data != nullptr) raw[i][u] = load_words<kFormat>(rows[i].data, c0 + 32 * u);
-            }
-        }
-        float lane_scale[kRows] = {};
-        if (uniform_scales) {
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) {
-                if (rows[i].data != nullptr && lane < kUnroll) lane_scale[i] = rows[i].scales.at(base + 32 * lane);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int c = c0 + 32 * u;
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) {
-                const float shared_scale = __shfl_sync(0xffffffffu, lane_scale[i], u);
-                if (rows[i].data == nullptr) continue;
-                const float scale = uniform_scales ? shared_scale : rows[i].scales.at(c);
-                acc[i] = load_dot<kFormat, kSharedX, kFnuz>(raw[i][u], rows[i].x + c * kElems, scale, acc[i]);
-            }
-        }
-    }
-    // The last, partial pass.
-    if (full_end == loads) return;
-    const int c0 = full_end + lane;
-    Load<kFormat> raw[kRows][kUnroll] = {};
-#pragma unroll
-    for (int i = 0; i < kRows; ++i) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int c = c0 + 32 * u;
-            if (rows[i].data != nullptr && c < loads) raw[i][u] = load_words<kFormat>(rows[i].data, c);
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int c = c0 + 32 * u;
-        if (c >= loads) break;
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-            if (rows[i].data == nullptr) continue;
-            acc[i] =
-                load_dot<kFormat, kSharedX, kFnuz>(raw[i][u], rows[i].x + c * kElems, rows[i].scales.at(c), acc[i]);
-        }
-    }
-}
-
 // Single-vector partial dot products of kRows rows of `loads` loads each (acc[i] for rows[i]), the loads of every row
 // issued before any is decoded: 128 bytes in flight per lane for FP8 / FP4 whatever kRows, so that short rows (a
 // 1,024-wide FP8 row is 8 words per lane) still keep enough bytes in flight. Each row's arithmetic is row_partials'
@@ -270,10 +176,41 @@ __device__ __forceinline__ void rows_partials_as(const RowRef<kFormat> (&rows)[k
 template <int kFormat, int kRows, bool kSharedX>
 __device__ __forceinline__ void rows_partials(const RowRef<kFormat> (&rows)[kRows], int loads, Fp8Dialect dialect,
                                               float* acc) {
-    if (is_fp8(kFormat) && dialect == Fp8Dialect::kFnuz) {
-        rows_partials_as<kFormat, kRows, kSharedX, true>(rows, loads, acc);
-    } else {
-        rows_partials_as<kFormat, kRows, kSharedX, false>(rows, loads, acc);
+    constexpr int kElems = kLoadElems<kFormat>;
+    constexpr int kPerRow = 32 / (kLoadWords<kFormat> * kRows);
+    constexpr int kUnroll = kPerRow > 0 ? kPerRow : 1;
+    const int lane = threadIdx.x % 32;
+    for (int c0 = lane; c0 < loads; c0 += 32 * kUnroll) {
+        Load<kFormat> raw[kRows][kUnroll] = {};
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const int c = c0 + 32 * u;
+                if (rows[i].data != nullptr && c < loads) raw[i][u] = load_words<kFormat>(rows[i].data, c);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int c = c0 + 32 * u;
+            if (c >= loads) break;
+            const int j0 = c * kElems;
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+                if (rows[i].data == nullptr) continue;
+                float vals[kElems];
+                decode_load<kFormat>(raw[i][u], dialect, vals);
+                const auto* xr = reinterpret_cast<const float4*>(rows[i].x + j0);
+                float sum = 0.0f;
+#pragma unroll
+                for (int q = 0; q < kElems / 4; ++q) {
+                    const float4 xx = kSharedX ? xr[q] : __ldg(xr + q);
+                    sum +=
+                        vals[4 * q] * xx.x + vals[4 * q + 1] * xx.y + vals[4 * q + 2] * xx.z + vals[4 * q + 3] * xx.w;
+                }
+                acc[i] += sum * rows[i].scales.at(c);
+            }
+        }
     }
 }
 
