@@ -3,6 +3,8 @@
 // the routing-weighted combine (and the shared expert's output) summed as each output row is finished. A row's dot
 // product is gemv_row.cuh's, and the SwiGLU and combine are cuda_common.cuh's, so the results are the bits of the
 // unfused GEMV / SwiGLU / GEMV / combine sequence (ops test CudaOps.MoeFusedDecodeMatchesUnfused).
+#include <type_traits>
+
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -94,38 +96,31 @@ void launch_down(cudaStream_t s, const StepMeta& m, const MoeDownDecodeParams& p
     moe_down_decode_kernel<kFormat><<<grid, kRowsPerBlock * 32, 0, s>>>(p, m);
 }
 
-constexpr int fmt(WeightFormat f) {
-    return static_cast<int>(f);
+// Calls f with the format as a compile-time constant (std::integral_constant<int, format>).
+template <typename F>
+void with_format(WeightFormat format, F&& f) {
+    switch (format) {
+        case WeightFormat::kFp4Row:
+            return f(std::integral_constant<int, static_cast<int>(WeightFormat::kFp4Row)>{});
+        case WeightFormat::kFp8Block:
+            return f(std::integral_constant<int, static_cast<int>(WeightFormat::kFp8Block)>{});
+        case WeightFormat::kBF16:
+            return f(std::integral_constant<int, static_cast<int>(WeightFormat::kBF16)>{});
+        case WeightFormat::kF32:
+            return f(std::integral_constant<int, static_cast<int>(WeightFormat::kF32)>{});
+    }
 }
 
 }  // namespace
 
 void launch_moe_up_decode(cudaStream_t s, const StepMeta& m, const MoeUpDecodeParams& p) {
     if (p.pairs == 0) return;
-    switch (p.format) {
-        case WeightFormat::kFp4Row:
-            return launch_up<fmt(WeightFormat::kFp4Row)>(s, m, p);
-        case WeightFormat::kFp8Block:
-            return launch_up<fmt(WeightFormat::kFp8Block)>(s, m, p);
-        case WeightFormat::kBF16:
-            return launch_up<fmt(WeightFormat::kBF16)>(s, m, p);
-        case WeightFormat::kF32:
-            return launch_up<fmt(WeightFormat::kF32)>(s, m, p);
-    }
+    with_format(p.format, [&](auto format) { launch_up<decltype(format)::value>(s, m, p); });
 }
 
 void launch_moe_down_decode(cudaStream_t s, const StepMeta& m, const MoeDownDecodeParams& p) {
     if (p.tokens == 0) return;
-    switch (p.format) {
-        case WeightFormat::kFp4Row:
-            return launch_down<fmt(WeightFormat::kFp4Row)>(s, m, p);
-        case WeightFormat::kFp8Block:
-            return launch_down<fmt(WeightFormat::kFp8Block)>(s, m, p);
-        case WeightFormat::kBF16:
-            return launch_down<fmt(WeightFormat::kBF16)>(s, m, p);
-        case WeightFormat::kF32:
-            return launch_down<fmt(WeightFormat::kF32)>(s, m, p);
-    }
+    with_format(p.format, [&](auto format) { launch_down<decltype(format)::value>(s, m, p); });
 }
 
 }  // namespace dsv4::cuda
