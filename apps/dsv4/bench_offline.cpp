@@ -223,11 +223,13 @@ nlohmann::json decode_run(Setup& s, int batch, int64_t ctx, int steps, const Wei
         return sb;
     };
     for (int w = 0; w < 2; ++w) s.step(step_batch(ctx + w));  // warm-up (and graph recording)
-    const int64_t launches0 = b.launches();
+    const int64_t launches0 = b.launches(), nodes0 = b.graph_nodes_replayed();
     const auto t0 = Clock::now();
     for (int i = 0; i < steps; ++i) s.step(step_batch(ctx + 2 + i));
     const double step_s = seconds_since(t0) / steps;
     const double launches = static_cast<double>(b.launches() - launches0) / steps;
+    // GPU work items per step: kernels launched eagerly plus the nodes of replayed graphs.
+    const double nodes = launches + static_cast<double>(b.graph_nodes_replayed() - nodes0) / steps;
     b.set_profiling(true);
     s.step(step_batch(ctx + 2 + steps));
     auto regions = b.profile(true);
@@ -245,7 +247,9 @@ nlohmann::json decode_run(Setup& s, int batch, int64_t ctx, int steps, const Wei
                         {"bytes_per_step", bytes},
                         {"roofline_tok_per_s", batch / roofline_s},
                         {"roofline_fraction", roofline_s / step_s},
-                        {"launches_per_step", launches}};
+                        {"launches_per_step", launches},
+                        {"nodes_per_step", nodes},
+                        {"nodes_per_layer", nodes / s.config.num_layers}};
     nlohmann::json br = nlohmann::json::object();
     for (const auto& [name, ms] : regions) br[name] = ms;
     r["breakdown_ms"] = br;
@@ -349,14 +353,15 @@ void run(const OfflineOptions& o) {
                      {"kv_cache_dtype", o.kv_cache_dtype},
                      {"routing_skew", o.routing_skew.empty() ? "0" : o.routing_skew},
                      {"fp8_dialect", fp8_dialect_name(s.backend->fp8_dialect())}};
-    std::printf("%-6s %-8s %10s %10s %12s %9s %9s\n", "batch", "context", "step ms", "tok/s", "roofline", "fraction",
-                "launches");
+    std::printf("%-6s %-8s %10s %10s %12s %9s %9s %11s\n", "batch", "context", "step ms", "tok/s", "roofline",
+                "fraction", "launches", "nodes/layer");
     for (int64_t ctx : o.contexts) {
         for (int batch : o.batches) {
             nlohmann::json r = decode_run(s, batch, ctx, o.steps, wb, copy_tbps);
-            std::printf("%-6d %-8lld %10.2f %10.1f %12.1f %8.1f%% %9.0f\n", batch, static_cast<long long>(ctx),
+            std::printf("%-6d %-8lld %10.2f %10.1f %12.1f %8.1f%% %9.0f %11.1f\n", batch, static_cast<long long>(ctx),
                         r["step_ms"].get<double>(), r["tok_per_s"].get<double>(), r["roofline_tok_per_s"].get<double>(),
-                        100.0 * r["roofline_fraction"].get<double>(), r["launches_per_step"].get<double>());
+                        100.0 * r["roofline_fraction"].get<double>(), r["launches_per_step"].get<double>(),
+                        r["nodes_per_layer"].get<double>());
             print_breakdown(r);
             out["decode"].push_back(r);
         }

@@ -25,6 +25,9 @@ class Profiler {
     }
     // Kernel launches issued so far (0 where not counted).
     virtual int64_t launches() const { return 0; }
+    // Nodes of the recorded graphs launched so far by replaying them (0 where steps are not recorded): with
+    // launches(), what a step costs the GPU's front end.
+    virtual int64_t graph_nodes_replayed() const { return 0; }
     // One line on the memory the backend holds and what is free (logged at startup).
     virtual std::string memory_report() const { return {}; }
 };

@@ -442,6 +442,7 @@ bool CudaBackend::replay(uint64_t key) {
     auto it = graphs_.find(key);
     if (it == graphs_.end()) return false;
     DSV4_CUDA(cudaGraphLaunch(it->second, stream_));
+    graph_nodes_replayed_ += graph_nodes_[key];
     arena_.advance_to(graph_arena_end_[key]);  // later substeps (drafters) allocate past the step's results
     return true;
 }
@@ -455,6 +456,9 @@ void CudaBackend::end_capture(uint64_t key) {
     cudaGraph_t graph = nullptr;
     capturing_ = false;
     DSV4_CUDA(cudaStreamEndCapture(stream_, &graph));
+    size_t nodes = 0;
+    DSV4_CUDA(cudaGraphGetNodes(graph, nullptr, &nodes));
+    graph_nodes_[key] = static_cast<int64_t>(nodes);
     cudaGraphExec_t exec = nullptr;
     DSV4_CUDA(cudaGraphInstantiate(&exec, graph, 0));
     DSV4_CUDA(cudaGraphDestroy(graph));

@@ -150,6 +150,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void region(std::string_view name) override;
     std::vector<std::pair<std::string, double>> profile(bool reset) override;
     int64_t launches() const override { return launches_; }
+    int64_t graph_nodes_replayed() const override { return graph_nodes_replayed_; }
     // Device bytes held by weights and state (for the memory report).
     size_t resident_bytes() const { return resident_bytes_; }
     std::string memory_report() const override;
@@ -305,6 +306,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     int32_t* clamp_count_ = nullptr;      // W4A8 conversions below the exponent window (device counter)
     std::map<uint64_t, cudaGraphExec_t> graphs_;
     std::map<uint64_t, size_t> graph_arena_end_;  // scratch a recorded step uses (drafters allocate after it)
+    std::map<uint64_t, int64_t> graph_nodes_;     // nodes of each recorded graph
+    int64_t graph_nodes_replayed_ = 0;
 
     // --- Profiler ---
     int64_t launches_ = 0;
