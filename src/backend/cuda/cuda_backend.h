@@ -207,6 +207,10 @@ class CudaBackend final : public Backend, public GraphRecorder {
                    MoePath path, float* routed);
     // The shared expert into ys [N, D]; x: h quantized for FP8 linears (reused when both linears are FP8), or null.
     void shared_expert(const Tensor& h, const Fp8Act* x, const ExpertWeights& s, float limit, Tensor ys);
+    // The shared expert's output [N, D] (scratch), or null when the layer has none.
+    const float* shared_output(const Tensor& h, const Fp8Act* x, const MoeWeights& w, float limit);
+    // The first routed expert resident on this device (its format and shape stand for all); fails when none is.
+    static const ExpertWeights& first_resident_expert(const MoeWeights& w);
     const LinearTuning& linear_tuning() const { return tuning_; }
     // Forces the linear / MoE kernel (names of linear_plan.h; empty: choose by shape), as DSV4_LINEAR_PATH /
     // DSV4_MOE_PATH do (benchmarks).

@@ -84,13 +84,7 @@ struct TilePlan {
 void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                                     const Fp8Act& x, float* routed) {
     const int64_t d = x.k, k = ids.size(1), pairs = ids.numel();
-    int64_t inter = 0;
-    for (const ExpertWeights& e : w.experts) {
-        if (e.w1.valid()) {
-            inter = e.w1.rows;
-            break;
-        }
-    }
+    const int64_t inter = first_resident_expert(w).w1.rows;
     const auto n_experts = static_cast<int>(w.experts.size());
     // Tile widths: a small tile when the average expert gets few tokens (decode batches), else the large ones.
     const int64_t per_expert = pairs / std::max<int64_t>(1, std::min<int64_t>(pairs, n_experts));
@@ -180,12 +174,7 @@ void CudaBackend::moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Te
     const Fp8Act x = quantize_fp8(h.f32(), d, n, d);
     float* routed = scratch(static_cast<size_t>(pairs * d));
     grouped_fp8_pairs(w, weights, ids, limit, x, routed);
-    float* shared = nullptr;
-    if (w.shared) {
-        Tensor ys = alloc(DType::kF32, {n, d});
-        shared_expert(h, &x, *w.shared, limit, ys);
-        shared = ys.f32();
-    }
+    const float* shared = shared_output(h, &x, w, limit);
     launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, false, false, y.f32());
     launched("moe combine");
 }

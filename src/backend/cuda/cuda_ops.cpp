@@ -426,41 +426,42 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     const bool ref = reference();
     float* routed = scratch(pairs * d);
     moe_pairs(h, w, weights, ids, limit, path, routed);
-    float* shared = nullptr;
-    if (w.shared) {
-        Tensor ys = alloc(DType::kF32, {n, d});
-        shared_expert(h, nullptr, *w.shared, limit, ys);
-        shared = ys.f32();
-    }
+    const float* shared = shared_output(h, nullptr, w, limit);
     launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, !ref, ref, y.f32());
     launched("moe combine");
 }
 
+const ExpertWeights& CudaBackend::first_resident_expert(const MoeWeights& w) {
+    const auto first =
+        std::find_if(w.experts.begin(), w.experts.end(), [](const ExpertWeights& e) { return e.w1.valid(); });
+    DSV4_CHECK(first != w.experts.end(), "moe: no routed expert is resident on this device");
+    return *first;
+}
+
+const float* CudaBackend::shared_output(const Tensor& h, const Fp8Act* x, const MoeWeights& w, float limit) {
+    if (!w.shared) return nullptr;
+    Tensor ys = alloc(DType::kF32, {h.size(0), h.size(1)});
+    shared_expert(h, x, *w.shared, limit, ys);
+    return ys.f32();
+}
+
 MoePath CudaBackend::moe_path(const Tensor& h, const MoeWeights& w, int64_t pairs) const {
-    const ExpertWeights* first = nullptr;
-    for (const ExpertWeights& e : w.experts) {
-        if (e.w1.valid()) {
-            first = &e;
-            break;
-        }
-    }
-    DSV4_CHECK(first != nullptr, "moe: no routed expert is resident on this device");
+    const ExpertWeights& first = first_resident_expert(w);
     // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
     // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
-    return choose_moe_path({numerics_, first->w1.format, pairs, h.size(1), first->w1.rows, fp8_.activations.dialect},
+    return choose_moe_path({numerics_, first.w1.format, pairs, h.size(1), first.w1.rows, fp8_.activations.dialect},
                            tuning_.min_grouped_pairs, tuning_.forced_moe);
 }
 
 void CudaBackend::moe_fused_decode(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
                                    float limit, Tensor y) {
     const int64_t n = h.size(0), d = h.size(1), k = ids.size(1), pairs = ids.numel();
-    const auto first =
-        std::find_if(w.experts.begin(), w.experts.end(), [](const ExpertWeights& e) { return e.w1.valid(); });
-    const int64_t inter = first->w1.rows;  // moe_path found a resident expert
+    const ExpertWeights& first = first_resident_expert(w);
+    const int64_t inter = first.w1.rows;
     const auto n_experts = static_cast<int>(w.experts.size());
     float* act = scratch(pairs * inter);
     MoeUpDecodeParams up;
-    up.format = first->w1.format;
+    up.format = first.w1.format;
     up.w1 = expert_table(w, 0);
     up.w3 = expert_table(w, 2);
     up.n_experts = n_experts;
@@ -473,12 +474,7 @@ void CudaBackend::moe_fused_decode(const Tensor& h, const MoeWeights& w, const T
     up.limit = limit;
     up.act = act;
     launch_moe_up_decode(stream_, meta_, up);
-    const float* shared = nullptr;
-    if (w.shared) {
-        Tensor ys = alloc(DType::kF32, {n, d});
-        shared_expert(h, nullptr, *w.shared, limit, ys);
-        shared = ys.f32();
-    }
+    const float* shared = shared_output(h, nullptr, w, limit);
     MoeDownDecodeParams down;
     down.format = up.format;
     down.w2 = expert_table(w, 1);
@@ -499,12 +495,10 @@ void CudaBackend::moe_fused_decode(const Tensor& h, const MoeWeights& w, const T
 void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                             MoePath path, float* routed) {
     const int64_t d = h.size(1), k = ids.size(1), pairs = ids.numel();
-    const auto first =
-        std::find_if(w.experts.begin(), w.experts.end(), [](const ExpertWeights& e) { return e.w1.valid(); });
-    DSV4_CHECK(first != w.experts.end(), "moe: no routed expert is resident on this device");
-    const int64_t inter = first->w1.rows;
+    const ExpertWeights& first = first_resident_expert(w);
+    const int64_t inter = first.w1.rows;
     const auto n_experts = static_cast<int>(w.experts.size());
-    const WeightFormat format = first->w1.format;
+    const WeightFormat format = first.w1.format;
     const bool ref = reference();
     const float* x = ref ? quantized_activations(h, d) : h.f32();
     float* g = scratch(pairs * inter);
