@@ -105,6 +105,20 @@ struct RowScales {
     }
 };
 
+// The dot product of one load's decoded elements with the activations at x (global memory through the read-only
+// cache, or shared memory when staged), summed in one fixed order: every GEMV path computes a row the same way.
+template <int kElems, bool kSharedX>
+__device__ __forceinline__ float load_dot(const float* vals, const float* x) {
+    const auto* xr = reinterpret_cast<const float4*>(x);
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kElems / 4; ++q) {
+        const float4 xx = kSharedX ? xr[q] : __ldg(xr + q);
+        sum += vals[4 * q] * xx.x + vals[4 * q + 1] * xx.y + vals[4 * q + 2] * xx.z + vals[4 * q + 3] * xx.w;
+    }
+    return sum;
+}
+
 // Each lane's partial dot products of weight row r with the vectors xv[v * x_stride ...], v < nv (nv <= kVectors),
 // added to acc[v]; the caller sums them across the warp. Lane l reads loads l, l + 32, ... in order, 64 bytes in
 // flight per lane before any is decoded (latency, not bandwidth, bounds short rows).
@@ -136,14 +150,7 @@ __device__ __forceinline__ void row_partials(const WeightRef& wr, int64_t r, con
 #pragma unroll
             for (int v = 0; v < kVectors; ++v) {
                 if (v < nv) {
-                    const auto* xr = reinterpret_cast<const float4*>(xv + v * x_stride + j0);
-                    float sum = 0.0f;
-#pragma unroll
-                    for (int i = 0; i < kElems / 4; ++i) {
-                        const float4 xx = __ldg(xr + i);
-                        sum += vals[4 * i] * xx.x + vals[4 * i + 1] * xx.y + vals[4 * i + 2] * xx.z +
-                               vals[4 * i + 3] * xx.w;
-                    }
+                    const float sum = load_dot<kElems, false>(vals, xv + v * x_stride + j0);
                     acc[v] += sum * scale;  // a power of two: the same as scaling every element
                 }
             }
@@ -200,15 +207,7 @@ __device__ __forceinline__ void rows_partials(const RowRef<kFormat> (&rows)[kRow
                 if (rows[i].data == nullptr) continue;
                 float vals[kElems];
                 decode_load<kFormat>(raw[i][u], dialect, vals);
-                const auto* xr = reinterpret_cast<const float4*>(rows[i].x + j0);
-                float sum = 0.0f;
-#pragma unroll
-                for (int q = 0; q < kElems / 4; ++q) {
-                    const float4 xx = kSharedX ? xr[q] : __ldg(xr + q);
-                    sum +=
-                        vals[4 * q] * xx.x + vals[4 * q + 1] * xx.y + vals[4 * q + 2] * xx.z + vals[4 * q + 3] * xx.w;
-                }
-                acc[i] += sum * rows[i].scales.at(c);
+                acc[i] += load_dot<kElems, kSharedX>(vals, rows[i].x + j0) * rows[i].scales.at(c);
             }
         }
     }
