@@ -6,7 +6,19 @@
 
 namespace dsv4::server {
 
+namespace {
+thread_local AdmissionGate::Ticket ticket_of_response_being_written;
+}  // namespace
+
 AdmissionGate::AdmissionGate(int max_in_flight) : max_in_flight_(max_in_flight) {}
+
+void AdmissionGate::hold_until_written(Ticket ticket) {
+    ticket_of_response_being_written = std::move(ticket);
+}
+
+void AdmissionGate::release_after_write() {
+    ticket_of_response_being_written.release();
+}
 
 AdmissionGate::Ticket& AdmissionGate::Ticket::operator=(Ticket&& other) noexcept {
     if (this != &other) {

@@ -33,6 +33,12 @@ class AdmissionGate {
 
     // Admits a generation request or throws ApiError: 503 loading / draining, 429 when max_in_flight are running.
     Ticket enter();
+    // cpp-httplib writes a handler's response after the handler has returned, on the same worker thread. A ticket
+    // handed over here stays in flight until release_after_write() (called by the access logger, which cpp-httplib
+    // runs after the write), so a drain never closes a connection while its response is still being written. The
+    // next request on the thread releases a ticket whose write failed before the logger could run.
+    static void hold_until_written(Ticket ticket);
+    static void release_after_write();
     // Throws the 503 for loading / draining (for routes that need the model but hold no ticket).
     void require_ready() const;
 

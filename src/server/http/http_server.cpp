@@ -162,6 +162,7 @@ void HttpServer::configure() {
     const RequestChecks* checks = checks_.get();
     http_->set_pre_routing_handler([checks](const httplib::Request& request, httplib::Response& response) {
         request_start = std::chrono::steady_clock::now();
+        AdmissionGate::release_after_write();  // the previous response's, if its write failed
         return checks->run(request, response);
     });
     http_->set_expect_100_continue_handler([checks](const httplib::Request& request, httplib::Response& response) {
@@ -190,6 +191,7 @@ void HttpServer::configure() {
         state->metrics().count_http_status(response.status);
         log_request(*state, request, response);
         request_start = {};
+        AdmissionGate::release_after_write();
     });
     register_generation_routes(*router_, *state_);
     register_info_routes(*router_, *state_);

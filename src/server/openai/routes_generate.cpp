@@ -92,6 +92,7 @@ void respond_once(ServerState& state, PreparedGeneration& prepared, httplib::Res
     } else {
         send_json(response, prepared.response_json(*sink));
     }
+    AdmissionGate::hold_until_written(std::move(prepared.ticket));  // in flight until the body is on the wire
 }
 
 void respond(ServerState& state, std::shared_ptr<PreparedGeneration> prepared, httplib::Response& response) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "bench/client/bench_stats.h"
 #include "core/error.h"
@@ -83,6 +84,24 @@ TEST(Admission, PhasesAndCap) {
     EXPECT_EQ(gate.in_flight(), 0);
     gate.set_phase(ServerPhase::kDraining);
     EXPECT_THROW(gate.enter(), ApiError);
+}
+
+// A non-streaming response is written after its handler returns: its ticket must stay in flight until the write is
+// done (the logger releases it on the same worker thread), or a drain closes the connection mid-response.
+TEST(Admission, TicketHeldUntilTheResponseIsWritten) {
+    AdmissionGate gate(4);
+    gate.set_phase(ServerPhase::kReady);
+    AdmissionGate::hold_until_written(gate.enter());
+    EXPECT_EQ(gate.in_flight(), 1);
+    std::thread other_worker([] { AdmissionGate::release_after_write(); });
+    other_worker.join();
+    EXPECT_EQ(gate.in_flight(), 1) << "another worker's write must not release this one's ticket";
+    AdmissionGate::hold_until_written(gate.enter());  // a worker's next response releases the previous ticket
+    EXPECT_EQ(gate.in_flight(), 1);
+    AdmissionGate::release_after_write();
+    EXPECT_EQ(gate.in_flight(), 0);
+    AdmissionGate::release_after_write();  // nothing held: no effect
+    EXPECT_EQ(gate.in_flight(), 0);
 }
 
 TEST(Metrics, HistogramAndExposition) {
