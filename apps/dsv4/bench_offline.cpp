@@ -167,9 +167,10 @@ void check_capacity(const OfflineOptions& o, const ModelConfig& config, const St
     }
 }
 
-// --gpu-experts: every routed expert in pinned host memory, o.gpu_experts of each layer cached on the device, host
-// pairs on a CPU backend in reference numerics (the closest to fast).
-void attach_expert_tier(const OfflineOptions& o, Setup& s, HostExperts host_experts) {
+// --gpu-experts: o.gpu_experts routed experts of each layer in the device's cache, the others in pinned host memory,
+// host pairs on a CPU backend in reference numerics (the closest to fast). Made before the model: the synthetic
+// builder hands it every expert.
+void make_expert_tier(const OfflineOptions& o, Setup& s) {
     const Numerics n = parse_numerics(o.numerics);
     s.host_backend = make_cpu_backend(n == Numerics::kFast ? Numerics::kReference : n, 0);
     dist::ExpertCacheConfig cache;
@@ -177,8 +178,7 @@ void attach_expert_tier(const OfflineOptions& o, Setup& s, HostExperts host_expe
     cache.experts = s.config.n_routed_experts;
     cache.slots = o.gpu_experts;
     cache.min_pairs_to_fetch = o.expert_fetch_min_pairs;
-    s.expert_tier = std::make_unique<dist::ExpertTierMoe>(*s.backend, *s.host_backend, std::move(host_experts), cache);
-    s.model().set_moe_dispatch(s.expert_tier.get());
+    s.expert_tier = std::make_unique<dist::ExpertTierMoe>(*s.backend, *s.host_backend, cache);
 }
 
 Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
@@ -195,11 +195,14 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     check_capacity(o, s.config, state);
     const auto t0 = Clock::now();
     const bool tiered = o.gpu_experts >= 0 && o.gpu_experts < s.config.n_routed_experts;
-    HostExperts host_experts;
+    if (tiered) make_expert_tier(o, s);
     s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed,  // state sized after the weights
                                     tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{}, {},
-                                    parse_routing_skew(o.routing_skew), tiered ? &host_experts : nullptr);
-    if (tiered) attach_expert_tier(o, s, std::move(host_experts));
+                                    parse_routing_skew(o.routing_skew), s.expert_tier.get());
+    if (tiered) {
+        s.expert_tier->finish_loading();
+        s.model().set_moe_dispatch(s.expert_tier.get());
+    }
     s.graphs = std::make_unique<StepGraphs>(s.model(), o.enforce_eager);
     std::fprintf(stderr, "%s\n", s.backend->memory_report().c_str());
     std::fprintf(stderr, "synthetic %s model (%d layers, %d experts) built in %.1f s\n", o.preset.c_str(),
@@ -383,12 +386,15 @@ void run(const OfflineOptions& o) {
                               {"pairs", c.pairs},
                               {"host_pairs", c.host_pairs},
                               {"fetched_bytes", t.fetched_bytes},
+                              {"written_back_bytes", t.written_back_bytes},
+                              {"host_expert_bytes", s.expert_tier->host_bytes()},
                               {"activation_bytes", t.activation_bytes}};
         std::printf(
-            "expert tier (%d per layer on the device): hit rate %.3f, %lld of %lld pairs on the host, %.2f GB "
-            "fetched, %.2f GB of activations\n",
-            o.gpu_experts, c.hit_rate(), static_cast<long long>(c.host_pairs), static_cast<long long>(c.pairs),
-            t.fetched_bytes / 1e9, t.activation_bytes / 1e9);
+            "expert tier (%d per layer on the device, %.2f GiB of experts in host memory): hit rate %.3f, %lld of "
+            "%lld pairs on the host, %.2f GB fetched, %.2f GB written back, %.2f GB of activations\n",
+            o.gpu_experts, s.expert_tier->host_bytes() / 1073741824.0, c.hit_rate(),
+            static_cast<long long>(c.host_pairs), static_cast<long long>(c.pairs), t.fetched_bytes / 1e9,
+            t.written_back_bytes / 1e9, t.activation_bytes / 1e9);
     }
     if (!o.json_out.empty()) std::ofstream(o.json_out) << out.dump(2) << "\n";
 }

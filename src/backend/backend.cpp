@@ -97,5 +97,11 @@ void WeightStore::create_expert_cache(int, int, const ExpertWeights&) {
 ExpertWeights WeightStore::fetch_expert(int, int, const ExpertWeights&) {
     fail("this backend has no expert tier (--gpu-experts)");
 }
+void WeightStore::store_expert(int, int, const ExpertWeights&) {
+    fail("this backend has no expert tier (--gpu-experts)");
+}
+void WeightStore::release_host_expert(const ExpertWeights&) {
+    fail("this backend has no expert tier (--gpu-experts)");
+}
 
 }  // namespace dsv4

@@ -39,9 +39,9 @@ class WeightStore {
     virtual TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed);
 
     // --- Expert tier role (dist/expert_tier_moe.h, dist/expert_cache.h). Optional: the defaults fail, naming it.
-    // A routed-expert matrix kept in host memory in checkpoint form (pinned on a GPU, so fetches are DMA): the source
-    // of fetches into the expert cache and what the host CPU computes with. Its pointers are host addresses, valid
-    // while the backend lives.
+    // A routed-expert matrix kept in host memory in checkpoint form (pinned on a GPU, so fetches are DMA), writable (an
+    // evicted expert is written back over a fetched one's): the source of fetches into the expert cache and what the
+    // host CPU computes with. Its pointers are host addresses, valid while the backend lives or until released.
     virtual WeightRef upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                          int64_t rows, int64_t cols, int block_rows, int block_cols);
     // The same made from a seed (synthetic models: as synthetic_linear, but in host memory).
@@ -54,6 +54,13 @@ class WeightStore {
     // stream after the work queued before (which may still read the slot's previous expert) and completes before the
     // work queued after. Call between MoE ops.
     virtual ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host);
+    // Copies the expert a slot holds into `host` (host experts of the same shapes: upload_host_linear's), ordered after
+    // the fetches queued before and before those queued after; the bytes are in `host` when it returns (the host may
+    // compute with them at once). The write-back of an evicted expert: host memory keeps only experts not resident.
+    virtual void store_expert(int layer, int slot, const ExpertWeights& host);
+    // Gives back the host memory of an expert made by upload_host_linear / synthetic_host_linear (one that went into a
+    // slot at load). Waits for copies in flight that read it.
+    virtual void release_host_expert(const ExpertWeights& host);
     // `w.experts` changed in place (the same vector, other handles): refresh anything derived from it (the CUDA
     // backend rewrites its device handle table at the same address, so recorded graphs stay valid).
     virtual void update_expert_handles(const MoeWeights& w) { (void)w; }

@@ -3,6 +3,7 @@
 // principle 2). Small tensors (norm weights, biases, mHC parameters, ape, sinks) are converted once to float32.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -110,6 +111,38 @@ struct ExpertWeights {
         return b;
     }
 };
+
+// One contiguous piece of an expert in checkpoint form: a matrix's codes or its scales.
+struct ExpertRange {
+    const void* at = nullptr;
+    int64_t bytes = 0;
+};
+
+// An expert's pieces in the order an expert-cache slot stores them back to back: w1, w2, w3, each its codes and then
+// its scales (when it has any).
+inline std::vector<ExpertRange> expert_ranges(const ExpertWeights& e) {
+    std::vector<ExpertRange> out;
+    for (const WeightRef* w : {&e.w1, &e.w2, &e.w3}) {
+        out.push_back({w->data, weight_data_bytes(*w)});
+        if (w->scales != nullptr) out.push_back({w->scales, weight_scale_bytes(*w)});
+    }
+    return out;
+}
+
+// `e`'s handles with its pieces placed back to back from `base` in that order (the handles of a slot holding it).
+inline ExpertWeights expert_placed_at(const ExpertWeights& e, const std::byte* base) {
+    ExpertWeights out = e;
+    for (WeightRef* w : {&out.w1, &out.w2, &out.w3}) {
+        const int64_t data = weight_data_bytes(*w), scales = weight_scale_bytes(*w);
+        w->data = base;
+        base += data;
+        if (w->scales != nullptr) {
+            w->scales = reinterpret_cast<const uint8_t*>(base);
+            base += scales;
+        }
+    }
+    return out;
+}
 
 struct MoeWeights {
     WeightRef gate;    // [E, D]

@@ -7,35 +7,95 @@
 
 namespace dsv4::dist {
 
-ExpertTierMoe::ExpertTierMoe(Backend& device, ModelOps& host_ops, std::vector<std::vector<ExpertWeights>> host_experts,
-                             const ExpertCacheConfig& cache, std::span<const std::vector<int64_t>> counts)
+ExpertTierMoe::ExpertTierMoe(Backend& device, ModelOps& host_ops, const ExpertCacheConfig& cache,
+                             std::span<const std::vector<int64_t>> counts)
     : device_(device),
       host_ops_(host_ops),
-      host_experts_(std::move(host_experts)),
       cache_(cache),
+      host_experts_(static_cast<size_t>(cache.layers), std::vector<ExpertWeights>(static_cast<size_t>(cache.experts))),
+      put_(static_cast<size_t>(int64_t{cache.layers} * cache.experts), false),
       slot_handles_(static_cast<size_t>(cache.layers), std::vector<ExpertWeights>(static_cast<size_t>(cache.slots))),
       device_layers_(static_cast<size_t>(cache.layers)),
       device_layer_ready_(static_cast<size_t>(cache.layers), false) {
-    DSV4_CHECK(static_cast<int>(host_experts_.size()) == cache.layers,
-               "expert tier: host experts for {} layers, not {}", host_experts_.size(), cache.layers);
-    for (const auto& layer : host_experts_) {
-        DSV4_CHECK(static_cast<int>(layer.size()) == cache.experts, "expert tier: {} host experts in a layer, not {}",
-                   layer.size(), cache.experts);
-        for (const ExpertWeights& e : layer)
-            DSV4_CHECK(e.w1.valid() && e.w2.valid() && e.w3.valid(), "expert tier: a host expert is missing");
-    }
-    if (cache.slots > 0) device_.create_expert_cache(cache.layers, cache.slots, host_experts_[0][0]);
-    const auto placed = cache_.place(counts);
-    for (int l = 0; l < cache.layers; ++l) apply(l, placed[static_cast<size_t>(l)]);
+    cache_.place(counts);  // the slots are filled as the loader hands their experts over
 }
 
-// Carries fetches out: the host expert's bytes into the slot, the slot's handles into the layer's table.
+void ExpertTierMoe::put(int layer, int expert, const ExpertWeights& host) {
+    const ExpertCacheConfig& c = cache_.config();
+    DSV4_CHECK(!loaded_, "expert tier: an expert was handed over after loading finished");
+    DSV4_CHECK(layer >= 0 && layer < c.layers && expert >= 0 && expert < c.experts,
+               "expert tier: expert {} of layer {} is outside the model ({} layers x {} experts)", expert, layer,
+               c.layers, c.experts);
+    DSV4_CHECK(host.w1.valid() && host.w2.valid() && host.w3.valid(), "expert tier: expert {} of layer {} is missing",
+               expert, layer);
+    const size_t at = static_cast<size_t>(layer) * c.experts + expert;
+    DSV4_CHECK(!put_[at], "expert tier: expert {} of layer {} was handed over twice", expert, layer);
+    if (experts_put_ == 0) {
+        expert_bytes_ = host.bytes();
+        if (c.slots > 0) device_.create_expert_cache(c.layers, c.slots, host);
+    }
+    DSV4_CHECK(host.bytes() == expert_bytes_,
+               "expert tier: expert {} of layer {} has {} bytes, the others {} (the cache needs one expert size)",
+               expert, layer, host.bytes(), expert_bytes_);
+    put_[at] = true;
+    ++experts_put_;
+    const int slot = cache_.slot_of(layer, expert);
+    if (slot < 0) {
+        host_experts_[layer][expert] = host;
+        return;
+    }
+    slot_handles_[layer][slot] = device_.fetch_expert(layer, slot, host);
+    stats_.fetched_bytes += host.bytes();
+    // One expert's host memory is kept free for the write-back of an eviction (a fetch then frees the fetched one's).
+    const bool evictions_possible = c.slots < c.experts;
+    if (evictions_possible && free_host_.empty()) {
+        free_host_.push_back(host);
+    } else {
+        device_.release_host_expert(host);
+    }
+}
+
+void ExpertTierMoe::finish_loading() {
+    const ExpertCacheConfig& c = cache_.config();
+    DSV4_CHECK(experts_put_ == int64_t{c.layers} * c.experts,
+               "expert tier: {} of the model's {} routed experts were loaded", experts_put_,
+               int64_t{c.layers} * c.experts);
+    loaded_ = true;
+}
+
+int64_t ExpertTierMoe::host_bytes() const {
+    int64_t held = 0;
+    for (const auto& layer : host_experts_) {
+        for (const ExpertWeights& e : layer) {
+            if (e.w1.valid()) held += e.bytes();
+        }
+    }
+    return held + static_cast<int64_t>(free_host_.size()) * expert_bytes_;
+}
+
+ExpertWeights ExpertTierMoe::where(int layer, int expert) const {
+    const int slot = cache_.slot_of(layer, expert);
+    return slot >= 0 ? slot_handles_[layer][slot] : host_experts_[layer][expert];
+}
+
+// Carries fetches out: the slot's expert written back to a free host expert, the new expert's bytes into the slot
+// (its host memory now free), the slot's handles into the layer's table.
 void ExpertTierMoe::apply(int layer, const std::vector<ExpertFetch>& fetches) {
     if (fetches.empty()) return;
     for (const ExpertFetch& f : fetches) {
-        const ExpertWeights& host = host_experts_[static_cast<size_t>(layer)][static_cast<size_t>(f.expert)];
-        slot_handles_[layer][f.slot] = device_.fetch_expert(layer, f.slot, host);
-        stats_.fetched_bytes += host.bytes();
+        ExpertWeights& incoming = host_experts_[layer][f.expert];
+        DSV4_CHECK(incoming.w1.valid(), "expert tier: expert {} of layer {} is not in host memory", f.expert, layer);
+        if (f.evicted >= 0) {
+            DSV4_CHECK(!free_host_.empty(), "expert tier: no free host expert for a write-back");
+            host_experts_[layer][f.evicted] = free_host_.back();
+            free_host_.pop_back();
+            device_.store_expert(layer, f.slot, host_experts_[layer][f.evicted]);
+            stats_.written_back_bytes += expert_bytes_;
+        }
+        slot_handles_[layer][f.slot] = device_.fetch_expert(layer, f.slot, incoming);
+        stats_.fetched_bytes += expert_bytes_;
+        free_host_.push_back(incoming);  // the copy stream reads it before any later write-back writes it
+        incoming = ExpertWeights{};
         if (!device_layer_ready_[layer]) continue;
         MoeWeights& w = device_layers_[layer];
         if (f.evicted >= 0) w.experts[f.evicted] = ExpertWeights{};
@@ -62,6 +122,7 @@ MoeWeights& ExpertTierMoe::device_weights(int layer, const MoeWeights& w) {
 
 void ExpertTierMoe::moe(int layer, const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
                         float limit, Tensor y) {
+    DSV4_CHECK(loaded_, "expert tier: finish_loading() was not called");
     DSV4_CHECK(layer >= 0 && layer < cache_.config().layers, "expert tier: layer {} is outside [0, {})", layer,
                cache_.config().layers);
     const int64_t n = h.size(0), d = h.size(1);

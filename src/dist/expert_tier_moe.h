@@ -1,11 +1,14 @@
 // ExpertTierMoe: the MoE sub-layer with host-resident routed experts (the MoeDispatch seam, model/moe_dispatch.h),
-// carrying out the policy of dist/expert_cache.h. Every routed expert lives in host memory in checkpoint form
-// (WeightStore::upload_host_linear, pinned on a GPU); the device's expert cache holds `slots` of them per layer
-// (--gpu-experts). Per MoE layer of a step:
+// carrying out the policy of dist/expert_cache.h. Each routed expert lives in exactly one place: one of the `slots`
+// per layer of the device's expert cache (--gpu-experts), or host memory in checkpoint form
+// (WeightStore::upload_host_linear, pinned on a GPU), so host memory holds only the experts the device does not (plus
+// one expert's worth for the write-back below). Loading hands every expert to put() (HostExpertSink): the initial
+// placement's go into their slots and their host memory is given back. Per MoE layer of a step:
 //   1. the routing ids come to the host (a synchronisation per layer: the price of deciding per step; a device-side
 //      plan, as for expert parallelism, is the next step) and the cache plans hits, fetches and host pairs;
-//   2. fetches copy host experts into slots (WeightStore::fetch_expert: the copy stream on a GPU) and the layer's
-//      handle table is refreshed in place (update_expert_handles);
+//   2. a fetch writes the slot's expert back to a free host expert (WeightStore::store_expert), copies the new
+//      expert in (fetch_expert: the copy stream on a GPU), and the new expert's host memory becomes the next free one;
+//      the layer's handle table is refreshed in place (update_expert_handles);
 //   3. pairs of resident experts run on the device (ModelOps::moe_routed); pairs of host experts run on the host CPU
 //      (ModelOps::moe_routed of a host backend over the experts' host bytes) and their rows are copied up;
 //   4. the shared expert and the combine run on the device, in moe's order (moe_routed, moe_shared, moe_combine: the
@@ -22,24 +25,31 @@
 
 #include "backend/backend.h"
 #include "dist/expert_cache.h"
+#include "model/host_expert_sink.h"
 #include "model/moe_dispatch.h"
 
 namespace dsv4::dist {
 
 struct ExpertTierStats {
-    int64_t fetched_bytes = 0;     // host -> device expert copies (steps and rebalances)
-    int64_t activation_bytes = 0;  // activation rows down and routed rows up for host pairs
+    int64_t fetched_bytes = 0;       // host -> device expert copies (loading, steps and rebalances)
+    int64_t written_back_bytes = 0;  // device -> host copies of evicted experts
+    int64_t activation_bytes = 0;    // activation rows down and routed rows up for host pairs
     int64_t host_pairs = 0;
     int64_t layers_with_host_pairs = 0;
 };
 
-class ExpertTierMoe final : public MoeDispatch {
+class ExpertTierMoe final : public MoeDispatch, public HostExpertSink {
   public:
-    // host_experts[layer][expert]: every routed expert of every MoE layer in host form. host_ops computes the host
-    // pairs (a CPU backend; the device itself when the device is the CPU). The initial residency is place()'s on
-    // `counts` (empty: the lowest ids), fetched now.
-    ExpertTierMoe(Backend& device, ModelOps& host_ops, std::vector<std::vector<ExpertWeights>> host_experts,
-                  const ExpertCacheConfig& cache, std::span<const std::vector<int64_t>> counts = {});
+    // host_ops computes the host pairs (a CPU backend; the device itself when the device is the CPU). The initial
+    // residency is place()'s on `counts` (empty: the lowest ids). The experts arrive through put(), then
+    // finish_loading() checks that all did.
+    ExpertTierMoe(Backend& device, ModelOps& host_ops, const ExpertCacheConfig& cache,
+                  std::span<const std::vector<int64_t>> counts = {});
+
+    // An expert made in host memory by a weight loader: kept there, or moved into its slot (its host memory given
+    // back, except one expert's kept for write-backs). Every expert must have the first one's size.
+    void put(int layer, int expert, const ExpertWeights& host) override;
+    void finish_loading();
 
     void moe(int layer, const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
              Tensor y) override;
@@ -48,6 +58,10 @@ class ExpertTierMoe final : public MoeDispatch {
 
     const ExpertCache& cache() const { return cache_; }
     const ExpertTierStats& stats() const { return stats_; }
+    // Host memory the tier holds: the experts not resident and the free one.
+    int64_t host_bytes() const;
+    // The handles of where an expert is now: its slot's on the device, else its host memory's.
+    ExpertWeights where(int layer, int expert) const;
 
   private:
     void apply(int layer, const std::vector<ExpertFetch>& fetches);
@@ -58,8 +72,13 @@ class ExpertTierMoe final : public MoeDispatch {
 
     Backend& device_;
     ModelOps& host_ops_;
-    std::vector<std::vector<ExpertWeights>> host_experts_;
     ExpertCache cache_;
+    std::vector<std::vector<ExpertWeights>> host_experts_;  // [layer][expert]: valid while the expert is not resident
+    std::vector<ExpertWeights> free_host_;                  // host experts holding no expert (write-back targets)
+    int64_t expert_bytes_ = 0;                              // every expert's size (the first put's)
+    std::vector<bool> put_;                                 // [layer][expert]: handed over by the loader
+    int64_t experts_put_ = 0;
+    bool loaded_ = false;
     std::vector<std::vector<ExpertWeights>> slot_handles_;  // [layer][slot]: the expert a slot holds, on the device
     std::vector<MoeWeights> device_layers_;  // per layer: the model's weights with the resident experts' handles
     std::vector<bool> device_layer_ready_;

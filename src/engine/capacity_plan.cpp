@@ -93,12 +93,13 @@ class Planner {
     CapacityPlan plan() const;
 
   private:
-    // Pinned host memory of the expert tier: with fewer experts resident than the model has, every routed expert is
-    // kept in host memory in checkpoint form (the device's slots are a cache that moves toward the popular experts,
-    // dist/expert_cache.h); none without the tier or where weights are read in place (the CPU).
+    // Pinned host memory of the expert tier: with fewer experts resident than the model has, the routed experts not
+    // on the device are kept in host memory in checkpoint form, plus one expert's worth that an eviction writes back
+    // to (the device's slots are a cache that moves toward the popular experts, dist/expert_tier_moe.h); none without
+    // the tier or on the CPU (where the "device" is host memory too).
     int64_t host_expert_bytes(int resident) const {
         if (!r_.device.holds_weights || resident >= weights_.experts_per_layer) return 0;
-        return weights_.all_experts_bytes();
+        return weights_.expert_bytes * (int64_t{weights_.moe_layers} * (weights_.experts_per_layer - resident) + 1);
     }
     bool host_holds(int resident) const {
         return r_.host_available_bytes <= 0 ||
@@ -128,9 +129,9 @@ std::vector<std::string> Planner::fixes() const {
         if (!fits(footprint(e, slots, min_tokens_, layout_))) continue;
         if (!host_holds(e)) break;
         out.push_back(
-            fmt::format("--gpu-experts {} (the other {} routed experts of each layer are fetched from host memory, "
-                        "which keeps all {} per layer: {:.1f} GiB pinned)",
-                        e, weights_.experts_per_layer - e, weights_.experts_per_layer, gib(host_expert_bytes(e))));
+            fmt::format("--gpu-experts {} (the other {} routed experts of each layer are fetched from host memory: "
+                        "{:.1f} GiB pinned)",
+                        e, weights_.experts_per_layer - e, gib(host_expert_bytes(e))));
         break;
     }
     const Footprint now = footprint(resident, slots, min_tokens_, layout_);
@@ -198,9 +199,9 @@ void Planner::fail_device(const Footprint& need) const {
 void Planner::fail_host(int resident) const {
     fail(
         "the host tiers do not fit host memory: the expert tier ({} of {} routed experts per layer on the device) "
-        "keeps every routed expert in pinned host memory ({:.2f} GiB), and with the host KV cache ({:.2f} GiB, "
-        "--host-kv-cache-gib) that needs {:.2f} GiB; {:.2f} GiB are available: keep every expert on the device "
-        "(more GPUs: expert parallelism) or lower --host-kv-cache-gib",
+        "keeps the others in pinned host memory ({:.2f} GiB), and with the host KV cache ({:.2f} GiB, "
+        "--host-kv-cache-gib) that needs {:.2f} GiB; {:.2f} GiB are available: keep more experts on the device "
+        "(--gpu-experts, more GPUs: expert parallelism) or lower --host-kv-cache-gib",
         resident, weights_.experts_per_layer, gib(host_expert_bytes(resident)), gib(r_.host_kv_cache_bytes),
         gib(host_expert_bytes(resident) + r_.host_kv_cache_bytes), gib(r_.host_available_bytes));
 }

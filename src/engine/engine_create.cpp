@@ -113,9 +113,9 @@ std::string model_name(const std::string& dir) {
 }
 
 // The expert tier (--gpu-experts below the model's routed experts): the cache's slots on the device, the host pairs
-// on the backend itself (CPU) or on a CPU backend in the closest numerics (a GPU's fast numerics: reference).
-void create_expert_tier(const EngineConfig& c, const CapacityPlan& capacity, HostExperts host_experts,
-                        EngineParts& parts) {
+// on the backend itself (CPU) or on a CPU backend in the closest numerics (a GPU's fast numerics: reference). Made
+// before the weights: the loaders hand it every routed expert.
+void create_expert_tier(const EngineConfig& c, const CapacityPlan& capacity, int layers, EngineParts& parts) {
     ModelOps* host_ops = parts.backend.get();
     if (c.device != "cpu") {
         const Numerics n = parse_numerics(c.numerics);
@@ -123,13 +123,11 @@ void create_expert_tier(const EngineConfig& c, const CapacityPlan& capacity, Hos
         host_ops = parts.host_backend.get();
     }
     dist::ExpertCacheConfig cache;
-    cache.layers = static_cast<int>(host_experts.size());
+    cache.layers = layers;
     cache.experts = capacity.weights.experts_per_layer;
     cache.slots = capacity.resident_experts;
     cache.min_pairs_to_fetch = c.expert_fetch_min_pairs;
-    parts.expert_tier =
-        std::make_unique<dist::ExpertTierMoe>(*parts.backend, *host_ops, std::move(host_experts), cache);
-    parts.model->model->set_moe_dispatch(parts.expert_tier.get());
+    parts.expert_tier = std::make_unique<dist::ExpertTierMoe>(*parts.backend, *host_ops, cache);
 }
 
 }  // namespace
@@ -182,17 +180,19 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.config = config;
     parts.config.max_model_len = static_cast<int>(std::min<int64_t>(max_model_len, INT32_MAX));
     parts.backend = device.create(config);
-    // With the expert tier no routed expert is uploaded the usual way: all live in host memory, some cached.
+    // With the expert tier no routed expert is uploaded the usual way: each is handed to the tier, which keeps it in
+    // host memory or moves it into a slot.
     const bool tiered = capacity_plan.host_experts > 0;
     const ExpertResidency residency = tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{};
-    HostExperts host_experts;
-    parts.model = synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed, residency,
-                                                   drafts, parse_routing_skew(config.synthetic_routing_skew),
-                                                   tiered ? &host_experts : nullptr)
-                            : load_model(dir, *parts.backend, plan.state, residency, drafts);
+    if (tiered) create_expert_tier(config, capacity_plan, model_config.num_layers, parts);
+    parts.model =
+        synthetic ? make_synthetic_model(model_config, *parts.backend, plan.state, kSyntheticSeed, residency, drafts,
+                                         parse_routing_skew(config.synthetic_routing_skew), parts.expert_tier.get())
+                  : load_model(dir, *parts.backend, plan.state, residency, drafts);
     if (tiered) {
-        if (!synthetic) host_experts = load_host_experts(model_config, *parts.model->bound, *parts.backend);
-        create_expert_tier(config, capacity_plan, std::move(host_experts), parts);
+        if (!synthetic) load_host_experts(model_config, *parts.model->bound, *parts.backend, *parts.expert_tier);
+        parts.expert_tier->finish_loading();
+        parts.model->model->set_moe_dispatch(parts.expert_tier.get());
     }
     make_speculation(config.speculative, parts);
     parts.kv.max_slots = plan.state.max_slots;

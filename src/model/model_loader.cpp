@@ -28,7 +28,7 @@ std::unique_ptr<LoadedModel> load_model(const std::filesystem::path& dir, Backen
 std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Backend& backend, const StateConfig& state,
                                                   uint64_t seed, const ExpertResidency& residency,
                                                   const DraftLoad& drafts, const std::vector<double>& routing_skew,
-                                                  HostExperts* host_experts) {
+                                                  HostExpertSink* host_experts) {
     ModelWeights weights = make_synthetic_weights(config, backend, seed, residency, routing_skew, host_experts);
     auto loaded = std::make_unique<LoadedModel>();
     if (drafts.state_stages > 0) {

@@ -47,6 +47,6 @@ std::unique_ptr<LoadedModel> make_synthetic_model(const ModelConfig& config, Bac
                                                   uint64_t seed, const ExpertResidency& residency = {},
                                                   const DraftLoad& drafts = {},
                                                   const std::vector<double>& routing_skew = {},
-                                                  HostExperts* host_experts = nullptr);
+                                                  HostExpertSink* host_experts = nullptr);
 
 }  // namespace dsv4

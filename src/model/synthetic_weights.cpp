@@ -12,10 +12,8 @@ namespace {
 class SyntheticBuilder {
   public:
     SyntheticBuilder(const ModelConfig& c, Backend& b, uint64_t seed, const ExpertResidency& residency,
-                     const std::vector<double>& skew, HostExperts* host_experts)
-        : c_(c), b_(b), seed_(seed), residency_(residency), skew_(skew), host_experts_(host_experts) {
-        if (host_experts_ != nullptr) host_experts_->assign(static_cast<size_t>(c.num_layers), {});
-    }
+                     const std::vector<double>& skew, HostExpertSink* host_experts)
+        : c_(c), b_(b), seed_(seed), residency_(residency), skew_(skew), host_experts_(host_experts) {}
 
     WeightRef linear(WeightFormat format, int64_t rows, int64_t cols) {
         return b_.synthetic_linear(format, rows, cols, 1.0f / std::sqrt(static_cast<float>(cols)), next());
@@ -101,8 +99,9 @@ class SyntheticBuilder {
             if (layer_index_ < 0 || expert_resident(residency_, layer_index_, e)) {
                 m.experts.push_back({expert(inter, d), expert(d, inter), expert(inter, d)});
             } else if (host_experts_ != nullptr) {
-                host_experts_->at(layer_index_)
-                    .push_back({host_expert(inter, d), host_expert(d, inter), host_expert(inter, d)});
+                // Braced: the three seeds are drawn in order, as for a resident expert.
+                host_experts_->put(layer_index_, e,
+                                   ExpertWeights{host_expert(inter, d), host_expert(d, inter), host_expert(inter, d)});
                 m.experts.emplace_back();
             } else {
                 for (int i = 0; i < 3; ++i) next();  // the seeds a resident expert would have drawn
@@ -194,7 +193,7 @@ class SyntheticBuilder {
     uint64_t seed_;
     const ExpertResidency& residency_;
     const std::vector<double>& skew_;
-    HostExperts* host_experts_;
+    HostExpertSink* host_experts_;
     int layer_index_ = 0;
 };
 
@@ -209,7 +208,7 @@ DraftWeights make_synthetic_draft_weights(const ModelConfig& config, Backend& ba
 
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
                                     const ExpertResidency& residency, const std::vector<double>& routing_skew,
-                                    HostExperts* host_experts) {
+                                    HostExpertSink* host_experts) {
     return SyntheticBuilder(config, backend, seed, residency, routing_skew, host_experts).model();
 }
 

@@ -12,17 +12,17 @@
 #include "config/model_config.h"
 #include "model/draft_weights.h"
 #include "model/expert_residency.h"
+#include "model/host_expert_sink.h"
 
 namespace dsv4 {
 
 // Only the experts `residency` names are made (the others draw their seeds all the same, so a rank holds the same
 // values as a single device would). routing_skew: Zipf exponents of expert popularity (model/synthetic_routing.h;
 // empty = even routing). host_experts: when given, the experts `residency` leaves out are made in host memory
-// instead ([layer][expert] of those, in expert order; WeightStore::synthetic_host_linear), for the expert tier.
-using HostExperts = std::vector<std::vector<ExpertWeights>>;
+// instead (WeightStore::synthetic_host_linear) and handed to it, for the expert tier.
 ModelWeights make_synthetic_weights(const ModelConfig& config, Backend& backend, uint64_t seed,
                                     const ExpertResidency& residency = {}, const std::vector<double>& routing_skew = {},
-                                    HostExperts* host_experts = nullptr);
+                                    HostExpertSink* host_experts = nullptr);
 
 // Random draft stages (MTP or DSpark, `layout`) for the same config, from their own seed stream.
 DraftWeights make_synthetic_draft_weights(const ModelConfig& config, Backend& backend, const DraftLayout& layout,

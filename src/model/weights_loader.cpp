@@ -252,14 +252,11 @@ ExpertWeights load_expert_weights(const ModelConfig& config, const BoundWeights&
     return Binder(config, bound, backend).expert(layer, expert);
 }
 
-std::vector<std::vector<ExpertWeights>> load_host_experts(const ModelConfig& config, const BoundWeights& bound,
-                                                          Backend& backend) {
+void load_host_experts(const ModelConfig& config, const BoundWeights& bound, Backend& backend, HostExpertSink& sink) {
     Binder binder(config, bound, backend, {}, true);
-    std::vector<std::vector<ExpertWeights>> out(static_cast<size_t>(config.num_layers));
     for (int l = 0; l < config.num_layers; ++l) {
-        for (int e = 0; e < config.n_routed_experts; ++e) out[l].push_back(binder.expert(l, e));
+        for (int e = 0; e < config.n_routed_experts; ++e) sink.put(l, e, binder.expert(l, e));
     }
-    return out;
 }
 
 }  // namespace dsv4

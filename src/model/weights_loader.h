@@ -9,6 +9,7 @@
 #include "config/model_config.h"
 #include "model/draft_weights.h"
 #include "model/expert_residency.h"
+#include "model/host_expert_sink.h"
 #include "model/weight_binding.h"
 
 namespace dsv4 {
@@ -21,8 +22,8 @@ DraftWeights load_draft_weights(const ModelConfig& config, const BoundWeights& b
 // One routed expert of one layer (expert placement changes between steps: src/dist).
 ExpertWeights load_expert_weights(const ModelConfig& config, const BoundWeights& bound, Backend& backend, int layer,
                                   int expert);
-// Every routed expert of every layer in host memory (WeightStore::upload_host_linear): the expert tier's copies.
-std::vector<std::vector<ExpertWeights>> load_host_experts(const ModelConfig& config, const BoundWeights& bound,
-                                                          Backend& backend);
+// Every routed expert of every layer made in host memory (WeightStore::upload_host_linear) and handed to the expert
+// tier, one at a time.
+void load_host_experts(const ModelConfig& config, const BoundWeights& bound, Backend& backend, HostExpertSink& sink);
 
 }  // namespace dsv4

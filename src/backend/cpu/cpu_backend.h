@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -48,11 +49,13 @@ class CpuBackend final : public Backend {
                             int64_t cols, int block_rows, int block_cols) override;
     VecRef upload_vector(const TensorView& values) override;
     TableRef upload_table(const TensorView& values, int64_t max_value) override;
-    // Expert tier (cpu_expert_cache.cpp): host experts read in place, the cache a separate allocation.
+    // Expert tier (cpu_expert_cache.cpp): host experts copied (writable), the cache a separate allocation.
     WeightRef upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
                                  int64_t cols, int block_rows, int block_cols) override;
     void create_expert_cache(int layers, int slots, const ExpertWeights& expert) override;
     ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host) override;
+    void store_expert(int layer, int slot, const ExpertWeights& host) override;
+    void release_host_expert(const ExpertWeights& host) override;
 
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
@@ -148,6 +151,9 @@ class CpuBackend final : public Backend {
     // Copies a block's or a snapshot's state between the backend's storage and host bytes (cpu_tiers.cpp).
     void transfer_block(int32_t block, std::span<std::byte> host, bool to_host);
     void transfer_snapshot_bytes(int32_t snapshot, std::span<std::byte> host, bool to_host);
+    // Expert tier (cpu_expert_cache.cpp): an owned copy of a host expert's piece; a slot's address, checked.
+    const void* host_copy(const void* bytes, int64_t n);
+    const std::byte* expert_slot(int layer, int slot, const ExpertWeights& expert) const;
 
     Numerics numerics_;
     int threads_;
@@ -163,6 +169,7 @@ class CpuBackend final : public Backend {
     std::deque<std::vector<float>> vectors_;  // uploaded small vectors
     std::deque<std::vector<int32_t>> tables_;
     std::map<std::tuple<double, int, bool>, std::vector<float>> inv_freq_cache_;
+    std::unordered_map<const void*, std::unique_ptr<std::byte[]>> host_experts_;  // host experts' pieces
     std::vector<std::byte> expert_cache_;  // [layers][slots] experts in checkpoint form
     int expert_cache_layers_ = 0;
     int expert_cache_slots_ = 0;

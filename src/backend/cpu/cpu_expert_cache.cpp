@@ -1,7 +1,7 @@
-// The expert tier's role on the CPU (backend/weight_store.h): host experts are the checkpoint's bytes read in place
-// (as every CPU weight), and the "device" expert cache is a separate allocation that fetches copy them into, so the
-// tier's whole path (placement, fetches, eviction, host compute) runs in CI on the CPU with the bits of the GPU's
-// fetch path: a resident expert and a host one are the same bytes.
+// The expert tier's role on the CPU (backend/weight_store.h): host experts are copies of the checkpoint's bytes (an
+// evicted expert is written back over them, and the mapping is read-only), and the "device" expert cache is a
+// separate allocation that fetches copy them into, so the tier's whole path (placement, fetches, write-backs, host
+// compute) runs in CI on the CPU with the bits of the GPU's path: a resident expert and a host one are the same bytes.
 #include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
@@ -9,9 +9,26 @@
 
 namespace dsv4 {
 
+const void* CpuBackend::host_copy(const void* bytes, int64_t n) {
+    auto owned = std::make_unique<std::byte[]>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+    std::memcpy(owned.get(), bytes, static_cast<size_t>(n));
+    const void* at = owned.get();
+    host_experts_.emplace(at, std::move(owned));
+    return at;
+}
+
 WeightRef CpuBackend::upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                          int64_t rows, int64_t cols, int block_rows, int block_cols) {
-    return upload_linear(weight, scale, format, rows, cols, block_rows, block_cols);
+    WeightRef w = upload_linear(weight, scale, format, rows, cols, block_rows, block_cols);
+    w.data = host_copy(w.data, weight_data_bytes(w));
+    if (w.scales != nullptr) w.scales = static_cast<const uint8_t*>(host_copy(w.scales, weight_scale_bytes(w)));
+    return w;
+}
+
+void CpuBackend::release_host_expert(const ExpertWeights& host) {
+    for (const ExpertRange& r : expert_ranges(host)) {
+        DSV4_CHECK(host_experts_.erase(r.at) == 1, "release_host_expert: a piece this backend did not make");
+    }
 }
 
 void CpuBackend::create_expert_cache(int layers, int slots, const ExpertWeights& expert) {
@@ -22,26 +39,32 @@ void CpuBackend::create_expert_cache(int layers, int slots, const ExpertWeights&
     expert_cache_.assign(static_cast<size_t>(int64_t{layers} * slots * expert_slot_bytes_), std::byte{0});
 }
 
-ExpertWeights CpuBackend::fetch_expert(int layer, int slot, const ExpertWeights& host) {
+const std::byte* CpuBackend::expert_slot(int layer, int slot, const ExpertWeights& expert) const {
     DSV4_CHECK(layer >= 0 && layer < expert_cache_layers_ && slot >= 0 && slot < expert_cache_slots_,
-               "fetch_expert: layer {} slot {} is outside the cache ({} layers x {} slots)", layer, slot,
+               "expert cache: layer {} slot {} is outside the cache ({} layers x {} slots)", layer, slot,
                expert_cache_layers_, expert_cache_slots_);
-    DSV4_CHECK(host.bytes() == expert_slot_bytes_, "fetch_expert: an expert of {} bytes for slots of {}", host.bytes(),
-               expert_slot_bytes_);
-    std::byte* at = expert_cache_.data() + (int64_t{layer} * expert_cache_slots_ + slot) * expert_slot_bytes_;
-    ExpertWeights out = host;
-    for (WeightRef* w : {&out.w1, &out.w2, &out.w3}) {
-        const int64_t data = weight_data_bytes(*w), scales = weight_scale_bytes(*w);
-        std::memcpy(at, w->data, static_cast<size_t>(data));
-        w->data = at;
-        at += data;
-        if (scales > 0) {
-            std::memcpy(at, w->scales, static_cast<size_t>(scales));
-            w->scales = reinterpret_cast<const uint8_t*>(at);
-            at += scales;
-        }
+    DSV4_CHECK(expert.bytes() == expert_slot_bytes_, "expert cache: an expert of {} bytes for slots of {}",
+               expert.bytes(), expert_slot_bytes_);
+    return expert_cache_.data() + (int64_t{layer} * expert_cache_slots_ + slot) * expert_slot_bytes_;
+}
+
+namespace {
+void copy_expert(const ExpertWeights& from, const ExpertWeights& to) {
+    const std::vector<ExpertRange> src = expert_ranges(from), dst = expert_ranges(to);
+    for (size_t i = 0; i < src.size(); ++i) {
+        std::memcpy(const_cast<void*>(dst[i].at), src[i].at, static_cast<size_t>(src[i].bytes));
     }
+}
+}  // namespace
+
+ExpertWeights CpuBackend::fetch_expert(int layer, int slot, const ExpertWeights& host) {
+    const ExpertWeights out = expert_placed_at(host, expert_slot(layer, slot, host));
+    copy_expert(host, out);
     return out;
+}
+
+void CpuBackend::store_expert(int layer, int slot, const ExpertWeights& host) {
+    copy_expert(expert_placed_at(host, expert_slot(layer, slot, host)), host);
 }
 
 }  // namespace dsv4

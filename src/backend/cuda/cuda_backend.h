@@ -136,6 +136,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
                                     uint64_t seed) override;
     void create_expert_cache(int layers, int slots, const ExpertWeights& expert) override;
     ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host) override;
+    void store_expert(int layer, int slot, const ExpertWeights& host) override;
+    void release_host_expert(const ExpertWeights& host) override;
     void update_expert_handles(const MoeWeights& w) override;
     void expert_set_changed() override { expert_tables_.clear(); }  // the old tables stay allocated until teardown
     void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
@@ -244,6 +246,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     WeightRef synthetic_weight(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed,
                                const std::function<void*(size_t)>& alloc);
     std::byte* pinned(size_t bytes);
+    // The device address of an expert-cache slot, checked against the cache and the expert's size.
+    uint8_t* expert_slot(int layer, int slot, const ExpertWeights& expert) const;
     // A linear weight's handle with its bytes (and scales) copied by `copy` (to the device, or to pinned memory).
     WeightRef copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
                           int64_t cols, int block_rows, int block_cols,
@@ -288,6 +292,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     std::unordered_set<int32_t> offloading_snapshots_;
     // Expert tier: pinned host copies of experts, and the device cache [layers][slots] of expert-sized slots.
     std::vector<void*> host_allocations_;
+    std::multimap<size_t, void*> free_pinned_;  // released pieces of host experts, by size, for the next ones
     uint8_t* expert_cache_ = nullptr;
     int expert_cache_layers_ = 0;
     int expert_cache_slots_ = 0;

@@ -1,7 +1,8 @@
 // The expert tier's role on the GPU (backend/weight_store.h): routed experts in pinned host memory in checkpoint
-// form, a device cache of slots per layer filled on the copy stream (the compute stream waits for a fetch on the GPU,
-// not the host), and the layer's expert handle table rewritten in place after fetches (the same device address, so
-// kernels and graphs that hold it stay valid). Not measured yet: docs/gpu-validation.md lists the runs to make.
+// form (pieces given back at load are reused by the next experts), a device cache of slots per layer filled on the
+// copy stream (the compute stream waits for a fetch on the GPU, not the host) and written back to host memory on the
+// same stream before an eviction, and the layer's expert handle table rewritten in place after fetches (the same
+// device address, so kernels and graphs that hold it stay valid).
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
@@ -9,7 +10,14 @@
 
 namespace dsv4::cuda {
 
+// Pinned memory for a host expert's piece: a released piece of the same size when there is one (loading moves most
+// experts through host memory into slots: reusing their pieces keeps the pinned total at the host experts' bytes).
 std::byte* CudaBackend::pinned(size_t bytes) {
+    if (auto it = free_pinned_.find(bytes); it != free_pinned_.end()) {
+        void* p = it->second;
+        free_pinned_.erase(it);
+        return static_cast<std::byte*>(p);
+    }
     void* p = nullptr;
     const cudaError_t status = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
     DSV4_CHECK(status == cudaSuccess,
@@ -18,6 +26,13 @@ std::byte* CudaBackend::pinned(size_t bytes) {
                static_cast<double>(bytes) / (1 << 30), cudaGetErrorString(status));
     host_allocations_.push_back(p);
     return static_cast<std::byte*>(p);
+}
+
+void CudaBackend::release_host_expert(const ExpertWeights& host) {
+    if (copy_stream_ != nullptr) DSV4_CUDA(cudaStreamSynchronize(copy_stream_));  // a fetch may still read it
+    for (const ExpertRange& r : expert_ranges(host)) {
+        free_pinned_.emplace(static_cast<size_t>(r.bytes), const_cast<void*>(r.at));
+    }
 }
 
 WeightRef CudaBackend::upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
@@ -57,31 +72,40 @@ void CudaBackend::create_expert_cache(int layers, int slots, const ExpertWeights
     expert_cache_ = bytes > 0 ? static_cast<uint8_t*>(device_copy(nullptr, static_cast<size_t>(bytes))) : nullptr;
 }
 
-ExpertWeights CudaBackend::fetch_expert(int layer, int slot, const ExpertWeights& host) {
+uint8_t* CudaBackend::expert_slot(int layer, int slot, const ExpertWeights& expert) const {
     DSV4_CHECK(layer >= 0 && layer < expert_cache_layers_ && slot >= 0 && slot < expert_cache_slots_,
-               "fetch_expert: layer {} slot {} is outside the cache ({} layers x {} slots)", layer, slot,
+               "expert cache: layer {} slot {} is outside the cache ({} layers x {} slots)", layer, slot,
                expert_cache_layers_, expert_cache_slots_);
-    DSV4_CHECK(host.bytes() == expert_slot_bytes_, "fetch_expert: an expert of {} bytes for slots of {}", host.bytes(),
-               expert_slot_bytes_);
+    DSV4_CHECK(expert.bytes() == expert_slot_bytes_, "expert cache: an expert of {} bytes for slots of {}",
+               expert.bytes(), expert_slot_bytes_);
+    return expert_cache_ + (int64_t{layer} * expert_cache_slots_ + slot) * expert_slot_bytes_;
+}
+
+ExpertWeights CudaBackend::fetch_expert(int layer, int slot, const ExpertWeights& host) {
+    const ExpertWeights out =
+        expert_placed_at(host, reinterpret_cast<const std::byte*>(expert_slot(layer, slot, host)));
     copy_after_compute();  // the slot's previous expert may still be read by work queued before
-    uint8_t* at = expert_cache_ + (int64_t{layer} * expert_cache_slots_ + slot) * expert_slot_bytes_;
-    ExpertWeights out = host;
-    for (WeightRef* w : {&out.w1, &out.w2, &out.w3}) {
-        const auto data = static_cast<size_t>(weight_data_bytes(*w)),
-                   scales = static_cast<size_t>(weight_scale_bytes(*w));
-        DSV4_CUDA(cudaMemcpyAsync(at, w->data, data, cudaMemcpyHostToDevice, copy_stream_));
-        w->data = at;
-        at += data;
-        if (scales > 0) {
-            DSV4_CUDA(cudaMemcpyAsync(at, w->scales, scales, cudaMemcpyHostToDevice, copy_stream_));
-            w->scales = at;
-            at += scales;
-        }
+    const std::vector<ExpertRange> from = expert_ranges(host), to = expert_ranges(out);
+    for (size_t i = 0; i < from.size(); ++i) {
+        DSV4_CUDA(cudaMemcpyAsync(const_cast<void*>(to[i].at), from[i].at, static_cast<size_t>(from[i].bytes),
+                                  cudaMemcpyHostToDevice, copy_stream_));
     }
     DSV4_CUDA(cudaEventRecord(loads_done_, copy_stream_));
     loads_pending_ = true;
     wait_for_loads();  // the next kernels (this layer's experts) read the slot
     return out;
+}
+
+void CudaBackend::store_expert(int layer, int slot, const ExpertWeights& host) {
+    const ExpertWeights held =
+        expert_placed_at(host, reinterpret_cast<const std::byte*>(expert_slot(layer, slot, host)));
+    ensure_copy_stream();  // weights are only read: no need to wait for compute, only for the fetches queued before
+    const std::vector<ExpertRange> from = expert_ranges(held), to = expert_ranges(host);
+    for (size_t i = 0; i < from.size(); ++i) {
+        DSV4_CUDA(cudaMemcpyAsync(const_cast<void*>(to[i].at), from[i].at, static_cast<size_t>(from[i].bytes),
+                                  cudaMemcpyDeviceToHost, copy_stream_));
+    }
+    DSV4_CUDA(cudaStreamSynchronize(copy_stream_));  // the host computes with these bytes next
 }
 
 void CudaBackend::update_expert_handles(const MoeWeights& w) {

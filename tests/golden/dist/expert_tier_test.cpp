@@ -1,8 +1,10 @@
-// The expert tier on the CPU backend (dist/expert_tier_moe.h): routed experts in host form, a cache of device slots,
-// pairs of missing experts fetched or computed on the host. Whatever the placement (no slot, some, all), the fetch
-// threshold and the rebalancing, the logits are bit-identical to the plain model's: a resident expert and a host one
-// are the same bytes, and the MoE is the same composition of ops.
+// The expert tier on the CPU backend (dist/expert_tier_moe.h): each routed expert in a device slot or in host memory,
+// pairs of missing experts fetched (the evicted expert written back to host memory) or computed on the host. Whatever
+// the placement (no slot, some, all), the fetch threshold and the rebalancing, the logits are bit-identical to the
+// plain model's: a resident expert and a host one are the same bytes, and the MoE is the same composition of ops.
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "dist/expert_tier_moe.h"
 #include "ep_harness.h"
@@ -16,7 +18,22 @@ struct TierRun {
     RunLogits logits;
     ExpertCacheStats cache;
     ExpertTierStats tier;
+    int64_t host_bytes = 0;
+    int64_t expert_bytes = 0;
+    int layers = 0;
+    int wrong_experts = 0;  // experts whose bytes (in their slot or in host memory) differ from the checkpoint's
 };
+
+bool same_bytes(const ExpertWeights& a, const ExpertWeights& b) {
+    const std::vector<ExpertRange> x = expert_ranges(a), y = expert_ranges(b);
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i) {
+        if (x[i].bytes != y[i].bytes || std::memcmp(x[i].at, y[i].at, static_cast<size_t>(x[i].bytes)) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
 
 // The fixture with every routed expert in host form and `slots` per layer in the cache.
 TierRun expert_tier_run(const std::string& fixture, const std::vector<SequencePlan>& seqs, const Schedule& s,
@@ -27,7 +44,9 @@ TierRun expert_tier_run(const std::string& fixture, const std::vector<SequencePl
     const ModelConfig& config = loaded->model->config();
     cache.layers = config.num_layers;
     cache.experts = config.n_routed_experts;
-    ExpertTierMoe tier(*backend, *backend, load_host_experts(config, *loaded->bound, *backend), cache);
+    ExpertTierMoe tier(*backend, *backend, cache);
+    load_host_experts(config, *loaded->bound, *backend, tier);
+    tier.finish_loading();
     loaded->model->set_moe_dispatch(&tier);
     std::vector<int> all(seqs.size());
     for (size_t i = 0; i < seqs.size(); ++i) all[i] = static_cast<int>(i);
@@ -40,6 +59,15 @@ TierRun expert_tier_run(const std::string& fixture, const std::vector<SequencePl
     }
     out.cache = tier.cache().stats();
     out.tier = tier.stats();
+    out.host_bytes = tier.host_bytes();
+    out.layers = config.num_layers;
+    out.expert_bytes = load_expert_weights(config, *loaded->bound, *backend, 0, 0).bytes();
+    for (int l = 0; l < config.num_layers; ++l) {
+        for (int e = 0; e < config.n_routed_experts; ++e) {
+            out.wrong_experts +=
+                !same_bytes(tier.where(l, e), load_expert_weights(config, *loaded->bound, *backend, l, e));
+        }
+    }
     return out;
 }
 
@@ -67,12 +95,18 @@ TEST(ExpertTier, PlacementNeverChangesTheLogits) {
     EXPECT_GT(fetched.cache.hit_pairs, 0);
     EXPECT_GT(fetched.tier.host_pairs, 0) << "steps needing more experts than free slots compute the rest on the host";
     EXPECT_GT(fetched.cache.rebalance_fetches + fetched.cache.fetches, 0);
+    // Each expert is in one place: host memory holds the 5 per layer not in a slot, plus the free one.
+    EXPECT_EQ(fetched.host_bytes, fetched.expert_bytes * (fetched.layers * 5 + 1));
+    EXPECT_GT(fetched.tier.written_back_bytes, 0) << "evictions wrote their experts back";
+    EXPECT_EQ(fetched.wrong_experts, 0) << "after the fetches and write-backs every expert still has its own bytes";
 
     ExpertCacheConfig host_only;  // no slot: every pair on the host
     host_only.slots = 0;
     const TierRun host = expert_tier_run(fixture, seqs, schedule, host_only);
     expect_same(host.logits, want, "no slots");
     EXPECT_EQ(host.tier.host_pairs, host.cache.pairs);
+    EXPECT_EQ(host.tier.written_back_bytes, 0);
+    EXPECT_EQ(host.wrong_experts, 0);
 
     ExpertCacheConfig all;  // every expert resident: no host pair, no fetch after the placement
     all.slots = 8;
@@ -80,6 +114,41 @@ TEST(ExpertTier, PlacementNeverChangesTheLogits) {
     expect_same(resident.logits, want, "all resident");
     EXPECT_EQ(resident.tier.host_pairs, 0);
     EXPECT_EQ(resident.cache.hit_pairs, resident.cache.pairs);
+    EXPECT_EQ(resident.host_bytes, 0) << "every expert on the device: no host memory, not even a free expert";
+}
+
+// What the loader hands over is checked: every expert once, of one size, before the first step.
+TEST(ExpertTier, LoadingIsChecked) {
+    auto backend = make_cpu_backend(Numerics::kExact, 1);
+    auto loaded = load_model(golden::fixture_dir("flash_schedule"), *backend, golden::test_state(4),
+                             [](int, int) { return false; });
+    const ModelConfig& config = loaded->model->config();
+    ExpertCacheConfig cache;
+    cache.layers = config.num_layers;
+    cache.experts = config.n_routed_experts;
+    cache.slots = 3;
+    const auto message = [](const std::function<void()>& f) {
+        try {
+            f();
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    ExpertTierMoe tier(*backend, *backend, cache);
+    const ExpertWeights expert = load_expert_weights(config, *loaded->bound, *backend, 0, 5);
+    tier.put(0, 5, expert);
+    EXPECT_NE(message([&] { tier.put(0, 5, expert); }).find("handed over twice"), std::string::npos);
+    EXPECT_NE(message([&] { tier.put(0, config.n_routed_experts, expert); }).find("outside the model"),
+              std::string::npos);
+    EXPECT_NE(message([&] { tier.put(1, 0, ExpertWeights{}); }).find("missing"), std::string::npos);
+    ExpertWeights smaller = expert;
+    smaller.w2.rows /= 2;
+    EXPECT_NE(message([&] { tier.put(1, 0, smaller); }).find("one expert size"), std::string::npos);
+    EXPECT_NE(message([&] { tier.finish_loading(); }).find("1 of the model's"), std::string::npos);
+    const Tensor none;
+    MoeWeights w;
+    EXPECT_NE(message([&] { tier.moe(0, none, w, none, none, 0.0f, none); }).find("finish_loading"), std::string::npos);
 }
 
 }  // namespace

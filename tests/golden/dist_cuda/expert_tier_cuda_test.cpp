@@ -1,9 +1,10 @@
 // The expert tier on the GPU (dist/expert_tier_moe.h with backend/cuda/cuda_expert_cache.cpp): experts in pinned host
-// memory, a cache of device slots, fetches on the copy stream, handle tables rewritten in place. Decode steps of one
-// sequence route 3 experts per layer, so 4 slots serve them by fetching alone: the logits must be bit-identical to the
-// tier with every expert resident (the same kernels read the same bytes), fetches must happen, and no pair may fall
-// back to the host. Prefill steps need more experts than slots: host pairs run on a CPU backend, in reference
-// numerics on both sides, where the CPU and the GPU agree bit for bit. Skipped without a GPU; not yet run on one.
+// memory or in a cache of device slots, fetches and write-backs on the copy stream, handle tables rewritten in place.
+// Decode steps of one sequence route 3 experts per layer, so 4 slots serve them by fetching alone: the logits must be
+// bit-identical to the tier with every expert resident (the same kernels read the same bytes), fetches must happen, and
+// no pair may fall back to the host. Prefill steps need more experts than slots: host pairs run on a CPU backend, in
+// reference numerics on both sides, where the CPU and the GPU agree bit for bit. Skipped without a GPU; not yet run on
+// one.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -35,7 +36,9 @@ Tier run(Numerics numerics, int slots, int64_t prefill, int64_t total) {
     cache.experts = c.n_routed_experts;
     cache.slots = slots;
     cache.rebalance_interval = 4;
-    ExpertTierMoe tier(*device, *host, load_host_experts(c, *loaded->bound, *device), cache);  // pinned copies
+    ExpertTierMoe tier(*device, *host, cache);
+    load_host_experts(c, *loaded->bound, *device, tier);  // pinned copies, the placed ones moved into slots
+    tier.finish_loading();
     loaded->model->set_moe_dispatch(&tier);
     const auto tokens = read_npy_i32((golden::fixture_dir("flash_schedule") / "tokens.npy").string()).values;
     Tier out;
@@ -67,6 +70,7 @@ TEST(CudaExpertTier, FetchingNeverChangesTheLogits) {
     const Tier cached = run(Numerics::kExact, 4, 1, 24);
     EXPECT_TRUE(same(cached.logits, all.logits));
     EXPECT_GT(cached.cache.fetches, 4 * 6) << "decode steps fetched experts";
+    EXPECT_GT(cached.tier.written_back_bytes, 0) << "evicted experts were written back to host memory";
     EXPECT_EQ(cached.tier.host_pairs, 0);
 }
 
