@@ -103,11 +103,20 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     }
 }
 
+// Streaming multiprocessors of the current device (a host-side query: cheap, and legal during graph capture; a
+// failure stays the last error, which the launcher's caller checks).
+int device_sms() {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    return sms;
+}
+
 // Rows per warp for the staged GEMV: enough rows that each lane has about 32 loads of a pass in flight, as long as
 // the grid keeps about two warps per SM scheduler busy.
 int staged_rows_per_warp(int64_t loads_per_row, int64_t rows, int64_t blocks_y) {
+    const int64_t busy_warps = int64_t{device_sms()} * 8;  // 4 schedulers x 2 warps
     int k = 1;
-    while (k < 4 && loads_per_row * k < 32 * 32 && rows * blocks_y / (2 * k) >= 132 * 8) k *= 2;
+    while (k < 4 && loads_per_row * k < 32 * 32 && rows * blocks_y / (2 * k) >= busy_warps) k *= 2;
     return k;
 }
 
