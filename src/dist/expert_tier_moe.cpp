@@ -146,7 +146,9 @@ void ExpertTierMoe::routed_with_host_pairs(int layer, const Tensor& h, const Moe
                                            const std::vector<int32_t>& ids, const Tensor& weights, int k, float limit,
                                            Tensor routed) {
     const int64_t d = h.size(1), pairs = static_cast<int64_t>(ids.size());
+    // Read before the device pairs are queued, so that the device computes them while the host computes its own.
     const std::vector<float> pair_weights = read_f32(device_, weights);
+    const std::vector<float> h_all = read_f32(device_, h);
     // Pairs split by where their expert is; order[p] = the pair's row in [device rows | host rows].
     std::vector<int32_t> dev_tokens, dev_ids, host_tokens, host_ids, order(static_cast<size_t>(pairs));
     std::vector<float> dev_weights, host_weights;
@@ -168,8 +170,7 @@ void ExpertTierMoe::routed_with_host_pairs(int layer, const Tensor& h, const Moe
         device_.from_host(w_dev, dev_weights.data());
         device_.moe_routed(h_dev, wl, w_dev, ids_dev, limit, rows.rows(0, m_dev));
     }
-    // Host pairs: their activation rows down, computed over the host experts, their outputs up.
-    const std::vector<float> h_all = read_f32(device_, h);
+    // Host pairs: their activation rows (read above), computed over the host experts, their outputs up.
     const size_t mark = host_ops_.scratch_mark();
     Tensor h_host = host_ops_.alloc(DType::kF32, {m_host, d}), out = host_ops_.alloc(DType::kF32, {m_host, d});
     Tensor ids_h = host_ops_.alloc(DType::kI32, {m_host, 1}), w_h = host_ops_.alloc(DType::kF32, {m_host, 1});
