@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/dot_f64.h"
 #include "core/error.h"
 #include "core/simd_kernels.h"
 
@@ -175,6 +176,11 @@ void dequant_fp8_row(const uint8_t* codes, const uint8_t* ue8m0_scales, int64_t 
 void dequant_fp4_row(const uint8_t* packed, const uint8_t* ue8m0_scales, int64_t k, int block_k, float* out) {
     check_fp4_row("dequant_fp4_row", k, block_k);
     active().dequant_fp4_range(packed, ue8m0_scales, block_k, 0, k, out);
+}
+
+double dot_f64(const float* a, const float* b, int64_t k) {
+    DSV4_CHECK(k >= 0, "dot_f64: negative length {}", k);
+    return active().dot_f64(a, b, k);
 }
 
 float dot_f32(const float* a, const float* b, int64_t k) {

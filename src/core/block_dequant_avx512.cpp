@@ -335,10 +335,13 @@ DSV4_AVX512 bool dot_fp4_add_one_avx512(const uint8_t* packed, const uint8_t* sc
 
 const RowKernels* avx512_kernels() {
     static const RowKernels kernels{
-        bf16_to_f32_avx512,       f32_to_bf16_avx512,       fp8_to_f32_avx512,       dequant_fp8_range_avx512,
-        dequant_fp4_range_avx512, dot_f32_avx512,           dot_bf16_avx512,         dot_fp8_avx512,
-        dot_fp4_avx512,           dot_f32_multi_add_avx512, dot_bf16_add_one_avx512, dot_fp8_add_one_avx512,
-        dot_fp4_add_one_avx512,
+        bf16_to_f32_avx512,       f32_to_bf16_avx512,
+        fp8_to_f32_avx512,        dequant_fp8_range_avx512,
+        dequant_fp4_range_avx512, dot_f32_avx512,
+        dot_bf16_avx512,          dot_fp8_avx512,
+        dot_fp4_avx512,           dot_f32_multi_add_avx512,
+        dot_bf16_add_one_avx512,  dot_fp8_add_one_avx512,
+        dot_fp4_add_one_avx512,   dot_f64_avx2,
     };
     return &kernels;
 }

@@ -59,6 +59,20 @@ float dot_fp4_scalar(const uint8_t* packed, const uint8_t* scales, int block_k, 
     return scalar_dot_fp4_range(packed, scales, block_k, x, 0, k);
 }
 
+double dot_f64_scalar(const float* a, const float* b, int64_t k) {
+    // Four independent sums keep the adds in flight; the order does not change the rounded result (core/dot_f64.h).
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int64_t i = 0;
+    for (; i + 4 <= k; i += 4) {
+        s0 += static_cast<double>(a[i]) * b[i];
+        s1 += static_cast<double>(a[i + 1]) * b[i + 1];
+        s2 += static_cast<double>(a[i + 2]) * b[i + 2];
+        s3 += static_cast<double>(a[i + 3]) * b[i + 3];
+    }
+    for (; i < k; ++i) s0 += static_cast<double>(a[i]) * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
 void dot_f32_multi_add_scalar(const float* w, const float* x, int64_t x_stride, int64_t k, int n_vec, float* out) {
     for (int v = 0; v < n_vec; ++v) out[v] += dot_f32_scalar(w, x + v * x_stride, k);
 }
@@ -118,6 +132,7 @@ const RowKernels& scalar_kernels() {
         nullptr,
         nullptr,
         nullptr,
+        dot_f64_scalar,
     };
     return kernels;
 }

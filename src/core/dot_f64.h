@@ -10,6 +10,7 @@
 
 namespace dsv4 {
 
+// Dispatched to the active SIMD kernels (core/block_dequant.h: set_simd_isa); every ISA gives the same rounded float.
 double dot_f64(const float* a, const float* b, int64_t k);
 
 }  // namespace dsv4

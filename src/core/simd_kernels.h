@@ -40,12 +40,20 @@ struct RowKernels {
                             int64_t end, const float* x, float* out);
     bool (*dot_fp4_add_one)(const uint8_t* packed, const uint8_t* scales, int block_k, int64_t begin, int64_t end,
                             const float* x, float* out);
+    // sum_j double(a[j]) * b[j] accumulated in double (core/dot_f64.h: the order does not change the rounded float).
+    double (*dot_f64)(const float* a, const float* b, int64_t k);
 };
 
 const RowKernels& scalar_kernels();
 // nullptr when the build has no such kernels (non-x86 target); the caller checks CPU support separately.
 const RowKernels* avx2_kernels();
 const RowKernels* avx512_kernels();
+
+#if defined(__x86_64__) || defined(__i386__)
+// The AVX2 double dot product (FMA on four doubles), also the AVX-512 table's: a product of two floats is exact in
+// double, so wider vectors would only change the order of the additions.
+double dot_f64_avx2(const float* a, const float* b, int64_t k);
+#endif
 
 // Scalar pieces the vector kernels fall back on for tails and rare cases.
 float scalar_dot_fp8_range(const uint8_t* codes, const uint8_t* scales, int block_k, Fp8Dialect dialect, const float* x,

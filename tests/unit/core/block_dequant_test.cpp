@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dot_f64.h"
 #include "core/error.h"
 #include "core/float_formats.h"
 #include "format_test_util.h"
@@ -230,6 +231,34 @@ TEST_P(BlockDequantTest, DotF32AndBf16MatchReference) {
         EXPECT_TRUE(close_no_nan(exact, dot_f32(a.data(), b.data(), k), dot_tolerance(k, magnitude))) << "k " << k;
         EXPECT_TRUE(close_no_nan(exact_bf16, dot_bf16_row(w.data(), b.data(), k), dot_tolerance(k, magnitude_bf16)))
             << "k " << k;
+    }
+}
+
+// Double-accumulated dots (reference numerics): every ISA rounds to the float of the exact sum, whatever its order of
+// additions (core/dot_f64.h); long double checks the sum itself, NaN propagates.
+TEST_P(BlockDequantTest, DotF64RoundsTheExactSum) {
+    SCOPED_TRACE(testing::seed_note(seed_));
+    for (int64_t k : kSizes) {
+        const std::vector<float> a = random_floats(k);
+        const std::vector<float> b = random_floats(k);
+        long double exact = 0.0L, magnitude = 0.0L;
+        for (int64_t j = 0; j < k; ++j) {
+            exact += static_cast<long double>(a[j]) * b[j];
+            magnitude += std::fabs(static_cast<long double>(a[j]) * b[j]);
+        }
+        const double got = dot_f64(a.data(), b.data(), k);
+        // A double sum of k exact products is within k units of 2^-53 of the magnitude.
+        EXPECT_LE(std::fabs(static_cast<long double>(got) - exact), static_cast<long double>(k) * 0x1p-52L * magnitude)
+            << "k " << k;
+        set_simd_isa(SimdIsa::kScalar);
+        const double scalar = dot_f64(a.data(), b.data(), k);
+        set_simd_isa(GetParam());
+        EXPECT_EQ(static_cast<float>(got), static_cast<float>(scalar)) << "k " << k;
+        if (k > 0) {
+            std::vector<float> poisoned = a;
+            poisoned[k / 2] = std::numeric_limits<float>::quiet_NaN();
+            EXPECT_TRUE(std::isnan(dot_f64(poisoned.data(), b.data(), k))) << "k " << k;
+        }
     }
 }
 
