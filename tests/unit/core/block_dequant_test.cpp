@@ -234,8 +234,9 @@ TEST_P(BlockDequantTest, DotF32AndBf16MatchReference) {
     }
 }
 
-// Double-accumulated dots (reference numerics): every ISA rounds to the float of the exact sum, whatever its order of
-// additions (core/dot_f64.h); long double checks the sum itself, NaN propagates.
+// Double-accumulated dots (reference numerics): within k units of 2^-53 of the exact sum on every ISA, whatever its
+// order of additions (so all round to the same float except where the exact sum sits that close to a rounding
+// boundary: core/dot_f64.h); NaN propagates.
 TEST_P(BlockDequantTest, DotF64RoundsTheExactSum) {
     SCOPED_TRACE(testing::seed_note(seed_));
     for (int64_t k : kSizes) {
@@ -250,10 +251,6 @@ TEST_P(BlockDequantTest, DotF64RoundsTheExactSum) {
         // A double sum of k exact products is within k units of 2^-53 of the magnitude.
         EXPECT_LE(std::fabs(static_cast<long double>(got) - exact), static_cast<long double>(k) * 0x1p-52L * magnitude)
             << "k " << k;
-        set_simd_isa(SimdIsa::kScalar);
-        const double scalar = dot_f64(a.data(), b.data(), k);
-        set_simd_isa(GetParam());
-        EXPECT_EQ(static_cast<float>(got), static_cast<float>(scalar)) << "k " << k;
         if (k > 0) {
             std::vector<float> poisoned = a;
             poisoned[k / 2] = std::numeric_limits<float>::quiet_NaN();
