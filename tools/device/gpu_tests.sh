@@ -55,6 +55,18 @@ for suite in "$@"; do
                     --batch 1,64 --context 1000 --prefill 0 --steps 4 --json "$OUT/tiers8.json" ;;
         tiers) run tiers timeout 300 "${fast[@]/flash-160/flash}" --gpu-experts 200 --batch 1,64 --context 1000 \
                    --prefill 0 --steps 4 --json "$OUT/tiers.json" ;;
+        tierskew) run tierskew timeout 300 "${fast[@]/flash-160/flash}" --gpu-experts 200 --synthetic-routing-skew 1 \
+                      --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tierskew.json" ;;
+        # A candidate build staged as .devbin/dsv4_next (stage.sh PATH/dsv4_next): decode A/B against main's dsv4, and
+        # the fused MoE down kernel's pair groups (DSV4_MOE_DOWN_GROUP) in the kernel bench.
+        ab) [[ -x .devbin/dsv4_next ]] && run ab timeout 420 tools/device/ab_bench.sh .devbin/dsv4 .devbin/dsv4_next 2 \
+                --preset flash-160 --numerics fast --batch 1,8,64 --context 1000 --prefill 0 --steps 4 ;;
+        moegroups) for g in 2 3 6; do
+                       [[ -x .devbin/dsv4_next ]] && DSV4_MOE_DOWN_GROUP=$g run "moe$g" timeout 120 .devbin/dsv4_next \
+                           bench kernels --rows 1,8 --tokens 1,8 --json "$OUT/kernels_next_moe$g.json"
+                   done
+                   run kernels_main timeout 120 .devbin/dsv4 bench kernels --rows 1,8 --tokens 1,8 \
+                       --json "$OUT/kernels_main.json" ;;
         dist) LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib:/usr/local/cuda/lib64" \
                   run dist timeout 200 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*' ;;
         oversize) run oversize timeout 120 .devbin/dsv4 serve --synthetic-weights flash --device cuda --numerics fast \
@@ -70,5 +82,6 @@ tail -5 "$OUT"/tame.log 2>/dev/null
 grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tail -30
 cat "$OUT"/demo.log 2>/dev/null
 grep -h "" "$OUT"/dist.log "$OUT"/oversize.log 2>/dev/null | tail -8
-for f in bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers e2e_spec; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
+for f in bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew e2e_spec \
+    kernels_main moe2 moe3 moe6 ab; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
 printf '%s\n' "${summary[@]}"
