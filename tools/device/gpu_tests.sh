@@ -24,6 +24,7 @@ run() {  # name, command...
 for suite in "$@"; do
     case $suite in
         ops) run ops .devbin/ops_cuda ;;
+        ops_next) [[ -x .devbin/ops_cuda_next ]] && run ops_next .devbin/ops_cuda_next ;;  # the candidate's kernels
         golden) run golden .devbin/golden_cuda ;;
         sanitizer) run sanitizer timeout 280 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
                        --gtest_filter='-CudaOps.MoeFlashWidths' ;;
@@ -76,7 +77,7 @@ for suite in "$@"; do
     esac
 done
 grep -h "golden-cuda\|Failure\|error" "$OUT"/golden.log 2>/dev/null | head -40
-grep -h -B2 -A6 "Failure" "$OUT"/ops.log 2>/dev/null | head -60
+grep -h -B2 -A6 "Failure" "$OUT"/ops.log "$OUT"/ops_next.log 2>/dev/null | head -60
 grep -h "ERROR SUMMARY\|========= " "$OUT"/sanitizer.log 2>/dev/null | head -20
 tail -5 "$OUT"/tame.log 2>/dev/null
 grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tail -30
