@@ -18,11 +18,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "bench_program.h"
 #include "core/block_dequant.h"
 #include "core/error.h"
 #include "model/model_loader.h"
@@ -44,15 +44,6 @@ struct BenchOptions {
     std::string synthetic_dir;  // keeps generated presets (DIR/<preset>) between runs
 };
 
-std::vector<std::string> split(const std::string& list) {
-    std::vector<std::string> out;
-    std::stringstream in(list);
-    for (std::string item; std::getline(in, item, ',');) {
-        if (!item.empty()) out.push_back(item);
-    }
-    return out;
-}
-
 BenchOptions parse_args(int argc, char** argv) {
     BenchOptions o;
     for (int i = 1; i < argc; ++i) {
@@ -60,11 +51,11 @@ BenchOptions parse_args(int argc, char** argv) {
         DSV4_CHECK(i + 1 < argc, "{} needs a value", arg);
         const std::string value = argv[++i];
         if (arg == "--models") {
-            o.models = split(value);
+            o.models = bench::split_list(value);
         } else if (arg == "--numerics") {
-            o.numerics = split(value);
+            o.numerics = bench::split_list(value);
         } else if (arg == "--threads") {
-            for (const auto& t : split(value)) o.threads.push_back(std::stoi(t));
+            for (const auto& t : bench::split_list(value)) o.threads.push_back(std::stoi(t));
         } else if (arg == "--prefill") {
             o.prefill = std::stoi(value);
         } else if (arg == "--decode") {
@@ -125,11 +116,6 @@ Timing run_once(DeepseekV4& model, const std::vector<int32_t>& prompt, int decod
     return {std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count()};
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 void bench_model(const std::string& name, const fs::path& dir, const BenchOptions& o) {
     for (const auto& numerics : o.numerics) {
         for (int threads : o.threads) {
@@ -150,7 +136,7 @@ void bench_model(const std::string& name, const fs::path& dir, const BenchOption
                 prefill.push_back(t.prefill_s);
                 decode.push_back(t.decode_s / o.decode);
             }
-            const double p = median(prefill), d = median(decode);
+            const double p = bench::median(prefill), d = bench::median(decode);
             std::printf("| %-14s | %-9s | %7d | %12.1f | %12.1f | %10.2f |\n", name.c_str(), numerics.c_str(), threads,
                         o.prefill / p, 1.0 / d, d * 1e3);
             std::fflush(stdout);
@@ -183,10 +169,5 @@ int run(int argc, char** argv) {
 }  // namespace dsv4
 
 int main(int argc, char** argv) {
-    try {
-        return dsv4::run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-    }
+    return dsv4::bench::run_program(dsv4::run, argc, argv);
 }

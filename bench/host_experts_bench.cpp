@@ -11,15 +11,14 @@
 //
 // Method: `experts` distinct random experts (more bytes than the last-level cache), each given `pairs` rows of random
 // activations; one warm-up call, then the median of `repeats` calls. GB/s counts each expert's bytes once per call.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "bench_program.h"
 #include "core/error.h"
 #include "loader/tensor_view.h"
 
@@ -36,13 +35,6 @@ struct Options {
     int repeats = 5;
 };
 
-std::vector<int> int_list(const std::string& list) {
-    std::vector<int> out;
-    std::stringstream in(list);
-    for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
-    return out;
-}
-
 Options parse_args(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
@@ -52,9 +44,9 @@ Options parse_args(int argc, char** argv) {
         if (arg == "--experts") {
             o.experts = std::stoi(value);
         } else if (arg == "--pairs") {
-            o.pairs = int_list(value);
+            o.pairs = bench::int_list(value);
         } else if (arg == "--threads") {
-            o.threads = int_list(value);
+            o.threads = bench::int_list(value);
         } else if (arg == "--numerics") {
             o.numerics = value;
         } else if (arg == "--repeats") {
@@ -86,11 +78,6 @@ struct Fp4Matrix {
     }
 };
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 // Seconds of one moe_routed call over `pairs` rows per expert.
 double time_call(Backend& b, const MoeWeights& w, int experts, int pairs, int repeats) {
     const int64_t m = int64_t{experts} * pairs;
@@ -115,7 +102,7 @@ double time_call(Backend& b, const MoeWeights& w, int experts, int pairs, int re
         if (r > 0) seconds.push_back(s);  // the first call is the warm-up
     }
     b.scratch_release(mark);
-    return median(seconds);
+    return bench::median(seconds);
 }
 
 int run(int argc, char** argv) {
@@ -149,10 +136,5 @@ int run(int argc, char** argv) {
 }  // namespace dsv4
 
 int main(int argc, char** argv) {
-    try {
-        return dsv4::run(argc, argv);
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-    }
+    return dsv4::bench::run_program(dsv4::run, argc, argv);
 }
