@@ -66,6 +66,8 @@ for suite in "$@"; do
                        [[ -x .devbin/dsv4_next ]] && DSV4_MOE_DOWN_GROUP=$g run "moe$g" timeout 120 .devbin/dsv4_next \
                            bench kernels --rows 1,8 --tokens 1,8 --json "$OUT/kernels_next_moe$g.json"
                    done
+                   [[ -x .devbin/dsv4_next ]] && DSV4_MOE_UP_ROWS=2 run moe6up2 timeout 120 .devbin/dsv4_next bench \
+                       kernels --rows 1,8 --tokens 1,8 --json "$OUT/kernels_next_moe6up2.json"
                    run kernels_main timeout 120 .devbin/dsv4 bench kernels --rows 1,8 --tokens 1,8 \
                        --json "$OUT/kernels_main.json" ;;
         dist) LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib:/usr/local/cuda/lib64" \
@@ -84,5 +86,5 @@ grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tai
 cat "$OUT"/demo.log 2>/dev/null
 grep -h "" "$OUT"/dist.log "$OUT"/oversize.log 2>/dev/null | tail -8
 for f in bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew e2e_spec \
-    kernels_main moe2 moe3 moe6 ab; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
+    kernels_main moe2 moe3 moe6 moe6up2 ab; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
 printf '%s\n' "${summary[@]}"
