@@ -1,6 +1,8 @@
 #include "backend/backend.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "core/error.h"
 
@@ -82,6 +84,26 @@ HostBuffer StateStore::allocate_host_buffer(int64_t bytes) {
                                           std::default_delete<std::byte[]>());
     b.bytes = bytes;
     return b;
+}
+
+int32_t argmax_of_row(std::span<const float> row) {
+    int32_t best = 0;
+    for (size_t i = 1; i < row.size(); ++i) {
+        const float v = row[i], b = row[static_cast<size_t>(best)];
+        if (!std::isnan(v) && (std::isnan(b) || v > b)) best = static_cast<int32_t>(i);  // strict: lowest index wins
+    }
+    return best;
+}
+
+void ModelOps::argmax_rows(const Tensor& x, Tensor out) {
+    DSV4_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kI32 && x.numel() > 0 && out.numel() == x.size(0),
+               "argmax_rows: x [{}] f32 and out [{}] i32 do not match", x.numel(), out.numel());
+    const int64_t n = x.size(0), v = x.numel() / n;
+    std::vector<float> host(static_cast<size_t>(x.numel()));
+    to_host(x, host.data());
+    std::vector<int32_t> picks(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) picks[i] = argmax_of_row(std::span<const float>(host).subspan(i * v, v));
+    from_host(out, picks.data());
 }
 
 WeightRef WeightStore::upload_host_linear(const TensorView&, const TensorView*, WeightFormat, int64_t, int64_t, int,

@@ -103,6 +103,12 @@ class ModelOps {
     virtual void scale(Tensor x, float factor) = 0;
     // Gathers rows of x [N, D] into y [M, D].
     virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) = 0;
+    // out[i] = the lowest index of row i's largest value (NaN ranks below every number; a row of NaN gives 0): greedy
+    // choices without bringing whole rows of logits to the host. Optional: the default goes through the host.
+    virtual void argmax_rows(const Tensor& x /*[N, V] f32*/, Tensor out /*[N] i32*/);
 };
+
+// argmax_rows' choice for one row (the host path and the reference of every backend's).
+int32_t argmax_of_row(std::span<const float> row);
 
 }  // namespace dsv4

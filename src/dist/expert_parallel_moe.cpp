@@ -4,9 +4,9 @@
 #include <chrono>
 #include <numeric>
 
+#include "backend/tensor_reads.h"
 #include "core/error.h"
 #include "dist/dispatch_plan.h"
-#include "dist/tensor_reads.h"
 
 namespace dsv4::dist {
 
@@ -67,7 +67,7 @@ void ExpertParallelMoe::set_placement(std::shared_ptr<const ExpertPlacement> pla
 }
 
 std::vector<int32_t> ExpertParallelMoe::read_i32(const Tensor& t) {
-    return dist::read_i32(ops_, t);
+    return ::dsv4::read_i32(ops_, t);
 }
 
 std::vector<int64_t> ExpertParallelMoe::gather_counts(const std::vector<int64_t>& mine) {

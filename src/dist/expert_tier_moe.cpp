@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "backend/tensor_reads.h"
 #include "core/error.h"
-#include "dist/tensor_reads.h"
 
 namespace dsv4::dist {
 

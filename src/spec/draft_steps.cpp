@@ -1,5 +1,6 @@
 #include "spec/draft_steps.h"
 
+#include "backend/tensor_reads.h"
 #include "core/error.h"
 #include "sample/sampling_params.h"
 
@@ -18,23 +19,27 @@ void add_draft_sequence(StepBatch& batch, const DraftInput& in, int64_t start, s
     batch.add_sequence(in.slot, start, tokens, covering_table(in.block_table, end, block_tokens));
 }
 
+bool drafts_greedily(const DraftInput& in, bool probabilistic) {
+    return !probabilistic || in.temperature < kGreedyTemperature;
+}
+
+std::vector<int32_t> greedy_draft_tokens(ModelOps& ops, const Tensor& logits) {
+    Tensor ids = ops.alloc(DType::kI32, {logits.size(0)});
+    ops.argmax_rows(logits, ids);
+    return read_i32(ops, ids);
+}
+
 void draw_draft(std::span<const float> logits, const DraftInput& in, bool probabilistic, int j, DraftProposal& out) {
-    const double temperature = probabilistic ? in.temperature : 0.0;
     const double uniform = draft_uniform(in.seed, in.base, j);
-    if (temperature < kGreedyTemperature) {
+    if (drafts_greedily(in, probabilistic)) {
         out.tokens.push_back(sample_draft_token(logits, 0.0, uniform, {}));
         return;
     }
+    const double temperature = in.temperature;
     const size_t vocab = logits.size();
     out.probs.resize(out.probs.size() + vocab);
     std::span<float> q(out.probs.data() + out.probs.size() - vocab, vocab);
     out.tokens.push_back(sample_draft_token(logits, temperature, uniform, q));
-}
-
-std::vector<float> host_copy(ModelOps& ops, const Tensor& t) {
-    std::vector<float> out(static_cast<size_t>(t.numel()));
-    if (!out.empty()) ops.to_host(t, out.data());
-    return out;
 }
 
 }  // namespace dsv4

@@ -23,7 +23,11 @@ void add_draft_sequence(StepBatch& batch, const DraftInput& in, int64_t start, s
 // probabilistic; else a draw from softmax(logits / T) with the request's draft stream, q appended to out.probs).
 void draw_draft(std::span<const float> logits, const DraftInput& in, bool probabilistic, int j, DraftProposal& out);
 
-// A float32 tensor on the host.
-std::vector<float> host_copy(ModelOps& ops, const Tensor& t);
+// Whether draw_draft takes the argmax for `in` (then the logits need not come to the host: greedy_draft_tokens).
+bool drafts_greedily(const DraftInput& in, bool probabilistic);
+// Each row's argmax chosen where the rows are (ModelOps::argmax_rows): only the token ids come to the host, not
+// [rows, vocab] floats (33 MB a step at batch 64).
+std::vector<int32_t> greedy_draft_tokens(ModelOps& ops, const Tensor& logits);
+
 
 }  // namespace dsv4

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/tensor_reads.h"
 #include "core/error.h"
 #include "spec/draft_steps.h"
 #include "spec/drafter.h"
@@ -139,8 +140,8 @@ void DsparkDrafter::markov(const Tensor& h, const std::vector<float>& base, std:
         Tensor kh = b.alloc(DType::kF32, {s, 1}), km = b.alloc(DType::kF32, {s, 1});
         b.linear(hj, w().confidence_h, LinearKind::kF32Out, kh);
         b.linear(mj.view({s, rank}), w().confidence_m, LinearKind::kF32Out, km);
-        std::vector<float> logits = host_copy(b, shift);
-        const std::vector<float> kappa_h = host_copy(b, kh), kappa_m = host_copy(b, km);
+        std::vector<float> logits = read_f32(b, shift);
+        const std::vector<float> kappa_h = read_f32(b, kh), kappa_m = read_f32(b, km);
         for (int64_t p = 0; p < s; ++p) {
             if (stopped[p]) continue;
             std::span<float> row(logits.data() + p * vocab, static_cast<size_t>(vocab));
@@ -192,7 +193,7 @@ std::vector<DraftOutput> DsparkDrafter::step(const ForwardResult& target, std::s
     b.rms_norm(h, &w().norm, static_cast<float>(c.rms_norm_eps), hn);
     Tensor base = b.alloc(DType::kF32, {n, c.vocab_size});
     b.linear(hn, model_.weights().head, LinearKind::kF32Out, base);
-    markov(h, host_copy(b, base), seqs, proposing, out);
+    markov(h, read_f32(b, base), seqs, proposing, out);
     return out;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/tensor_reads.h"
 #include "core/error.h"
 #include "spec/draft_steps.h"
 #include "spec/drafter.h"
@@ -121,13 +122,20 @@ std::vector<DraftOutput> MtpDrafter::step(const ForwardResult& target, std::span
 
     // 2. Propose: draft 1 from the absorbed last rows, then one recursive row per further draft.
     std::vector<int32_t> rows = last_rows;
+    const bool greedy = std::all_of(proposing.begin(), proposing.end(),
+                                    [&](int32_t i) { return drafts_greedily(seqs[i], options_.probabilistic); });
     for (int j = 0; j < options_.num_speculative_tokens; ++j) {
         Tensor lg = logits(z, rows);
-        const std::vector<float> host = host_copy(b, lg);
-        for (size_t p = 0; p < proposing.size(); ++p) {
-            const DraftInput& in = seqs[proposing[p]];
-            draw_draft(std::span<const float>(host).subspan(p * vocab, vocab), in, options_.probabilistic, j,
-                       out[proposing[p]].proposal);
+        if (greedy) {  // the argmax where the logits are: only the ids come to the host
+            const std::vector<int32_t> picks = greedy_draft_tokens(b, lg);
+            for (size_t p = 0; p < proposing.size(); ++p) out[proposing[p]].proposal.tokens.push_back(picks[p]);
+        } else {
+            const std::vector<float> host = read_f32(b, lg);
+            for (size_t p = 0; p < proposing.size(); ++p) {
+                const DraftInput& in = seqs[proposing[p]];
+                draw_draft(std::span<const float>(host).subspan(p * vocab, vocab), in, options_.probabilistic, j,
+                           out[proposing[p]].proposal);
+            }
         }
         if (j + 1 == options_.num_speculative_tokens) break;
         StepBatch next;

@@ -70,6 +70,38 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
     for (int64_t i = threadIdx.x; i < width; i += blockDim.x) y[blockIdx.x * width + i] = src[i];
 }
 
+// argmax_of_row's order (backend/model_ops.h): a number beats NaN, a larger value wins, equal values: the lower index.
+__device__ __forceinline__ bool argmax_better(float v, int32_t i, float best, int32_t best_i) {
+    if (isnan(v)) return false;
+    return isnan(best) || v > best || (v == best && i < best_i);
+}
+
+// One block per row: each thread scans a strided slice, then the block reduces (value, index) pairs.
+__global__ void argmax_rows_kernel(const float* x, int64_t cols, int32_t* out) {
+    const float* row = x + static_cast<int64_t>(blockIdx.x) * cols;
+    float best = __int_as_float(0x7fffffff);  // NaN: any number beats it; a row of NaN keeps index 0
+    int32_t best_i = 0;
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+        const float v = row[i];
+        if (argmax_better(v, static_cast<int32_t>(i), best, best_i)) best = v, best_i = static_cast<int32_t>(i);
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        const float v = __shfl_down_sync(0xffffffffu, best, offset);
+        const int32_t i = __shfl_down_sync(0xffffffffu, best_i, offset);
+        if (argmax_better(v, i, best, best_i)) best = v, best_i = i;
+    }
+    __shared__ float warp_best[32];
+    __shared__ int32_t warp_index[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) warp_best[warp] = best, warp_index[warp] = best_i;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
+        if (argmax_better(warp_best[w], warp_index[w], best, best_i)) best = warp_best[w], best_i = warp_index[w];
+    }
+    out[blockIdx.x] = best_i;
+}
+
 // One warp per row: FP8-sim of the first `nope` dims in blocks of 64.
 __global__ void kv_cache_sim_kernel(float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant) {
     const int64_t row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -123,6 +155,10 @@ void launch_round_bf16(cudaStream_t s, float* x, int64_t n) {
 
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y) {
     if (n_rows > 0) gather_rows_kernel<<<static_cast<unsigned>(n_rows), 256, 0, s>>>(x, rows, width, y);
+}
+
+void launch_argmax_rows(cudaStream_t s, const float* x, int64_t rows, int64_t cols, int32_t* out) {
+    if (rows > 0) argmax_rows_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, cols, out);
 }
 
 void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant) {

@@ -1,7 +1,8 @@
 // The indexer's top-k selection kernel against a host selection: the k largest of each token's eligible entries,
 // returned in index order, exact ties at the k-th score taken lowest index first, -1 padding when fewer entries are
 // eligible. Scores drawn from a few values (ties everywhere) with -inf entries, for eligible counts from below k to
-// far above the block's thread count (the parallel compaction's segments). Skipped without a GPU.
+// far above the block's thread count (the parallel compaction's segments). Also the row argmax (greedy drafts)
+// against argmax_of_row. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <numeric>
 
 #include "backend/cuda/kernels.h"
+#include "backend/model_ops.h"
 #include "op_test_support.h"
 
 namespace dsv4::ops_test {
@@ -67,6 +69,41 @@ TEST(CudaTopk, MatchesHostSelectionWithTiesInIndexOrder) {
     cudaFree(pos_d);
     cudaFree(scores_d);
     cudaFree(out_d);
+}
+
+// Rows of few distinct values (ties everywhere), with NaN, -inf and +inf sprinkled in, NaN at index 0 in some rows,
+// a row of only NaN, widths from 1 to the V4 vocabulary: the kernel picks what argmax_of_row picks.
+TEST(CudaArgmax, MatchesTheHostChoiceWithTiesAndNaN) {
+    DSV4_REQUIRE_GPU();
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    std::uniform_int_distribution<int> value(0, 30);
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    for (const int64_t cols : {int64_t{1}, int64_t{7}, int64_t{256}, int64_t{1000}, int64_t{129280}}) {
+        const int64_t rows = 9;
+        std::vector<float> x;
+        for (int64_t i = 0; i < rows * cols; ++i) {
+            const int64_t r = i / cols, j = i % cols;
+            const float draw = u(rng());
+            float v = draw < 0.02f ? nan : draw < 0.04f ? -inf : 0.5f * value(rng()) - 7.0f;
+            if (r == 0 && j == 0) v = nan;  // row 0: NaN first
+            if (r == 1 && j == 3) v = inf;  // row 1: +inf wins
+            if (r == 2) v = nan;            // row 2: only NaN
+            if (r == 3) v = -inf;           // row 3: only -inf
+            x.push_back(v);
+        }
+        float* x_d = device_copy(x);
+        int32_t* out_d = device_copy(std::vector<int32_t>(static_cast<size_t>(rows), -7));
+        cuda::launch_argmax_rows(nullptr, x_d, rows, cols, out_d);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<int32_t> out(static_cast<size_t>(rows));
+        ASSERT_EQ(cudaMemcpy(out.data(), out_d, out.size() * sizeof(int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+        for (int64_t r = 0; r < rows; ++r) {
+            const int32_t want = argmax_of_row(std::span<const float>(x).subspan(r * cols, cols));
+            EXPECT_EQ(out[r], want) << "row " << r << " of width " << cols;
+        }
+        cudaFree(x_d);
+        cudaFree(out_d);
+    }
 }
 
 }  // namespace

@@ -7,15 +7,20 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "model/synthetic_checkpoint.h"
 #include "runtime_harness.h"
+#include "sample/sampler.h"
+#include "spec/draft_steps.h"
 
 namespace dsv4::engine_test {
 namespace {
@@ -33,6 +38,36 @@ std::string synthetic_dir(const std::string& preset) {
     options.shards = 1;
     write_synthetic_checkpoint(dir, synthetic_preset(preset), options);
     return dirs[preset] = dir.string();
+}
+
+// Greedy drafts are chosen where the logits are (ModelOps::argmax_rows; the CPU backend's is the host path): the
+// lowest index of the largest value, as the sampler's argmax where a row has no NaN; NaN never wins.
+TEST(SpecDecode, GreedyDraftTokensAreEachRowsArgmax) {
+    auto backend = make_cpu_backend(Numerics::kExact, 1);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    const std::vector<float> rows = {
+        1.0f,  3.0f,  3.0f, 2.0f, 0.0f,  // a tie: the lower index
+        nan,   -1.0f, 4.0f, nan,  4.0f,  // NaN first: the largest number after it
+        nan,   nan,   nan,  nan,  nan,   // only NaN: 0
+        -inf,  -inf,  -inf, -inf, -inf,  // only -inf: 0
+        -2.0f, inf,   5.0f, inf,  1.0f,  // +inf
+    };
+    const int64_t n = 5, vocab = 5;
+    const size_t mark = backend->scratch_mark();
+    Tensor logits = backend->alloc(DType::kF32, {n, vocab});
+    backend->from_host(logits, rows.data());
+    EXPECT_EQ(greedy_draft_tokens(*backend, logits), (std::vector<int32_t>{1, 2, 0, 0, 1}));
+    std::mt19937 gen(3);
+    std::uniform_int_distribution<int> value(0, 9);
+    std::vector<float> wide(static_cast<size_t>(4 * 1000));
+    for (float& v : wide) v = static_cast<float>(value(gen));
+    Tensor many = backend->alloc(DType::kF32, {4, 1000});
+    backend->from_host(many, wide.data());
+    const std::vector<int32_t> picks = greedy_draft_tokens(*backend, many);
+    for (int64_t r = 0; r < 4; ++r) {
+        EXPECT_EQ(picks[r], argmax_token(std::span<const float>(wide).subspan(r * 1000, 1000))) << "row " << r;
+    }
+    backend->scratch_release(mark);
 }
 
 std::string demo_dir(const std::string& name) {

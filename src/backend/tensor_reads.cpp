@@ -1,8 +1,8 @@
-#include "dist/tensor_reads.h"
+#include "backend/tensor_reads.h"
 
 #include <cstring>
 
-namespace dsv4::dist {
+namespace dsv4 {
 
 std::vector<float> read_f32(ModelOps& ops, const Tensor& t) {
     std::vector<float> out(static_cast<size_t>(t.numel()));
@@ -19,4 +19,4 @@ std::vector<int32_t> read_i32(ModelOps& ops, const Tensor& t) {
     return out;
 }
 
-}  // namespace dsv4::dist
+}  // namespace dsv4

@@ -1,4 +1,5 @@
-// Small reads of backend tensors into host vectors (routing ids, weights) for the MoE dispatchers of src/dist.
+// Small reads of backend tensors into host vectors: routing ids and weights (the MoE dispatchers of src/dist), draft
+// token ids (src/spec).
 #pragma once
 
 #include <cstdint>
@@ -6,10 +7,10 @@
 
 #include "backend/model_ops.h"
 
-namespace dsv4::dist {
+namespace dsv4 {
 
 // An int32 tensor's values (ModelOps::to_host copies float32; the int32 bits pass through it unchanged).
 std::vector<int32_t> read_i32(ModelOps& ops, const Tensor& t);
 std::vector<float> read_f32(ModelOps& ops, const Tensor& t);
 
-}  // namespace dsv4::dist
+}  // namespace dsv4
