@@ -29,5 +29,4 @@ bool drafts_greedily(const DraftInput& in, bool probabilistic);
 // [rows, vocab] floats (33 MB a step at batch 64).
 std::vector<int32_t> greedy_draft_tokens(ModelOps& ops, const Tensor& logits);
 
-
 }  // namespace dsv4
