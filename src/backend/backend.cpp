@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/tensor_reads.h"
 #include "core/error.h"
 
 namespace dsv4 {
@@ -95,12 +96,15 @@ int32_t argmax_of_row(std::span<const float> row) {
     return best;
 }
 
-void ModelOps::argmax_rows(const Tensor& x, Tensor out) {
+int64_t argmax_row_width(const Tensor& x, const Tensor& out) {
     DSV4_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kI32 && x.numel() > 0 && out.numel() == x.size(0),
                "argmax_rows: x [{}] f32 and out [{}] i32 do not match", x.numel(), out.numel());
-    const int64_t n = x.size(0), v = x.numel() / n;
-    std::vector<float> host(static_cast<size_t>(x.numel()));
-    to_host(x, host.data());
+    return x.numel() / x.size(0);
+}
+
+void ModelOps::argmax_rows(const Tensor& x, Tensor out) {
+    const int64_t n = x.size(0), v = argmax_row_width(x, out);
+    const std::vector<float> host = read_f32(*this, x);
     std::vector<int32_t> picks(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) picks[i] = argmax_of_row(std::span<const float>(host).subspan(i * v, v));
     from_host(out, picks.data());

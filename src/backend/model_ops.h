@@ -110,5 +110,7 @@ class ModelOps {
 
 // argmax_rows' choice for one row (the host path and the reference of every backend's).
 int32_t argmax_of_row(std::span<const float> row);
+// Checks argmax_rows' arguments (x [N, V] f32 with N, V >= 1; out [N] i32) and returns V.
+int64_t argmax_row_width(const Tensor& x, const Tensor& out);
 
 }  // namespace dsv4

@@ -30,7 +30,7 @@ void ExpertTierMoe::put(int layer, int expert, const ExpertWeights& host) {
                expert, layer);
     const size_t at = static_cast<size_t>(layer) * c.experts + expert;
     DSV4_CHECK(!put_[at], "expert tier: expert {} of layer {} was handed over twice", expert, layer);
-    if (experts_put_ == 0) {
+    if (expert_bytes_ == 0) {  // the first expert handed over sets the size of all
         expert_bytes_ = host.bytes();
         if (c.slots > 0) device_.create_expert_cache(c.layers, c.slots, host);
     }
@@ -38,7 +38,6 @@ void ExpertTierMoe::put(int layer, int expert, const ExpertWeights& host) {
                "expert tier: expert {} of layer {} has {} bytes, the others {} (the cache needs one expert size)",
                expert, layer, host.bytes(), expert_bytes_);
     put_[at] = true;
-    ++experts_put_;
     const int slot = cache_.slot_of(layer, expert);
     if (slot < 0) {
         host_experts_[layer][expert] = host;
@@ -56,10 +55,9 @@ void ExpertTierMoe::put(int layer, int expert, const ExpertWeights& host) {
 }
 
 void ExpertTierMoe::finish_loading() {
-    const ExpertCacheConfig& c = cache_.config();
-    DSV4_CHECK(experts_put_ == int64_t{c.layers} * c.experts,
-               "expert tier: {} of the model's {} routed experts were loaded", experts_put_,
-               int64_t{c.layers} * c.experts);
+    const auto loaded = std::count(put_.begin(), put_.end(), true);
+    DSV4_CHECK(loaded == static_cast<std::ptrdiff_t>(put_.size()),
+               "expert tier: {} of the model's {} routed experts were loaded", loaded, put_.size());
     loaded_ = true;
 }
 

@@ -75,9 +75,8 @@ class ExpertTierMoe final : public MoeDispatch, public HostExpertSink {
     ExpertCache cache_;
     std::vector<std::vector<ExpertWeights>> host_experts_;  // [layer][expert]: valid while the expert is not resident
     std::vector<ExpertWeights> free_host_;                  // host experts holding no expert (write-back targets)
-    int64_t expert_bytes_ = 0;                              // every expert's size (the first put's)
+    int64_t expert_bytes_ = 0;                              // every expert's size (the first put's; 0 before)
     std::vector<bool> put_;                                 // [layer][expert]: handed over by the loader
-    int64_t experts_put_ = 0;
     bool loaded_ = false;
     std::vector<std::vector<ExpertWeights>> slot_handles_;  // [layer][slot]: the expert a slot holds, on the device
     std::vector<MoeWeights> device_layers_;  // per layer: the model's weights with the resident experts' handles

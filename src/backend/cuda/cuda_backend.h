@@ -249,6 +249,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     std::byte* pinned(size_t bytes);
     // The device address of an expert-cache slot, checked against the cache and the expert's size.
     uint8_t* expert_slot(int layer, int slot, const ExpertWeights& expert) const;
+    void copy_expert_async(const ExpertWeights& from, const ExpertWeights& to, cudaMemcpyKind kind);
     // A linear weight's handle with its bytes (and scales) copied by `copy` (to the device, or to pinned memory).
     WeightRef copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
                           int64_t cols, int block_rows, int block_cols,

@@ -81,15 +81,20 @@ uint8_t* CudaBackend::expert_slot(int layer, int slot, const ExpertWeights& expe
     return expert_cache_ + (int64_t{layer} * expert_cache_slots_ + slot) * expert_slot_bytes_;
 }
 
+// Queues the copy of every piece of `from` onto the same piece of `to` (experts of the same shapes) on the copy stream.
+void CudaBackend::copy_expert_async(const ExpertWeights& from, const ExpertWeights& to, cudaMemcpyKind kind) {
+    const std::vector<ExpertRange> src = expert_ranges(from), dst = expert_ranges(to);
+    for (size_t i = 0; i < src.size(); ++i) {
+        DSV4_CUDA(cudaMemcpyAsync(const_cast<void*>(dst[i].at), src[i].at, static_cast<size_t>(src[i].bytes), kind,
+                                  copy_stream_));
+    }
+}
+
 ExpertWeights CudaBackend::fetch_expert(int layer, int slot, const ExpertWeights& host) {
     const ExpertWeights out =
         expert_placed_at(host, reinterpret_cast<const std::byte*>(expert_slot(layer, slot, host)));
     copy_after_compute();  // the slot's previous expert may still be read by work queued before
-    const std::vector<ExpertRange> from = expert_ranges(host), to = expert_ranges(out);
-    for (size_t i = 0; i < from.size(); ++i) {
-        DSV4_CUDA(cudaMemcpyAsync(const_cast<void*>(to[i].at), from[i].at, static_cast<size_t>(from[i].bytes),
-                                  cudaMemcpyHostToDevice, copy_stream_));
-    }
+    copy_expert_async(host, out, cudaMemcpyHostToDevice);
     DSV4_CUDA(cudaEventRecord(loads_done_, copy_stream_));
     loads_pending_ = true;
     wait_for_loads();  // the next kernels (this layer's experts) read the slot
@@ -100,11 +105,7 @@ void CudaBackend::store_expert(int layer, int slot, const ExpertWeights& host) {
     const ExpertWeights held =
         expert_placed_at(host, reinterpret_cast<const std::byte*>(expert_slot(layer, slot, host)));
     ensure_copy_stream();  // weights are only read: no need to wait for compute, only for the fetches queued before
-    const std::vector<ExpertRange> from = expert_ranges(held), to = expert_ranges(host);
-    for (size_t i = 0; i < from.size(); ++i) {
-        DSV4_CUDA(cudaMemcpyAsync(const_cast<void*>(to[i].at), from[i].at, static_cast<size_t>(from[i].bytes),
-                                  cudaMemcpyDeviceToHost, copy_stream_));
-    }
+    copy_expert_async(held, host, cudaMemcpyDeviceToHost);
     DSV4_CUDA(cudaStreamSynchronize(copy_stream_));  // the host computes with these bytes next
 }
 

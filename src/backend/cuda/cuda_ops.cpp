@@ -69,9 +69,7 @@ void CudaBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Te
 }
 
 void CudaBackend::argmax_rows(const Tensor& x, Tensor out) {
-    DSV4_CHECK(x.dtype == DType::kF32 && out.dtype == DType::kI32 && x.numel() > 0 && out.numel() == x.size(0),
-               "argmax_rows: x [{}] f32 and out [{}] i32 do not match", x.numel(), out.numel());
-    launch_argmax_rows(stream_, x.f32(), x.size(0), x.numel() / x.size(0), out.i32());
+    launch_argmax_rows(stream_, x.f32(), x.size(0), argmax_row_width(x, out), out.i32());
     launched("argmax_rows");
 }
 
