@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/tensor_reads.h"
 #include "backend_options.h"
 #include "bench_oracle.h"
 #include "bench_registry.h"
@@ -133,8 +134,9 @@ struct Setup {
     std::unique_ptr<dist::ExpertTierMoe> expert_tier;  // --gpu-experts: host-resident experts
     int blocks_per_slot = 0;
     DeepseekV4& model() { return *loaded->model; }
-    // One step as the engine runs it, its logits copied to the host (the step's end, as in serving).
-    void step(const StepBatch& batch) { model().host_logits(graphs->forward(batch)); }
+    // One step as the engine runs it for greedy requests: the argmax of each logits row chosen on the backend and the
+    // ids copied to the host (runtime/step_logits.h).
+    void step(const StepBatch& batch) { read_argmax_rows(model().backend(), graphs->forward(batch).logits); }
 };
 
 // The capacity plan of the benchmark's state (max_batch slots, the blocks of max_context tokens each) before anything

@@ -7,12 +7,12 @@
 #include <numeric>
 #include <random>
 
+#include "backend/tensor_reads.h"
 #include "bench_weights.h"
 #include "core/error.h"
 #include "model/model_loader.h"
 #include "model/tensor_spec.h"
 #include "runtime/step_graphs.h"
-#include "sample/sampler.h"
 #include "spec/drafter.h"
 
 namespace dsv4::cli {
@@ -57,12 +57,19 @@ DraftInput draft_input(const Oracle& o, int slot, const std::vector<int32_t>& ta
     return in;
 }
 
+// The greedy choice of each logits row, as the engine makes it for greedy requests (runtime/step_logits.h).
+std::vector<int32_t> greedy_tokens(Oracle& o, const Tensor& logits) {
+    std::vector<int32_t> picks = read_argmax_rows(o.backend, logits);
+    for (const int32_t t : picks) DSV4_CHECK(t != kNoArgmax, "oracle: a logits row holds NaN or +inf");
+    return picks;
+}
+
 // Prefills every sequence's prompt in chunks; the drafter (when given) absorbs each chunk. Returns the argmax of
 // each prompt's last row (the first generated token).
 std::vector<int32_t> prefill(Oracle& o, const std::vector<std::vector<int32_t>>& prompts,
                              const std::vector<std::vector<int32_t>>* continuation) {
     const auto batch = static_cast<int>(prompts.size());
-    const int64_t len = static_cast<int64_t>(prompts[0].size()), vocab = o.config.vocab_size;
+    const int64_t len = static_cast<int64_t>(prompts[0].size());
     std::vector<std::vector<int32_t>> tables;
     for (int i = 0; i < batch; ++i) {
         o.backend.reset_slot(i);
@@ -81,10 +88,8 @@ std::vector<int32_t> prefill(Oracle& o, const std::vector<std::vector<int32_t>>&
         ForwardRequest request;
         if (continuation != nullptr) request.hidden_layers = o.drafter->hidden_layers();
         const ForwardResult r = o.graphs->forward(sb, request);
-        const std::vector<float> logits = o.model().host_logits(r);
-        for (size_t row = 0; row * vocab < logits.size(); ++row) {
-            first[row] = static_cast<int32_t>(argmax_token(std::span(logits).subspan(row * vocab, vocab)));
-        }
+        const std::vector<int32_t> picks = greedy_tokens(o, r.logits);
+        std::copy(picks.begin(), picks.end(), first.begin());
         if (continuation == nullptr) continue;
         std::vector<DraftInput> inputs;
         for (int i = 0; i < batch; ++i) {
@@ -101,7 +106,7 @@ std::vector<int32_t> prefill(Oracle& o, const std::vector<std::vector<int32_t>>&
 double plain_decode(Oracle& o, const std::vector<std::vector<int32_t>>& prompts, int steps,
                     std::vector<std::vector<int32_t>>& continuation) {
     const auto batch = static_cast<int>(prompts.size());
-    const int64_t ctx = static_cast<int64_t>(prompts[0].size()), vocab = o.config.vocab_size;
+    const int64_t ctx = static_cast<int64_t>(prompts[0].size());
     const std::vector<int32_t> first = prefill(o, prompts, nullptr);
     continuation.assign(batch, {});
     for (int i = 0; i < batch; ++i) continuation[i].push_back(first[i]);
@@ -112,10 +117,8 @@ double plain_decode(Oracle& o, const std::vector<std::vector<int32_t>>& prompts,
             sb.add_sequence(i, ctx + s, std::span(&continuation[i].back(), 1), o.table(i));
             sb.logit_rows.push_back(i);
         }
-        const std::vector<float> logits = o.model().host_logits(o.graphs->forward(sb));
-        for (int i = 0; i < batch; ++i) {
-            continuation[i].push_back(static_cast<int32_t>(argmax_token(std::span(logits).subspan(i * vocab, vocab))));
-        }
+        const std::vector<int32_t> picks = greedy_tokens(o, o.graphs->forward(sb).logits);
+        for (int i = 0; i < batch; ++i) continuation[i].push_back(picks[i]);
     }
     return seconds_since(t0) / steps;
 }
@@ -148,7 +151,7 @@ SpecTimes oracle_decode(Oracle& o, const std::vector<std::vector<int32_t>>& prom
         ForwardRequest request;
         request.hidden_layers = o.drafter->hidden_layers();
         const ForwardResult r = o.graphs->forward(sb, request);
-        o.model().host_logits(r);  // the verifier reads every row
+        greedy_tokens(o, r.logits);  // the greedy verifier reads every row's argmax
         t.verify_s += seconds_since(t0);
         std::vector<DraftInput> inputs;
         for (int i = 0; i < batch; ++i) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backend/tensor_reads.h"
@@ -88,12 +89,14 @@ HostBuffer StateStore::allocate_host_buffer(int64_t bytes) {
 }
 
 int32_t argmax_of_row(std::span<const float> row) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
     int32_t best = 0;
-    for (size_t i = 1; i < row.size(); ++i) {
-        const float v = row[i], b = row[static_cast<size_t>(best)];
-        if (!std::isnan(v) && (std::isnan(b) || v > b)) best = static_cast<int32_t>(i);  // strict: lowest index wins
+    for (size_t i = 0; i < row.size(); ++i) {
+        const float v = row[i];
+        if (!(v < kInf)) return kNoArgmax;  // NaN or +inf: a model fault, not a choice
+        if (v > row[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);  // strict: the lowest index wins ties
     }
-    return best;
+    return row.empty() || row[static_cast<size_t>(best)] == -kInf ? kNoArgmax : best;
 }
 
 int64_t argmax_row_width(const Tensor& x, const Tensor& out) {

@@ -103,11 +103,14 @@ class ModelOps {
     virtual void scale(Tensor x, float factor) = 0;
     // Gathers rows of x [N, D] into y [M, D].
     virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) = 0;
-    // out[i] = the lowest index of row i's largest value (NaN ranks below every number; a row of NaN gives 0): greedy
-    // choices without bringing whole rows of logits to the host. Optional: the default goes through the host.
+    // out[i] = the lowest index of row i's largest value, or kNoArgmax when the row holds NaN or +inf or only -inf (the
+    // host sampler refuses such rows: the caller reads the row to report why): greedy choices without bringing whole
+    // rows of logits to the host. Optional: the default goes through the host.
     virtual void argmax_rows(const Tensor& x /*[N, V] f32*/, Tensor out /*[N] i32*/);
 };
 
+// argmax_rows' answer for a row with no greedy choice.
+inline constexpr int32_t kNoArgmax = -1;
 // argmax_rows' choice for one row (the host path and the reference of every backend's).
 int32_t argmax_of_row(std::span<const float> row);
 // Checks argmax_rows' arguments (x [N, V] f32 with N, V >= 1; out [N] i32) and returns V.

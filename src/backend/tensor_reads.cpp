@@ -19,4 +19,14 @@ std::vector<int32_t> read_i32(ModelOps& ops, const Tensor& t) {
     return out;
 }
 
+std::vector<int32_t> read_argmax_rows(ModelOps& ops, const Tensor& x) {
+    if (x.numel() == 0) return {};  // a step without logits rows (a prefill chunk that samples nothing)
+    const size_t mark = ops.scratch_mark();
+    Tensor ids = ops.alloc(DType::kI32, {x.size(0)});
+    ops.argmax_rows(x, ids);
+    std::vector<int32_t> out = read_i32(ops, ids);
+    ops.scratch_release(mark);
+    return out;
+}
+
 }  // namespace dsv4

@@ -1,7 +1,9 @@
 #include "runtime/model_runner.h"
 
+#include <algorithm>
 #include <exception>
 
+#include "runtime/step_logits.h"
 #include "sample/sampler.h"
 
 namespace dsv4 {
@@ -18,20 +20,13 @@ GeneratedToken to_generated(const SampleResult& r) {
     return t;
 }
 
-// Verifies a verify entry's drafts against its k + 1 logits rows; the emitted tokens are recorded in its sampler.
-SequenceSample verify_entry(const ScheduledSequence& entry, std::span<const float> rows, VerifyMethod method) {
+// Runs `produce`, which fills a sequence's sample; a failure (e.g. non-finite logits) becomes the sample's error,
+// with no tokens.
+template <typename Produce>
+SequenceSample guarded(Produce&& produce) {
     SequenceSample out;
     try {
-        Sequence& seq = *entry.seq;
-        const size_t vocab = rows.size() / (entry.drafts.size() + 1);
-        DraftProposal draft;
-        draft.tokens = entry.drafts;
-        if (!seq.draft.probs.empty()) {
-            draft.probs.assign(seq.draft.probs.begin(), seq.draft.probs.begin() + entry.drafts.size() * vocab);
-        }
-        const VerifyOutcome v = verify_drafts(rows, draft, seq.group->params, seq.sampler, method);
-        for (const SampleResult& r : v.tokens) out.tokens.push_back(to_generated(r));
-        out.accepted = v.accepted;
+        produce(out);
     } catch (const std::exception& e) {
         out.tokens.clear();
         out.error = e.what();
@@ -39,19 +34,57 @@ SequenceSample verify_entry(const ScheduledSequence& entry, std::span<const floa
     return out;
 }
 
+void add_outcome(const VerifyOutcome& v, SequenceSample& out) {
+    for (const SampleResult& r : v.tokens) out.tokens.push_back(to_generated(r));
+    out.accepted = v.accepted;
+}
+
+// Verifies a verify entry's drafts against its k + 1 logits rows; the emitted tokens are recorded in its sampler.
+SequenceSample verify_entry(const ScheduledSequence& entry, std::span<const float> rows, VerifyMethod method) {
+    return guarded([&](SequenceSample& out) {
+        Sequence& seq = *entry.seq;
+        const size_t vocab = rows.size() / (entry.drafts.size() + 1);
+        DraftProposal draft;
+        draft.tokens = entry.drafts;
+        if (!seq.draft.probs.empty()) {
+            draft.probs.assign(seq.draft.probs.begin(), seq.draft.probs.begin() + entry.drafts.size() * vocab);
+        }
+        add_outcome(verify_drafts(rows, draft, seq.group->params, seq.sampler, method), out);
+    });
+}
+
+// verify_entry for a request whose sample is the raw argmax (samples_raw_argmax), from its rows' argmax ids.
+SequenceSample verify_entry_by_argmax(const ScheduledSequence& entry, std::span<const int32_t> row_argmax) {
+    return guarded([&](SequenceSample& out) {
+        add_outcome(verify_greedy_argmax(row_argmax, entry.drafts, entry.seq->sampler), out);
+    });
+}
+
 // Samples entry's sequence (and its fork children) from one logits row.
 SequenceSample sample_entry(const ScheduledSequence& entry, std::span<const float> row) {
-    SequenceSample out;
-    try {
+    return guarded([&](SequenceSample& out) {
         const SamplingParams& params = entry.seq->group->params;
         out.tokens.push_back(to_generated(sample(row, params, entry.seq->sampler)));
         for (Sequence* child : entry.fork_children)
             out.tokens.push_back(to_generated(sample(row, params, child->sampler)));
-    } catch (const std::exception& e) {
-        out.tokens.clear();
-        out.error = e.what();
-    }
-    return out;
+    });
+}
+
+// sample_entry for requests whose sample is the raw argmax (samples_raw_argmax), from the row's argmax id.
+SequenceSample sample_entry_by_argmax(const ScheduledSequence& entry, int32_t row_argmax) {
+    return guarded([&](SequenceSample& out) {
+        out.tokens.push_back(to_generated(record_argmax(row_argmax, entry.seq->sampler)));
+        for (Sequence* child : entry.fork_children)
+            out.tokens.push_back(to_generated(record_argmax(row_argmax, child->sampler)));
+    });
+}
+
+// Whether every sampler of the entry samples the raw argmax of its rows (then only argmax ids need reach the host).
+bool samples_by_argmax(const ScheduledSequence& entry) {
+    const SamplingParams& params = entry.seq->group->params;
+    if (!samples_raw_argmax(params, entry.seq->sampler)) return false;
+    return std::all_of(entry.fork_children.begin(), entry.fork_children.end(),
+                       [&](const Sequence* child) { return samples_raw_argmax(params, child->sampler); });
 }
 
 }  // namespace
@@ -136,42 +169,42 @@ RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
     ForwardRequest request;
     if (drafter_ != nullptr) request.hidden_layers = drafter_->hidden_layers();
     const ForwardResult forward = graphs_.forward(batch, request);
-    const std::vector<float> logits = model_.host_logits(forward);
     if (masks.prefetch != nullptr) masks.prefetch->wait();
-    sample_all(output, logits, result);
+    sample_all(output, forward.logits, result);
     if (drafter_ != nullptr) draft(output, forward, result);
     return result;
 }
 
-void ModelRunner::sample_all(const SchedulerOutput& output, const std::vector<float>& logits, RunnerOutput& result) {
-    const int64_t vocab = model_.config().vocab_size;
-    // Entry j's rows start at row_of[j] (one row per sampling entry, k + 1 per verify entry).
-    std::vector<int64_t> entries, row_of;
-    int64_t rows = 0;
+void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits_dev, RunnerOutput& result) {
+    // The sampling entries in row order: one row each, k + 1 for a verify entry.
+    std::vector<int64_t> entries;
+    std::vector<RequestRows> rows;
     for (size_t j = 0; j < output.seqs.size(); ++j) {
-        if (!output.seqs[j].sample) continue;
+        const ScheduledSequence& entry = output.seqs[j];
+        if (!entry.sample) continue;
         entries.push_back(static_cast<int64_t>(j));
-        row_of.push_back(rows);
-        rows += output.seqs[j].drafts.empty() ? 1 : output.seqs[j].num_tokens;
+        rows.push_back({entry.drafts.empty() ? 1 : entry.num_tokens, !logits_hook && samples_by_argmax(entry)});
     }
+    const StepLogits logits(model_.backend(), logits_dev, rows);
     const auto n = static_cast<int64_t>(entries.size());
-    auto rows_of = [&](int64_t i) {
-        const ScheduledSequence& entry = output.seqs[entries[i]];
-        const int64_t count = entry.drafts.empty() ? 1 : entry.num_tokens;
-        return std::span<const float>(logits).subspan(row_of[i] * vocab, count * vocab);
-    };
     if (logits_hook) {
         for (int64_t i = 0; i < n; ++i) {
-            const auto all = rows_of(i);
-            logits_hook(output.seqs[entries[i]], all.subspan(all.size() - vocab));  // the row that is sampled last
+            const auto all = logits.rows(i);
+            logits_hook(output.seqs[entries[i]], all.subspan(all.size() - all.size() / rows[i].count));  // the last row
         }
     }
     // Each entry owns its samplers and reads its own rows: independent, so in parallel.
 #pragma omp parallel for schedule(dynamic) if (n > 1)
     for (int64_t i = 0; i < n; ++i) {
         const ScheduledSequence& entry = output.seqs[entries[i]];
-        result.samples[entries[i]] =
-            entry.drafts.empty() ? sample_entry(entry, rows_of(i)) : verify_entry(entry, rows_of(i), verify_method_);
+        SequenceSample& out = result.samples[entries[i]];
+        if (logits.has_argmax(i)) {
+            out = entry.drafts.empty() ? sample_entry_by_argmax(entry, logits.argmax(i)[0])
+                                       : verify_entry_by_argmax(entry, logits.argmax(i));
+        } else {
+            out = entry.drafts.empty() ? sample_entry(entry, logits.rows(i))
+                                       : verify_entry(entry, logits.rows(i), verify_method_);
+        }
     }
 }
 

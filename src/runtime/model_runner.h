@@ -62,8 +62,9 @@ class ModelRunner {
     // Starts the structured-output masks of the step's sampling sequences on the prefetch thread; returns whether
     // any was started (then wait() before sampling).
     bool prefetch_masks(const SchedulerOutput& output);
-    // Samples or verifies every entry that reached its last token; row_of[j]: entry j's first logits row.
-    void sample_all(const SchedulerOutput& output, const std::vector<float>& logits, RunnerOutput& result);
+    // Samples or verifies every entry that reached its last token from the step's logits (in backend memory; what of
+    // them comes to the host: runtime/step_logits.h).
+    void sample_all(const SchedulerOutput& output, const Tensor& logits, RunnerOutput& result);
     // The drafter's part of the step: absorb the final rows, propose for the next step.
     void draft(const SchedulerOutput& output, const ForwardResult& target, RunnerOutput& result);
 

@@ -51,6 +51,11 @@ bool has_penalties(const SamplingParams& params) {
 
 }  // namespace
 
+bool logits_processors_are_identity(const SamplingParams& params, const SamplerState& state) {
+    return !state.has_constraint() && state.num_output_tokens() >= params.min_tokens && params.logit_bias.empty() &&
+           !has_penalties(params);
+}
+
 void apply_constraint_mask(std::span<float> logits, SamplerState& state) {
     if (!state.has_constraint()) return;
     state.prepare_constraint_mask();

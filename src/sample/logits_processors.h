@@ -22,6 +22,10 @@ namespace dsv4 {
 // repetition penalty is on but the state was built without it (so the prompt was not recorded).
 void apply_logits_processors(std::span<float> logits, const SamplingParams& params, SamplerState& state);
 
+// Whether apply_logits_processors would leave every logit as it is for this request now: no constraint, min_tokens
+// reached, no logit bias, no penalty.
+bool logits_processors_are_identity(const SamplingParams& params, const SamplerState& state);
+
 // Step 0 alone: sets the logits of tokens outside state's constraint mask to -inf (computing the mask if needed).
 void apply_constraint_mask(std::span<float> logits, SamplerState& state);
 

@@ -201,6 +201,19 @@ TokenDistribution sampling_distribution(std::span<const float> processed_logits,
     return result;
 }
 
+bool samples_raw_argmax(const SamplingParams& params, const SamplerState& state) {
+    return is_greedy(params) && !params.logprobs && logits_processors_are_identity(params, state);
+}
+
+SampleResult record_argmax(int64_t token, SamplerState& state) {
+    DSV4_CHECK(token >= 0 && token < state.vocab_size(), "sample: argmax token {} outside the vocabulary of {}", token,
+               state.vocab_size());
+    state.record_output(token);
+    SampleResult result;
+    result.token = token;
+    return result;
+}
+
 SampleResult sample(std::span<const float> logits, const SamplingParams& params, SamplerState& state) {
     DSV4_CHECK(static_cast<int64_t>(logits.size()) == state.vocab_size(),
                "sample: logits row has {} entries, vocabulary has {}", logits.size(), state.vocab_size());

@@ -30,6 +30,14 @@ struct SampleResult {
 // (every logit -inf after masking). params must have passed validate_sampling_params.
 SampleResult sample(std::span<const float> logits, const SamplingParams& params, SamplerState& state);
 
+// Whether sample() returns the raw row's argmax for this request now and nothing else: greedy, no logprobs, and no
+// logits processor that could change the row. Then the argmax can be chosen where the logits are (only the id comes to
+// the host) and recorded with record_argmax.
+bool samples_raw_argmax(const SamplingParams& params, const SamplerState& state);
+// Records a token that sample() would have returned for a samples_raw_argmax request (the lowest index of the row's
+// largest value, chosen elsewhere) and returns sample()'s result. Throws when the id is outside the vocabulary.
+SampleResult record_argmax(int64_t token, SamplerState& state);
+
 // The distribution a non-greedy request draws from, given logits already through apply_logits_processors:
 // candidate ids in ascending order and their probabilities (summing to 1). Exposed for tests and for speculative
 // verification, which needs the target probabilities.

@@ -35,17 +35,22 @@ double verify_uniform(uint64_t seed, uint64_t base, uint64_t lane) {
     return uniform_at(seed, base, lane);
 }
 
+void check_draft_tokens(std::span<const int32_t> drafts, int64_t vocab) {
+    DSV4_CHECK(static_cast<int64_t>(drafts.size()) <= kMaxVerifyDrafts, "verify: {} drafts, at most {} are supported",
+               drafts.size(), kMaxVerifyDrafts);
+    for (int32_t t : drafts) {
+        DSV4_CHECK(t >= 0 && t < vocab, "verify: draft token {} is outside the vocabulary [0, {})", t, vocab);
+    }
+}
+
 void check_input(const VerifyRows& rows, const SamplerState& state) {
     const auto k = static_cast<int64_t>(rows.draft.tokens.size());
-    DSV4_CHECK(k <= kMaxVerifyDrafts, "verify: {} drafts, at most {} are supported", k, kMaxVerifyDrafts);
+    check_draft_tokens(rows.draft.tokens, rows.vocab);
     DSV4_CHECK(rows.vocab == state.vocab_size(), "verify: vocabulary {} differs from the sampler state's {}",
                rows.vocab, state.vocab_size());
     DSV4_CHECK(static_cast<int64_t>(rows.logits.size()) == (k + 1) * rows.vocab,
                "verify: {} target logits for {} drafts over a vocabulary of {} (want {} rows)", rows.logits.size(), k,
                rows.vocab, k + 1);
-    for (int32_t t : rows.draft.tokens) {
-        DSV4_CHECK(t >= 0 && t < rows.vocab, "verify: draft token {} is outside the vocabulary [0, {})", t, rows.vocab);
-    }
     if (rows.draft.probs.empty()) return;
     DSV4_CHECK(static_cast<int64_t>(rows.draft.probs.size()) == k * rows.vocab,
                "verify: {} draft probabilities for {} drafts over a vocabulary of {}", rows.draft.probs.size(), k,
@@ -97,16 +102,25 @@ int64_t draw_residual(const std::vector<double>& p, double w, const VerifyRows& 
     return last;  // rounding left target at the very top
 }
 
-VerifyOutcome verify_greedy(const VerifyRows& rows, const SamplingParams& params, SamplerState& state) {
+// Greedy verification's walk: choose(i) records and returns row i's greedy token; drafts are kept while they equal
+// it, and the first that does not (or row k) gives the last token.
+template <typename Choose>
+VerifyOutcome walk_greedy(std::span<const int32_t> drafts, Choose&& choose) {
     VerifyOutcome out;
-    for (int i = 0; i <= rows.k(); ++i) {
-        SampleResult r = sample(rows.row(i), params, state);  // the argmax of the processed row, recorded
-        const bool match = i < rows.k() && r.token == rows.draft.tokens[i];
+    for (size_t i = 0; i <= drafts.size(); ++i) {
+        SampleResult r = choose(i);
+        const bool match = i < drafts.size() && r.token == drafts[i];
         out.tokens.push_back(std::move(r));
         if (!match) break;
         ++out.accepted;
     }
     return out;
+}
+
+VerifyOutcome verify_greedy(const VerifyRows& rows, const SamplingParams& params, SamplerState& state) {
+    // The argmax of each processed row, recorded (the history of accepted drafts feeds the next row's processors).
+    return walk_greedy(rows.draft.tokens,
+                       [&](size_t i) { return sample(rows.row(static_cast<int>(i)), params, state); });
 }
 
 VerifyOutcome verify_standard(const VerifyRows& rows, const SamplingParams& params, SamplerState& state) {
@@ -210,6 +224,14 @@ VerifyOutcome verify_drafts(std::span<const float> target_logits, const DraftPro
     check_input(rows, state);
     if (is_greedy(params)) return verify_greedy(rows, params, state);
     return method == VerifyMethod::kBlock ? verify_block(rows, params, state) : verify_standard(rows, params, state);
+}
+
+VerifyOutcome verify_greedy_argmax(std::span<const int32_t> row_argmax, std::span<const int32_t> drafts,
+                                   SamplerState& state) {
+    DSV4_CHECK(row_argmax.size() == drafts.size() + 1, "verify: {} argmax rows for {} drafts", row_argmax.size(),
+               drafts.size());
+    check_draft_tokens(drafts, state.vocab_size());
+    return walk_greedy(drafts, [&](size_t i) { return record_argmax(row_argmax[i], state); });
 }
 
 int32_t sample_draft_token(std::span<const float> logits, double temperature, double uniform, std::span<float> probs) {

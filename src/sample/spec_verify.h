@@ -64,6 +64,11 @@ struct VerifyOutcome {
 VerifyOutcome verify_drafts(std::span<const float> target_logits, const DraftProposal& draft,
                             const SamplingParams& params, SamplerState& state, VerifyMethod method);
 
+// verify_drafts for a samples_raw_argmax request (sampler.h) from the argmax of each of its k + 1 verify rows, chosen
+// where the logits are: the same tokens, accepted count and records as verify_drafts on the rows themselves.
+VerifyOutcome verify_greedy_argmax(std::span<const int32_t> row_argmax, std::span<const int32_t> drafts,
+                                   SamplerState& state);
+
 // A drafter's token from its logits row: the argmax when `temperature` is greedy (q one-hot: probs left empty),
 // else a draw from softmax(logits / temperature) with `uniform`, whose probabilities are written to `probs`
 // (length vocab) for the verifier.

@@ -24,9 +24,11 @@ bool drafts_greedily(const DraftInput& in, bool probabilistic) {
 }
 
 std::vector<int32_t> greedy_draft_tokens(ModelOps& ops, const Tensor& logits) {
-    Tensor ids = ops.alloc(DType::kI32, {logits.size(0)});
-    ops.argmax_rows(logits, ids);
-    return read_i32(ops, ids);
+    std::vector<int32_t> picks = read_argmax_rows(ops, logits);
+    for (size_t r = 0; r < picks.size(); ++r) {
+        DSV4_CHECK(picks[r] != kNoArgmax, "draft: logits row {} holds NaN or +inf, or only -inf", r);
+    }
+    return picks;
 }
 
 void draw_draft(std::span<const float> logits, const DraftInput& in, bool probabilistic, int j, DraftProposal& out) {

@@ -26,7 +26,8 @@ void draw_draft(std::span<const float> logits, const DraftInput& in, bool probab
 // Whether draw_draft takes the argmax for `in` (then the logits need not come to the host: greedy_draft_tokens).
 bool drafts_greedily(const DraftInput& in, bool probabilistic);
 // Each row's argmax chosen where the rows are (ModelOps::argmax_rows): only the token ids come to the host, not
-// [rows, vocab] floats (33 MB a step at batch 64).
+// [rows, vocab] floats (33 MB a step at batch 64). Throws dsv4::Error when a row has no choice (NaN, +inf, only
+// -inf): a drafter fault, which costs the step's proposals (ModelRunner), never a request.
 std::vector<int32_t> greedy_draft_tokens(ModelOps& ops, const Tensor& logits);
 
 }  // namespace dsv4

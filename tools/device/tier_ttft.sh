@@ -3,6 +3,9 @@
 # holds one long prompt but not two and a host KV pool, driven by tools/bench/tier_ttft.py (A cold, B evicts A, A hit).
 # Needs tools/device/stage.sh's .devbin/ (dsv4, tokenizer.json.xz). Results: $OUT/tier_ttft.{log,json}.
 #   tools/device/tier_ttft.sh [TOKENS=380000] [PRESET=flash-160] [STATE_BYTES=2147483648] [HOST_GIB=16]
+# EVICT_TOKENS / FILLER_TOKENS: the evicting prompts' total and longest length (tier_ttft.py; default one prompt as
+# long as A). With STATE_BYTES just above A's state, EVICT_TOKENS of about the device capacity in 8K prompts evicts
+# all of A in ~100 s instead of a second cold 380K prefill (~400 s), so the run fits one 600 s device command.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -19,4 +22,5 @@ start_device_server "$OUT/tier_server.log" --model "$work/bundled" --synthetic-w
   --host-kv-cache-gib "$host_gib" --max-request-bytes 67108864
 port=$PORT
 grep -h "capacity plan" "$OUT/tier_server.log" || true
-python3 tools/bench/tier_ttft.py --port "$port" --tokens "$tokens" --json "$OUT/tier_ttft.json"
+python3 tools/bench/tier_ttft.py --port "$port" --tokens "$tokens" --evict-tokens "${EVICT_TOKENS:-0}" \
+  --filler-tokens "${FILLER_TOKENS:-0}" --json "$OUT/tier_ttft.json"

@@ -68,6 +68,8 @@ void CudaBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Te
     launched("gather_rows");
 }
 
+static_assert(kArgmaxNoChoice == kNoArgmax);
+
 void CudaBackend::argmax_rows(const Tensor& x, Tensor out) {
     launch_argmax_rows(stream_, x.f32(), x.size(0), argmax_row_width(x, out), out.i32());
     launched("argmax_rows");

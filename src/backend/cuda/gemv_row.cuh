@@ -176,6 +176,78 @@ __device__ __forceinline__ RowRef<kFormat> row_ref(const WeightRef& w, int64_t r
     return ref;
 }
 
+// The loads of kRows rows at loads c0 + 32 u (kChecked: only those below `loads`; a null row: none).
+template <int kFormat, int kRows, int kUnroll, bool kChecked>
+__device__ __forceinline__ void load_rows(const RowRef<kFormat> (&rows)[kRows], int c0, int loads,
+                                          Load<kFormat> (&raw)[kRows][kUnroll]) {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int c = c0 + 32 * u;
+            if (rows[i].data != nullptr && (!kChecked || c < loads)) raw[i][u] = load_words<kFormat>(rows[i].data, c);
+        }
+    }
+}
+
+// rows_partials with the FP8 dialect fixed at compile time (a per-load branch on it cost instructions). Full passes
+// (32 kUnroll loads of every row in range) run without bounds checks; where a scale covers 32 or more consecutive
+// loads (FP8's 128-wide blocks) it is the same for the whole warp at each unrolled step, so lane u looks up step u's
+// scale once per pass and the warp shares it by shuffle. The sums are row_partials' (same loads per lane, same order).
+template <int kFormat, int kRows, bool kSharedX, Fp8Dialect kDialect>
+__device__ __forceinline__ void rows_partials_in(const RowRef<kFormat> (&rows)[kRows], int loads, float* acc) {
+    constexpr int kElems = kLoadElems<kFormat>;
+    constexpr int kPerRow = 32 / (kLoadWords<kFormat> * kRows);
+    constexpr int kUnroll = kPerRow > 0 ? kPerRow : 1;
+    constexpr int kSpan = 32 * kUnroll;
+    const int lane = threadIdx.x % 32;
+    bool warp_scales = is_fp8(kFormat);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) warp_scales &= rows[i].data == nullptr || rows[i].scales.shift >= 5;
+    const int full_end = loads - loads % kSpan;
+    for (int base = 0; base < full_end; base += kSpan) {
+        Load<kFormat> raw[kRows][kUnroll] = {};
+        load_rows<kFormat, kRows, kUnroll, false>(rows, base + lane, loads, raw);
+        float step_scale[kRows] = {};  // lane u < kUnroll: the scale of step u
+        if (warp_scales) {
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+                if (rows[i].data != nullptr && lane < kUnroll) step_scale[i] = rows[i].scales.at(base + 32 * lane);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int c = base + lane + 32 * u;
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+                const float shared = __shfl_sync(0xffffffffu, step_scale[i], u);
+                if (rows[i].data == nullptr) continue;
+                float vals[kElems];
+                decode_load<kFormat>(raw[i][u], kDialect, vals);
+                const float scale = warp_scales ? shared : rows[i].scales.at(c);
+                acc[i] += load_dot<kElems, kSharedX>(vals, rows[i].x + c * kElems) * scale;
+            }
+        }
+    }
+    if (full_end == loads) return;
+    // The last, partial pass: checked loads, scales per load.
+    const int c0 = full_end + lane;
+    Load<kFormat> raw[kRows][kUnroll] = {};
+    load_rows<kFormat, kRows, kUnroll, true>(rows, c0, loads, raw);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + 32 * u;
+        if (c >= loads) break;
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+            if (rows[i].data == nullptr) continue;
+            float vals[kElems];
+            decode_load<kFormat>(raw[i][u], kDialect, vals);
+            acc[i] += load_dot<kElems, kSharedX>(vals, rows[i].x + c * kElems) * rows[i].scales.at(c);
+        }
+    }
+}
+
 // Single-vector partial dot products of kRows rows of `loads` loads each (acc[i] for rows[i]), the loads of every row
 // issued before any is decoded: 128 bytes in flight per lane for FP8 / FP4 whatever kRows, so that short rows (a
 // 1,024-wide FP8 row is 8 words per lane) still keep enough bytes in flight. Each row's arithmetic is row_partials'
@@ -183,33 +255,10 @@ __device__ __forceinline__ RowRef<kFormat> row_ref(const WeightRef& w, int64_t r
 template <int kFormat, int kRows, bool kSharedX>
 __device__ __forceinline__ void rows_partials(const RowRef<kFormat> (&rows)[kRows], int loads, Fp8Dialect dialect,
                                               float* acc) {
-    constexpr int kElems = kLoadElems<kFormat>;
-    constexpr int kPerRow = 32 / (kLoadWords<kFormat> * kRows);
-    constexpr int kUnroll = kPerRow > 0 ? kPerRow : 1;
-    const int lane = threadIdx.x % 32;
-    for (int c0 = lane; c0 < loads; c0 += 32 * kUnroll) {
-        Load<kFormat> raw[kRows][kUnroll] = {};
-#pragma unroll
-        for (int i = 0; i < kRows; ++i) {
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                const int c = c0 + 32 * u;
-                if (rows[i].data != nullptr && c < loads) raw[i][u] = load_words<kFormat>(rows[i].data, c);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int c = c0 + 32 * u;
-            if (c >= loads) break;
-            const int j0 = c * kElems;
-#pragma unroll
-            for (int i = 0; i < kRows; ++i) {
-                if (rows[i].data == nullptr) continue;
-                float vals[kElems];
-                decode_load<kFormat>(raw[i][u], dialect, vals);
-                acc[i] += load_dot<kElems, kSharedX>(vals, rows[i].x + j0) * rows[i].scales.at(c);
-            }
-        }
+    if (is_fp8(kFormat) && dialect == Fp8Dialect::kFnuz) {
+        rows_partials_in<kFormat, kRows, kSharedX, Fp8Dialect::kFnuz>(rows, loads, acc);
+    } else {
+        rows_partials_in<kFormat, kRows, kSharedX, Fp8Dialect::kOcp>(rows, loads, acc);
     }
 }
 

@@ -47,7 +47,9 @@ void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n);
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y);
-// out[r] = argmax_of_row(x[r]) (backend/model_ops.h) for each of `rows` rows of `cols` floats.
+// out[r] = argmax_of_row(x[r]) (backend/model_ops.h; -1 where a row has no choice) for each of `rows` rows of `cols`
+// floats.
+inline constexpr int32_t kArgmaxNoChoice = -1;
 void launch_argmax_rows(cudaStream_t s, const float* x, int64_t rows, int64_t cols, int32_t* out);
 void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant);
 void launch_indexer_query_sim(cudaStream_t s, float* q, int64_t rows, int dim);

@@ -70,21 +70,24 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
     for (int64_t i = threadIdx.x; i < width; i += blockDim.x) y[blockIdx.x * width + i] = src[i];
 }
 
-// argmax_of_row's order (backend/model_ops.h): a number beats NaN, a larger value wins, equal values: the lower index.
+// argmax_of_row's order (backend/model_ops.h): a larger value wins, equal values: the lower index.
 __device__ __forceinline__ bool argmax_better(float v, int32_t i, float best, int32_t best_i) {
-    if (isnan(v)) return false;
-    return isnan(best) || v > best || (v == best && i < best_i);
+    return v > best || (v == best && i < best_i);
 }
 
-// One block per row: each thread scans a strided slice, then the block reduces (value, index) pairs.
+// One block per row: each thread scans a strided slice, then the block reduces (value, index) pairs; a row holding
+// NaN or +inf, or only -inf, has no choice (kNoArgmax), as on the host.
 __global__ void argmax_rows_kernel(const float* x, int64_t cols, int32_t* out) {
     const float* row = x + static_cast<int64_t>(blockIdx.x) * cols;
-    float best = __int_as_float(0x7fffffff);  // NaN: any number beats it; a row of NaN keeps index 0
+    float best = -INFINITY;
     int32_t best_i = 0;
+    bool fault = false;
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
         const float v = row[i];
+        fault |= !(v < INFINITY);  // NaN or +inf
         if (argmax_better(v, static_cast<int32_t>(i), best, best_i)) best = v, best_i = static_cast<int32_t>(i);
     }
+    fault = __syncthreads_or(fault);
     for (int offset = 16; offset > 0; offset /= 2) {
         const float v = __shfl_down_sync(0xffffffffu, best, offset);
         const int32_t i = __shfl_down_sync(0xffffffffu, best_i, offset);
@@ -99,7 +102,7 @@ __global__ void argmax_rows_kernel(const float* x, int64_t cols, int32_t* out) {
     for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
         if (argmax_better(warp_best[w], warp_index[w], best, best_i)) best = warp_best[w], best_i = warp_index[w];
     }
-    out[blockIdx.x] = best_i;
+    out[blockIdx.x] = fault || best == -INFINITY ? kArgmaxNoChoice : best_i;
 }
 
 // One warp per row: FP8-sim of the first `nope` dims in blocks of 64.

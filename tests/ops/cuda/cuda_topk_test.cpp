@@ -71,24 +71,24 @@ TEST(CudaTopk, MatchesHostSelectionWithTiesInIndexOrder) {
     cudaFree(out_d);
 }
 
-// Rows of few distinct values (ties everywhere), with NaN, -inf and +inf sprinkled in, NaN at index 0 in some rows,
-// a row of only NaN, widths from 1 to the V4 vocabulary: the kernel picks what argmax_of_row picks.
-TEST(CudaArgmax, MatchesTheHostChoiceWithTiesAndNaN) {
+// Rows of few distinct values (ties everywhere) with -inf sprinkled in, and rows with no choice (NaN first or last,
+// +inf, only NaN, only -inf), widths from 1 to the V4 vocabulary: the kernel picks what argmax_of_row picks.
+TEST(CudaArgmax, MatchesTheHostChoiceWithTiesAndFaults) {
     DSV4_REQUIRE_GPU();
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     std::uniform_int_distribution<int> value(0, 30);
     std::uniform_real_distribution<float> u(0.0f, 1.0f);
     for (const int64_t cols : {int64_t{1}, int64_t{7}, int64_t{256}, int64_t{1000}, int64_t{129280}}) {
-        const int64_t rows = 9;
+        const int64_t rows = 10;
         std::vector<float> x;
         for (int64_t i = 0; i < rows * cols; ++i) {
             const int64_t r = i / cols, j = i % cols;
-            const float draw = u(rng());
-            float v = draw < 0.02f ? nan : draw < 0.04f ? -inf : 0.5f * value(rng()) - 7.0f;
-            if (r == 0 && j == 0) v = nan;  // row 0: NaN first
-            if (r == 1 && j == 3) v = inf;  // row 1: +inf wins
-            if (r == 2) v = nan;            // row 2: only NaN
-            if (r == 3) v = -inf;           // row 3: only -inf
+            float v = u(rng()) < 0.05f ? -inf : 0.5f * value(rng()) - 7.0f;
+            if (r == 0 && j == 0) v = nan;         // row 0: NaN first
+            if (r == 1 && j == cols / 2) v = inf;  // row 1: +inf
+            if (r == 2) v = nan;                   // row 2: only NaN
+            if (r == 3) v = -inf;                  // row 3: only -inf
+            if (r == 4 && j == cols - 1) v = nan;  // row 4: NaN last
             x.push_back(v);
         }
         float* x_d = device_copy(x);
@@ -100,6 +100,9 @@ TEST(CudaArgmax, MatchesTheHostChoiceWithTiesAndNaN) {
         for (int64_t r = 0; r < rows; ++r) {
             const int32_t want = argmax_of_row(std::span<const float>(x).subspan(r * cols, cols));
             EXPECT_EQ(out[r], want) << "row " << r << " of width " << cols;
+            if (r <= 4) {
+                EXPECT_EQ(want, kNoArgmax) << "row " << r << " of width " << cols;
+            }
         }
         cudaFree(x_d);
         cudaFree(out_d);

@@ -41,22 +41,26 @@ std::string synthetic_dir(const std::string& preset) {
 }
 
 // Greedy drafts are chosen where the logits are (ModelOps::argmax_rows; the CPU backend's is the host path): the
-// lowest index of the largest value, as the sampler's argmax where a row has no NaN; NaN never wins.
+// lowest index of the largest value, as the sampler's argmax; a row with no choice (NaN, +inf, only -inf) is a
+// drafter fault, reported as an error.
 TEST(SpecDecode, GreedyDraftTokensAreEachRowsArgmax) {
     auto backend = make_cpu_backend(Numerics::kExact, 1);
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     const std::vector<float> rows = {
-        1.0f,  3.0f,  3.0f, 2.0f, 0.0f,  // a tie: the lower index
-        nan,   -1.0f, 4.0f, nan,  4.0f,  // NaN first: the largest number after it
-        nan,   nan,   nan,  nan,  nan,   // only NaN: 0
-        -inf,  -inf,  -inf, -inf, -inf,  // only -inf: 0
-        -2.0f, inf,   5.0f, inf,  1.0f,  // +inf
+        1.0f, 3.0f,  3.0f, 2.0f, 0.0f,  // a tie: the lower index
+        -inf, -1.0f, 4.0f, -inf, 4.0f,  // -inf is a mask, not a fault
     };
-    const int64_t n = 5, vocab = 5;
     const size_t mark = backend->scratch_mark();
-    Tensor logits = backend->alloc(DType::kF32, {n, vocab});
+    Tensor logits = backend->alloc(DType::kF32, {2, 5});
     backend->from_host(logits, rows.data());
-    EXPECT_EQ(greedy_draft_tokens(*backend, logits), (std::vector<int32_t>{1, 2, 0, 0, 1}));
+    EXPECT_EQ(greedy_draft_tokens(*backend, logits), (std::vector<int32_t>{1, 2}));
+    for (const std::vector<float>& fault : {std::vector<float>{nan, 1.0f, 2.0f}, std::vector<float>{-2.0f, inf, 5.0f},
+                                            std::vector<float>{-inf, -inf, -inf}}) {
+        EXPECT_EQ(argmax_of_row(fault), kNoArgmax);
+        Tensor one = backend->alloc(DType::kF32, {1, 3});
+        backend->from_host(one, fault.data());
+        EXPECT_THROW(greedy_draft_tokens(*backend, one), Error);
+    }
     std::mt19937 gen(3);
     std::uniform_int_distribution<int> value(0, 9);
     std::vector<float> wide(static_cast<size_t>(4 * 1000));

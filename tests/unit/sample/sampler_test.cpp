@@ -49,6 +49,34 @@ TEST(Sampler, GreedyPicksTheArgmaxAndTheLowestIdOnTies) {
     EXPECT_EQ(state.num_output_tokens(), 5);
 }
 
+// Which requests may have their argmax chosen where the logits are: greedy with nothing that edits or reports the row.
+TEST(Sampler, RawArgmaxOnlyWhenNothingEditsOrReportsTheRow) {
+    SamplingParams plain;
+    plain.temperature = 0.0;
+    const std::vector<int64_t> prompt = {1};
+    EXPECT_TRUE(samples_raw_argmax(plain, SamplerState(plain, prompt, {}, 8)));
+    auto with = [&](auto edit) {
+        SamplingParams p = plain;
+        edit(p);
+        return samples_raw_argmax(p, SamplerState(p, prompt, {}, 8));
+    };
+    EXPECT_FALSE(with([](SamplingParams& p) { p.temperature = 0.7; }));
+    EXPECT_FALSE(with([](SamplingParams& p) { p.logprobs = 0; }));
+    EXPECT_FALSE(with([](SamplingParams& p) { p.logit_bias = {{3, 1.0f}}; }));
+    EXPECT_FALSE(with([](SamplingParams& p) { p.repetition_penalty = 1.1; }));
+    EXPECT_FALSE(with([](SamplingParams& p) { p.frequency_penalty = 0.5; }));
+    EXPECT_FALSE(with([](SamplingParams& p) { p.presence_penalty = 0.5; }));
+    SamplingParams min_tokens = plain;
+    min_tokens.min_tokens = 1;
+    SamplerState state(min_tokens, prompt, {}, 8);
+    EXPECT_FALSE(samples_raw_argmax(min_tokens, state));  // the stop tokens are masked until one output
+    EXPECT_EQ(record_argmax(5, state).token, 5);
+    EXPECT_TRUE(samples_raw_argmax(min_tokens, state));
+    EXPECT_EQ(state.num_output_tokens(), 1);
+    EXPECT_THROW(record_argmax(8, state), Error);
+    EXPECT_THROW(record_argmax(-1, state), Error);
+}
+
 TEST(Sampler, TinyTemperatureIsGreedyAndIgnoresFilters) {
     SamplingParams params;
     params.temperature = 1e-6;

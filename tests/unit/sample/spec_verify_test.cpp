@@ -259,6 +259,43 @@ TEST(SpecVerify, GreedyEmitsWhatGreedyDecodingEmits) {
     }
 }
 
+// The engine's path for plain greedy requests: the argmax of each verify row chosen where the logits are, then
+// verify_greedy_argmax. Same tokens, accepted count and sampler records as verify_drafts on the rows.
+TEST(SpecVerify, GreedyFromArgmaxIdsEqualsGreedyFromRows) {
+    SamplingParams greedy;
+    greedy.temperature = 0.0;
+    for (uint64_t trial = 0; trial < 50; ++trial) {
+        const std::vector<int64_t> prompt = {1, 2};
+        SamplerState rows_state(greedy, prompt, {}, kVocab), ids_state(greedy, prompt, {}, kVocab);
+        ASSERT_TRUE(samples_raw_argmax(greedy, ids_state));
+        std::vector<int32_t> ctx = {1, 2}, row_argmax;
+        DraftProposal draft;
+        std::vector<float> rows;
+        for (int i = 0; i <= kDrafts; ++i) {
+            const auto t = target_logits(ctx);
+            rows.insert(rows.end(), t.begin(), t.end());
+            row_argmax.push_back(static_cast<int32_t>(argmax_token(t)));
+            if (i == kDrafts) break;
+            auto dl = draft_logits(ctx);
+            dl[trial % kVocab] += static_cast<float>(trial % 3);
+            draft.tokens.push_back(sample_draft_token(dl, 0.0, 0.0, {}));
+            ctx.push_back(draft.tokens.back());
+        }
+        const VerifyOutcome want = verify_drafts(rows, draft, greedy, rows_state, VerifyMethod::kStandard);
+        const VerifyOutcome got = verify_greedy_argmax(row_argmax, draft.tokens, ids_state);
+        ASSERT_EQ(got.accepted, want.accepted) << "trial " << trial;
+        ASSERT_EQ(got.tokens.size(), want.tokens.size());
+        for (size_t i = 0; i < got.tokens.size(); ++i) EXPECT_EQ(got.tokens[i].token, want.tokens[i].token);
+        EXPECT_EQ(ids_state.num_output_tokens(), rows_state.num_output_tokens());
+    }
+    SamplerState state(greedy, {}, {}, kVocab);
+    const std::vector<int32_t> drafts = {1, 2};
+    EXPECT_THROW(verify_greedy_argmax(std::vector<int32_t>{1, 2}, drafts, state), Error);     // a row short
+    EXPECT_THROW(verify_greedy_argmax(std::vector<int32_t>{1, 2, 9}, drafts, state), Error);  // id outside
+    EXPECT_THROW(verify_greedy_argmax(std::vector<int32_t>{1, 2, 0}, std::vector<int32_t>{1, 7}, state), Error);
+    EXPECT_EQ(state.num_output_tokens(), 2);  // the id outside was found after two records
+}
+
 TEST(SpecVerify, MalformedInputIsAClearError) {
     SamplingParams params;
     params.seed = 1;
