@@ -10,6 +10,7 @@
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -160,28 +161,59 @@ struct OverheadSnapshot {
     std::vector<std::pair<double, double>> buckets;  // (le, cumulative)
 };
 
-OverheadSnapshot scrape_overhead(const ServeBenchOptions& o) {
-    OverheadSnapshot snap;
+struct StepCounters {
+    bool present = false;
+    double steps = 0, seconds = 0, host_seconds = 0;
+};
+
+struct ServerScrape {
+    OverheadSnapshot overhead;
+    StepCounters steps;
+};
+
+// The value of a sample of `name` (with or without labels) on a /metrics line, if the line is one.
+std::optional<double> sample_value(const std::string& line, const std::string& name) {
+    if (line.rfind(name, 0) != 0 || line.size() <= name.size()) return std::nullopt;
+    if (line[name.size()] != ' ' && line[name.size()] != '{') return std::nullopt;
+    return std::strtod(line.substr(line.rfind(' ') + 1).c_str(), nullptr);
+}
+
+void scrape_overhead_line(const std::string& line, OverheadSnapshot& snap) {
+    const std::string name = "dsv4:stream_event_overhead_seconds";
+    if (line.rfind(name, 0) != 0) return;
+    const double value = std::strtod(line.substr(line.rfind(' ') + 1).c_str(), nullptr);
+    if (line.rfind(name + "_sum", 0) == 0) {
+        snap.sum = value;
+        snap.present = true;
+    } else if (line.rfind(name + "_count", 0) == 0) {
+        snap.count = value;
+    } else if (const size_t le = line.find("le=\""); le != std::string::npos) {
+        const std::string bound = line.substr(le + 4, line.find('"', le + 4) - le - 4);
+        snap.buckets.emplace_back(bound == "+Inf" ? INFINITY : std::strtod(bound.c_str(), nullptr), value);
+    }
+}
+
+void scrape_step_line(const std::string& line, StepCounters& steps) {
+    if (auto v = sample_value(line, "dsv4:engine_steps_total")) steps.steps = *v;
+    if (auto v = sample_value(line, "dsv4:engine_step_host_seconds_total")) steps.host_seconds = *v;
+    if (auto v = sample_value(line, "dsv4:engine_step_seconds_total")) {
+        steps.seconds = *v;
+        steps.present = true;
+    }
+}
+
+ServerScrape scrape_server(const ServeBenchOptions& o) {
+    ServerScrape scrape;
     httplib::Client client = make_client(o);
     auto response = client.Get("/metrics", auth_headers(o));
-    if (!response || response->status != 200) return snap;
+    if (!response || response->status != 200) return scrape;
     std::istringstream lines(response->body);
     std::string line;
-    const std::string name = "dsv4:stream_event_overhead_seconds";
     while (std::getline(lines, line)) {
-        if (line.rfind(name, 0) != 0) continue;
-        const double value = std::strtod(line.substr(line.rfind(' ') + 1).c_str(), nullptr);
-        if (line.rfind(name + "_sum", 0) == 0) {
-            snap.sum = value;
-            snap.present = true;
-        } else if (line.rfind(name + "_count", 0) == 0) {
-            snap.count = value;
-        } else if (const size_t le = line.find("le=\""); le != std::string::npos) {
-            const std::string bound = line.substr(le + 4, line.find('"', le + 4) - le - 4);
-            snap.buckets.emplace_back(bound == "+Inf" ? INFINITY : std::strtod(bound.c_str(), nullptr), value);
-        }
+        scrape_overhead_line(line, scrape.overhead);
+        scrape_step_line(line, scrape.steps);
     }
-    return snap;
+    return scrape;
 }
 
 void add_overhead(LevelResult& level, const OverheadSnapshot& before, const OverheadSnapshot& after) {
@@ -196,6 +228,16 @@ void add_overhead(LevelResult& level, const OverheadSnapshot& before, const Over
             break;
         }
     }
+}
+
+void add_steps(LevelResult& level, const StepCounters& before, const StepCounters& after) {
+    const double steps = after.steps - before.steps, seconds = after.seconds - before.seconds;
+    if (!before.present || !after.present || steps <= 0 || seconds <= 0) return;
+    level.has_steps = true;
+    level.steps = static_cast<int64_t>(steps);
+    level.step_mean_ms = seconds / steps * 1e3;
+    level.host_ms_per_step = (after.host_seconds - before.host_seconds) / steps * 1e3;
+    level.host_share = (after.host_seconds - before.host_seconds) / seconds;
 }
 
 void print_summary(const char* title, const char* key, const Summary& s) {
@@ -230,6 +272,13 @@ void print_level(const LevelResult& r) {
         std::printf("P99 upper bound (us):%30.0f\n", r.overhead_p99_bound_us);
         std::printf("Events:%44lld\n", static_cast<long long>(r.overhead_events));
     }
+    if (r.has_steps) {
+        std::printf("-------------Engine steps (server-side)-----------\n");
+        std::printf("Steps:%45lld\n", static_cast<long long>(r.steps));
+        std::printf("Mean step (ms):%36.3f\n", r.step_mean_ms);
+        std::printf("Host work per step (ms):%27.3f\n", r.host_ms_per_step);
+        std::printf("Host share of the step (%%):%24.2f\n", r.host_share * 100.0);
+    }
     std::printf("==================================================\n");
     std::fflush(stdout);
 }
@@ -241,7 +290,7 @@ LevelResult run_level(const ServeBenchOptions& o, const std::string& model, cons
     for (int i = 0; i < total; ++i) bodies.push_back(request_body(o, model, pool, i));
     std::vector<RequestTiming> timings(static_cast<size_t>(total));
     std::atomic<int> next{0};
-    const OverheadSnapshot before = scrape_overhead(o);
+    const ServerScrape before = scrape_server(o);
     const Clock::time_point start = Clock::now();
     std::vector<std::thread> workers;
     for (int w = 0; w < concurrency; ++w) {
@@ -255,7 +304,9 @@ LevelResult run_level(const ServeBenchOptions& o, const std::string& model, cons
     LevelResult level;
     level.concurrency = concurrency;
     level.duration_s = seconds_between(start, Clock::now());
-    add_overhead(level, before, scrape_overhead(o));
+    const ServerScrape after = scrape_server(o);
+    add_overhead(level, before.overhead, after.overhead);
+    add_steps(level, before.steps, after.steps);
     std::vector<double> ttft, tpot, itl, e2el;
     for (const RequestTiming& t : timings) {
         if (!t.ok) {
@@ -301,7 +352,11 @@ void write_json(const ServeBenchOptions& o, const std::vector<LevelResult>& resu
              {"itl", summary_json(r.itl)},
              {"e2el", summary_json(r.e2el)},
              {"server_overhead_mean_us", r.has_overhead ? json(r.overhead_mean_us) : json(nullptr)},
-             {"server_overhead_p99_bound_us", r.has_overhead ? json(r.overhead_p99_bound_us) : json(nullptr)}});
+             {"server_overhead_p99_bound_us", r.has_overhead ? json(r.overhead_p99_bound_us) : json(nullptr)},
+             {"engine_steps", r.has_steps ? json(r.steps) : json(nullptr)},
+             {"step_mean_ms", r.has_steps ? json(r.step_mean_ms) : json(nullptr)},
+             {"host_ms_per_step", r.has_steps ? json(r.host_ms_per_step) : json(nullptr)},
+             {"host_share", r.has_steps ? json(r.host_share) : json(nullptr)}});
     }
     std::ofstream(o.json_out) << json{{"endpoint", o.endpoint},
                                       {"input_len", o.input_len},

@@ -1,7 +1,8 @@
 // The serving benchmark client behind `dsv4 bench serve`: streams requests to an OpenAI-compatible server at fixed
 // concurrency levels and reports TTFT / TPOT / ITL / E2EL (bench_stats.h), request and token throughput, and the
 // server's own overhead per streamed event, scraped from its /metrics (dsv4:stream_event_overhead_seconds) before
-// and after each level.
+// and after each level, and the engine's steps in the level: their mean wall time and how much of it was host work
+// (scheduling, sampling, state updates: the step minus its forward passes).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,13 @@ struct LevelResult {
     double overhead_mean_us = 0;
     double overhead_p99_bound_us = 0;  // the histogram bucket bound holding the 99th percentile
     int64_t overhead_events = 0;
+    // The engine's steps during the level (dsv4:engine_steps_total, dsv4:engine_step_seconds_total,
+    // dsv4:engine_step_host_seconds_total deltas): their mean wall time and the host work in them.
+    bool has_steps = false;
+    int64_t steps = 0;
+    double step_mean_ms = 0;
+    double host_ms_per_step = 0;
+    double host_share = 0;  // host work / step wall time
 };
 
 // Runs every level; prints a table per level to stdout as it goes. Throws dsv4::Error when the server is

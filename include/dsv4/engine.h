@@ -180,6 +180,10 @@ struct EngineStats {
     // kStepTokenBounds[i] tokens; the last entry counts the steps above the last bound.
     std::array<int64_t, kStepTokenBounds.size() + 1> steps_by_tokens{};
     int64_t step_tokens_total = 0;  // sum of the tokens of every step
+    // Wall time of the engine's steps, and the part of it that is host work: the step minus its forward passes
+    // (scheduling, building the batch, sampling, state updates, publishing the events).
+    double step_seconds_total = 0.0;
+    double step_host_seconds_total = 0.0;
 };
 
 // How the engine laid out its sequence state (reported by /metrics as vllm:cache_config_info).

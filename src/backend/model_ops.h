@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <span>
 
+#include "backend/sample_rows.h"
 #include "backend/step.h"
 #include "backend/tensor.h"
 #include "backend/weights.h"
@@ -107,6 +108,12 @@ class ModelOps {
     // host sampler refuses such rows: the caller reads the row to report why): greedy choices without bringing whole
     // rows of logits to the host. Optional: the default goes through the host.
     virtual void argmax_rows(const Tensor& x /*[N, V] f32*/, Tensor out /*[N] i32*/);
+    // out[d] = one token drawn from logits row args.draws[d].row as backend/sample_rows.h defines it (processors as
+    // edits, temperature, min_p, top_k, top_p, the given uniform), or kNoSample: sampling without bringing whole rows
+    // to the host. logprobs (null when no draw asks for them): row d holds draw d's DrawLogprobs where it asked and a
+    // token was drawn. Optional: the default reads the rows to the host and runs sample_row_reference.
+    virtual void sample_rows(const Tensor& logits /*[N, V] f32*/, const SampleRowsArgs& args, Tensor out /*[D] i32*/,
+                             const Tensor* logprobs /*[D, kDrawLogprobsWords] i32*/ = nullptr);
 };
 
 // argmax_rows' answer for a row with no greedy choice.
@@ -115,5 +122,9 @@ inline constexpr int32_t kNoArgmax = -1;
 int32_t argmax_of_row(std::span<const float> row);
 // Checks argmax_rows' arguments (x [N, V] f32 with N, V >= 1; out [N] i32) and returns V.
 int64_t argmax_row_width(const Tensor& x, const Tensor& out);
+// Checks sample_rows' arguments against logits [rows, vocab], out [draws] i32 and logprobs: rows, tokens, edits and
+// masks in range, each token edited at most once per draw, temperatures, uniform, probabilities and logprob counts in
+// range, a logprobs output of the right shape exactly when some draw asks for logprobs. Returns vocab.
+int64_t check_sample_rows(const Tensor& logits, const SampleRowsArgs& args, const Tensor& out, const Tensor* logprobs);
 
 }  // namespace dsv4

@@ -1,5 +1,6 @@
 #include "backend/tensor_reads.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace dsv4 {
@@ -25,6 +26,26 @@ std::vector<int32_t> read_argmax_rows(ModelOps& ops, const Tensor& x) {
     Tensor ids = ops.alloc(DType::kI32, {x.size(0)});
     ops.argmax_rows(x, ids);
     std::vector<int32_t> out = read_i32(ops, ids);
+    ops.scratch_release(mark);
+    return out;
+}
+
+SampledRows read_sampled_rows(ModelOps& ops, const Tensor& logits, const SampleRowsArgs& args) {
+    SampledRows out;
+    if (args.draws.empty()) return out;
+    const auto draws = static_cast<int64_t>(args.draws.size());
+    const size_t mark = ops.scratch_mark();
+    Tensor ids = ops.alloc(DType::kI32, {draws});
+    const bool wanted =
+        std::any_of(args.draws.begin(), args.draws.end(), [](const RowDraw& d) { return d.logprobs >= 0; });
+    Tensor logprobs = wanted ? ops.alloc(DType::kI32, {draws, kDrawLogprobsWords}) : Tensor();
+    ops.sample_rows(logits, args, ids, wanted ? &logprobs : nullptr);
+    out.ids = read_i32(ops, ids);
+    if (wanted) {
+        const std::vector<int32_t> words = read_i32(ops, logprobs);
+        out.logprobs.resize(args.draws.size());
+        std::memcpy(static_cast<void*>(out.logprobs.data()), words.data(), words.size() * sizeof(int32_t));
+    }
     ops.scratch_release(mark);
     return out;
 }

@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 #include "core/error.h"
@@ -199,6 +200,7 @@ void EngineCore::process(Inbox& inbox) {
 }
 
 void EngineCore::step() {
+    const auto start = std::chrono::steady_clock::now();
     SchedulerOutput output = scheduler_.schedule();
     if (output.empty()) {  // nothing fits right now (cannot last: a lone request always fits); do not spin
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -230,6 +232,8 @@ void EngineCore::step() {
     record_step(output.num_batched_tokens);
     publish_stats();  // before the events: a client that saw a request finish sees its state freed in the stats
     publish(result);
+    record_step_time(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                     runner_output.forward_seconds);
 }
 
 void EngineCore::record_step(int64_t tokens) {
@@ -239,6 +243,12 @@ void EngineCore::record_step(int64_t tokens) {
     ++stats_.steps_total;
     ++stats_.steps_by_tokens[bucket];
     stats_.step_tokens_total += tokens;
+}
+
+void EngineCore::record_step_time(double seconds, double forward_seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.step_seconds_total += seconds;
+    stats_.step_host_seconds_total += std::max(0.0, seconds - forward_seconds);
 }
 
 void EngineCore::fail_step(const SchedulerOutput& output, const std::string& error) {

@@ -82,6 +82,8 @@ class EngineCore final : public Engine {
     void publish(UpdateResult& result);
     void publish_stats();
     void record_step(int64_t tokens);
+    // A completed step's wall time and the part of it its forward passes took (the rest is host work).
+    void record_step_time(double seconds, double forward_seconds);
 
     EngineConfig config_;
     ModelInfo info_;

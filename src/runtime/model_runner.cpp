@@ -1,13 +1,20 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
+#include "backend/tensor_reads.h"
+#include "runtime/device_sampling.h"
 #include "runtime/step_logits.h"
 #include "sample/sampler.h"
 
 namespace dsv4 {
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 GeneratedToken to_generated(const SampleResult& r) {
     GeneratedToken t;
@@ -73,18 +80,48 @@ SequenceSample sample_entry(const ScheduledSequence& entry, std::span<const floa
 // sample_entry for requests whose sample is the raw argmax (samples_raw_argmax), from the row's argmax id.
 SequenceSample sample_entry_by_argmax(const ScheduledSequence& entry, int32_t row_argmax) {
     return guarded([&](SequenceSample& out) {
-        out.tokens.push_back(to_generated(record_argmax(row_argmax, entry.seq->sampler)));
+        out.tokens.push_back(to_generated(record_chosen(row_argmax, entry.seq->sampler)));
         for (Sequence* child : entry.fork_children)
-            out.tokens.push_back(to_generated(record_argmax(row_argmax, child->sampler)));
+            out.tokens.push_back(to_generated(record_chosen(row_argmax, child->sampler)));
     });
+}
+
+// sample_entry for requests sampled on the device: the draws of the sequence, then of its fork children (ids, and
+// their logprobs when the request asked for them).
+SequenceSample sample_entry_on_device(const ScheduledSequence& entry, std::span<const int32_t> ids,
+                                      std::span<const DrawLogprobs> logprobs) {
+    return guarded([&](SequenceSample& out) {
+        const bool report = entry.seq->group->params.logprobs.has_value();
+        auto record = [&](size_t k, SamplerState& state) {
+            SampleResult r = record_chosen(ids[k], state);
+            if (report) r.logprobs = to_sampled_logprobs(logprobs[k]);
+            out.tokens.push_back(to_generated(r));
+        };
+        record(0, entry.seq->sampler);
+        for (size_t c = 0; c < entry.fork_children.size(); ++c) record(c + 1, entry.fork_children[c]->sampler);
+    });
+}
+
+// Whether every sampler of the entry passes `test(params, state)`.
+template <typename Test>
+bool every_sampler(const ScheduledSequence& entry, Test&& test) {
+    const SamplingParams& params = entry.seq->group->params;
+    if (!test(params, entry.seq->sampler)) return false;
+    return std::all_of(entry.fork_children.begin(), entry.fork_children.end(),
+                       [&](const Sequence* child) { return test(params, child->sampler); });
 }
 
 // Whether every sampler of the entry samples the raw argmax of its rows (then only argmax ids need reach the host).
 bool samples_by_argmax(const ScheduledSequence& entry) {
-    const SamplingParams& params = entry.seq->group->params;
-    if (!samples_raw_argmax(params, entry.seq->sampler)) return false;
-    return std::all_of(entry.fork_children.begin(), entry.fork_children.end(),
-                       [&](const Sequence* child) { return samples_raw_argmax(params, child->sampler); });
+    return every_sampler(entry, samples_raw_argmax);
+}
+
+// Whether the entry is one row whose every sampler can draw on the device (then only the drawn ids reach the host). A
+// sampler over another vocabulary than the logits' stays on the host, whose sampler reports the mismatch.
+bool samples_on_device(const ScheduledSequence& entry, int64_t vocab) {
+    return entry.drafts.empty() && every_sampler(entry, [&](const SamplingParams& params, const SamplerState& state) {
+               return state.vocab_size() == vocab && DeviceDraws::supports(params, state);
+           });
 }
 
 }  // namespace
@@ -168,10 +205,17 @@ RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
     } masks{prefetch_masks(output) ? prefetch_.get() : nullptr};
     ForwardRequest request;
     if (drafter_ != nullptr) request.hidden_layers = drafter_->hidden_layers();
+    const auto forward_start = std::chrono::steady_clock::now();
     const ForwardResult forward = graphs_.forward(batch, request);
+    model_.backend().synchronize();  // the forward's time ends here, not in the first read of its results
+    result.forward_seconds = seconds_since(forward_start);
     if (masks.prefetch != nullptr) masks.prefetch->wait();
     sample_all(output, forward.logits, result);
-    if (drafter_ != nullptr) draft(output, forward, result);
+    if (drafter_ != nullptr) {
+        const auto draft_start = std::chrono::steady_clock::now();
+        draft(output, forward, result);
+        result.forward_seconds += seconds_since(draft_start);
+    }
     return result;
 }
 
@@ -179,14 +223,45 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
     // The sampling entries in row order: one row each, k + 1 for a verify entry.
     std::vector<int64_t> entries;
     std::vector<RequestRows> rows;
+    const int64_t vocab = logits_dev.numel() == 0 ? 0 : logits_dev.size(-1);
+    DeviceDraws draws(vocab);
+    std::vector<int64_t> first_draw;  // per sampling entry: its first draw, or -1
+    int64_t row = 0;
     for (size_t j = 0; j < output.seqs.size(); ++j) {
         const ScheduledSequence& entry = output.seqs[j];
         if (!entry.sample) continue;
         entries.push_back(static_cast<int64_t>(j));
-        rows.push_back({entry.drafts.empty() ? 1 : entry.num_tokens, !logits_hook && samples_by_argmax(entry)});
+        RequestRows r{entry.drafts.empty() ? 1 : entry.num_tokens, RowsRead::kRows};
+        first_draw.push_back(-1);
+        if (!logits_hook && samples_by_argmax(entry)) {
+            r.read = RowsRead::kArgmax;
+        } else if (!logits_hook && samples_on_device(entry, vocab)) {
+            r.read = RowsRead::kNothing;
+            first_draw.back() = static_cast<int64_t>(draws.size());
+            const SamplingParams& params = entry.seq->group->params;
+            draws.add(row, params, entry.seq->sampler);
+            for (Sequence* child : entry.fork_children) draws.add(row, params, child->sampler);
+        }
+        rows.push_back(r);
+        row += r.count;
+    }
+    const SampledRows sampled = read_sampled_rows(model_.backend(), logits_dev, draws.args());
+    const auto n = static_cast<int64_t>(entries.size());
+    auto draws_of = [&](int64_t i) {
+        const size_t count = 1 + output.seqs[entries[i]].fork_children.size();
+        return std::span<const int32_t>(sampled.ids).subspan(static_cast<size_t>(first_draw[i]), count);
+    };
+    auto logprobs_of = [&](int64_t i) {
+        if (sampled.logprobs.empty()) return std::span<const DrawLogprobs>();
+        const size_t count = 1 + output.seqs[entries[i]].fork_children.size();
+        return std::span<const DrawLogprobs>(sampled.logprobs).subspan(static_cast<size_t>(first_draw[i]), count);
+    };
+    for (int64_t i = 0; i < n; ++i) {  // a row without a choice goes to the host sampler, which reports why
+        if (first_draw[i] < 0) continue;
+        const auto own = draws_of(i);
+        if (std::find(own.begin(), own.end(), kNoSample) != own.end()) rows[i].read = RowsRead::kRows;
     }
     const StepLogits logits(model_.backend(), logits_dev, rows);
-    const auto n = static_cast<int64_t>(entries.size());
     if (logits_hook) {
         for (int64_t i = 0; i < n; ++i) {
             const auto all = logits.rows(i);
@@ -198,12 +273,18 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
     for (int64_t i = 0; i < n; ++i) {
         const ScheduledSequence& entry = output.seqs[entries[i]];
         SequenceSample& out = result.samples[entries[i]];
-        if (logits.has_argmax(i)) {
-            out = entry.drafts.empty() ? sample_entry_by_argmax(entry, logits.argmax(i)[0])
-                                       : verify_entry_by_argmax(entry, logits.argmax(i));
-        } else {
-            out = entry.drafts.empty() ? sample_entry(entry, logits.rows(i))
-                                       : verify_entry(entry, logits.rows(i), verify_method_);
+        switch (logits.got(i)) {
+            case RowsRead::kNothing:
+                out = sample_entry_on_device(entry, draws_of(i), logprobs_of(i));
+                break;
+            case RowsRead::kArgmax:
+                out = entry.drafts.empty() ? sample_entry_by_argmax(entry, logits.argmax(i)[0])
+                                           : verify_entry_by_argmax(entry, logits.argmax(i));
+                break;
+            case RowsRead::kRows:
+                out = entry.drafts.empty() ? sample_entry(entry, logits.rows(i))
+                                           : verify_entry(entry, logits.rows(i), verify_method_);
+                break;
         }
     }
 }

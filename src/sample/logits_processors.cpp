@@ -45,11 +45,15 @@ float penalize(float logit, const TokenHistory& seen, const SamplingParams& para
     return to_logit(value);
 }
 
+}  // namespace
+
 bool has_penalties(const SamplingParams& params) {
     return params.repetition_penalty != 1.0 || params.frequency_penalty != 0.0 || params.presence_penalty != 0.0;
 }
 
-}  // namespace
+bool masks_stop_tokens(const SamplingParams& params, const SamplerState& state) {
+    return state.num_output_tokens() < params.min_tokens && !state.constraint_requires_end();
+}
 
 bool logits_processors_are_identity(const SamplingParams& params, const SamplerState& state) {
     return !state.has_constraint() && state.num_output_tokens() >= params.min_tokens && params.logit_bias.empty() &&
@@ -86,8 +90,7 @@ void apply_logits_processors(std::span<float> logits, const SamplingParams& para
                "apply_logits_processors: repetition_penalty is {} but the SamplerState was built without it",
                params.repetition_penalty);
     apply_constraint_mask(logits, state);
-    if (state.num_output_tokens() < params.min_tokens && !state.constraint_requires_end())
-        mask_stop_tokens(logits, state);
+    if (masks_stop_tokens(params, state)) mask_stop_tokens(logits, state);
     add_logit_bias(logits, params);
     if (!has_penalties(params)) return;
     for (const auto& [token, seen] : state.history()) {

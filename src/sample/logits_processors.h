@@ -26,6 +26,12 @@ void apply_logits_processors(std::span<float> logits, const SamplingParams& para
 // reached, no logit bias, no penalty.
 bool logits_processors_are_identity(const SamplingParams& params, const SamplerState& state);
 
+// Whether step 1 applies now: fewer than min_tokens outputs and the constraint (if any) does not require the end.
+// Call after the constraint mask is prepared.
+bool masks_stop_tokens(const SamplingParams& params, const SamplerState& state);
+// Whether steps 3-5 can change anything.
+bool has_penalties(const SamplingParams& params);
+
 // Step 0 alone: sets the logits of tokens outside state's constraint mask to -inf (computing the mask if needed).
 void apply_constraint_mask(std::span<float> logits, SamplerState& state);
 

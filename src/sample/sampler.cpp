@@ -205,7 +205,7 @@ bool samples_raw_argmax(const SamplingParams& params, const SamplerState& state)
     return is_greedy(params) && !params.logprobs && logits_processors_are_identity(params, state);
 }
 
-SampleResult record_argmax(int64_t token, SamplerState& state) {
+SampleResult record_chosen(int64_t token, SamplerState& state) {
     DSV4_CHECK(token >= 0 && token < state.vocab_size(), "sample: argmax token {} outside the vocabulary of {}", token,
                state.vocab_size());
     state.record_output(token);

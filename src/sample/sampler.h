@@ -14,8 +14,8 @@
 #include <span>
 #include <vector>
 
+#include "core/logprobs.h"
 #include "dsv4/sampling_params.h"
-#include "sample/logprobs.h"
 #include "sample/sampler_state.h"
 
 namespace dsv4 {
@@ -32,11 +32,12 @@ SampleResult sample(std::span<const float> logits, const SamplingParams& params,
 
 // Whether sample() returns the raw row's argmax for this request now and nothing else: greedy, no logprobs, and no
 // logits processor that could change the row. Then the argmax can be chosen where the logits are (only the id comes to
-// the host) and recorded with record_argmax.
+// the host) and recorded with record_chosen.
 bool samples_raw_argmax(const SamplingParams& params, const SamplerState& state);
-// Records a token that sample() would have returned for a samples_raw_argmax request (the lowest index of the row's
-// largest value, chosen elsewhere) and returns sample()'s result. Throws when the id is outside the vocabulary.
-SampleResult record_argmax(int64_t token, SamplerState& state);
+// Records a token chosen where the logits are, as sample() would have chosen it (the row's argmax for a
+// samples_raw_argmax request, or a draw of ModelOps::sample_rows), and returns sample()'s result without logprobs.
+// Throws when the id is outside the vocabulary or the structured-output constraint does not allow it.
+SampleResult record_chosen(int64_t token, SamplerState& state);
 
 // The distribution a non-greedy request draws from, given logits already through apply_logits_processors:
 // candidate ids in ascending order and their probabilities (summing to 1). Exposed for tests and for speculative

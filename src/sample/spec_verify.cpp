@@ -231,7 +231,7 @@ VerifyOutcome verify_greedy_argmax(std::span<const int32_t> row_argmax, std::spa
     DSV4_CHECK(row_argmax.size() == drafts.size() + 1, "verify: {} argmax rows for {} drafts", row_argmax.size(),
                drafts.size());
     check_draft_tokens(drafts, state.vocab_size());
-    return walk_greedy(drafts, [&](size_t i) { return record_argmax(row_argmax[i], state); });
+    return walk_greedy(drafts, [&](size_t i) { return record_chosen(row_argmax[i], state); });
 }
 
 int32_t sample_draft_token(std::span<const float> logits, double temperature, double uniform, std::span<float> probs) {

@@ -49,6 +49,9 @@ struct SequenceSample {
 
 struct RunnerOutput {
     std::vector<SequenceSample> samples;  // parallel to SchedulerOutput::seqs
+    // Wall time of the step's forward passes (the target's, then the drafter's) until their results are on the
+    // device, waiting included: the rest of the engine step is host work (scheduling, sampling, state updates).
+    double forward_seconds = 0.0;
 };
 
 struct CompletionUpdate {

@@ -126,6 +126,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void scale(Tensor x, float factor) override;
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
     void argmax_rows(const Tensor& x, Tensor out) override;
+    void sample_rows(const Tensor& logits, const SampleRowsArgs& args, Tensor out, const Tensor* logprobs) override;
 
     WeightRef synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) override;
     VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;
@@ -177,6 +178,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // Rows [row0, row0 + count) of a weight as a weight of their own (FP8: row0 on a 128-row scale boundary).
     static WeightRef weight_rows(const WeightRef& w, int64_t row0, int64_t count);
     float* scratch(size_t floats) { return static_cast<float*>(arena_.take(floats * sizeof(float))); }
+    template <typename T>
+    const T* upload_scratch(std::span<const T> values);
     // (token, expert) pairs grouped by expert for the tensor-core expert GEMMs (device arrays in scratch).
     struct ExpertGroups {
         int max_tiles = 0;  // grid bound; the real count is device-side

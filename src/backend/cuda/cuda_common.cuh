@@ -54,6 +54,11 @@ __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
 
+// The argmax order of backend/model_ops.h (argmax_of_row): a larger value wins, equal values: the lower index.
+__device__ __forceinline__ bool argmax_better(float v, int32_t i, float best, int32_t best_i) {
+    return v > best || (v == best && i < best_i);
+}
+
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t bits) {
     return __uint_as_float(static_cast<uint32_t>(bits) << 16);
 }

@@ -75,6 +75,35 @@ void CudaBackend::argmax_rows(const Tensor& x, Tensor out) {
     launched("argmax_rows");
 }
 
+// A copy of host values in step scratch (null for none).
+template <typename T>
+const T* CudaBackend::upload_scratch(std::span<const T> values) {
+    if (values.empty()) return nullptr;
+    auto* copy = static_cast<T*>(arena_.take(values.size_bytes()));
+    DSV4_CUDA(cudaMemcpyAsync(copy, values.data(), values.size_bytes(), cudaMemcpyHostToDevice, stream_));
+    return copy;
+}
+
+void CudaBackend::sample_rows(const Tensor& logits, const SampleRowsArgs& args, Tensor out, const Tensor* logprobs) {
+    const int64_t vocab = check_sample_rows(logits, args, out, logprobs);
+    if (args.draws.empty()) return;
+    DSV4_CHECK(!capturing_, "sample_rows: draws are chosen per step and cannot be recorded in a graph");
+    cuda::SampleRowsDev p;
+    p.logits = logits.f32();
+    p.vocab = vocab;
+    p.draws = upload_scratch(args.draws);
+    p.draw_count = static_cast<int64_t>(args.draws.size());
+    p.edits = upload_scratch(args.edits);
+    p.masks = upload_scratch(args.masks);
+    const bool processed = std::any_of(args.draws.begin(), args.draws.end(),
+                                       [](const RowDraw& d) { return d.edit_count > 0 || d.mask >= 0; });
+    if (processed) p.processed = scratch(static_cast<size_t>(p.draw_count * vocab));
+    p.out = out.i32();
+    if (logprobs != nullptr) p.logprobs = static_cast<DrawLogprobs*>(logprobs->data);
+    launch_sample_rows(stream_, p);
+    launched("sample_rows");
+}
+
 void CudaBackend::kv_cache_sim(Tensor kv, int nope_dims) {
     if (!reference()) return;
     const int64_t dim = kv.size(-1);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/sample_rows.h"
 #include "backend/weights.h"
 
 namespace dsv4::cuda {
@@ -51,6 +52,20 @@ void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int
 // floats.
 inline constexpr int32_t kArgmaxNoChoice = -1;
 void launch_argmax_rows(cudaStream_t s, const float* x, int64_t rows, int64_t cols, int32_t* out);
+
+// kernels_sample.cu: ModelOps::sample_rows, one block per draw (backend/sample_rows.h defines the result).
+struct SampleRowsDev {
+    const float* logits = nullptr;  // [rows, vocab]
+    int64_t vocab = 0;
+    const RowDraw* draws = nullptr;  // [draw_count], device copies
+    int64_t draw_count = 0;
+    const LogitEdit* edits = nullptr;
+    const uint64_t* masks = nullptr;   // sample_mask_words(vocab) words a mask
+    float* processed = nullptr;        // [draw_count, vocab] scratch; null when no draw has edits or a mask
+    int32_t* out = nullptr;            // [draw_count]
+    DrawLogprobs* logprobs = nullptr;  // [draw_count]; null when no draw asks for logprobs
+};
+void launch_sample_rows(cudaStream_t s, const SampleRowsDev& p);
 void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant);
 void launch_indexer_query_sim(cudaStream_t s, float* q, int64_t rows, int dim);
 

@@ -70,11 +70,6 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
     for (int64_t i = threadIdx.x; i < width; i += blockDim.x) y[blockIdx.x * width + i] = src[i];
 }
 
-// argmax_of_row's order (backend/model_ops.h): a larger value wins, equal values: the lower index.
-__device__ __forceinline__ bool argmax_better(float v, int32_t i, float best, int32_t best_i) {
-    return v > best || (v == best && i < best_i);
-}
-
 // One block per row: each thread scans a strided slice, then the block reduces (value, index) pairs; a row holding
 // NaN or +inf, or only -inf, has no choice (kNoArgmax), as on the host.
 __global__ void argmax_rows_kernel(const float* x, int64_t cols, int32_t* out) {

@@ -135,6 +135,11 @@ void render_engine(Writer& w, const EngineStats& s) {
     w.counter("dsv4:engine_steps_total", "Engine steps executed.", static_cast<double>(s.steps_total));
     w.counter("dsv4:engine_requests_finished_total", "Engine requests finished (any reason).",
               static_cast<double>(s.requests_finished_total));
+    w.counter("dsv4:engine_step_seconds_total", "Wall time of the engine's steps.", s.step_seconds_total);
+    w.counter("dsv4:engine_step_host_seconds_total",
+              "Host work in the engine's steps: the step minus its forward passes (scheduling, sampling, state "
+              "updates, publishing events).",
+              s.step_host_seconds_total);
     // The engine counts steps per bucket; Prometheus wants cumulative counts.
     Histogram::Snapshot steps;
     std::vector<double> bounds;

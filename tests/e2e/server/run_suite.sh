@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CTest driver: run_suite.sh SUITE MODE SERVER_BINARY TOKENIZER_JSON WORK_DIR
-#   SUITE  openai_sdk | http_status | concurrency | shutdown | caddy | webui   (suite_<SUITE>.sh next to this file)
+#   SUITE  openai_sdk | http_status | concurrency | shutdown | caddy | webui | bench_serve  (suite_<SUITE>.sh next to this file)
 #   MODE   fake (dsv4_fake_serve: FakeEngine behind the real HTTP layer) | engine (`dsv4 serve`, bundled model)
 set -euo pipefail
 E2E_SUITE=$1 E2E_MODE=$2 E2E_SERVER=$3 E2E_TOKENIZER=$4 E2E_WORK=$5

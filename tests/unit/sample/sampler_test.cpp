@@ -70,11 +70,11 @@ TEST(Sampler, RawArgmaxOnlyWhenNothingEditsOrReportsTheRow) {
     min_tokens.min_tokens = 1;
     SamplerState state(min_tokens, prompt, {}, 8);
     EXPECT_FALSE(samples_raw_argmax(min_tokens, state));  // the stop tokens are masked until one output
-    EXPECT_EQ(record_argmax(5, state).token, 5);
+    EXPECT_EQ(record_chosen(5, state).token, 5);
     EXPECT_TRUE(samples_raw_argmax(min_tokens, state));
     EXPECT_EQ(state.num_output_tokens(), 1);
-    EXPECT_THROW(record_argmax(8, state), Error);
-    EXPECT_THROW(record_argmax(-1, state), Error);
+    EXPECT_THROW(record_chosen(8, state), Error);
+    EXPECT_THROW(record_chosen(-1, state), Error);
 }
 
 TEST(Sampler, TinyTemperatureIsGreedyAndIgnoresFilters) {

@@ -207,6 +207,9 @@ void FakeEngine::loop() {
 void FakeEngine::step_locked(std::vector<std::pair<std::shared_ptr<Stream>, RequestOutput>>& events) {
     ++steps_;
     ++totals_.steps_total;
+    // Step time as a real engine reports it, fixed so clients can check what they derive: 4 ms, a quarter host work.
+    totals_.step_seconds_total += kFakeStepSeconds;
+    totals_.step_host_seconds_total += kFakeStepSeconds * kFakeHostShare;
     const auto now = Clock::now();
     int running = 0;
     for (const auto& [id, live] : live_) running += live.running ? 1 : 0;

@@ -161,6 +161,9 @@ TEST(Metrics, EveryNameOfVllmsGrafanaDashboardIsExported) {
     EXPECT_EQ(e.value("vllm:iteration_tokens_total_count"), static_cast<double>(stats.steps_total));
     EXPECT_EQ(e.value("vllm:iteration_tokens_total_sum"), static_cast<double>(stats.step_tokens_total));
     EXPECT_EQ(e.value("vllm:iteration_tokens_total_bucket", "le=\"+Inf\""), static_cast<double>(stats.steps_total));
+    EXPECT_NEAR(e.value("dsv4:engine_step_seconds_total"), stats.steps_total * kFakeStepSeconds, 1e-9);
+    EXPECT_NEAR(e.value("dsv4:engine_step_host_seconds_total"), stats.steps_total * kFakeStepSeconds * kFakeHostShare,
+                1e-9);
     EXPECT_EQ(
         e.value("vllm:cache_config_info", "block_size=\"256\",cache_dtype=\"fake\",enable_prefix_caching=\"False\""),
         1);

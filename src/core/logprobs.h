@@ -1,6 +1,8 @@
-// Logprobs returned to the client. They are "raw" logprobs, vLLM v1's default (logprobs_mode=raw_logprobs):
-// log_softmax of the model's logits before logit_bias, penalties, temperature or any filtering, so they describe
-// the model, not the sampling distribution (a greedy or top_k request still reports the model's probabilities).
+// Logprobs returned to the client (in core: the host sampler (src/sample) and the backends' sampling
+// (backend/sample_rows.h) report the same ones). They are "raw" logprobs, vLLM v1's default
+// (logprobs_mode=raw_logprobs): log_softmax of the model's logits before logit_bias, penalties, temperature or any
+// filtering, so they describe the model, not the sampling distribution (a greedy or top_k request still reports the
+// model's probabilities).
 #pragma once
 
 #include <cstdint>

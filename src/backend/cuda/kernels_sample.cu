@@ -1,0 +1,349 @@
+// ModelOps::sample_rows on the GPU: one block of 1024 threads per draw. backend/sample_rows.h defines the result and
+// backend/sample_rows_math.h holds the arithmetic shared with the host reference, so the two agree bit for bit.
+// Passes over the row (each reads it from L2 or memory; the masses are recomputed rather than stored):
+//   1. NaN / +inf in the raw row: no choice;
+//   2. with edits or a mask: the processed row is written to scratch (mask, then the sparse edits);
+//   3. the largest logit and its lowest index (greedy draws end here);
+//   4. top_k: the k-th largest logit, by a radix select over the logits' order keys (4 passes of 8 bits);
+//   5. top_p: the largest logit c whose upper tail holds top_p of the fixed-point mass, by the same radix select
+//      weighted by mass;
+//   6. the draw: each thread sums the kept mass of a contiguous slice of ids, a block scan orders the slices, and the
+//      thread whose slice holds floor(u * kept) walks it;
+//   7. when asked, the raw logprobs (core/logprobs.h): log-sum-exp of the raw row in double (a fixed reduction order),
+//      the token's rank, and the top tokens by a count-weighted select of the n-th largest logit and an ordered
+//      compaction of the ties at it.
+// Every sum is of integers (masses) or counts, so the result does not depend on the order of the additions.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+
+#include "backend/cuda/kernels.h"
+#include "backend/sample_rows_math.h"
+
+namespace dsv4::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kSampleThreads = 1024;
+constexpr int kSampleWarps = kSampleThreads / 32;
+constexpr int kDigitBits = 8;
+constexpr int kDigits = 1 << kDigitBits;
+constexpr int kKeyBits = 32;
+
+struct SampleShared {
+    unsigned long long hist[kDigits];  // weight of the entries under the prefix, by their next digit
+    unsigned int candidates;           // entries with a weight (pass 0 of a select)
+    uint32_t prefix;                   // the select's decided key bits
+    unsigned long long above;          // weight of the entries with a key above the prefix's range
+    double target;
+    bool keep_all;  // the select found no threshold: nothing is removed
+    float warp_best[kSampleWarps];
+    int32_t warp_index[kSampleWarps];
+    unsigned long long warp_sum[kSampleWarps];
+    double warp_double[kSampleWarps];
+    int32_t drawn;  // the draw's token, for the logprobs
+    int32_t top_tokens[kMaxDrawLogprobs];
+    float top_values[kMaxDrawLogprobs];
+};
+
+// The raw row holds NaN or +inf.
+__device__ bool row_has_fault(const float* raw, int64_t vocab) {
+    bool bad = false;
+    for (int64_t i = threadIdx.x; i < vocab; i += kSampleThreads) bad |= !(raw[i] < INFINITY);
+    return __syncthreads_or(bad) != 0;
+}
+
+// The processed row in `px`: the mask's banned tokens at -inf, then each edited token (one thread an edit: a token is
+// edited at most once in a draw).
+__device__ const float* process_row(const float* raw, const RowDraw& d, const SampleRowsDev& p, float* px) {
+    const uint64_t* mask = d.mask >= 0 ? p.masks + d.mask * sample_mask_words(p.vocab) : nullptr;
+    for (int64_t i = threadIdx.x; i < p.vocab; i += kSampleThreads) {
+        float v = raw[i];
+        if (mask != nullptr && ((mask[i >> 6] >> (i & 63)) & 1) == 0) v = -INFINITY;
+        px[i] = v;
+    }
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < d.edit_count; e += kSampleThreads) {
+        const LogitEdit edit = p.edits[d.edit_begin + e];
+        px[edit.token] = apply_logit_edit(px[edit.token], edit);
+    }
+    __syncthreads();
+    return px;
+}
+
+// The largest logit and its lowest index, in every thread.
+__device__ void block_argmax(const float* x, int64_t vocab, SampleShared& sm, float& best, int32_t& best_i) {
+    best = -INFINITY;
+    best_i = 0;
+    for (int64_t i = threadIdx.x; i < vocab; i += kSampleThreads) {
+        if (argmax_better(x[i], static_cast<int32_t>(i), best, best_i)) best = x[i], best_i = static_cast<int32_t>(i);
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        const float v = __shfl_down_sync(0xffffffffu, best, offset);
+        const int32_t i = __shfl_down_sync(0xffffffffu, best_i, offset);
+        if (argmax_better(v, i, best, best_i)) best = v, best_i = i;
+    }
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0) sm.warp_best[warp] = best, sm.warp_index[warp] = best_i;
+    __syncthreads();
+    best = sm.warp_best[0];
+    best_i = sm.warp_index[0];
+    for (int w = 1; w < kSampleWarps; ++w) {
+        if (argmax_better(sm.warp_best[w], sm.warp_index[w], best, best_i))
+            best = sm.warp_best[w], best_i = sm.warp_index[w];
+    }
+    __syncthreads();  // sm is reused next
+}
+
+// An entry's weight in a select: 1 for top_k's count, its mass for top_p.
+template <bool kMass>
+__device__ unsigned long long select_weight(float x, const SampleShape& shape) {
+    if constexpr (kMass) {
+        return candidate_mass(x, shape);
+    } else {
+        return 1;
+    }
+}
+
+// One pass of the radix select: the weights of the entries under the prefix, by their digit at `shift`. Lanes of a
+// warp with the same digit add their weights first (labeled_partition), so a crowded digit costs one atomic a warp.
+template <bool kMass>
+__device__ void select_histogram(const float* x, int64_t vocab, const SampleShape& shape, uint32_t prefix,
+                                 uint32_t prefix_mask, int shift, SampleShared& sm) {
+    const cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    for (int64_t base = 0; base < vocab; base += kSampleThreads) {  // the same trip count in every thread
+        const int64_t i = base + threadIdx.x;
+        unsigned long long weight = 0;
+        uint32_t key = 0;
+        if (i < vocab) {
+            key = logit_order_key(x[i]);
+            if ((key & prefix_mask) == prefix) weight = select_weight<kMass>(x[i], shape);
+        }
+        const bool counted = weight != 0;
+        if (!warp.any(counted)) continue;
+        const unsigned digit = counted ? (key >> shift) & (kDigits - 1) : kDigits;
+        const cg::coalesced_group same = cg::labeled_partition(warp, digit);
+        const unsigned long long sum = cg::reduce(same, weight, cg::plus<unsigned long long>());
+        if (counted && same.thread_rank() == 0) {
+            atomicAdd(&sm.hist[digit], sum);
+            atomicAdd(&sm.candidates, static_cast<unsigned>(same.size()));
+        }
+    }
+}
+
+// Thread 0, after a pass: the highest digit whose bucket brings the weight at or above it to the target narrows the
+// prefix; when no digit does (the target exceeds all the weight), nothing is removed.
+__device__ void select_narrow(int shift, SampleShared& sm) {
+    unsigned long long weight = sm.above;
+    for (int digit = kDigits - 1; digit >= 0; --digit) {
+        if (static_cast<double>(weight + sm.hist[digit]) >= sm.target) {
+            sm.prefix |= static_cast<uint32_t>(digit) << shift;
+            sm.above = weight;
+            return;
+        }
+        weight += sm.hist[digit];
+    }
+    sm.keep_all = true;
+}
+
+// The largest logit c such that the entries with logit >= c weigh at least the target: for top_k (count weights,
+// target k) the k-th largest logit; for top_p (mass weights, target top_p of the candidates' mass, goal = top_p)
+// the cutoff, or -inf when there are fewer than two candidates or rounding makes the target unreachable.
+template <bool kMass>
+__device__ float select_logit(const float* x, int64_t vocab, const SampleShape& shape, double goal, SampleShared& sm) {
+    if (threadIdx.x == 0) sm.prefix = 0, sm.above = 0, sm.keep_all = false, sm.target = goal;
+    uint32_t prefix = 0, prefix_mask = 0;
+    for (int shift = kKeyBits - kDigitBits; shift >= 0; shift -= kDigitBits) {
+        for (int i = threadIdx.x; i < kDigits; i += kSampleThreads) sm.hist[i] = 0;
+        if (threadIdx.x == 0) sm.candidates = 0;
+        __syncthreads();
+        select_histogram<kMass>(x, vocab, shape, prefix, prefix_mask, shift, sm);
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            if (kMass && shift == kKeyBits - kDigitBits) {  // the first pass sees every candidate
+                unsigned long long total = 0;
+                for (int i = 0; i < kDigits; ++i) total += sm.hist[i];
+                sm.target = goal * static_cast<double>(total);
+                sm.keep_all = sm.candidates <= 1;
+            }
+            if (!sm.keep_all) select_narrow(shift, sm);
+        }
+        __syncthreads();
+        const bool keep_all = sm.keep_all;
+        prefix = sm.prefix;
+        __syncthreads();  // every thread has read the pass's answer before the next pass (or select) rewrites it
+        if (keep_all) return -INFINITY;
+        prefix_mask |= static_cast<uint32_t>(kDigits - 1) << shift;
+    }
+    return logit_from_order_key(prefix);
+}
+
+// Exclusive block scan of one value a thread; `total` gets the block's sum.
+__device__ unsigned long long block_exclusive_scan(unsigned long long v, SampleShared& sm, unsigned long long& total) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    unsigned long long inclusive = v;
+    for (int offset = 1; offset < 32; offset *= 2) {
+        const unsigned long long up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+        if (lane >= offset) inclusive += up;
+    }
+    if (lane == 31) sm.warp_sum[warp] = inclusive;
+    __syncthreads();
+    unsigned long long before = 0;
+    total = 0;
+    for (int w = 0; w < kSampleWarps; ++w) {
+        if (w < warp) before += sm.warp_sum[w];
+        total += sm.warp_sum[w];
+    }
+    return before + inclusive - v;
+}
+
+// The kept mass of one token: a candidate at or above the top_p cutoff.
+__device__ unsigned long long kept_mass(float x, const SampleShape& shape, float cutoff) {
+    return x < cutoff ? 0 : candidate_mass(x, shape);
+}
+
+// The draw: the token where the kept mass, summed in id order, first exceeds floor(u * kept).
+__device__ void draw_token(const float* x, int64_t vocab, const SampleShape& shape, float cutoff, double uniform,
+                           SampleShared& sm, int32_t* out) {
+    const int64_t slice = (vocab + kSampleThreads - 1) / kSampleThreads;
+    const int64_t begin = min64(vocab, threadIdx.x * slice), end = min64(vocab, begin + slice);
+    unsigned long long mine = 0;
+    for (int64_t i = begin; i < end; ++i) mine += kept_mass(x[i], shape, cutoff);
+    unsigned long long kept = 0;
+    const unsigned long long before = block_exclusive_scan(mine, sm, kept);
+    const unsigned long long target = draw_target(uniform, kept);
+    if (target < before || target >= before + mine) return;  // exactly one thread's slice holds the target
+    unsigned long long mass = before;
+    for (int64_t i = begin; i < end; ++i) {
+        mass += kept_mass(x[i], shape, cutoff);
+        if (mass > target) {
+            *out = sm.drawn = static_cast<int32_t>(i);
+            return;
+        }
+    }
+}
+
+// Block sum of one double a thread, in a fixed order (the same bits on every run), in every thread.
+__device__ double block_sum_fixed(double v, SampleShared& sm) {
+    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (threadIdx.x % 32 == 0) sm.warp_double[threadIdx.x / 32] = v;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < kSampleWarps; ++w) total += sm.warp_double[w];
+    __syncthreads();
+    return total;
+}
+
+// log(sum(exp(row))) of the raw row (no NaN or +inf; some entry finite), max subtracted first.
+__device__ double row_log_sum_exp(const float* raw, int64_t vocab, SampleShared& sm) {
+    float best;
+    int32_t best_i;
+    block_argmax(raw, vocab, sm, best, best_i);
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < vocab; i += kSampleThreads) sum += exp(static_cast<double>(raw[i]) - best);
+    return static_cast<double>(best) + log(block_sum_fixed(sum, sm));
+}
+
+// The `count` largest logits of the raw row in sm.top_*, unordered: those above the count-th largest logit c, then the
+// lowest ids equal to c (a block scan over contiguous id slices keeps id order).
+__device__ void collect_top(const float* raw, int64_t vocab, int count, SampleShared& sm) {
+    const float c = select_logit<false>(raw, vocab, SampleShape{}, count, sm);
+    const int64_t slice = (vocab + kSampleThreads - 1) / kSampleThreads;
+    const int64_t begin = min64(vocab, threadIdx.x * slice), end = min64(vocab, begin + slice);
+    unsigned long long above = 0, tied = 0;
+    for (int64_t i = begin; i < end; ++i) above += raw[i] > c ? 1 : 0, tied += raw[i] == c ? 1 : 0;
+    unsigned long long above_total = 0, tied_total = 0;
+    unsigned long long above_before = block_exclusive_scan(above, sm, above_total);
+    __syncthreads();  // the scans share sm.warp_sum
+    unsigned long long tied_before = block_exclusive_scan(tied, sm, tied_total);
+    const unsigned long long needed = static_cast<unsigned long long>(count) - above_total;
+    for (int64_t i = begin; i < end; ++i) {
+        if (raw[i] > c) {
+            sm.top_tokens[above_before] = static_cast<int32_t>(i), sm.top_values[above_before] = raw[i];
+            ++above_before;
+        } else if (raw[i] == c && tied_before < needed) {
+            const unsigned long long at = above_total + tied_before++;
+            sm.top_tokens[at] = static_cast<int32_t>(i), sm.top_values[at] = raw[i];
+        }
+    }
+    __syncthreads();
+}
+
+// The raw logprobs of `token` (compute_raw_logprobs' definition) into *out.
+__device__ void report_logprobs(const float* raw, int64_t vocab, int32_t token, int count, SampleShared& sm,
+                                DrawLogprobs* out) {
+    const double lse = row_log_sum_exp(raw, vocab, sm);
+    const float logit = raw[token];
+    double at_least = 0.0;  // tokens with a raw logit >= the token's (a count: exact in double)
+    for (int64_t i = threadIdx.x; i < vocab; i += kSampleThreads) at_least += raw[i] >= logit ? 1.0 : 0.0;
+    const double rank = block_sum_fixed(at_least, sm);
+    count = static_cast<int>(min64(count, vocab));
+    if (count > 0) collect_top(raw, vocab, count, sm);
+    if (threadIdx.x != 0) return;
+    for (int i = 1; i < count; ++i) {  // insertion sort: larger logit first, ties: lower id first
+        const int32_t t = sm.top_tokens[i];
+        const float v = sm.top_values[i];
+        int j = i;
+        for (; j > 0 && (sm.top_values[j - 1] < v || (sm.top_values[j - 1] == v && sm.top_tokens[j - 1] > t)); --j) {
+            sm.top_tokens[j] = sm.top_tokens[j - 1], sm.top_values[j] = sm.top_values[j - 1];
+        }
+        sm.top_tokens[j] = t, sm.top_values[j] = v;
+    }
+    out->logprob = static_cast<float>(static_cast<double>(logit) - lse);
+    out->rank = static_cast<int32_t>(rank);
+    out->count = count;
+    for (int i = 0; i < count; ++i) {
+        out->top_tokens[i] = sm.top_tokens[i];
+        out->top_logprobs[i] = static_cast<float>(static_cast<double>(sm.top_values[i]) - lse);
+    }
+}
+
+// Steps 4-6 for a draw that is not greedy; returns the token in every thread.
+__device__ int32_t draw_from(const float* x, const RowDraw& d, float best, int64_t vocab, SampleShared& sm,
+                             int32_t* out) {
+    SampleShape shape;
+    shape.best = best;
+    shape.inv_temperature = 1.0 / d.temperature;
+    shape.min_p = d.min_p;
+    if (d.top_k > 0 && d.top_k < vocab) shape.floor = select_logit<false>(x, vocab, shape, d.top_k, sm);
+    const float cutoff = d.top_p < 1.0 ? select_logit<true>(x, vocab, shape, d.top_p, sm) : -INFINITY;
+    if (threadIdx.x == 0) *out = sm.drawn = kNoSample;  // replaced by the one thread that finds the token
+    __syncthreads();
+    draw_token(x, vocab, shape, cutoff, d.uniform, sm, out);
+    __syncthreads();
+    const int32_t token = sm.drawn;
+    __syncthreads();  // read before sm is reused
+    return token;
+}
+
+__global__ void __launch_bounds__(kSampleThreads) sample_rows_kernel(SampleRowsDev p) {
+    __shared__ SampleShared sm;
+    const RowDraw d = p.draws[blockIdx.x];
+    int32_t* out = p.out + blockIdx.x;
+    const float* raw = p.logits + d.row * p.vocab;
+    if (row_has_fault(raw, p.vocab)) {
+        if (threadIdx.x == 0) *out = kNoSample;
+        return;
+    }
+    const float* x = raw;
+    if (d.edit_count > 0 || d.mask >= 0) x = process_row(raw, d, p, p.processed + blockIdx.x * p.vocab);
+    float best;
+    int32_t best_i;
+    block_argmax(x, p.vocab, sm, best, best_i);
+    if (best == -INFINITY) {
+        if (threadIdx.x == 0) *out = kNoSample;
+        return;
+    }
+    const int32_t token = d.greedy ? best_i : draw_from(x, d, best, p.vocab, sm, out);
+    if (d.greedy && threadIdx.x == 0) *out = token;
+    if (d.logprobs >= 0 && p.logprobs != nullptr && token != kNoSample)
+        report_logprobs(raw, p.vocab, token, d.logprobs, sm, p.logprobs + blockIdx.x);
+}
+
+}  // namespace
+
+void launch_sample_rows(cudaStream_t s, const SampleRowsDev& p) {
+    if (p.draw_count > 0) sample_rows_kernel<<<static_cast<unsigned>(p.draw_count), kSampleThreads, 0, s>>>(p);
+}
+
+}  // namespace dsv4::cuda

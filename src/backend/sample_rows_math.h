@@ -1,0 +1,78 @@
+// The arithmetic of sample_rows (backend/sample_rows.h) shared by the host reference and the CUDA kernel, so that
+// both compute the same bits: the processed logit of an edited token, the candidate masses and the draw target.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/sample_rows.h"
+
+#if defined(__CUDACC__)
+#define DSV4_SAMPLE_HD __host__ __device__
+#else
+#define DSV4_SAMPLE_HD
+#endif
+
+namespace dsv4 {
+
+inline constexpr float kSampleMaxLogit = 3.40282346638528859812e+38F;  // FLT_MAX
+
+// The host logits processors' rounding back to float: overflow saturates, a value below -FLT_MAX is a ban (-inf).
+DSV4_SAMPLE_HD inline float sample_to_logit(double value) {
+    if (value > kSampleMaxLogit) return kSampleMaxLogit;
+    if (value < -static_cast<double>(kSampleMaxLogit)) return -INFINITY;
+    return static_cast<float>(value);
+}
+
+// One token's processed logit (apply_logits_processors' steps 1-5 for this token, in that order).
+DSV4_SAMPLE_HD inline float apply_logit_edit(float x, const LogitEdit& e) {
+    if (e.masked) x = -INFINITY;
+    if (e.has_bias) x = sample_to_logit(static_cast<double>(x) + static_cast<double>(e.bias));
+    if (e.penalized) {
+        double value = x;
+        if (e.repeat) value = value > 0.0 ? value / e.repetition : value * e.repetition;
+        value -= e.frequency;
+        value -= e.presence;
+        x = sample_to_logit(value);
+    }
+    return x;
+}
+
+// What decides a candidate: the row's largest logit, the top_k floor, 1 / temperature and min_p.
+struct SampleShape {
+    float best = 0.0f;
+    float floor = -INFINITY;
+    double inv_temperature = 1.0;
+    double min_p = 0.0;
+};
+
+// A token's fixed-point mass round(exp((x - best) / T) * 2^kSampleMassBits), or 0 when it is not a candidate (masked,
+// below the top_k floor, below min_p, or underflowing as the host sampler's exp does).
+DSV4_SAMPLE_HD inline uint64_t candidate_mass(float x, const SampleShape& s) {
+    if (x == -INFINITY || x < s.floor) return 0;
+    const double weight = exp((static_cast<double>(x) - static_cast<double>(s.best)) * s.inv_temperature);
+    if (weight < s.min_p || weight == 0.0) return 0;
+    return static_cast<uint64_t>(rint(weight * 70368744177664.0));  // 2^46 = 2^kSampleMassBits
+}
+
+// Where the draw lands in the kept mass: floor(u * kept), inside [0, kept).
+DSV4_SAMPLE_HD inline uint64_t draw_target(double uniform, uint64_t kept) {
+    const auto t = static_cast<uint64_t>(uniform * static_cast<double>(kept));
+    return t < kept ? t : kept - 1;
+}
+
+// Order-preserving key of a float that is not NaN: a larger float has a larger key.
+DSV4_SAMPLE_HD inline uint32_t logit_order_key(float x) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+DSV4_SAMPLE_HD inline float logit_from_order_key(uint32_t key) {
+    const uint32_t bits = (key & 0x80000000u) != 0 ? key & 0x7fffffffu : ~key;
+    float x;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+}  // namespace dsv4
