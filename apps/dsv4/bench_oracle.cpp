@@ -13,6 +13,7 @@
 #include "model/model_loader.h"
 #include "model/tensor_spec.h"
 #include "runtime/step_graphs.h"
+#include "sample/spec_verify.h"
 #include "spec/drafter.h"
 
 namespace dsv4::cli {
@@ -178,22 +179,6 @@ double experts_touched(const ModelConfig& c, int64_t tokens) {
 
 }  // namespace
 
-double oracle_alpha(double length, int k) {
-    DSV4_CHECK(length >= 1.0 && length <= k + 1.0, "oracle acceptance length {} is outside [1, {}] for {} drafts",
-               length, k + 1, k);
-    auto expected = [k](double a) {
-        double sum = 0.0, p = 1.0;
-        for (int i = 0; i <= k; ++i, p *= a) sum += p;
-        return sum;
-    };
-    double lo = 0.0, hi = 1.0;
-    for (int it = 0; it < 100; ++it) {
-        const double mid = 0.5 * (lo + hi);
-        (expected(mid) < length ? lo : hi) = mid;
-    }
-    return 0.5 * (lo + hi);
-}
-
 nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const OracleOptions& options) {
     const SpeculativeConfig& spec = options.speculative;
     DSV4_CHECK(spec.enabled(), "oracle mode needs --speculative-config (the drafter whose cost is measured)");
@@ -237,7 +222,7 @@ nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const Ora
                             length, static_cast<int>(std::ceil(length)) - 1, o.k);
                 continue;
             }
-            const double alpha = oracle_alpha(length, o.k);
+            const double alpha = oracle_acceptance_rate(length, o.k);
             const SpecTimes t = oracle_decode(o, prompts, continuation, alpha);
             const double spec_tps = static_cast<double>(t.emitted) / (t.verify_s + t.draft_s);
             const double per_step = static_cast<double>(t.emitted) / static_cast<double>(t.steps * batch);

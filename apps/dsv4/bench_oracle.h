@@ -30,9 +30,6 @@ struct OracleOptions {
     std::string model_dir;  // a checkpoint with draft stages instead of synthetic weights (the CPU backend needs one)
 };
 
-// Per-token acceptance probability whose expected tokens per step with k drafts is `length` (in [1, k + 1]).
-double oracle_alpha(double length, int k);
-
 // Runs every (batch, acceptance length) point on `backend` (which holds no model yet) and prints a table. config is
 // the synthetic model's, or options.model_dir's.
 nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const OracleOptions& options);

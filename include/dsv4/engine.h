@@ -24,6 +24,10 @@ struct SpeculativeConfig {
     std::string rejection_sample_method = "standard";   // standard (token by token) | block (Sun et al.)
     int disable_by_batch_size = 0;      // no drafts in steps with more running sequences than this (0: never off)
     double confidence_threshold = 0.0;  // dspark: a request's drafts stop where the survival falls below (0: off)
+    // Benchmark mode for drafters that accept nothing (synthetic weights): each draft is accepted with the probability
+    // that makes a verify step emit this many tokens on average, whatever the logits say, so the outputs are the
+    // drafts and not the model's continuation. In [1, k + 1]; 0: off (real verification).
+    double oracle_acceptance_length = 0.0;
 
     bool enabled() const { return !method.empty(); }
 };

@@ -23,6 +23,7 @@ EngineCore::EngineCore(EngineParts parts)
       scheduler_(std::move(parts.scheduler), kv_),
       runner_(*model_->model, config_.enforce_eager) {
     runner_.set_drafter(drafter_.get(), parts.verify_method);
+    runner_.set_oracle_acceptance(parts.oracle_alpha);
     kv_.attach_tiers(tiers_.get());
     runner_.set_tiers(kv_.tiers());
     publish_stats();

@@ -41,6 +41,7 @@ struct EngineParts {
     ModelInfo info;
     std::unique_ptr<Drafter> drafter;  // speculative decoding (null: off); drafts on model's backend
     VerifyMethod verify_method = VerifyMethod::kStandard;
+    double oracle_alpha = 0.0;  // oracle acceptance (SpeculativeConfig::oracle_acceptance_length); 0: off
 };
 
 class EngineCore final : public Engine {

@@ -38,6 +38,10 @@ void check_speculative_config(const SpeculativeConfig& s) {
                "confidence_threshold must be in [0, 1), got {}", s.confidence_threshold);
     DSV4_CHECK(s.confidence_threshold == 0.0 || s.method == "dspark",
                "confidence_threshold needs DSpark's confidence head (method 'dspark')");
+    DSV4_CHECK(s.oracle_acceptance_length == 0.0 ||
+                   (s.oracle_acceptance_length >= 1.0 && s.oracle_acceptance_length <= s.num_speculative_tokens + 1.0),
+               "oracle_acceptance_length must be 0 (off) or in [1, {}] for {} drafts, got {}",
+               s.num_speculative_tokens + 1, s.num_speculative_tokens, s.oracle_acceptance_length);
 }
 
 void check_config(const EngineConfig& c) {
@@ -84,6 +88,8 @@ void make_speculation(const SpeculativeConfig& spec, EngineParts& parts) {
     options.confidence_threshold = spec.confidence_threshold;
     parts.drafter = make_drafter(spec.method, *parts.model->model, std::move(parts.model->drafts), options);
     parts.verify_method = parse_verify_method(spec.rejection_sample_method);
+    if (spec.oracle_acceptance_length > 0.0)
+        parts.oracle_alpha = oracle_acceptance_rate(spec.oracle_acceptance_length, spec.num_speculative_tokens);
 }
 
 constexpr int64_t kDefaultDiskBytes = int64_t{64} << 30;

@@ -124,6 +124,30 @@ bool samples_on_device(const ScheduledSequence& entry, int64_t vocab) {
            });
 }
 
+// Whether the oracle (ModelRunner::set_oracle_acceptance) verifies the entry: a verify entry of one sequence whose next
+// token can be drawn on the device, without logprobs or a constraint (the drafts are recorded unchecked by either).
+bool oracle_verifies(const ScheduledSequence& entry, int64_t vocab, double alpha) {
+    if (alpha <= 0.0 || entry.drafts.empty() || !entry.fork_children.empty()) return false;
+    const SamplingParams& params = entry.seq->group->params;
+    const SamplerState& state = entry.seq->sampler;
+    if (params.logprobs || state.has_constraint() || state.vocab_size() != vocab) return false;
+    if (!DeviceDraws::supports(params, state)) return false;
+    return std::all_of(entry.drafts.begin(), entry.drafts.end(), [&](int32_t t) { return t >= 0 && t < vocab; });
+}
+
+// The oracle's verify outcome: the accepted drafts (already recorded), then the token drawn after them.
+SequenceSample oracle_entry(const ScheduledSequence& entry, int accepted, int32_t drawn) {
+    return guarded([&](SequenceSample& out) {
+        for (int i = 0; i < accepted; ++i) {
+            GeneratedToken t;
+            t.token = entry.drafts[static_cast<size_t>(i)];
+            out.tokens.push_back(t);
+        }
+        out.tokens.push_back(to_generated(record_chosen(drawn, entry.seq->sampler)));
+        out.accepted = accepted;
+    });
+}
+
 }  // namespace
 
 StepBatch build_step_batch(const SchedulerOutput& output) {
@@ -225,7 +249,8 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
     std::vector<RequestRows> rows;
     const int64_t vocab = logits_dev.numel() == 0 ? 0 : logits_dev.size(-1);
     DeviceDraws draws(vocab);
-    std::vector<int64_t> first_draw;  // per sampling entry: its first draw, or -1
+    std::vector<int64_t> first_draw;   // per sampling entry: its first draw, or -1
+    std::vector<int> oracle_accepted;  // per sampling entry: the drafts the oracle accepted, or -1
     int64_t row = 0;
     for (size_t j = 0; j < output.seqs.size(); ++j) {
         const ScheduledSequence& entry = output.seqs[j];
@@ -233,7 +258,17 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
         entries.push_back(static_cast<int64_t>(j));
         RequestRows r{entry.drafts.empty() ? 1 : entry.num_tokens, RowsRead::kRows};
         first_draw.push_back(-1);
-        if (!logits_hook && samples_by_argmax(entry)) {
+        oracle_accepted.push_back(-1);
+        if (!logits_hook && oracle_verifies(entry, vocab, oracle_alpha_)) {
+            SamplerState& state = entry.seq->sampler;
+            const int accepted = oracle_accepted_drafts(oracle_alpha_, static_cast<int>(entry.drafts.size()),
+                                                        state.seed(), static_cast<uint64_t>(state.num_output_tokens()));
+            for (int d = 0; d < accepted; ++d) state.record_output(entry.drafts[static_cast<size_t>(d)]);
+            r.read = RowsRead::kNothing;
+            first_draw.back() = static_cast<int64_t>(draws.size());
+            oracle_accepted.back() = accepted;
+            draws.add(row + accepted, entry.seq->group->params, state);
+        } else if (!logits_hook && samples_by_argmax(entry)) {
             r.read = RowsRead::kArgmax;
         } else if (!logits_hook && samples_on_device(entry, vocab)) {
             r.read = RowsRead::kNothing;
@@ -259,7 +294,14 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
     for (int64_t i = 0; i < n; ++i) {  // a row without a choice goes to the host sampler, which reports why
         if (first_draw[i] < 0) continue;
         const auto own = draws_of(i);
-        if (std::find(own.begin(), own.end(), kNoSample) != own.end()) rows[i].read = RowsRead::kRows;
+        if (std::find(own.begin(), own.end(), kNoSample) == own.end()) continue;
+        rows[i].read = RowsRead::kRows;
+        if (oracle_accepted[i] > 0) {  // the host verifies the rows instead (and reports the fault)
+            const ScheduledSequence& entry = output.seqs[entries[i]];
+            const std::vector<int64_t> recorded(entry.drafts.begin(), entry.drafts.begin() + oracle_accepted[i]);
+            entry.seq->sampler.unrecord_outputs(recorded);
+        }
+        oracle_accepted[i] = -1;
     }
     const StepLogits logits(model_.backend(), logits_dev, rows);
     if (logits_hook) {
@@ -275,7 +317,8 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
         SequenceSample& out = result.samples[entries[i]];
         switch (logits.got(i)) {
             case RowsRead::kNothing:
-                out = sample_entry_on_device(entry, draws_of(i), logprobs_of(i));
+                out = oracle_accepted[i] >= 0 ? oracle_entry(entry, oracle_accepted[i], draws_of(i)[0])
+                                              : sample_entry_on_device(entry, draws_of(i), logprobs_of(i));
                 break;
             case RowsRead::kArgmax:
                 out = entry.drafts.empty() ? sample_entry_by_argmax(entry, logits.argmax(i)[0])

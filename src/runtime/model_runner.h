@@ -45,6 +45,11 @@ class ModelRunner {
         verify_method_ = method;
     }
     Drafter* drafter() const { return drafter_; }
+    // Oracle acceptance, a benchmark mode (SpeculativeConfig::oracle_acceptance_length): a verify entry accepts each
+    // draft with probability alpha whatever the logits say (sample/spec_verify.h oracle_accepted_drafts), then draws
+    // its next token on the device from the row after the last accepted draft; the step's costs are the real ones.
+    // 0: real verification.
+    void set_oracle_acceptance(double alpha) { oracle_alpha_ = alpha; }
 
     void apply(std::span<const StateOp> ops) { apply_state_ops(model_.backend(), ops, tiers_); }
     // The KV manager's tiers, whose ops this runner applies (null: none).
@@ -73,6 +78,7 @@ class ModelRunner {
     std::unique_ptr<MaskPrefetcher> prefetch_;  // created with the first constrained step
     Drafter* drafter_ = nullptr;
     VerifyMethod verify_method_ = VerifyMethod::kStandard;
+    double oracle_alpha_ = 0.0;
     KvTiers* tiers_ = nullptr;
 };
 

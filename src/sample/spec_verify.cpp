@@ -258,4 +258,26 @@ int32_t sample_draft_token(std::span<const float> logits, double temperature, do
     return token >= 0 ? token : static_cast<int32_t>(argmax_token(logits));
 }
 
+double oracle_acceptance_rate(double length, int k) {
+    DSV4_CHECK(k >= 1 && length >= 1.0 && length <= k + 1.0,
+               "oracle acceptance length {} is outside [1, {}] for {} drafts", length, k + 1, k);
+    auto expected = [k](double alpha) {
+        double sum = 0.0, p = 1.0;
+        for (int i = 0; i <= k; ++i, p *= alpha) sum += p;
+        return sum;
+    };
+    double lo = 0.0, hi = 1.0;
+    for (int it = 0; it < 100; ++it) {  // expected() increases with alpha: bisection
+        const double mid = 0.5 * (lo + hi);
+        (expected(mid) < length ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+int oracle_accepted_drafts(double alpha, int drafts, uint64_t seed, uint64_t position) {
+    int n = 0;
+    while (n < drafts && uniform_at(seed, position, kAcceptLane + static_cast<uint64_t>(n)) < alpha) ++n;
+    return n;
+}
+
 }  // namespace dsv4

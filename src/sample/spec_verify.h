@@ -69,6 +69,15 @@ VerifyOutcome verify_drafts(std::span<const float> target_logits, const DraftPro
 VerifyOutcome verify_greedy_argmax(std::span<const int32_t> row_argmax, std::span<const int32_t> drafts,
                                    SamplerState& state);
 
+// Oracle acceptance (a benchmark mode for drafters that accept nothing, e.g. random weights; SpeculativeConfig's
+// oracle_acceptance_length): each draft is accepted with probability alpha while the drafts before it were, whatever
+// the logits say, so a verify step emits 1 + alpha + ... + alpha^k tokens on average.
+// The alpha whose expected tokens per verify step with k drafts is `length` (in [1, k + 1]).
+double oracle_acceptance_rate(double length, int k);
+// How many of `drafts` drafts the oracle accepts for the step at output position `position` (the verifier's accept
+// lanes of uniform_at, so a seeded request repeats its steps).
+int oracle_accepted_drafts(double alpha, int drafts, uint64_t seed, uint64_t position);
+
 // A drafter's token from its logits row: the argmax when `temperature` is greedy (q one-hot: probs left empty),
 // else a draw from softmax(logits / temperature) with `uniform`, whose probabilities are written to `probs`
 // (length vocab) for the verifier.

@@ -148,6 +148,12 @@ int run_server(const ServeOptions& options, const EngineFactory& create_engine) 
     http.start();
     log_line("listening on http://%s:%d (loading the model: /health answers 503 until it is ready)",
              config.host.c_str(), port);
+    if (options.engine.speculative.oracle_acceptance_length > 0.0) {
+        log_line(
+            "speculative decoding in oracle mode (a benchmark): drafts are accepted so that a verify step emits "
+            "%.2f tokens on average whatever the logits say; outputs are the drafts, not the model's",
+            options.engine.speculative.oracle_acceptance_length);
+    }
     LoadedModel model = load_model(options, create_engine);
     http.set_model(model.context);
     loading.store(false);

@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::string_view kKeys =
     "method, num_speculative_tokens, draft_sample_method, rejection_sample_method, disable_by_batch_size, "
-    "confidence_threshold";
+    "confidence_threshold, oracle_acceptance_length";
 
 template <typename T>
 T typed(const nlohmann::json& value, std::string_view key, std::string_view want) {
@@ -51,6 +51,8 @@ SpeculativeConfig parse_speculative_config(std::string_view json) {
             c.disable_by_batch_size = typed<int>(value, key, "an integer");
         } else if (key == "confidence_threshold") {
             c.confidence_threshold = typed<double>(value, key, "a number in [0, 1)");
+        } else if (key == "oracle_acceptance_length") {
+            c.oracle_acceptance_length = typed<double>(value, key, "a number in [1, k + 1] (a benchmark mode)");
         } else {
             fail("--speculative-config: unknown key '{}' (known: {})", key, kKeys);
         }

@@ -42,6 +42,10 @@ struct HarnessOptions {
     VerifyMethod verify = VerifyMethod::kStandard;
     int spec_disable_batch_size = 0;
     double spec_confidence_threshold = 0.0;
+    double spec_oracle_length = 0.0;  // oracle acceptance (ModelRunner::set_oracle_acceptance); 0: real verification
+    // Keep every sampled row's logits (logits()); off, the runner samples as the engine does (argmax ids and draws
+    // on the backend, sample_rows).
+    bool record_logits = true;
     // Host / disk tiers of the prefix cache (kv/kv_tiers.h): none when host_blocks is 0.
     int host_blocks = 0;
     int host_snapshots = 0;
@@ -59,9 +63,11 @@ class RuntimeHarness {
           scheduler_(sched_config(o, loaded_->model->config()), kv_),
           runner_(*loaded_->model) {
         if (o.host_blocks > 0) attach_tiers(o);
-        runner_.logits_hook = [this](const ScheduledSequence& e, std::span<const float> row) {
-            logits_[{e.seq->group->request_id, e.seq->completion_index}].emplace_back(row.begin(), row.end());
-        };
+        if (o.record_logits) {
+            runner_.logits_hook = [this](const ScheduledSequence& e, std::span<const float> row) {
+                logits_[{e.seq->group->request_id, e.seq->completion_index}].emplace_back(row.begin(), row.end());
+            };
+        }
         if (!o.spec_method.empty()) {
             DraftOptions d;
             d.num_speculative_tokens = o.spec_tokens;
@@ -69,6 +75,8 @@ class RuntimeHarness {
             d.confidence_threshold = o.spec_confidence_threshold;
             drafter_ = make_drafter(o.spec_method, *loaded_->model, std::move(loaded_->drafts), d);
             runner_.set_drafter(drafter_.get(), o.verify);
+            if (o.spec_oracle_length > 0.0)
+                runner_.set_oracle_acceptance(oracle_acceptance_rate(o.spec_oracle_length, o.spec_tokens));
         }
     }
 

@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.h"
@@ -244,6 +245,42 @@ TEST(SpecDecode, DsparkConfidenceShortensTheDrafts) {
     const SchedulerStats& s = spec.scheduler().stats();
     ASSERT_GT(s.spec_drafts_total, 0);
     EXPECT_LT(s.spec_draft_tokens_total, 4 * s.spec_drafts_total);
+}
+
+// Oracle acceptance (a benchmark mode for drafters that accept nothing, like these random weights): a verify step emits
+// the chosen tokens on average whatever the logits say (k = 3, length 2.5: 1.5 accepted drafts a step), with the real
+// verify and draft steps; greedy and sampled requests (the next token drawn through sample_rows) complete, and seeded
+// requests repeat themselves run after run.
+TEST(SpecDecode, OracleAcceptanceEmitsTheChosenLengthOnAverage) {
+    const std::string dir = synthetic_dir("tiny-mtp");
+    HarnessOptions o = options_for(dir, "mtp");
+    o.spec_oracle_length = 2.5;
+    o.record_logits = false;
+    auto run = [&] {
+        RuntimeHarness h(o);
+        for (int r = 0; r < 4; ++r) {
+            SamplingParams p;
+            p.temperature = r % 2 == 0 ? 0.0 : 1.0;
+            p.top_p = 0.9;
+            p.presence_penalty = r == 3 ? 0.5 : 0.0;
+            p.max_tokens = 64;
+            p.ignore_eos = true;
+            p.seed = 40 + r;
+            h.add("r" + std::to_string(r), random_prompt(20 + r, 512, r), p);
+        }
+        h.run();
+        std::vector<std::vector<int32_t>> outputs;
+        for (int r = 0; r < 4; ++r) outputs.push_back(h.output("r" + std::to_string(r), 0).tokens);
+        const SchedulerStats& s = h.scheduler().stats();
+        return std::make_tuple(outputs, s.spec_drafts_total, s.spec_accepted_tokens_total);
+    };
+    const auto [outputs, verify_steps, accepted] = run();
+    for (const std::vector<int32_t>& tokens : outputs) EXPECT_EQ(tokens.size(), 64u);
+    ASSERT_GT(verify_steps, 60);
+    EXPECT_NEAR(static_cast<double>(accepted) / static_cast<double>(verify_steps), 1.5, 0.35);
+    const auto [again, steps_again, accepted_again] = run();
+    EXPECT_EQ(again, outputs);
+    EXPECT_EQ(accepted_again, accepted);
 }
 
 TEST(SpecDecode, ModelsWithoutTheDraftWeightsRefuseTheDrafter) {
