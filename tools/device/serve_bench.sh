@@ -5,6 +5,8 @@
 # C1/C2/C4/C8 with 512 output tokens, C64 with 256. One round of requests per level (device time is scarce).
 # Needs tools/device/stage.sh (binaries and tokenizer.json.xz in .devbin/). Results: $OUT/serve_*.json.
 #   tools/device/serve_bench.sh [PRESET=flash-160] [LEVELS="1 2 4 8 64"]
+# SPEC_CONFIG: a --speculative-config for the server, e.g. issue 17's C64 oracle point:
+#   SPEC_CONFIG='{"method":"mtp","num_speculative_tokens":3,"oracle_acceptance_length":3}'
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -19,9 +21,12 @@ xz -dc .devbin/tokenizer.json.xz >"$work/tokenizer.json"
 # SERVE_BENCH_MODEL overrides the model flags (e.g. "--device cpu" to try this script on the bundled model here).
 # shellcheck source=serve_lib.sh
 source tools/device/serve_lib.sh
+spec_flags=()
+[[ -n ${SPEC_CONFIG:-} ]] && spec_flags=(--speculative-config "$SPEC_CONFIG")
 # shellcheck disable=SC2086
 start_device_server "$OUT/serve_server.log" --model "$work/bundled" \
-  ${SERVE_BENCH_MODEL:---synthetic-weights $preset --device cuda --numerics fast} --max-num-seqs 64 --quiet
+  ${SERVE_BENCH_MODEL:---synthetic-weights $preset --device cuda --numerics fast} --max-num-seqs 64 --quiet \
+  "${spec_flags[@]}"
 port=$PORT
 echo "server ready on port $port"
 
