@@ -79,6 +79,7 @@ float top_k_floor(const std::vector<float>& x, int32_t top_k) {
 struct Candidate {
     float logit;
     uint64_t mass;
+    int32_t id;
 };
 
 // The largest logit c such that the candidates with logit >= c hold at least top_p of the mass; -inf keeps them all.
@@ -130,20 +131,20 @@ int32_t choose_token(std::span<const float> row, const RowDraw& draw, std::span<
     shape.floor = top_k_floor(x, draw.top_k);
     shape.inv_temperature = 1.0 / draw.temperature;
     shape.min_p = draw.min_p;
-    std::vector<Candidate> candidates;
-    for (float v : x) {
-        if (const uint64_t m = candidate_mass(v, shape); m != 0) candidates.push_back({v, m});
+    std::vector<Candidate> candidates;  // in id order
+    for (size_t i = 0; i < x.size(); ++i) {
+        if (const uint64_t m = candidate_mass(x[i], shape); m != 0)
+            candidates.push_back({x[i], m, static_cast<int32_t>(i)});
     }
     const float cutoff = top_p_cutoff(candidates, draw.top_p);
     uint64_t kept = 0;
     for (const Candidate& c : candidates) kept += c.logit >= cutoff ? c.mass : 0;
     const uint64_t target = draw_target(draw.uniform, kept);
     uint64_t mass = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-        const uint64_t m = candidate_mass(x[i], shape);
-        if (m == 0 || x[i] < cutoff) continue;
-        mass += m;
-        if (mass > target) return static_cast<int32_t>(i);
+    for (const Candidate& c : candidates) {
+        if (c.logit < cutoff) continue;
+        mass += c.mass;
+        if (mass > target) return c.id;
     }
     fail("sample_rows: the draw found no token (kept mass {}, target {})", kept, target);  // unreachable: kept > 0
 }
@@ -163,9 +164,8 @@ int64_t check_sample_rows(const Tensor& logits, const SampleRowsArgs& args, cons
         check_draw(args.draws[i], i, logits.size(0), vocab, args);
         check_edits(args.draws[i], i, vocab, args);
     }
-    const bool wanted =
-        std::any_of(args.draws.begin(), args.draws.end(), [](const RowDraw& d) { return d.logprobs >= 0; });
-    DSV4_CHECK(!wanted || logprobs != nullptr, "sample_rows: draws ask for logprobs but no output was given for them");
+    DSV4_CHECK(!wants_logprobs(args) || logprobs != nullptr,
+               "sample_rows: draws ask for logprobs but no output was given for them");
     if (logprobs != nullptr) {
         DSV4_CHECK(logprobs->dtype == DType::kI32 && logprobs->numel() == std::ssize(args.draws) * kDrawLogprobsWords,
                    "sample_rows: the logprobs output holds {} words, not {} draws of {}", logprobs->numel(),

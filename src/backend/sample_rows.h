@@ -66,6 +66,14 @@ struct SampleRowsArgs {
     std::span<const uint64_t> masks;
 };
 
+// Some draw asks for logprobs: sample_rows then needs its logprobs output.
+inline bool wants_logprobs(const SampleRowsArgs& args) {
+    for (const RowDraw& d : args.draws) {
+        if (d.logprobs >= 0) return true;
+    }
+    return false;
+}
+
 // A draw's answer when the row has no choice: the raw row holds NaN or +inf, or every processed logit is -inf (the
 // caller reads the row and lets the host sampler report why).
 inline constexpr int32_t kNoSample = -1;

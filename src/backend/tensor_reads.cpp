@@ -1,6 +1,5 @@
 #include "backend/tensor_reads.h"
 
-#include <algorithm>
 #include <cstring>
 
 namespace dsv4 {
@@ -36,8 +35,7 @@ SampledRows read_sampled_rows(ModelOps& ops, const Tensor& logits, const SampleR
     const auto draws = static_cast<int64_t>(args.draws.size());
     const size_t mark = ops.scratch_mark();
     Tensor ids = ops.alloc(DType::kI32, {draws});
-    const bool wanted =
-        std::any_of(args.draws.begin(), args.draws.end(), [](const RowDraw& d) { return d.logprobs >= 0; });
+    const bool wanted = wants_logprobs(args);
     Tensor logprobs = wanted ? ops.alloc(DType::kI32, {draws, kDrawLogprobsWords}) : Tensor();
     ops.sample_rows(logits, args, ids, wanted ? &logprobs : nullptr);
     out.ids = read_i32(ops, ids);

@@ -16,6 +16,7 @@ struct Post {
     CommDtype dtype = CommDtype::kU8;
     const void* send = nullptr;
     std::vector<int64_t> send_counts;  // all_to_all_v: per destination
+    std::vector<int64_t> recv_counts;  // all_to_all_v: per source
     int64_t count = 0;                 // all_gather / all_reduce_sum
 };
 
@@ -103,15 +104,13 @@ class LoopbackCommunicator final : public Communicator {
         Post& p = begin("all_to_all_v", dtype);
         p.send = send;
         p.send_counts.assign(send_counts.begin(), send_counts.end());
+        p.recv_counts.assign(recv_counts.begin(), recv_counts.end());
         rendezvous(p);
+        check_counts_agree(p);
         const size_t bytes = comm_dtype_bytes(dtype);
         int64_t recv_offset = 0;
         for (int src = 0; src < n; ++src) {
             const Post& q = hub_->post(src);
-            if (q.send_counts[rank_] != recv_counts[src]) {
-                fail_all(fmt::format("all_to_all_v #{}: rank {} sends {} elements to rank {}, which expects {}", p.seq,
-                                     src, q.send_counts[rank_], rank_, recv_counts[src]));
-            }
             const int64_t send_offset =
                 std::accumulate(q.send_counts.begin(), q.send_counts.begin() + rank_, int64_t{0});
             if (recv_counts[src] > 0) {
@@ -128,13 +127,10 @@ class LoopbackCommunicator final : public Communicator {
         p.send = send;
         p.count = count;
         rendezvous(p);
+        check_same_count(p);
         const size_t bytes = comm_dtype_bytes(dtype) * static_cast<size_t>(count);
         for (int src = 0; src < size(); ++src) {
             const Post& q = hub_->post(src);
-            if (q.count != count) {
-                fail_all(fmt::format("all_gather #{}: rank {} sends {} elements, rank {} {}", p.seq, src, q.count,
-                                     rank_, count));
-            }
             if (bytes > 0) std::memcpy(static_cast<char*>(recv) + src * bytes, q.send, bytes);
         }
         rendezvous_end(p);
@@ -146,13 +142,10 @@ class LoopbackCommunicator final : public Communicator {
         p.send = buf;
         p.count = count;
         rendezvous(p);
+        check_same_count(p);
         std::vector<char> acc(comm_dtype_bytes(dtype) * static_cast<size_t>(count), 0);
         for (int src = 0; src < size(); ++src) {  // rank order: every rank sums the same way
             const Post& q = hub_->post(src);
-            if (q.count != count) {
-                fail_all(fmt::format("all_reduce_sum #{}: rank {} has {} elements, rank {} {}", p.seq, src, q.count,
-                                     rank_, count));
-            }
             switch (dtype) {
                 case CommDtype::kF32:
                     add_into(reinterpret_cast<float*>(acc.data()), q.send, count);
@@ -185,6 +178,7 @@ class LoopbackCommunicator final : public Communicator {
         p.dtype = dtype;
         p.send = nullptr;
         p.send_counts.clear();
+        p.recv_counts.clear();
         p.count = 0;
         return p;
     }
@@ -204,6 +198,33 @@ class LoopbackCommunicator final : public Communicator {
             if (q.seq != mine.seq || std::strcmp(q.op, mine.op) != 0 || q.dtype != mine.dtype) {
                 fail_all(fmt::format("collective mismatch: rank {} is in #{} ({}), rank {} in #{} ({})", src, q.seq,
                                      q.op, rank_, mine.seq, mine.op));
+            }
+        }
+    }
+
+    // The checks below look only at what every rank sees alike (all the posts), before any rank reads a peer's
+    // buffer: on a mismatch every rank fails, and none reads a buffer that a failed rank has already released.
+
+    // all_to_all_v: what each rank sends each other rank is what that rank expects from it.
+    void check_counts_agree(const Post& mine) {
+        for (int src = 0; src < size(); ++src) {
+            for (int dst = 0; dst < size(); ++dst) {
+                const int64_t sent = hub_->post(src).send_counts[dst], expected = hub_->post(dst).recv_counts[src];
+                if (sent != expected) {
+                    fail_all(fmt::format("{} #{}: rank {} sends {} elements to rank {}, which expects {}", mine.op,
+                                         mine.seq, src, sent, dst, expected));
+                }
+            }
+        }
+    }
+
+    // all_gather / all_reduce_sum: every rank has the same element count.
+    void check_same_count(const Post& mine) {
+        for (int src = 1; src < size(); ++src) {
+            const Post& q = hub_->post(src);
+            if (q.count != hub_->post(0).count) {
+                fail_all(fmt::format("{} #{}: rank {} has {} elements, rank 0 {}", mine.op, mine.seq, src, q.count,
+                                     hub_->post(0).count));
             }
         }
     }

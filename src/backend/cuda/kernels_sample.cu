@@ -36,9 +36,8 @@ struct SampleShared {
     uint32_t prefix;                   // the select's decided key bits
     unsigned long long above;          // weight of the entries with a key above the prefix's range
     double target;
-    bool keep_all;  // the select found no threshold: nothing is removed
-    float warp_best[kSampleWarps];
-    int32_t warp_index[kSampleWarps];
+    bool keep_all;                // the select found no threshold: nothing is removed
+    unsigned long long best_key;  // block_argmax's answer
     unsigned long long warp_sum[kSampleWarps];
     double warp_double[kSampleWarps];
     int32_t drawn;  // the draw's token, for the logprobs
@@ -71,28 +70,27 @@ __device__ const float* process_row(const float* raw, const RowDraw& d, const Sa
     return px;
 }
 
-// The largest logit and its lowest index, in every thread.
+// (logit, id) as one key whose unsigned order is argmax_better's: the larger logit first, then the lower id.
+__device__ unsigned long long argmax_key(float x, int64_t i) {
+    const float canonical = x == 0.0f ? 0.0f : x;  // -0 equals +0 in argmax_better: the lower id wins
+    return (static_cast<unsigned long long>(logit_order_key(canonical)) << 32) |
+           (0xffffffffu - static_cast<uint32_t>(i));
+}
+
+// The largest logit (no NaN) and its lowest index, in every thread: each warp's largest key joins sm.best_key by one
+// shared atomic max.
 __device__ void block_argmax(const float* x, int64_t vocab, SampleShared& sm, float& best, int32_t& best_i) {
-    best = -INFINITY;
-    best_i = 0;
-    for (int64_t i = threadIdx.x; i < vocab; i += kSampleThreads) {
-        if (argmax_better(x[i], static_cast<int32_t>(i), best, best_i)) best = x[i], best_i = static_cast<int32_t>(i);
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-        const float v = __shfl_down_sync(0xffffffffu, best, offset);
-        const int32_t i = __shfl_down_sync(0xffffffffu, best_i, offset);
-        if (argmax_better(v, i, best, best_i)) best = v, best_i = i;
-    }
-    const int warp = threadIdx.x / 32;
-    if (threadIdx.x % 32 == 0) sm.warp_best[warp] = best, sm.warp_index[warp] = best_i;
+    if (threadIdx.x == 0) sm.best_key = 0;  // below every logit's key (-inf's is 0x007fffff << 32 | ...)
+    unsigned long long key = 0;
+    for (int64_t i = threadIdx.x; i < vocab; i += kSampleThreads) key = max(key, argmax_key(x[i], i));
+    for (int offset = 16; offset > 0; offset /= 2) key = max(key, __shfl_down_sync(0xffffffffu, key, offset));
+    __syncthreads();  // sm.best_key is reset
+    if (threadIdx.x % 32 == 0 && key != 0) atomicMax(&sm.best_key, key);
     __syncthreads();
-    best = sm.warp_best[0];
-    best_i = sm.warp_index[0];
-    for (int w = 1; w < kSampleWarps; ++w) {
-        if (argmax_better(sm.warp_best[w], sm.warp_index[w], best, best_i))
-            best = sm.warp_best[w], best_i = sm.warp_index[w];
-    }
+    const unsigned long long found = sm.best_key;
     __syncthreads();  // sm is reused next
+    best = found == 0 ? -INFINITY : logit_from_order_key(static_cast<uint32_t>(found >> 32));
+    best_i = found == 0 ? 0 : static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(found));
 }
 
 // An entry's weight in a select: 1 for top_k's count, its mass for top_p.

@@ -65,14 +65,24 @@ void add_edits(int64_t vocab, int most, RowDraw& d, std::vector<LogitEdit>& edit
     }
 }
 
-// Tokens, ranks and counts equal; logprobs within float rounding (the GPU's log-sum-exp adds in another order).
+// A logprob within float rounding of the reference's (the GPU's log-sum-exp adds in another order); -inf (a banned
+// token among the top ones of a short row) exactly.
+void expect_logprob(float got, float want) {
+    if (std::isinf(want)) {
+        EXPECT_EQ(got, want);
+    } else {
+        EXPECT_NEAR(got, want, 1e-5f * (1.0f + std::fabs(want)));
+    }
+}
+
+// Tokens, ranks and counts equal; logprobs as expect_logprob.
 void expect_logprobs(const DrawLogprobs& got, const DrawLogprobs& want) {
     EXPECT_EQ(got.rank, want.rank);
     ASSERT_EQ(got.count, want.count);
-    EXPECT_NEAR(got.logprob, want.logprob, 1e-5f * (1.0f + std::fabs(want.logprob)));
+    expect_logprob(got.logprob, want.logprob);
     for (int i = 0; i < want.count; ++i) {
         EXPECT_EQ(got.top_tokens[i], want.top_tokens[i]) << "top " << i;
-        EXPECT_NEAR(got.top_logprobs[i], want.top_logprobs[i], 1e-5f * (1.0f + std::fabs(want.top_logprobs[i])));
+        expect_logprob(got.top_logprobs[i], want.top_logprobs[i]);
     }
 }
 
@@ -141,7 +151,14 @@ TEST(CudaSampleRows, MatchesTheReferenceOnFreshRandomDraws) {
                                          : std::span<const uint64_t>(masks).subspan(d.mask * words, words);
             DrawLogprobs want_logprobs;
             const int32_t want = sample_row_reference(row, d, edits, mask, &want_logprobs);
-            EXPECT_EQ(got[static_cast<size_t>(i)], want) << "draw " << i << " of vocab " << vocab << " row " << d.row;
+            EXPECT_EQ(got[static_cast<size_t>(i)], want)
+                << "draw " << i << " of vocab " << vocab << " row " << d.row << ": greedy " << d.greedy << " T "
+                << d.temperature << " top_k " << d.top_k << " top_p " << d.top_p << " min_p " << d.min_p << " u "
+                << d.uniform << " edits " << d.edit_count << " mask " << d.mask << " logprobs " << d.logprobs
+                << " first logit " << row[0] << " mask word " << (mask.empty() ? 0 : mask[0]) << " first edit "
+                << (d.edit_count > 0 ? edits[static_cast<size_t>(d.edit_begin)].token : -1) << " masked "
+                << (d.edit_count > 0 && edits[static_cast<size_t>(d.edit_begin)].masked) << " bias "
+                << (d.edit_count > 0 ? edits[static_cast<size_t>(d.edit_begin)].bias : 0.0f);
             if (d.logprobs >= 0 && want >= 0) expect_logprobs(got_logprobs[static_cast<size_t>(i)], want_logprobs);
             sampled += want >= 0 && !d.greedy ? 1 : 0;
         }
