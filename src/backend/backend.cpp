@@ -105,6 +105,18 @@ int64_t argmax_row_width(const Tensor& x, const Tensor& out) {
     return x.numel() / x.size(0);
 }
 
+void ModelOps::hc_post_pre(Tensor x, const HcPostInputs* prev, const MhcWeights& w, const VecRef& norm,
+                           int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u, Tensor post, Tensor comb) {
+    if (prev != nullptr) hc_post(x, prev->y, prev->post, prev->comb);
+    hc_pre(x, w, sinkhorn_iters, hc_eps, norm_eps, u, post, comb);
+    rms_norm(u, &norm, norm_eps, u);
+}
+
+void ModelOps::norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope) {
+    rms_norm(x, weight, eps, x);
+    this->rope(x, rope, false);
+}
+
 void ModelOps::argmax_rows(const Tensor& x, Tensor out) {
     const int64_t n = x.size(0), v = argmax_row_width(x, out);
     const std::vector<float> host = read_f32(*this, x);

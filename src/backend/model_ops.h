@@ -18,6 +18,13 @@
 
 namespace dsv4 {
 
+// What hc_post applies to the streams: a site's sub-layer output and its post / comb mixes.
+struct HcPostInputs {
+    Tensor y;     // [N, D]
+    Tensor post;  // [N, hc]
+    Tensor comb;  // [N, hc, hc]
+};
+
 class ModelOps {
   public:
     virtual ~ModelOps() = default;
@@ -50,6 +57,12 @@ class ModelOps {
                          const Tensor& comb) = 0;
     virtual void hc_head(const Tensor& x /*[N,hc,D]*/, const HcHeadWeights& w, float hc_eps, float norm_eps,
                          Tensor y /*[N,D]*/) = 0;
+    // The boundary between two mHC sites: the previous site's hc_post (when `prev` is given), then this site's
+    // hc_pre and its sub-layer's input RMSNorm (u = rms_norm(u) * norm). Optional: the default runs the three ops in
+    // that order; a backend may fuse them (CUDA fast numerics: one launch).
+    virtual void hc_post_pre(Tensor x /*[N,hc,D] in/out*/, const HcPostInputs* prev, const MhcWeights& w,
+                             const VecRef& norm, int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u /*[N,D]*/,
+                             Tensor post /*[N,hc]*/, Tensor comb /*[N,hc,hc]*/);
     // y = x * rsqrt(mean(x^2) + eps) (* weight), over the last dim of a [rows, k] view.
     virtual void rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) = 0;
     virtual void linear(const Tensor& x /*[M,K]*/, const WeightRef& w, LinearKind kind, Tensor y /*[M,rows]*/) = 0;
@@ -57,6 +70,9 @@ class ModelOps {
     virtual void grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) = 0;
     // Interleaved RoPE on the trailing rope_dim dims of every head: x [N, heads, head_dim], in place.
     virtual void rope(Tensor x, const RopeParams& rope, bool inverse) = 0;
+    // rms_norm over each head of x [N, heads, head_dim] (weight [head_dim] or null), then rope (forward), in place.
+    // Optional: the default runs the two ops.
+    virtual void norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope);
     // Reference numerics: FP8-sim of the non-rope dims in blocks of 64 (K=V rows); no-op in exact numerics.
     virtual void kv_cache_sim(Tensor kv /*[N, head_dim]*/, int nope_dims) = 0;
     // Reference numerics: Hadamard rotation + FP4-sim of indexer queries; no-op in exact numerics.

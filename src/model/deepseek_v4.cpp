@@ -1,5 +1,6 @@
 #include "model/deepseek_v4.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -46,18 +47,23 @@ ForwardResult DeepseekV4::run(const StepBatch& batch, const ForwardRequest& requ
     const auto m = static_cast<int64_t>(batch.logit_rows.size());
     result.logits = b.alloc(DType::kF32, {m, config_.vocab_size});
     Tensor streams = b.alloc(DType::kF32, {n, hc, d});
+    SiteCarry carry = site_carry(n);
     b.region("embed");
     b.embed(weights_.embed, streams);
     for (int l = 0; l < config_.num_layers; ++l) {
         const size_t mark = b.scratch_mark();  // the layer's temporaries are released at its end
-        attention_site(backbone(l), streams);
-        ffn_site(backbone(l), streams);
+        attention_site(backbone(l), streams, carry);
+        ffn_site(backbone(l), streams, carry);
+        const bool wanted =
+            std::find(request.hidden_layers.begin(), request.hidden_layers.end(), l) != request.hidden_layers.end();
+        if (wanted || debug_hook) apply_pending(carry, streams);
         if (debug_hook) debug_hook("layer" + std::to_string(l), streams);
         b.scratch_release(mark);
         for (size_t i = 0; i < request.hidden_layers.size(); ++i) {
             if (request.hidden_layers[i] == l) b.copy(streams, result.hidden[i]);
         }
     }
+    apply_pending(carry, streams);
     if (m == 0) return result;
     b.region("head");
     Tensor picked = b.alloc(DType::kF32, {m, hc, d});
@@ -74,43 +80,61 @@ void DeepseekV4::draft_block(const LayerWeights& w, int state_layer, Tensor stre
     const LayerConfig lc = draft_layer_config(config_);
     const BlockRef block{w, lc, state_layer, mode};
     const size_t mark = backend_.scratch_mark();
-    attention_site(block, streams);
-    ffn_site(block, streams);
+    SiteCarry carry = site_carry(streams.size(0));
+    attention_site(block, streams, carry);
+    ffn_site(block, streams, carry);
+    apply_pending(carry, streams);
     backend_.scratch_release(mark);
 }
 
-void DeepseekV4::attention_site(const BlockRef& block, Tensor streams) {
+DeepseekV4::SiteCarry DeepseekV4::site_carry(int64_t n) {
     Backend& b = backend_;
-    const LayerWeights& w = block.w;
-    const int layer = block.state_layer;
-    const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size;
-    const auto eps = static_cast<float>(config_.rms_norm_eps);
-    Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}),
-           comb = b.alloc(DType::kF32, {n, hc, hc});
-    b.region("mhc");
-    b.hc_pre(streams, w.hc_attn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
-    b.rms_norm(u, &w.attn_norm, eps, u);
-    Tensor y = attention(block, u);
-    if (debug_hook) debug_hook("attn" + std::to_string(layer), y);
-    b.region("mhc");
-    b.hc_post(streams, y, post, comb);
+    const int64_t hc = config_.hc_mult;
+    SiteCarry carry;
+    carry.y = b.alloc(DType::kF32, {n, config_.hidden_size});
+    for (int i = 0; i < 2; ++i) {
+        carry.post[i] = b.alloc(DType::kF32, {n, hc});
+        carry.comb[i] = b.alloc(DType::kF32, {n, hc, hc});
+    }
+    return carry;
 }
 
-void DeepseekV4::ffn_site(const BlockRef& block, Tensor streams) {
+void DeepseekV4::apply_pending(SiteCarry& carry, Tensor streams) {
+    if (!carry.pending) return;
+    backend_.region("mhc");
+    backend_.hc_post(streams, carry.y, carry.post[carry.next ^ 1], carry.comb[carry.next ^ 1]);
+    carry.pending = false;
+}
+
+void DeepseekV4::enter_site(SiteCarry& carry, Tensor streams, const MhcWeights& mhc, const VecRef& norm, Tensor u) {
+    const HcPostInputs prev{carry.y, carry.post[carry.next ^ 1], carry.comb[carry.next ^ 1]};
+    backend_.region("mhc");
+    backend_.hc_post_pre(streams, carry.pending ? &prev : nullptr, mhc, norm, config_.hc_sinkhorn_iters,
+                         static_cast<float>(config_.hc_eps), static_cast<float>(config_.rms_norm_eps), u,
+                         carry.post[carry.next], carry.comb[carry.next]);
+    carry.next ^= 1;       // the pair just written is the one the next site applies
+    carry.pending = true;  // once this site's sub-layer has written y
+}
+
+void DeepseekV4::attention_site(const BlockRef& block, Tensor streams, SiteCarry& carry) {
+    const LayerWeights& w = block.w;
+    Tensor u = backend_.alloc(DType::kF32, {streams.size(0), config_.hidden_size});
+    enter_site(carry, streams, w.hc_attn, w.attn_norm, u);
+    attention(block, u, carry.y);
+    if (debug_hook) debug_hook("attn" + std::to_string(block.state_layer), carry.y);
+}
+
+void DeepseekV4::ffn_site(const BlockRef& block, Tensor streams, SiteCarry& carry) {
     Backend& b = backend_;
     const LayerWeights& w = block.w;
     const int layer = block.state_layer;
-    const int64_t n = streams.size(0), hc = config_.hc_mult, d = config_.hidden_size, k = config_.n_experts_per_tok;
-    const auto eps = static_cast<float>(config_.rms_norm_eps);
-    Tensor u = b.alloc(DType::kF32, {n, d}), post = b.alloc(DType::kF32, {n, hc}),
-           comb = b.alloc(DType::kF32, {n, hc, hc});
-    b.region("mhc");
-    b.hc_pre(streams, w.hc_ffn, config_.hc_sinkhorn_iters, static_cast<float>(config_.hc_eps), eps, u, post, comb);
-    b.rms_norm(u, &w.ffn_norm, eps, u);
+    const int64_t n = streams.size(0), d = config_.hidden_size, k = config_.n_experts_per_tok;
+    Tensor u = b.alloc(DType::kF32, {n, d});
+    enter_site(carry, streams, w.hc_ffn, w.ffn_norm, u);
     Tensor weights = b.alloc(DType::kF32, {n, k}), ids = b.alloc(DType::kI32, {n, k});
     b.region("router");
     b.route(u, w.ffn, config_, block.lc.routing, weights, ids);
-    Tensor y = b.alloc(DType::kF32, {n, d});
+    Tensor y = carry.y;
     b.region("experts+shared");
     if (moe_dispatch_ != nullptr && layer < config_.num_layers) {  // draft stages keep every expert locally
         moe_dispatch_->moe(layer, u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
@@ -118,11 +142,9 @@ void DeepseekV4::ffn_site(const BlockRef& block, Tensor streams) {
         b.moe(u, w.ffn, weights, ids, static_cast<float>(config_.swiglu_limit), y);
     }
     if (debug_hook) debug_hook("moe" + std::to_string(layer), y);
-    b.region("mhc");
-    b.hc_post(streams, y, post, comb);
 }
 
-Tensor DeepseekV4::attention(const BlockRef& block, const Tensor& x) {
+void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     Backend& b = backend_;
     const int layer = block.state_layer;
     const LayerConfig& lc = block.lc;
@@ -137,14 +159,12 @@ Tensor DeepseekV4::attention(const BlockRef& block, const Tensor& x) {
     b.rms_norm(q_residual, &w.q_norm, eps, q_residual);
     Tensor q = b.alloc(DType::kF32, {n, heads, hd});
     b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
-    b.rms_norm(q, nullptr, eps, q);
-    b.rope(q, lc.rope, false);
+    b.norm_rope(q, nullptr, eps, lc.rope);
 
     // The single shared K=V head.
     Tensor kv = b.alloc(DType::kF32, {n, hd});
     b.linear(x, w.wkv, LinearKind::kQuantized, kv);
-    b.rms_norm(kv, &w.kv_norm, eps, kv);
-    b.rope(kv.view({n, 1, hd}), lc.rope, false);
+    b.norm_rope(kv.view({n, 1, hd}), &w.kv_norm, eps, lc.rope);
     b.kv_cache_sim(kv, config_.nope_head_dim());
 
     Tensor topk;
@@ -174,9 +194,7 @@ Tensor DeepseekV4::attention(const BlockRef& block, const Tensor& x) {
     const int64_t groups = config_.o_groups;
     Tensor z = b.alloc(DType::kF32, {n, groups * config_.o_lora_rank});
     b.grouped_linear(o.view({n, groups, heads / groups * hd}), w.wo_a, static_cast<int>(groups), z);
-    Tensor y = b.alloc(DType::kF32, {n, config_.hidden_size});
     b.linear(z, w.wo_b, LinearKind::kQuantized, y);
-    return y;
 }
 
 Tensor DeepseekV4::indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual) {

@@ -78,11 +78,25 @@ class DeepseekV4 {
         int state_layer;
         BlockAttention mode = BlockAttention::kCausal;
     };
+    // A site's hc_post waits for the next site, which applies it in the same op as its own hc_pre
+    // (ModelOps::hc_post_pre): the sub-layer output y and two post / comb pairs used in turn.
+    struct SiteCarry {
+        Tensor y;  // [N, D]: every site's sub-layer output
+        Tensor post[2], comb[2];
+        int next = 0;          // the pair the next site writes
+        bool pending = false;  // y, post[next ^ 1], comb[next ^ 1] are not applied to the streams yet
+    };
+    SiteCarry site_carry(int64_t n);
+    // The pending hc_post, applied (before anything reads the streams).
+    void apply_pending(SiteCarry& carry, Tensor streams);
+    // hc_post of the pending site (if any) and hc_pre + norm of this one: u is the sub-layer's input.
+    void enter_site(SiteCarry& carry, Tensor streams, const MhcWeights& mhc, const VecRef& norm, Tensor u);
+
     BlockRef backbone(int layer) const { return {weights_.layers[layer], config_.layers[layer], layer}; }
-    void attention_site(const BlockRef& block, Tensor streams);
-    void ffn_site(const BlockRef& block, Tensor streams);
-    // x [N, D] (normed sub-layer input) -> attention output [N, D].
-    Tensor attention(const BlockRef& block, const Tensor& x);
+    void attention_site(const BlockRef& block, Tensor streams, SiteCarry& carry);
+    void ffn_site(const BlockRef& block, Tensor streams, SiteCarry& carry);
+    // x [N, D] (normed sub-layer input) -> attention output y [N, D].
+    void attention(const BlockRef& block, const Tensor& x, Tensor y);
     Tensor indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual);
 
     ModelConfig config_;

@@ -106,6 +106,8 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
         fp8_lt_ = std::make_unique<Fp8LtGemms>();
         DSV4_CUDA(cudaMalloc(&clamp_count_, sizeof(int32_t)));
         DSV4_CUDA(cudaMemset(clamp_count_, 0, sizeof(int32_t)));
+        DSV4_CUDA(cudaMalloc(&hc_arrivals_, kHcBoundaryTokens * sizeof(unsigned)));
+        DSV4_CUDA(cudaMemset(hc_arrivals_, 0, kHcBoundaryTokens * sizeof(unsigned)));
     }
 }
 
@@ -117,6 +119,7 @@ CudaBackend::~CudaBackend() {
     for (auto& [key, p] : inv_freq_) cudaFree(p);
     fp8_lt_.reset();
     if (clamp_count_ != nullptr) cudaFree(clamp_count_);
+    if (hc_arrivals_ != nullptr) cudaFree(hc_arrivals_);
     if (meta_dev_ != nullptr) cudaFree(meta_dev_);
     if (error_flag_ != nullptr) cudaFree(error_flag_);
     if (copy_stream_ != nullptr) {

@@ -101,10 +101,13 @@ class CudaBackend final : public Backend, public GraphRecorder {
                 Tensor post, Tensor comb) override;
     void hc_post(Tensor x, const Tensor& y, const Tensor& post, const Tensor& comb) override;
     void hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, float norm_eps, Tensor y) override;
+    void hc_post_pre(Tensor x, const HcPostInputs* prev, const MhcWeights& w, const VecRef& norm, int sinkhorn_iters,
+                     float hc_eps, float norm_eps, Tensor u, Tensor post, Tensor comb) override;
     void rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) override;
     void linear(const Tensor& x, const WeightRef& w, LinearKind kind, Tensor y) override;
     void grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) override;
     void rope(Tensor x, const RopeParams& rope, bool inverse) override;
+    void norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope) override;
     void kv_cache_sim(Tensor kv, int nope_dims) override;
     void indexer_query_sim(Tensor q) override;
     void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
@@ -265,6 +268,10 @@ class CudaBackend final : public Backend, public GraphRecorder {
     Fp8Sites fp8_;  // every FP8 site's dialect and maximum (fp8_sites(options_.fp8_dialect))
     cudaStream_t stream_ = nullptr;
     int32_t* error_flag_ = nullptr;  // set by kernels on an out-of-range index (check_error_flag)
+    // Fast numerics: per-token arrival counters of the fused mHC site boundary (hc_post_pre), zero between launches;
+    // steps of more tokens take the unfused ops.
+    static constexpr int64_t kHcBoundaryTokens = int64_t{1} << 16;
+    unsigned* hc_arrivals_ = nullptr;
 
     // --- Weight store: everything device_copy'd (weights, vectors, tables, state), per-layer expert handle tables ---
     std::vector<void*> allocations_;

@@ -44,6 +44,16 @@ void CudaBackend::rope(Tensor x, const RopeParams& rope, bool inverse) {
     launched("rope");
 }
 
+void CudaBackend::norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope) {
+    const int64_t dim = x.size(2);
+    DSV4_CHECK(x.rank == 3 && rope.rope_dim % 2 == 0 && rope.rope_dim <= dim && (weight == nullptr || weight->n == dim),
+               "norm_rope: x [N, heads, {}] with rope dims {} and a weight of {}", dim, rope.rope_dim,
+               weight != nullptr ? weight->n : 0);
+    launch_norm_rope(stream_, meta_, x.f32(), weight != nullptr ? weight->data : nullptr, static_cast<int>(x.size(1)),
+                     static_cast<int>(dim), rope.rope_dim, eps, inv_freq(rope), reference());
+    launched("norm_rope");
+}
+
 void CudaBackend::scale(Tensor x, float factor) {
     launch_scale(stream_, x.f32(), x.numel(), factor);
     launched("scale");
@@ -144,6 +154,41 @@ void CudaBackend::hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps,
     launch_hc_head(stream_, x.f32(), raw, x.size(0), static_cast<int>(hc), x.size(2), w, hc_eps, norm_eps, reference(),
                    y.f32());
     launched("hc_head");
+}
+
+void CudaBackend::hc_post_pre(Tensor x, const HcPostInputs* prev, const MhcWeights& w, const VecRef& norm,
+                              int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u, Tensor post, Tensor comb) {
+    const int64_t n = x.size(0), hc = x.size(1), d = x.size(2);
+    if (!fast() || n > kHcBoundaryTokens) {  // exact and reference numerics keep the ops' own arithmetic
+        ModelOps::hc_post_pre(x, prev, w, norm, sinkhorn_iters, hc_eps, norm_eps, u, post, comb);
+        return;
+    }
+    DSV4_CHECK(hc <= kMaxHcStreams, "hc_mult {} exceeds the CUDA kernels' limit {}", hc, kMaxHcStreams);
+    DSV4_CHECK(norm.n == d && w.fn.n == (2 + hc) * hc * hc * d, "hc_post_pre: norm [{}] or fn [{}] do not fit D = {}",
+               norm.n, w.fn.n, d);
+    HcBoundaryParams p;
+    p.x = x.f32();
+    p.n = n;
+    p.hc = static_cast<int>(hc);
+    p.d = d;
+    if (prev != nullptr) {
+        p.prev_y = prev->y.f32();
+        p.prev_post = prev->post.f32();
+        p.prev_comb = prev->comb.f32();
+    }
+    p.fn = w.fn.data;
+    p.w = w;
+    p.norm_weight = norm.data;
+    p.iters = sinkhorn_iters;
+    p.hc_eps = hc_eps;
+    p.norm_eps = norm_eps;
+    p.partial = scratch(static_cast<size_t>(hc_boundary_partials(n, p.hc, d)));
+    p.arrivals = hc_arrivals_;
+    p.u = u.f32();
+    p.post = post.f32();
+    p.comb = comb.f32();
+    launch_hc_boundary(stream_, p);
+    launched("hc_post_pre");
 }
 
 float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) {

@@ -45,6 +45,10 @@ void launch_rms_norm(cudaStream_t s, const float* x, const float* weight, int64_
                      bool reference, float* y);
 void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim, int rope_dim, const float* inv_freq,
                  bool inverse, bool reference);
+// launch_rms_norm over each (token, head) row of x [n_tokens, heads, dim], then launch_rope (forward) on it, in one
+// launch with the same arithmetic.
+void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* weight, int heads, int dim,
+                      int rope_dim, float eps, const float* inv_freq, bool reference);
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n);
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y);
@@ -80,6 +84,32 @@ void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post,
                     int64_t d, bool reference);
 void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
                     const HcHeadWeights& w, float hc_eps, float norm_eps, bool reference, float* y);
+
+// kernels_mhc_boundary.cu: ModelOps::hc_post_pre in one launch (fast numerics). x [n, hc, d] in place; prev_* the
+// previous site's hc_post inputs (all null: none); partial holds hc_boundary_partials(n, hc, d) floats; arrivals n
+// counters that are zero before the launch and are left zero.
+struct HcBoundaryParams {
+    float* x = nullptr;
+    int64_t n = 0;
+    int hc = 0;
+    int64_t d = 0;
+    const float* prev_y = nullptr;     // [n, d]
+    const float* prev_post = nullptr;  // [n, hc]
+    const float* prev_comb = nullptr;  // [n, hc, hc]
+    const float* fn = nullptr;         // [(2 + hc) * hc, hc * d]
+    MhcWeights w;
+    const float* norm_weight = nullptr;  // [d]
+    int iters = 0;
+    float hc_eps = 0.0f, norm_eps = 0.0f;
+    float* partial = nullptr;
+    unsigned* arrivals = nullptr;
+    float* u = nullptr;     // [n, d]
+    float* post = nullptr;  // [n, hc]
+    float* comb = nullptr;  // [n, hc, hc]
+};
+int64_t hc_boundary_chunks(int64_t d);
+int64_t hc_boundary_partials(int64_t n, int hc, int64_t d);
+void launch_hc_boundary(cudaStream_t s, const HcBoundaryParams& p);
 
 // kernels_mhc_mixes.cu: raw[t][r] = fn[r] . x[t] (fn [n_mix, width] float32, width % 4 == 0, 16-byte aligned rows),
 // split over the width in fixed chunks; partial holds hc_mixes_partials(n, width, n_mix) floats.

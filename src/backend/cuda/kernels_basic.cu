@@ -18,11 +18,10 @@ __global__ void embed_kernel(StepMeta m, const uint16_t* table, int64_t d, int h
 }
 
 // Acc: the numerics mode's arithmetic (cuda_common.cuh); `round`: bf16 outputs (reference numerics).
+// One row of RMSNorm by the block: out = in * rsqrt(mean(in^2) + eps) (* weight).
 template <typename Acc>
-__global__ void rms_norm_kernel(const float* x, const float* weight, int64_t k, float eps, bool round, float* y) {
-    __shared__ Acc scratch[32];
-    const float* in = x + blockIdx.x * k;
-    float* out = y + blockIdx.x * k;
+__device__ void rms_norm_row(const float* in, const float* weight, int64_t k, float eps, bool round, float* out,
+                             Acc* scratch) {
     Acc sum = 0;
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x) sum += Acc(in[i]) * in[i];
     sum = block_sum(sum, scratch);
@@ -32,6 +31,33 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t k, 
         if (weight != nullptr) v *= weight[i];
         out[i] = store_acc(v, round);
     }
+}
+
+template <typename Acc>
+__global__ void rms_norm_kernel(const float* x, const float* weight, int64_t k, float eps, bool round, float* y) {
+    __shared__ Acc scratch[32];
+    rms_norm_row(x + blockIdx.x * k, weight, k, eps, round, y + blockIdx.x * k, &scratch[0]);
+}
+
+// Products rounded on their own: the compiler may fuse a * c - b * s into an FMA either way round, and differently in
+// different kernels; rope_pair's callers must all give the same bits.
+__device__ __forceinline__ float mul_rn(float a, float b) {
+    return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double mul_rn(double a, double b) {
+    return __dmul_rn(a, b);
+}
+
+// Interleaved RoPE of pair i of the trailing rope dims of one head row (v: the pair) of token t.
+template <typename Acc>
+__device__ void rope_pair(const StepMeta& m, int t, int i, const float* inv_freq, bool inverse, bool round, float* v) {
+    const float angle = static_cast<float>(m.positions[t]) * inv_freq[i];  // float32 product, as the reference
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    float s = static_cast<float>(sin(static_cast<double>(angle)));
+    if (inverse) s = -s;
+    const Acc a = v[0], b = v[1];
+    v[0] = store_acc(mul_rn(a, Acc(c)) - mul_rn(b, Acc(s)), round);
+    v[1] = store_acc(mul_rn(b, Acc(c)) + mul_rn(a, Acc(s)), round);
 }
 
 // One thread per (token, head, pair): interleaved pairs on the trailing rope_dim dims.
@@ -44,15 +70,22 @@ __global__ void rope_kernel(StepMeta m, float* x, int heads, int dim, int rope_d
     if (id >= total) return;
     const int i = static_cast<int>(id % pairs);
     const int64_t th = id / pairs;
-    const int t = static_cast<int>(th / heads);
-    const float angle = static_cast<float>(m.positions[t]) * inv_freq[i];  // float32 product, as the reference
-    const float c = static_cast<float>(cos(static_cast<double>(angle)));
-    float s = static_cast<float>(sin(static_cast<double>(angle)));
-    if (inverse) s = -s;
-    float* v = x + th * dim + (dim - rope_dim) + 2 * i;
-    const Acc a = v[0], b = v[1];
-    v[0] = store_acc(a * c - b * s, round);
-    v[1] = store_acc(b * c + a * s, round);
+    rope_pair<Acc>(m, static_cast<int>(th / heads), i, inv_freq, inverse, round,
+                   x + th * dim + (dim - rope_dim) + 2 * i);
+}
+
+// rms_norm then rope of one (token, head) row per block, in place: the two kernels' arithmetic in one launch.
+template <typename Acc>
+__global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int heads, int dim, int rope_dim, float eps,
+                                 const float* inv_freq, bool round) {
+    __shared__ Acc scratch[32];
+    float* row = x + static_cast<int64_t>(blockIdx.x) * dim;
+    rms_norm_row(row, weight, dim, eps, round, row, &scratch[0]);
+    __syncthreads();  // the normed row (global memory) is visible to the whole block
+    for (int i = threadIdx.x; i < rope_dim / 2; i += blockDim.x) {
+        rope_pair<Acc>(m, static_cast<int>(blockIdx.x / heads), i, inv_freq, false, round,
+                       row + (dim - rope_dim) + 2 * i);
+    }
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float factor) {
@@ -140,6 +173,17 @@ void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim
         rope_kernel<double><<<blocks, 256, 0, s>>>(m, x, heads, dim, rope_dim, inv_freq, inverse, true);
     } else {
         rope_kernel<float><<<blocks, 256, 0, s>>>(m, x, heads, dim, rope_dim, inv_freq, inverse, false);
+    }
+}
+
+void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* weight, int heads, int dim,
+                      int rope_dim, float eps, const float* inv_freq, bool reference) {
+    const auto rows = static_cast<unsigned>(static_cast<int64_t>(m.n_tokens) * heads);
+    if (rows == 0) return;
+    if (reference) {
+        norm_rope_kernel<double><<<rows, 256, 0, s>>>(m, x, weight, heads, dim, rope_dim, eps, inv_freq, true);
+    } else {
+        norm_rope_kernel<float><<<rows, 256, 0, s>>>(m, x, weight, heads, dim, rope_dim, eps, inv_freq, false);
     }
 }
 

@@ -1,0 +1,135 @@
+// The CUDA backend's fused ops against the op sequences they replace (ModelOps' default implementations), on the GPU
+// and on the CPU reference, on fresh random inputs: hc_post_pre (one launch per mHC site boundary in fast numerics)
+// and norm_rope. Outputs are poisoned with NaN first; NaN never passes. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include "op_test_support.h"
+
+namespace dsv4::ops_test {
+namespace {
+
+struct MhcHost {
+    std::vector<float> fn, base, scale, norm;
+};
+
+MhcHost random_mhc(int64_t hc, int64_t d) {
+    const int64_t mixes = (2 + hc) * hc;
+    MhcHost m;
+    m.fn = random_floats(mixes * hc * d, 2.0f / std::sqrt(static_cast<float>(hc * d)));
+    m.base = random_floats(mixes, 0.5f);
+    m.scale = {1.3f, 0.7f, 1.9f};
+    m.norm = random_floats(d, 0.2f);
+    for (auto& v : m.norm) v += 1.0f;
+    return m;
+}
+
+// One backend's copy of the mHC weights and the tensors of a site boundary.
+struct BoundarySide {
+    std::vector<int64_t> shapes[4];
+    MhcWeights w;
+    VecRef norm;
+    Tensor x, y, prev_post, prev_comb, u, post, comb;
+
+    BoundarySide(Backend& b, const MhcHost& m, int64_t n, int64_t hc, int64_t d, const std::vector<float>& x0,
+                 const std::vector<float>& y0, const std::vector<float>& post0, const std::vector<float>& comb0) {
+        w = {upload_vec(b, m.fn, shapes[0]), upload_vec(b, m.base, shapes[1]), upload_vec(b, m.scale, shapes[2])};
+        norm = upload_vec(b, m.norm, shapes[3]);
+        x = make_tensor(b, {n, hc, d}, x0);
+        y = make_tensor(b, {n, d}, y0);
+        prev_post = make_tensor(b, {n, hc}, post0);
+        prev_comb = make_tensor(b, {n, hc, hc}, comb0);
+        u = make_tensor(b, {n, d});
+        post = make_tensor(b, {n, hc});
+        comb = make_tensor(b, {n, hc, hc});
+    }
+    // The boundary through `ops` (the backend's own hc_post_pre, or ModelOps' unfused default).
+    void run(ModelOps& ops, bool with_prev, bool fused) {
+        const HcPostInputs prev{y, prev_post, prev_comb};
+        const HcPostInputs* p = with_prev ? &prev : nullptr;
+        if (fused) {
+            ops.hc_post_pre(x, p, w, norm, 20, 1e-6f, 1e-6f, u, post, comb);
+        } else {
+            ops.ModelOps::hc_post_pre(x, p, w, norm, 20, 1e-6f, 1e-6f, u, post, comb);
+        }
+    }
+};
+
+struct BoundaryCase {
+    int64_t n, hc, d;
+};
+
+class CudaHcPostPre : public ::testing::TestWithParam<BoundaryCase> {};
+
+// Fast numerics: the fused kernel against the GPU's unfused ops (same float arithmetic, other summation orders) and
+// against the CPU; twice in a row, so the per-token arrival counters must have been left at zero.
+TEST_P(CudaHcPostPre, FusedMatchesTheUnfusedOpsAndTheCpu) {
+    DSV4_REQUIRE_GPU();
+    const auto [n, hc, d] = GetParam();
+    Pair p(Numerics::kFast);
+    p.step(simple_batch(n));
+    const MhcHost m = random_mhc(hc, d);
+    const auto x0 = random_floats(n * hc * d, 2.0f), y0 = random_floats(n * d);
+    auto post0 = random_floats(n * hc, 0.5f), comb0 = random_floats(n * hc * hc, 0.3f);
+    for (auto& v : post0) v += 1.0f;
+    for (bool with_prev : {false, true}) {
+        BoundarySide fused(*p.gpu, m, n, hc, d, x0, y0, post0, comb0),
+            unfused(*p.gpu, m, n, hc, d, x0, y0, post0, comb0), cpu(*p.cpu, m, n, hc, d, x0, y0, post0, comb0);
+        unfused.run(*p.gpu, with_prev, false);
+        cpu.run(*p.cpu, with_prev, false);
+        for (int repeat = 0; repeat < 2; ++repeat) {
+            if (repeat == 1) p.gpu->from_host(fused.x, x0.data());
+            fused.run(*p.gpu, with_prev, true);
+            const std::string what = "n " + std::to_string(n) + " hc " + std::to_string(hc) + " d " +
+                                     std::to_string(d) + (with_prev ? " with" : " without") + " a previous site, run " +
+                                     std::to_string(repeat);
+            for (auto [got, gpu_ops, cpu_ops] :
+                 {std::tuple{fused.x, unfused.x, cpu.x}, std::tuple{fused.u, unfused.u, cpu.u},
+                  std::tuple{fused.post, unfused.post, cpu.post}, std::tuple{fused.comb, unfused.comb, cpu.comb}}) {
+                const std::vector<float> g = read(*p.gpu, got);
+                EXPECT_LE(rel_l2(g, read(*p.gpu, gpu_ops)), 1e-5) << what;
+                EXPECT_LE(rel_l2(g, read(*p.cpu, cpu_ops)), 1e-5) << what;
+            }
+        }
+    }
+}
+
+const BoundaryCase kBoundaryCases[] = {
+    {1, 4, 4096}, {5, 4, 4096}, {64, 4, 4096},  // DeepSeek-V4-Flash: decode and batched decode
+    {3, 4, 200},  {2, 3, 130},  {1, 8, 300},   {4, 1, 257}, {7, 2, 64},
+};
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaHcPostPre, ::testing::ValuesIn(kBoundaryCases));
+
+// norm_rope is rms_norm then rope in one launch with the same arithmetic: the same bits in every numerics mode.
+TEST(CudaFusedOps, NormRopeEqualsNormThenRope) {
+    DSV4_REQUIRE_GPU();
+    for (Numerics numerics : {Numerics::kExact, Numerics::kReference, Numerics::kFast}) {
+        Pair p(numerics);
+        const int64_t n = 4;
+        StepBatch b = simple_batch(n);
+        b.positions = {1048000, 5, 130000, 77};
+        p.step(b);
+        const ModelConfig c = op_config();
+        for (int64_t heads : {int64_t{1}, int64_t{8}}) {
+            for (bool weighted : {false, true}) {
+                std::vector<int64_t> shape;
+                auto wv = random_floats(512, 0.2f);
+                for (auto& v : wv) v += 1.0f;
+                const VecRef wg = upload_vec(*p.gpu, wv, shape), wc = upload_vec(*p.cpu, wv, shape);
+                const auto x = random_floats(n * heads * 512, 3.0f);
+                Tensor fused = make_tensor(*p.gpu, {n, heads, 512}, x), ops = make_tensor(*p.gpu, {n, heads, 512}, x),
+                       cpu = make_tensor(*p.cpu, {n, heads, 512}, x);
+                p.gpu->norm_rope(fused, weighted ? &wg : nullptr, 1e-6f, c.layers[1].rope);
+                p.gpu->rms_norm(ops, weighted ? &wg : nullptr, 1e-6f, ops);
+                p.gpu->rope(ops, c.layers[1].rope, false);
+                p.cpu->norm_rope(cpu, weighted ? &wc : nullptr, 1e-6f, c.layers[1].rope);
+                const std::vector<float> got = read(*p.gpu, fused);
+                EXPECT_EQ(got, read(*p.gpu, ops)) << numerics_name(numerics) << " heads " << heads;
+                EXPECT_LE(rel_l2(got, read(*p.cpu, cpu)), numerics == Numerics::kReference ? kReferenceTol : kExactTol)
+                    << numerics_name(numerics) << " heads " << heads;
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace dsv4::ops_test
