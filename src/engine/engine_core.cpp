@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "sample/sampling_params.h"
 
@@ -233,8 +234,7 @@ void EngineCore::step() {
     record_step(output.num_batched_tokens);
     publish_stats();  // before the events: a client that saw a request finish sees its state freed in the stats
     publish(result);
-    record_step_time(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                     runner_output.forward_seconds);
+    record_step_time(seconds_since(start), runner_output.forward_seconds);
 }
 
 void EngineCore::record_step(int64_t tokens) {

@@ -5,16 +5,13 @@
 #include <exception>
 
 #include "backend/tensor_reads.h"
+#include "core/clock.h"
 #include "runtime/device_sampling.h"
 #include "runtime/step_logits.h"
 #include "sample/sampler.h"
 
 namespace dsv4 {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 GeneratedToken to_generated(const SampleResult& r) {
     GeneratedToken t;
@@ -118,9 +115,13 @@ bool samples_by_argmax(const ScheduledSequence& entry) {
 
 // Whether the entry is one row whose every sampler can draw on the device (then only the drawn ids reach the host). A
 // sampler over another vocabulary than the logits' stays on the host, whose sampler reports the mismatch.
+bool draws_on_device(const SamplingParams& params, const SamplerState& state, int64_t vocab) {
+    return state.vocab_size() == vocab && DeviceDraws::supports(params, state);
+}
+
 bool samples_on_device(const ScheduledSequence& entry, int64_t vocab) {
     return entry.drafts.empty() && every_sampler(entry, [&](const SamplingParams& params, const SamplerState& state) {
-               return state.vocab_size() == vocab && DeviceDraws::supports(params, state);
+               return draws_on_device(params, state, vocab);
            });
 }
 
@@ -130,8 +131,7 @@ bool oracle_verifies(const ScheduledSequence& entry, int64_t vocab, double alpha
     if (alpha <= 0.0 || entry.drafts.empty() || !entry.fork_children.empty()) return false;
     const SamplingParams& params = entry.seq->group->params;
     const SamplerState& state = entry.seq->sampler;
-    if (params.logprobs || state.has_constraint() || state.vocab_size() != vocab) return false;
-    if (!DeviceDraws::supports(params, state)) return false;
+    if (params.logprobs || state.has_constraint() || !draws_on_device(params, state, vocab)) return false;
     return std::all_of(entry.drafts.begin(), entry.drafts.end(), [&](int32_t t) { return t >= 0 && t < vocab; });
 }
 

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "server/http/http_server.h"
 #include "server/http/shutdown_signals.h"
@@ -31,10 +32,6 @@ using Clock = std::chrono::steady_clock;
     va_end(args);
     std::fputc('\n', stderr);
     std::fflush(stderr);
-}
-
-double seconds_since(Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 // Prints "still loading (N s)" every few seconds until destroyed, so a long load never looks like a hang.

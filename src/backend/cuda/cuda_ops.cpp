@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels_block_attention.h"
+#include "backend/sample_rows_math.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {
@@ -105,8 +106,7 @@ void CudaBackend::sample_rows(const Tensor& logits, const SampleRowsArgs& args, 
     p.draw_count = static_cast<int64_t>(args.draws.size());
     p.edits = upload_scratch(args.edits);
     p.masks = upload_scratch(args.masks);
-    const bool processed = std::any_of(args.draws.begin(), args.draws.end(),
-                                       [](const RowDraw& d) { return d.edit_count > 0 || d.mask >= 0; });
+    const bool processed = std::any_of(args.draws.begin(), args.draws.end(), draw_processes_row);
     if (processed) p.processed = scratch(static_cast<size_t>(p.draw_count * vocab));
     p.out = out.i32();
     if (logprobs != nullptr) p.logprobs = static_cast<DrawLogprobs*>(logprobs->data);

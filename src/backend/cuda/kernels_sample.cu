@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(kSampleThreads) sample_rows_kernel(SampleRowsD
         return;
     }
     const float* x = raw;
-    if (d.edit_count > 0 || d.mask >= 0) x = process_row(raw, d, p, p.processed + blockIdx.x * p.vocab);
+    if (draw_processes_row(d)) x = process_row(raw, d, p, p.processed + blockIdx.x * p.vocab);
     float best;
     int32_t best_i;
     block_argmax(x, p.vocab, sm, best, best_i);

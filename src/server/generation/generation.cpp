@@ -4,16 +4,14 @@
 
 #include <algorithm>
 
+#include "core/clock.h"
+
 namespace dsv4::server {
 namespace {
 
 using namespace std::chrono_literals;
 
 constexpr auto kDrainDeadline = 10s;  // how long an aborted request may take to deliver its last events
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 ApiError submit_error(const SubmitResult& result) {
     switch (result.error) {
