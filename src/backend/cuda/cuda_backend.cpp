@@ -42,6 +42,7 @@ int64_t positive_env(const char* name, int64_t fallback) {
 CudaOptions cuda_options_from_env(CudaOptions o) {
     o.workspace_mib = positive_env("DSV4_CUDA_WORKSPACE_MB", o.workspace_mib);
     o.min_grouped_pairs = positive_env("DSV4_MIN_GROUPED_PAIRS", o.min_grouped_pairs);
+    o.min_grouped_fp8_pairs = positive_env("DSV4_MIN_GROUPED_FP8_PAIRS", o.min_grouped_fp8_pairs);
     o.min_gemm_rows = positive_env("DSV4_MIN_GEMM_ROWS", o.min_gemm_rows);
     o.min_fp8_rows = positive_env("DSV4_MIN_FP8_ROWS", o.min_fp8_rows);
     o.min_fp8_lt_rows = positive_env("DSV4_MIN_FP8_LT_ROWS", o.min_fp8_lt_rows);

@@ -20,7 +20,9 @@ struct CudaOptions {
     // routed experts are grouped by expert for tensor-core GEMMs (H200, 4-layer Flash: at 16 tokens the GEMVs are
     // faster, at 32 the GEMMs; docs/performance-log.md).
     int64_t min_gemm_rows = 32;
-    int64_t min_grouped_pairs = 128;
+    int64_t min_grouped_pairs = 128;  // bf16-tile grouping (where W4A8 cannot run)
+    // W4A8 grouping (FP8 wgmma): from 128 pairs until measured lower.
+    int64_t min_grouped_fp8_pairs = 128;
     // FP8 weights run on FP8 tensor cores from min_fp8_rows activation rows: cuBLASLt's block-scaled GEMM from
     // min_fp8_lt_rows, our FP8 wgmma GEMM below (cuBLASLt measured faster at every row count, H200 2026-12-01). From
     // 2 rows: at 8 rows cuBLASLt beat the multi-vector GEMV on every FP8 shape of Flash (wq_b 21 vs 110 us, wo_b 21
@@ -38,9 +40,9 @@ struct CudaOptions {
 };
 
 // `base` with the environment's overrides (documented in docs/operations.md): DSV4_CUDA_WORKSPACE_MB,
-// DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS, DSV4_LINEAR_PATH, DSV4_MOE_PATH,
-// DSV4_PROFILE_OPS (set: per-op profiling). A value that is not a
-// positive integer is a dsv4::Error naming the variable.
+// DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GROUPED_FP8_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS,
+// DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling). A value that is not a positive integer is
+// a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

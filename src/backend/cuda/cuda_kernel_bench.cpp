@@ -195,8 +195,8 @@ void bench_experts(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
         const double flops = pairs * 2.0 * 3.0 * d * inter;
         const double touched = o.experts * (1.0 - std::pow(1.0 - static_cast<double>(k) / o.experts, n));
         const double bytes = touched * 3.0 * weight_bytes(WeightFormat::kFp4Row, inter, d) + 4.0 * n * d * 2;
-        const cuda::MoePath chosen = cuda::choose_moe_path({Numerics::kFast, WeightFormat::kFp4Row, n * k, d, inter},
-                                                           b.linear_tuning().min_grouped_pairs, "");
+        const cuda::MoePath chosen =
+            cuda::choose_moe_path({Numerics::kFast, WeightFormat::kFp4Row, n * k, d, inter}, b.linear_tuning().moe, "");
         for (cuda::MoePath path : {cuda::MoePath::kGroupedFp8, cuda::MoePath::kGroupedBf16, cuda::MoePath::kPerPairGemv,
                                    cuda::MoePath::kFusedGemv}) {
             const bool per_pair = path == cuda::MoePath::kPerPairGemv || path == cuda::MoePath::kFusedGemv;

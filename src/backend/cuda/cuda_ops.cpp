@@ -531,7 +531,7 @@ MoePath CudaBackend::moe_path(const Tensor& h, const MoeWeights& w, int64_t pair
     // Decode-sized steps use the GEMV per (token, expert) pair; in fast numerics larger steps group the
     // pairs by expert for tensor-core GEMMs that read each expert's weights once (grouping on the device: graphs too).
     return choose_moe_path({numerics_, first.w1.format, pairs, h.size(1), first.w1.rows, fp8_.activations.dialect},
-                           tuning_.min_grouped_pairs, tuning_.forced_moe);
+                           tuning_.moe, tuning_.forced_moe);
 }
 
 void CudaBackend::moe_fused_decode(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,

@@ -131,7 +131,7 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
 // Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
 constexpr int64_t kMaxGemvRows = 256;
 // (The row and pair counts from which fast numerics switch to tensor cores are CudaOptions::min_gemm_rows and
-// min_grouped_pairs, backend/cuda/cuda_factory.h.)
+// min_grouped_fp8_pairs / min_grouped_pairs, backend/cuda/cuda_factory.h.)
 // Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
 void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
                         const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,

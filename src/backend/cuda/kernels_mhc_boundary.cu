@@ -179,27 +179,12 @@ int64_t hc_boundary_partials(int64_t n, int hc, int64_t d) {
 }
 
 void launch_hc_boundary(cudaStream_t s, const HcBoundaryParams& p) {
-    if (p.n == 0) return;
-    switch (p.hc) {
-        case 1:
-            return launch_boundary<1>(s, p);
-        case 2:
-            return launch_boundary<2>(s, p);
-        case 3:
-            return launch_boundary<3>(s, p);
-        case 4:
-            return launch_boundary<4>(s, p);
-        case 5:
-            return launch_boundary<5>(s, p);
-        case 6:
-            return launch_boundary<6>(s, p);
-        case 7:
-            return launch_boundary<7>(s, p);
-        case 8:
-            return launch_boundary<8>(s, p);
-        default:
-            return;  // hc > kMaxHcStreams: CudaBackend::hc_post_pre refuses it first
-    }
+    using Launch = void (*)(cudaStream_t, const HcBoundaryParams&);
+    constexpr Launch kByHc[kMaxHcStreams] = {launch_boundary<1>, launch_boundary<2>, launch_boundary<3>,
+                                             launch_boundary<4>, launch_boundary<5>, launch_boundary<6>,
+                                             launch_boundary<7>, launch_boundary<8>};
+    // hc > kMaxHcStreams: CudaBackend::hc_post_pre refuses it first.
+    if (p.n > 0 && p.hc >= 1 && p.hc <= kMaxHcStreams) kByHc[p.hc - 1](s, p);
 }
 
 }  // namespace dsv4::cuda

@@ -34,7 +34,8 @@ LinearTuning LinearTuning::from(const CudaOptions& o) {
     t.min_gemm_rows = o.min_gemm_rows;
     t.min_fp8_rows = o.min_fp8_rows;
     t.min_fp8_lt_rows = o.min_fp8_lt_rows;
-    t.min_grouped_pairs = o.min_grouped_pairs;
+    t.moe.grouped_fp8 = o.min_grouped_fp8_pairs;
+    t.moe.grouped_bf16 = o.min_grouped_pairs;
     t.forced_linear = o.linear_path;
     t.forced_moe = o.moe_path;
     return t;
@@ -142,7 +143,7 @@ std::string moe_path_unmet(MoePath path, const MoeProblem& p) {
     return "a known path";
 }
 
-MoePath choose_moe_path(const MoeProblem& p, int64_t min_grouped_pairs, const std::string& forced) {
+MoePath choose_moe_path(const MoeProblem& p, const MoeThresholds& t, const std::string& forced) {
     if (!forced.empty()) {
         for (MoePath path : {MoePath::kPerPair, MoePath::kPerPairGemv, MoePath::kFusedGemv, MoePath::kGroupedBf16,
                              MoePath::kGroupedFp8}) {
@@ -154,9 +155,11 @@ MoePath choose_moe_path(const MoeProblem& p, int64_t min_grouped_pairs, const st
         }
         fail("DSV4_MOE_PATH={} is not one of per_pair, per_pair_gemv, fused_gemv, grouped_bf16, grouped_fp8", forced);
     }
-    if (p.numerics == Numerics::kFast && p.pairs >= min_grouped_pairs) {
-        if (moe_path_unmet(MoePath::kGroupedFp8, p).empty()) return MoePath::kGroupedFp8;
-        if (moe_path_unmet(MoePath::kGroupedBf16, p).empty()) return MoePath::kGroupedBf16;
+    if (p.numerics == Numerics::kFast) {
+        if (p.pairs >= t.grouped_fp8 && moe_path_unmet(MoePath::kGroupedFp8, p).empty()) return MoePath::kGroupedFp8;
+        if (p.pairs >= t.grouped_bf16 && moe_path_unmet(MoePath::kGroupedBf16, p).empty()) {
+            return MoePath::kGroupedBf16;
+        }
     }
     if (moe_path_unmet(MoePath::kFusedGemv, p).empty()) return MoePath::kFusedGemv;
     return MoePath::kPerPair;

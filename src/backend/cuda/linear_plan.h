@@ -30,6 +30,12 @@ struct LinearProblem {
     bool slices_aligned = true;  // grouped FP8: every group's rows start on a 128-row scale block
 };
 
+// (token, expert) pairs from which fast numerics group the routed experts by expert (CudaOptions::min_grouped_*).
+struct MoeThresholds {
+    int64_t grouped_fp8 = 128;   // W4A8 / W8A8 on FP8 wgmma
+    int64_t grouped_bf16 = 128;  // bf16 tiles, where the FP8 path cannot run (FNUZ activations, odd widths)
+};
+
 // Row thresholds of fast numerics and the forced paths, from CudaOptions (cuda_factory.h).
 struct LinearTuning {
     int64_t min_gemm_rows = 32;  // tensor cores from here
@@ -37,7 +43,7 @@ struct LinearTuning {
     // cuBLASLt from here, our FP8 wgmma GEMM below: cuBLASLt measured faster at every row count on the Flash shapes
     // (bench kernels, H200, 2026-12-01: e.g. wo_b M=64 21.7 vs 147 us, M=8192 569 vs 2,402 us).
     int64_t min_fp8_lt_rows = 1;
-    int64_t min_grouped_pairs = 128;  // routed experts grouped by expert from here
+    MoeThresholds moe;
     std::string forced_linear, forced_moe;
     static LinearTuning from(const CudaOptions& o);
 };
@@ -64,7 +70,7 @@ struct MoeProblem {
     int64_t inter = 0;                      // expert intermediate size
     Fp8Dialect dialect = Fp8Dialect::kOcp;  // of the activation quantisation (the backend's)
 };
-MoePath choose_moe_path(const MoeProblem& p, int64_t min_grouped_pairs, const std::string& forced);
+MoePath choose_moe_path(const MoeProblem& p, const MoeThresholds& t, const std::string& forced);
 std::string moe_path_unmet(MoePath path, const MoeProblem& p);
 
 }  // namespace dsv4::cuda

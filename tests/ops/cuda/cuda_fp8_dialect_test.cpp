@@ -137,9 +137,9 @@ TEST(CudaFp8Dialect, FnuzStaysOffTheOcpTensorCorePaths) {
         EXPECT_NE(std::string(e.what()).find("OCP FP8 weights"), std::string::npos) << e.what();
     }
     cuda::MoeProblem moe{Numerics::kFast, WeightFormat::kFp4Row, 4096, 4096, 2048, Fp8Dialect::kFnuz};
-    EXPECT_EQ(cuda::choose_moe_path(moe, 128, ""), cuda::MoePath::kGroupedBf16);
+    EXPECT_EQ(cuda::choose_moe_path(moe, {}, ""), cuda::MoePath::kGroupedBf16);
     moe.dialect = Fp8Dialect::kOcp;
-    EXPECT_EQ(cuda::choose_moe_path(moe, 128, ""), cuda::MoePath::kGroupedFp8);
+    EXPECT_EQ(cuda::choose_moe_path(moe, {}, ""), cuda::MoePath::kGroupedFp8);
 }
 
 }  // namespace

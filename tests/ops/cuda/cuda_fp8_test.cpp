@@ -312,9 +312,9 @@ TEST(CudaFp8, ForcedPathFailsNamingTheRequirement) {
     const cuda::LinearProblem ref{Numerics::kReference, w, 100, 64};
     EXPECT_EQ(cuda::choose_linear_path(ref, cuda::LinearTuning{}, ""), cuda::LinearPath::kGeneric);
     const cuda::MoeProblem moe{Numerics::kFast, WeightFormat::kFp4Row, 600, 4096, 192};
-    EXPECT_EQ(cuda::choose_moe_path(moe, 128, ""), cuda::MoePath::kGroupedBf16);
+    EXPECT_EQ(cuda::choose_moe_path(moe, {}, ""), cuda::MoePath::kGroupedBf16);
     try {
-        cuda::choose_moe_path(moe, 128, "grouped_fp8");
+        cuda::choose_moe_path(moe, {}, "grouped_fp8");
         ADD_FAILURE() << "no error";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("multiples of 128"), std::string::npos) << e.what();

@@ -231,8 +231,8 @@ TEST(CudaOps, MoeFlashWidths) {
         std::memcpy(ids_g.data(), tmp.data(), ids_g.size() * 4);
         EXPECT_EQ(ids_c, ids_g);
         Tensor yc = make_tensor(*p.cpu, {n, d}), yg = make_tensor(*p.gpu, {n, d});
-        const cuda::MoePath path =
-            cuda::choose_moe_path({numerics, WeightFormat::kFp4Row, n * k, d, inter}, 128 /* kMinGroupedPairs */, "");
+        const cuda::MoePath path = cuda::choose_moe_path({numerics, WeightFormat::kFp4Row, n * k, d, inter},
+                                                         cuda::LinearTuning::from(cuda_options_from_env({})).moe, "");
         p.cpu->moe(hc_, mc, wc, ic, 10.0f, yc);
         p.gpu->moe(hg, mg, wgt, ig, 10.0f, yg);
         // The FP8 grouped path quantizes the activations per 128 to e4m3 twice (the input, and the SwiGLU output
