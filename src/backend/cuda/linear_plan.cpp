@@ -161,7 +161,10 @@ MoePath choose_moe_path(const MoeProblem& p, const MoeThresholds& t, const std::
             return MoePath::kGroupedBf16;
         }
     }
-    if (moe_path_unmet(MoePath::kFusedGemv, p).empty()) return MoePath::kFusedGemv;
+    // The per-pair GEMVs, not their two-launch fusion (kFusedGemv, forced only): the fused kernels computed the same
+    // bits slower (1 token 103 vs 97 us, 8 tokens 615 vs 565 us; batch-1 decode 57.3 vs 58.6 tok/s; H200,
+    // performance-log.md 2026-12-03).
+    if (moe_path_unmet(MoePath::kPerPairGemv, p).empty()) return MoePath::kPerPairGemv;
     return MoePath::kPerPair;
 }
 

@@ -32,7 +32,7 @@ struct LinearProblem {
 
 // (token, expert) pairs from which fast numerics group the routed experts by expert (CudaOptions::min_grouped_*).
 struct MoeThresholds {
-    int64_t grouped_fp8 = 128;   // W4A8 / W8A8 on FP8 wgmma
+    int64_t grouped_fp8 = 24;    // W4A8 / W8A8 on FP8 wgmma
     int64_t grouped_bf16 = 128;  // bf16 tiles, where the FP8 path cannot run (FNUZ activations, odd widths)
 };
 
