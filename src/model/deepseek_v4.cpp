@@ -1,6 +1,5 @@
 #include "model/deepseek_v4.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -54,13 +53,15 @@ ForwardResult DeepseekV4::run(const StepBatch& batch, const ForwardRequest& requ
         const size_t mark = b.scratch_mark();  // the layer's temporaries are released at its end
         attention_site(backbone(l), streams, carry);
         ffn_site(backbone(l), streams, carry);
-        const bool wanted =
-            std::find(request.hidden_layers.begin(), request.hidden_layers.end(), l) != request.hidden_layers.end();
-        if (wanted || debug_hook) apply_pending(carry, streams);
-        if (debug_hook) debug_hook("layer" + std::to_string(l), streams);
+        if (debug_hook) {
+            apply_pending(carry, streams);
+            debug_hook("layer" + std::to_string(l), streams);
+        }
         b.scratch_release(mark);
         for (size_t i = 0; i < request.hidden_layers.size(); ++i) {
-            if (request.hidden_layers[i] == l) b.copy(streams, result.hidden[i]);
+            if (request.hidden_layers[i] != l) continue;
+            apply_pending(carry, streams);
+            b.copy(streams, result.hidden[i]);
         }
     }
     apply_pending(carry, streams);

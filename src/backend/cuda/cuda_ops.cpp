@@ -46,8 +46,9 @@ void CudaBackend::rope(Tensor x, const RopeParams& rope, bool inverse) {
 }
 
 void CudaBackend::norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope) {
+    DSV4_CHECK(x.rank == 3, "norm_rope: x must be [N, heads, head_dim], not of rank {}", x.rank);
     const int64_t dim = x.size(2);
-    DSV4_CHECK(x.rank == 3 && rope.rope_dim % 2 == 0 && rope.rope_dim <= dim && (weight == nullptr || weight->n == dim),
+    DSV4_CHECK(rope.rope_dim % 2 == 0 && rope.rope_dim <= dim && (weight == nullptr || weight->n == dim),
                "norm_rope: x [N, heads, {}] with rope dims {} and a weight of {}", dim, rope.rope_dim,
                weight != nullptr ? weight->n : 0);
     launch_norm_rope(stream_, meta_, x.f32(), weight != nullptr ? weight->data : nullptr, static_cast<int>(x.size(1)),
@@ -176,7 +177,6 @@ void CudaBackend::hc_post_pre(Tensor x, const HcPostInputs* prev, const MhcWeigh
         p.prev_post = prev->post.f32();
         p.prev_comb = prev->comb.f32();
     }
-    p.fn = w.fn.data;
     p.w = w;
     p.norm_weight = norm.data;
     p.iters = sinkhorn_iters;

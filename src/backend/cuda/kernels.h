@@ -93,11 +93,10 @@ struct HcBoundaryParams {
     int64_t n = 0;
     int hc = 0;
     int64_t d = 0;
-    const float* prev_y = nullptr;     // [n, d]
-    const float* prev_post = nullptr;  // [n, hc]
-    const float* prev_comb = nullptr;  // [n, hc, hc]
-    const float* fn = nullptr;         // [(2 + hc) * hc, hc * d]
-    MhcWeights w;
+    const float* prev_y = nullptr;       // [n, d]
+    const float* prev_post = nullptr;    // [n, hc]
+    const float* prev_comb = nullptr;    // [n, hc, hc]
+    MhcWeights w;                        // fn [(2 + hc) * hc, hc * d], base, scale
     const float* norm_weight = nullptr;  // [d]
     int iters = 0;
     float hc_eps = 0.0f, norm_eps = 0.0f;
@@ -107,7 +106,6 @@ struct HcBoundaryParams {
     float* post = nullptr;  // [n, hc]
     float* comb = nullptr;  // [n, hc, hc]
 };
-int64_t hc_boundary_chunks(int64_t d);
 int64_t hc_boundary_partials(int64_t n, int hc, int64_t d);
 void launch_hc_boundary(cudaStream_t s, const HcBoundaryParams& p);
 

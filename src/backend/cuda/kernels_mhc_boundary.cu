@@ -22,6 +22,11 @@ constexpr int mix_rows() {
     return (2 + kHc) * kHc;
 }
 
+// Blocks a token: its channels in kChannels chunks.
+__host__ __device__ inline int64_t hc_boundary_chunks(int64_t d) {
+    return (d + kChannels - 1) / kChannels;
+}
+
 // Mix rows whose fn loads are in flight together: ~96 loads a thread (all 24 rows at hc = 4: one round trip).
 template <int kHc>
 constexpr int row_group() {
@@ -66,7 +71,7 @@ __device__ void block_partials(const HcBoundaryParams& p, int64_t ch, bool live,
         for (int g = 0; g < kRowGroup; ++g) {
 #pragma unroll
             for (int j = 0; j < kHc; ++j) {
-                f[g][j] = live && r0 + g < kRows ? __ldg(p.fn + (r0 + g) * width + j * p.d + ch) : 0.0f;
+                f[g][j] = live && r0 + g < kRows ? __ldg(p.w.fn.data + (r0 + g) * width + j * p.d + ch) : 0.0f;
             }
         }
 #pragma unroll
@@ -122,7 +127,7 @@ __global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams
     __shared__ float pre[kHc];
     __shared__ float scratch[32];
     __shared__ bool last;
-    const int chunks = static_cast<int>((p.d + kChannels - 1) / kChannels);
+    const int chunks = static_cast<int>(hc_boundary_chunks(p.d));
     const int64_t t = blockIdx.x / chunks;
     const int chunk = static_cast<int>(blockIdx.x % chunks);
     const int64_t ch = static_cast<int64_t>(chunk) * kChannels + threadIdx.x;
@@ -169,10 +174,6 @@ void launch_boundary(cudaStream_t s, const HcBoundaryParams& p) {
 }
 
 }  // namespace
-
-int64_t hc_boundary_chunks(int64_t d) {
-    return (d + kChannels - 1) / kChannels;
-}
 
 int64_t hc_boundary_partials(int64_t n, int hc, int64_t d) {
     return n * hc_boundary_chunks(d) * ((2 + hc) * hc + 1);
