@@ -105,18 +105,39 @@ struct RowScales {
     }
 };
 
+// The dot product of four decoded elements with four activations in one explicit order: every kernel that computes
+// a row (the GEMVs here, the streamed GEMV, the fused MoE decode) gets the same bits, whatever contractions the
+// compiler would have chosen for a written-out expression in each of them.
+__device__ __forceinline__ float dot4(const float* v, float4 x) {
+    float t = __fmul_rn(v[0], x.x);
+    t = __fmaf_rn(v[1], x.y, t);
+    t = __fmaf_rn(v[2], x.z, t);
+    return __fmaf_rn(v[3], x.w, t);
+}
+
+// One load's decoded elements against its activations (kElems / 4 float4), summed in order.
+template <int kElems>
+__device__ __forceinline__ float word_dot(const float* vals, const float4* xx) {
+    float sum = dot4(vals, xx[0]);
+#pragma unroll
+    for (int q = 1; q < kElems / 4; ++q) sum = __fadd_rn(sum, dot4(vals + 4 * q, xx[q]));
+    return sum;
+}
+
+// A row's running sum after one load: its dot product times the load's block scale (a power of two).
+__device__ __forceinline__ float add_scaled(float acc, float dot, float scale) {
+    return __fmaf_rn(dot, scale, acc);
+}
+
 // The dot product of one load's decoded elements with the activations at x (global memory through the read-only
-// cache, or shared memory when staged), summed in one fixed order: every GEMV path computes a row the same way.
+// cache, or shared memory when staged).
 template <int kElems, bool kSharedX>
 __device__ __forceinline__ float load_dot(const float* vals, const float* x) {
     const auto* xr = reinterpret_cast<const float4*>(x);
-    float sum = 0.0f;
+    float4 xx[kElems / 4];
 #pragma unroll
-    for (int q = 0; q < kElems / 4; ++q) {
-        const float4 xx = kSharedX ? xr[q] : __ldg(xr + q);
-        sum += vals[4 * q] * xx.x + vals[4 * q + 1] * xx.y + vals[4 * q + 2] * xx.z + vals[4 * q + 3] * xx.w;
-    }
-    return sum;
+    for (int q = 0; q < kElems / 4; ++q) xx[q] = kSharedX ? xr[q] : __ldg(xr + q);
+    return word_dot<kElems>(vals, xx);
 }
 
 // Each lane's partial dot products of weight row r with the vectors xv[v * x_stride ...], v < nv (nv <= kVectors),
@@ -150,8 +171,7 @@ __device__ __forceinline__ void row_partials(const WeightRef& wr, int64_t r, con
 #pragma unroll
             for (int v = 0; v < kVectors; ++v) {
                 if (v < nv) {
-                    const float sum = load_dot<kElems, false>(vals, xv + v * x_stride + j0);
-                    acc[v] += sum * scale;  // a power of two: the same as scaling every element
+                    acc[v] = add_scaled(acc[v], load_dot<kElems, false>(vals, xv + v * x_stride + j0), scale);
                 }
             }
         }
@@ -225,7 +245,7 @@ __device__ __forceinline__ void rows_partials_in(const RowRef<kFormat> (&rows)[k
                 float vals[kElems];
                 decode_load<kFormat>(raw[i][u], kDialect, vals);
                 const float scale = warp_scales ? shared : rows[i].scales.at(c);
-                acc[i] += load_dot<kElems, kSharedX>(vals, rows[i].x + c * kElems) * scale;
+                acc[i] = add_scaled(acc[i], load_dot<kElems, kSharedX>(vals, rows[i].x + c * kElems), scale);
             }
         }
     }
@@ -243,7 +263,7 @@ __device__ __forceinline__ void rows_partials_in(const RowRef<kFormat> (&rows)[k
             if (rows[i].data == nullptr) continue;
             float vals[kElems];
             decode_load<kFormat>(raw[i][u], kDialect, vals);
-            acc[i] += load_dot<kElems, kSharedX>(vals, rows[i].x + c * kElems) * rows[i].scales.at(c);
+            acc[i] = add_scaled(acc[i], load_dot<kElems, kSharedX>(vals, rows[i].x + c * kElems), rows[i].scales.at(c));
         }
     }
 }

@@ -117,7 +117,12 @@ void launch_hc_mixes(cudaStream_t s, const float* x, int64_t n, int64_t width, c
                      float* partial, float* raw);
 
 // kernels_gemv.cu: decode GEMV, weights decoded in registers (m <= kMaxGemvVectors activation rows; see
-// gemv_supported).
+// gemv_supported). A single vector takes the streamed GEMV (kernels_gemv_stream.cu, same bits) where `stream` allows.
+struct GemvStreamConfig {
+    bool enabled = false;
+    int tile_bytes = 4096;  // target bytes of a tile of whole rows (one bulk copy)
+    int stages = 3;         // tiles in flight per warp
+};
 constexpr int kMaxGemvVectors = 8;
 constexpr int64_t kMaxGemvPairs = 65535;  // grid.y limit of the expert GEMV
 bool gemv_supported(WeightFormat format, int64_t cols, int64_t m);
@@ -125,15 +130,41 @@ bool gemv_supported(WeightFormat format, int64_t cols, int64_t m);
 // groups > 1 (the grouped output projection, one launch for all groups): rows g * (rows / groups) .. of group g read
 // x + g * group_x.
 void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
-                 int64_t y_stride, bool round_out, int groups = 1, int64_t group_x = 0);
+                 int64_t y_stride, bool round_out, int groups = 1, int64_t group_x = 0,
+                 const GemvStreamConfig& stream = {});
 // Largest activation row count sent to the GEMV passes (above: the generic kernel, i.e. prefill).
 constexpr int64_t kMaxGemvRows = 256;
 // (The row and pair counts from which fast numerics switch to tensor cores are CudaOptions::min_gemm_rows and
 // min_grouped_fp8_pairs / min_grouped_pairs, backend/cuda/cuda_factory.h.)
-// Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] with the format's 16-byte loads.
-void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
-                        const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,
-                        bool round_out, float* out);
+// Routed experts: out[p][r] = W_{ids[p]}[r] . x[p / x_div] (experts of `format`, FP8 codes of `dialect`).
+void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, Fp8Dialect dialect,
+                        const WeightRef* table, int n_experts, const int32_t* ids, int64_t pairs, int x_div,
+                        const float* x, int64_t k, int64_t rows, bool round_out, float* out,
+                        const GemvStreamConfig& stream = {});
+// Streaming multiprocessors of the current device (a host-side query, legal during graph capture).
+int device_sms();
+
+// kernels_gemv_stream.cu: the single-vector GEMV with the weights streamed into shared memory by bulk copies (a few
+// tiles of whole rows in flight per warp), bit for bit the GEMV above. Instance i (blockIdx.y; a group of rows with
+// its own vector, or a (token, expert) pair) multiplies rows i * count .. of w (or all of table[ids[i]]) with
+// x + (i / x_div) * x_stride into y + i * y_stride. Returns false, launching nothing, for a shape or a plain weight
+// it cannot stream (the caller runs the GEMV above).
+struct GemvStreamParams {
+    WeightRef w;  // the weight; in expert mode its format, dialect and shape only
+    const WeightRef* table = nullptr;
+    const int32_t* ids = nullptr;
+    int n_experts = 0;
+    int64_t instances = 1;
+    int64_t count = 0;  // rows per instance (plain mode)
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    int x_div = 1;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    bool round_out = false;
+    StepMeta meta;
+};
+bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, const GemvStreamParams& p);
 
 // kernels_gemm.cu: tensor-core GEMM (fast numerics): bf16 activations x bf16-decoded weights, float32 accumulation.
 void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,

@@ -103,14 +103,6 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     }
 }
 
-// Streaming multiprocessors of the current device (a host-side query: cheap, and legal during graph capture; a
-// failure stays the last error, which the launcher's caller checks).
-int device_sms() {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    return sms;
-}
-
 // Rows per warp for the staged GEMV: enough rows that each lane has about 32 loads of a pass in flight, as long as
 // the grid keeps about two warps per SM scheduler busy.
 int staged_rows_per_warp(int64_t loads_per_row, int64_t rows, int64_t blocks_y) {
@@ -151,6 +143,13 @@ void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, c
 
 }  // namespace
 
+// A failure stays the last error, which the launcher's caller checks.
+int device_sms() {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    return sms;
+}
+
 bool gemv_supported(WeightFormat format, int64_t cols, int64_t m) {
     if (m < 1 || cols > INT32_MAX) return false;  // load indices are 32-bit
     switch (format) {
@@ -167,8 +166,20 @@ bool gemv_supported(WeightFormat format, int64_t cols, int64_t m) {
 }
 
 void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
-                 int64_t y_stride, bool round_out, int groups, int64_t group_x) {
+                 int64_t y_stride, bool round_out, int groups, int64_t group_x, const GemvStreamConfig& stream) {
     const int64_t count = w.rows / groups;
+    if (m == 1) {
+        GemvStreamParams p;
+        p.w = w;
+        p.instances = groups;
+        p.count = count;
+        p.x = x;
+        p.x_stride = group_x;
+        p.y = y;
+        p.y_stride = count;
+        p.round_out = round_out;
+        if (launch_gemv_stream(s, stream, p)) return;
+    }
     // Passes of kMaxGemvVectors activation rows (each pass reads the weights once).
     for (int64_t m0 = 0; m0 < m; m0 += kMaxGemvVectors) {
         const int64_t mv = std::min<int64_t>(kMaxGemvVectors, m - m0);
@@ -199,13 +210,30 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
     }
 }
 
-void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, const WeightRef* table, int n_experts,
-                        const int32_t* ids, int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows,
-                        bool round_out, float* out) {
+void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, Fp8Dialect dialect,
+                        const WeightRef* table, int n_experts, const int32_t* ids, int64_t pairs, int x_div,
+                        const float* x, int64_t k, int64_t rows, bool round_out, float* out,
+                        const GemvStreamConfig& stream) {
     if (pairs == 0) return;
     WeightRef shape;
+    shape.format = format;
+    shape.fp8_dialect = dialect;
     shape.rows = rows;
     shape.cols = k;
+    GemvStreamParams p;
+    p.w = shape;
+    p.table = table;
+    p.ids = ids;
+    p.n_experts = n_experts;
+    p.instances = pairs;
+    p.x = x;
+    p.x_stride = k;
+    p.x_div = x_div;
+    p.y = out;
+    p.y_stride = rows;
+    p.round_out = round_out;
+    p.meta = m;
+    if (launch_gemv_stream(s, stream, p)) return;
     switch (format) {
         case WeightFormat::kFp8Block:
             launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, shape, table, ids, n_experts, rows, 1, x, k,

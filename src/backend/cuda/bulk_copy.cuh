@@ -1,0 +1,68 @@
+// Hopper bulk copies (the TMA's one-dimensional form, no tensor map) into shared memory, completed on mbarriers.
+// A copy of N bytes is one instruction of one thread, not N / 16 loads held in registers: a warp can keep kilobytes in
+// flight while it computes on the copies that have landed. Rules the callers keep: source, destination and size are
+// multiples of 16 bytes; a barrier's phase completes when its expected bytes have all arrived.
+#pragma once
+
+#include <cstdint>
+
+namespace dsv4::cuda {
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One arrival (the issuing thread's) completes a phase, once the bytes announced with it have landed.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
+}
+
+// Makes initialised barriers visible to the copy engine (the async proxy) before the first copy names them.
+__device__ __forceinline__ void fence_barrier_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Orders this thread's earlier shared-memory reads before a later bulk copy that overwrites them.
+__device__ __forceinline__ void fence_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// Announces `bytes` on the barrier (this thread's arrival) and starts copying them from global memory to `dst`.
+__device__ __forceinline__ void bulk_copy_announced(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     shared_address(dst)),
+                 "l"(src), "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
+}
+
+// Two copies completing one phase (data and its scales): announced together, so the phase cannot complete between.
+__device__ __forceinline__ void bulk_copy_pair_announced(void* dst0, const void* src0, uint32_t bytes0, void* dst1,
+                                                         const void* src1, uint32_t bytes1, uint64_t* bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)),
+                 "r"(bytes0 + bytes1)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     shared_address(dst0)),
+                 "l"(src0), "r"(bytes0), "r"(shared_address(bar))
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     shared_address(dst1)),
+                 "l"(src1), "r"(bytes1), "r"(shared_address(bar))
+                 : "memory");
+}
+
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+    uint32_t done = 0;
+    while (!done) {
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+            : "=r"(done)
+            : "r"(shared_address(bar)), "r"(parity)
+            : "memory");
+    }
+}
+
+}  // namespace dsv4::cuda

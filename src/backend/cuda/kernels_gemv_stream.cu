@@ -1,0 +1,328 @@
+// Single-vector decode GEMV with the weights streamed into shared memory by bulk copies. Each warp owns a run of
+// consecutive weight rows, cut into tiles of whole rows (one contiguous copy each, plus one of their scales for FP4);
+// its lane 0 keeps `stages` tiles in flight while the warp computes on the tile that has landed. The register GEMV
+// (kernels_gemv.cu) holds each lane's loads in registers and waits for them before it can issue more, so a row group
+// costs a full memory round trip: 1.2-1.5 TB/s on the Flash shapes (performance-log.md). A row's arithmetic is that
+// GEMV's (gemv_row.cuh: the same loads per lane in the same order, the same sums), so the two give the same bits and
+// a sequence's logits do not depend on which one ran.
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/bulk_copy.cuh"
+#include "backend/cuda/gemv_row.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kMaxTileRows = 8;
+constexpr int64_t kMaxTileBytes = 16384;
+constexpr int64_t kMaxSharedBytes = 200 * 1024;  // of the 227 KB a block may opt in to
+
+// Where a launch's pieces sit in shared memory and how a tile is cut (host-computed, the same for every block).
+struct StreamLayout {
+    int64_t row_bytes = 0;
+    int64_t scale_row_bytes = 0;  // FP4: the per-32 scales of a row; 0 otherwise
+    int64_t tile_bytes = 0;       // tile rows x row bytes
+    int64_t tile_scale_bytes = 0;
+    int passes = 0;  // warp-wide loads per row
+    int stages = 0;
+    int64_t ring_offset = 0, scale_offset = 0, bar_offset = 0, shared_bytes = 0;
+};
+
+template <int kFormat>
+constexpr int64_t kPassBytes = 32 * 4 * kLoadWords<kFormat>;
+
+// Whether a weight can be streamed with kRows-row tiles: 16-byte aligned data (and FP4 scales), the checkpoint's
+// block shapes, FP8 tiles inside one 128-row scale block and FP8 codes of the kernel's dialect. Checked per block in
+// expert mode (each expert its own pointers): a weight that fails is computed straight from global memory with the same
+// arithmetic.
+template <int kFormat, int kRows, Fp8Dialect kDialect>
+__host__ __device__ bool streamable(const WeightRef& w) {
+    if ((reinterpret_cast<uintptr_t>(w.data) & 15) != 0) return false;
+    if constexpr (is_fp8(kFormat)) {
+        return w.block_cols == 128 && w.block_rows % kRows == 0 && w.fp8_dialect == kDialect;
+    }
+    if constexpr (is_fp4(kFormat)) {
+        return w.block_cols == 32 && (reinterpret_cast<uintptr_t>(w.scales) & 15) == 0 && w.scale_cols % 16 == 0;
+    }
+    return true;
+}
+
+// Lane 0: tile k of the warp's run (rows r0 .. r0 + n) into ring slot k % stages.
+template <int kFormat, int kRows>
+__device__ __forceinline__ void issue_tile(const StreamLayout& L, const uint8_t* base, const uint8_t* scale_base,
+                                           int64_t r0, int64_t rows, int slot, uint8_t* ring, uint8_t* scale_ring,
+                                           uint64_t* bar) {
+    const auto n = static_cast<uint32_t>(std::min<int64_t>(kRows, rows - r0));
+    uint8_t* dst = ring + slot * L.tile_bytes;
+    if constexpr (is_fp4(kFormat)) {
+        bulk_copy_pair_announced(dst, base + r0 * L.row_bytes, n * static_cast<uint32_t>(L.row_bytes),
+                                 scale_ring + slot * L.tile_scale_bytes, scale_base + r0 * L.scale_row_bytes,
+                                 n * static_cast<uint32_t>(L.scale_row_bytes), bar);
+    } else {
+        bulk_copy_announced(dst, base + r0 * L.row_bytes, n * static_cast<uint32_t>(L.row_bytes), bar);
+    }
+}
+
+// FP8 tile: every row of the tile shares one 128-row scale block, and a warp-wide load is one 128-column block, so
+// pass u's scale is one value for the whole warp (lane j fetches pass u0 + j's, shuffled out per pass).
+template <int kRows, Fp8Dialect kDialect>
+__device__ __forceinline__ void fp8_tile_partials(const uint8_t* tile, const StreamLayout& L, const WeightRef& w,
+                                                  int64_t first_row, int valid, const float* xs, float* acc) {
+    constexpr int kFormat = static_cast<int>(WeightFormat::kFp8Block);
+    const int lane = threadIdx.x % 32;
+    const auto* words = reinterpret_cast<const uint32_t*>(tile);
+    const auto* x4 = reinterpret_cast<const float4*>(xs);
+    const int64_t row_words = L.row_bytes / 4;
+    const uint8_t* scale_row = w.scales + (first_row / w.block_rows) * w.scale_cols;
+    for (int u0 = 0; u0 < L.passes; u0 += 32) {
+        const float lane_scale = u0 + lane < L.passes ? decode_ue8m0(scale_row[u0 + lane]) : 0.0f;
+        const int n = std::min(32, L.passes - u0);
+#pragma unroll 2
+        for (int u = 0; u < n; ++u) {
+            const int c = (u0 + u) * 32 + lane;
+            const float scale = __shfl_sync(0xffffffffu, lane_scale, u);
+            const float4 xx = x4[c];
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+                if (i >= valid) break;
+                float vals[4];
+                Load<kFormat> raw;
+                raw.w[0] = words[i * row_words + c];
+                decode_load<kFormat>(raw, kDialect, vals);
+                acc[i] = add_scaled(acc[i], word_dot<4>(vals, &xx), scale);
+            }
+        }
+    }
+}
+
+// FP4 and BF16 tiles: eight elements per lane load, two float4 of activations shared by the tile's rows; FP4 scales
+// (one per 32 elements: every 4 loads) from the tile's copied scale rows, BF16 unscaled.
+template <int kFormat, int kRows>
+__device__ __forceinline__ void wide_tile_partials(const uint8_t* tile, const uint8_t* tile_scales,
+                                                   const StreamLayout& L, int valid, const float* xs, float* acc) {
+    const int lane = threadIdx.x % 32;
+    const auto* x4 = reinterpret_cast<const float4*>(xs);
+#pragma unroll 2
+    for (int u = 0; u < L.passes; ++u) {
+        const int c = u * 32 + lane;
+        const float4 xx[2] = {x4[2 * c], x4[2 * c + 1]};
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+            if (i >= valid) break;
+            Load<kFormat> raw;
+            const uint8_t* row = tile + i * L.row_bytes;
+            if constexpr (is_fp4(kFormat)) {
+                raw.w[0] = reinterpret_cast<const uint32_t*>(row)[c];
+            } else {
+                const uint4 v = reinterpret_cast<const uint4*>(row)[c];
+                raw.w[0] = v.x;
+                raw.w[1] = v.y;
+                raw.w[2] = v.z;
+                raw.w[3] = v.w;
+            }
+            float vals[8];
+            decode_load<kFormat>(raw, Fp8Dialect::kOcp, vals);
+            const float scale = is_fp4(kFormat) ? decode_ue8m0(tile_scales[i * L.scale_row_bytes + (c >> 2)]) : 1.0f;
+            acc[i] = add_scaled(acc[i], word_dot<8>(vals, xx), scale);
+        }
+    }
+}
+
+// The rows [r_begin, r_end) computed straight from global memory (a weight streamable() refuses), one row at a time
+// with the register GEMV's arithmetic.
+template <int kFormat>
+__device__ void direct_rows(const WeightRef& w, int64_t row_base, int64_t r_begin, int64_t r_end, const float* xs,
+                            float* y, bool round_out) {  // y: the instance's outputs
+    const int loads = static_cast<int>(w.cols / kLoadElems<kFormat>);
+    for (int64_t r = r_begin; r < r_end; ++r) {
+        RowRef<kFormat> row[1] = {row_ref<kFormat>(w, row_base + r, xs)};
+        float acc[1] = {0.0f};
+        rows_partials<kFormat, 1, true>(row, loads, w.fp8_dialect, acc);
+        const float v = warp_sum(acc[0]);
+        if (threadIdx.x % 32 == 0) y[r] = round_out ? to_bf16(v) : v;
+    }
+}
+
+// Grid: x = blocks sharing an instance's rows, y = instance (a group of rows with its own vector, or a (token,
+// expert) pair). Warp w of the instance's W warps owns tiles [T w / W, T (w + 1) / W).
+template <int kFormat, int kRows, Fp8Dialect kDialect>
+__global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(GemvStreamParams p, StreamLayout L) {
+    extern __shared__ __align__(128) uint8_t smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t instance = blockIdx.y;
+    WeightRef w = p.w;
+    int64_t row_base = instance * p.count, rows = p.count;
+    if (p.table != nullptr) {
+        const int32_t e = p.ids[instance];
+        if (e < 0 || e >= p.n_experts) {  // uniform over the block: no thread reaches the barrier below
+            if (threadIdx.x == 0 && blockIdx.x == 0) flag_error(p.meta, kErrorExpertId);
+            return;
+        }
+        w = p.table[e];
+        row_base = 0;
+        rows = w.rows;
+    }
+    float* xs = reinterpret_cast<float*>(smem);
+    uint8_t* ring = smem + L.ring_offset + warp * L.stages * L.tile_bytes;
+    uint8_t* scale_ring = smem + L.scale_offset + warp * L.stages * L.tile_scale_bytes;
+    auto* bars = reinterpret_cast<uint64_t*>(smem + L.bar_offset) + warp * L.stages;
+    const int64_t tiles = (rows + kRows - 1) / kRows;
+    const int64_t warps = int64_t{gridDim.x} * kWarps, my_warp = int64_t{blockIdx.x} * kWarps + warp;
+    const int64_t t0 = tiles * my_warp / warps, my_tiles = tiles * (my_warp + 1) / warps - t0;
+    const bool streamed = streamable<kFormat, kRows, kDialect>(w);
+    const auto* base = static_cast<const uint8_t*>(w.data) + row_base * L.row_bytes;
+    const uint8_t* scale_base = is_fp4(kFormat) ? w.scales + row_base * w.scale_cols : nullptr;
+    if (streamed && lane == 0) {  // the first tiles start moving before the vector is staged
+        for (int s = 0; s < L.stages; ++s) mbarrier_init(bars + s);
+        fence_barrier_init();
+        for (int k = 0; k < std::min<int64_t>(L.stages, my_tiles); ++k) {
+            issue_tile<kFormat, kRows>(L, base, scale_base, (t0 + k) * kRows, rows, k, ring, scale_ring, bars + k);
+        }
+    }
+    stage_vector(p.x + (instance / p.x_div) * p.x_stride, w.cols, xs);
+    __syncthreads();
+    float* y = p.y + instance * p.y_stride;
+    if (!streamed) {
+        direct_rows<kFormat>(w, row_base, t0 * kRows, std::min(rows, (t0 + my_tiles) * kRows), xs, y, p.round_out);
+        return;
+    }
+    for (int64_t k = 0; k < my_tiles; ++k) {
+        const int slot = static_cast<int>(k % L.stages);
+        mbarrier_wait(bars + slot, static_cast<uint32_t>((k / L.stages) & 1));
+        const int64_t r0 = (t0 + k) * kRows;
+        const int valid = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
+        float acc[kRows] = {};
+        if constexpr (is_fp8(kFormat)) {
+            fp8_tile_partials<kRows, kDialect>(ring + slot * L.tile_bytes, L, w, row_base + r0, valid, xs, acc);
+        } else {
+            wide_tile_partials<kFormat, kRows>(ring + slot * L.tile_bytes, scale_ring + slot * L.tile_scale_bytes, L,
+                                               valid, xs, acc);
+        }
+#pragma unroll
+        for (int i = 0; i < kRows; ++i) {
+            const float v = warp_sum(acc[i]);
+            if (lane == 0 && i < valid) y[r0 + i] = p.round_out ? to_bf16(v) : v;
+        }
+        __syncwarp();  // every lane is done with the slot before it is refilled
+        if (lane == 0 && k + L.stages < my_tiles) {
+            fence_async_shared();
+            issue_tile<kFormat, kRows>(L, base, scale_base, (t0 + k + L.stages) * kRows, rows, slot, ring, scale_ring,
+                                       bars + slot);
+        }
+    }
+}
+
+int64_t round_up(int64_t v, int64_t to) {
+    return (v + to - 1) / to * to;
+}
+
+// The tile rows for a row of `row_bytes`: the largest power of two <= kMaxTileRows whose tile fits the target
+// (at least one row).
+int tile_rows_for(int64_t row_bytes, int64_t target) {
+    int r = 1;
+    while (r < kMaxTileRows && 2 * r * row_bytes <= target) r *= 2;
+    return r;
+}
+
+template <int kFormat>
+int64_t stream_row_bytes(int64_t cols) {
+    if constexpr (is_fp4(kFormat)) return cols / 2;
+    if constexpr (is_bf16(kFormat)) return cols * 2;
+    return cols;
+}
+
+// The layout of a launch, or shared_bytes = 0 when the shape cannot be streamed.
+template <int kFormat>
+StreamLayout plan_layout(const GemvStreamConfig& c, int64_t cols, int tile_rows) {
+    StreamLayout L;
+    L.row_bytes = stream_row_bytes<kFormat>(cols);
+    if (L.row_bytes % kPassBytes<kFormat> != 0 || (is_fp4(kFormat) && cols % 512 != 0)) return L;
+    L.passes = static_cast<int>(L.row_bytes / kPassBytes<kFormat>);
+    L.scale_row_bytes = is_fp4(kFormat) ? cols / 32 : 0;
+    L.tile_bytes = tile_rows * L.row_bytes;
+    L.tile_scale_bytes = tile_rows * L.scale_row_bytes;
+    if (L.tile_bytes > kMaxTileBytes) return L;
+    L.ring_offset = round_up(cols * 4, 128);
+    for (int stages = std::max(c.stages, 1); stages >= 1; --stages) {
+        L.stages = stages;
+        L.scale_offset = L.ring_offset + kWarps * stages * L.tile_bytes;
+        L.bar_offset = round_up(L.scale_offset + kWarps * stages * L.tile_scale_bytes, 16);
+        const int64_t total = L.bar_offset + kWarps * stages * 8;
+        if (total <= kMaxSharedBytes && (stages >= 2 || c.stages < 2)) {
+            L.shared_bytes = total;
+            return L;
+        }
+    }
+    L.shared_bytes = 0;
+    return L;
+}
+
+template <typename Kernel>
+void launch_kernel(cudaStream_t s, Kernel kernel, int tile_rows, const GemvStreamParams& p, const StreamLayout& L) {
+    // Opting in to the shared memory every launch is a host-side attribute write (legal during graph capture).
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L.shared_bytes));
+    int per_sm = 1;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, static_cast<size_t>(L.shared_bytes));
+    const int64_t rows = p.table != nullptr ? p.w.rows : p.count;
+    const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+    const int64_t target = int64_t{device_sms()} * std::max(per_sm, 1);
+    const int64_t blocks =
+        std::clamp<int64_t>((target + p.instances - 1) / p.instances, 1, std::max<int64_t>(1, tiles / kWarps));
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.instances));
+    kernel<<<grid, kWarps * 32, static_cast<size_t>(L.shared_bytes), s>>>(p, L);
+}
+
+// Launches the kRows-row kernel of the weight's dialect; false (nothing launched) when a plain weight cannot be
+// streamed (expert weights are checked per block).
+template <int kFormat, int kRows>
+bool launch_rows(cudaStream_t s, const GemvStreamParams& p, const StreamLayout& L) {
+    if constexpr (is_fp8(kFormat)) {
+        if (p.w.fp8_dialect == Fp8Dialect::kFnuz) {
+            if (p.table == nullptr && !streamable<kFormat, kRows, Fp8Dialect::kFnuz>(p.w)) return false;
+            launch_kernel(s, gemv_stream_kernel<kFormat, kRows, Fp8Dialect::kFnuz>, kRows, p, L);
+            return true;
+        }
+    }
+    if (p.table == nullptr && !streamable<kFormat, kRows, Fp8Dialect::kOcp>(p.w)) return false;
+    launch_kernel(s, gemv_stream_kernel<kFormat, kRows, Fp8Dialect::kOcp>, kRows, p, L);
+    return true;
+}
+
+template <int kFormat>
+bool launch_format(cudaStream_t s, const GemvStreamConfig& c, const GemvStreamParams& p) {
+    const int tile_rows = tile_rows_for(stream_row_bytes<kFormat>(p.w.cols), c.tile_bytes);
+    const StreamLayout L = plan_layout<kFormat>(c, p.w.cols, tile_rows);
+    if (L.shared_bytes == 0) return false;
+    switch (tile_rows) {
+        case 8:
+            return launch_rows<kFormat, 8>(s, p, L);
+        case 4:
+            return launch_rows<kFormat, 4>(s, p, L);
+        case 2:
+            return launch_rows<kFormat, 2>(s, p, L);
+        default:
+            return launch_rows<kFormat, 1>(s, p, L);
+    }
+}
+
+}  // namespace
+
+bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, const GemvStreamParams& p) {
+    if (!c.enabled || p.w.cols > INT32_MAX || p.w.cols % 4 != 0) return false;
+    switch (p.w.format) {
+        case WeightFormat::kFp8Block:
+            return launch_format<static_cast<int>(WeightFormat::kFp8Block)>(s, c, p);
+        case WeightFormat::kFp4Row:
+            return launch_format<static_cast<int>(WeightFormat::kFp4Row)>(s, c, p);
+        case WeightFormat::kBF16:
+            return launch_format<static_cast<int>(WeightFormat::kBF16)>(s, c, p);
+        case WeightFormat::kF32:
+            return false;
+    }
+    return false;
+}
+
+}  // namespace dsv4::cuda
