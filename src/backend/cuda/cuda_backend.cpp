@@ -37,6 +37,14 @@ int64_t positive_env(const char* name, int64_t fallback) {
     return v;
 }
 
+bool switch_env(const char* name, bool fallback) {
+    const char* env = std::getenv(name);
+    if (env == nullptr) return fallback;
+    const std::string v = env;
+    DSV4_CHECK(v == "0" || v == "1", "environment variable {}='{}' is not 0 or 1", name, v);
+    return v == "1";
+}
+
 }  // namespace
 
 CudaOptions cuda_options_from_env(CudaOptions o) {
@@ -49,11 +57,8 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     if (const char* v = std::getenv("DSV4_LINEAR_PATH")) o.linear_path = v;
     if (const char* v = std::getenv("DSV4_MOE_PATH")) o.moe_path = v;
     if (std::getenv("DSV4_PROFILE_OPS") != nullptr) o.profile_ops = true;
-    if (const char* v = std::getenv("DSV4_GEMV_STREAM")) {
-        DSV4_CHECK(std::string(v) == "0" || std::string(v) == "1",
-                   "environment variable DSV4_GEMV_STREAM='{}' is not 0 or 1", v);
-        o.gemv_stream = std::string(v) == "1";
-    }
+    o.gemv_stream = switch_env("DSV4_GEMV_STREAM", o.gemv_stream);
+    o.pdl = switch_env("DSV4_PDL", o.pdl);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));
     o.gemv_stream_stages = static_cast<int>(positive_env("DSV4_GEMV_STREAM_STAGES", o.gemv_stream_stages));
     return o;
@@ -111,6 +116,7 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
     DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
     tuning_ = LinearTuning::from(options_);
     gemv_stream_ = {options_.gemv_stream, options_.gemv_stream_tile, options_.gemv_stream_stages};
+    set_programmatic_launch(options_.pdl);
     if (fast()) {
         fp8_lt_ = std::make_unique<Fp8LtGemms>();
         DSV4_CUDA(cudaMalloc(&clamp_count_, sizeof(int32_t)));

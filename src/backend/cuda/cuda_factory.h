@@ -38,6 +38,9 @@ struct CudaOptions {
     // Single-vector GEMVs stream their weights into shared memory by bulk copies (kernels_gemv_stream.cu; same bits
     // as the register GEMV): on/off, the target tile bytes and the tiles in flight per warp.
     bool gemv_stream = true;
+    // Kernels launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh): process-wide, the last
+    // backend constructed sets it.
+    bool pdl = true;
     int gemv_stream_tile = 4096;
     int gemv_stream_stages = 3;
     // FP8 dialect of weights in memory, activation quantisation and fp8 caches (core/fp8_dialect.h). OCP is native;
@@ -48,8 +51,8 @@ struct CudaOptions {
 // `base` with the environment's overrides (documented in docs/operations.md): DSV4_CUDA_WORKSPACE_MB,
 // DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GROUPED_FP8_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS,
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (0: off),
-// DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES. A value that is not a positive integer (0 or 1 for the switch) is a
-// dsv4::Error naming the variable.
+// DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off). A value that is not a positive integer (0 or 1 for
+// the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

@@ -116,6 +116,11 @@ int64_t hc_mixes_partials(int64_t n, int64_t width, int n_mix);
 void launch_hc_mixes(cudaStream_t s, const float* x, int64_t n, int64_t width, const float* fn, int n_mix,
                      float* partial, float* raw);
 
+// pdl.cu: whether kernels launch programmatically dependent on their predecessor (pdl.cuh; CudaOptions::pdl).
+// Process-wide: the launchers are free functions of a stream.
+void set_programmatic_launch(bool enabled);
+bool programmatic_launch();
+
 // kernels_gemv.cu: decode GEMV, weights decoded in registers (m <= kMaxGemvVectors activation rows; see
 // gemv_supported). A single vector takes the streamed GEMV (kernels_gemv_stream.cu, same bits) where `stream` allows.
 struct GemvStreamConfig {

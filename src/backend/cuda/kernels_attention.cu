@@ -4,6 +4,7 @@
 
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -13,6 +14,7 @@ constexpr int kMaxPerLane = kMaxAttentionDim / 32;
 // One warp per (token, head): the two-pass softmax of attention_rows.cuh over the query's window and compressed rows.
 template <int D, typename Acc>
 __global__ void attention_kernel(StepMeta m, AttentionArgs a) {
+    pdl_begin();
     const int warp = threadIdx.x / 32;
     const int64_t th = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
     if (th >= static_cast<int64_t>(m.n_tokens) * a.heads) return;
@@ -45,6 +47,7 @@ constexpr int kKeysPerSplit = 64;
 template <int D, bool kQuad>
 __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, int keys_per_split, float* part_acc,
                                        float* part_ml) {
+    pdl_begin();
     static_assert(!kQuad || (D == kRowFp8 && kMaxPerLane % 4 == 0), "quads: fp8 rows only");
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int t = blockIdx.x;
@@ -114,6 +117,7 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
 // Merges the splits with the sink: out = sum_s e^(m_s - M) acc_s / (sum_s e^(m_s - M) l_s + e^(sink - M)).
 __global__ void attention_combine_kernel(AttentionArgs a, int64_t rows, int splits, const float* part_acc,
                                          const float* part_ml) {
+    pdl_begin();
     const int64_t th = blockIdx.x;
     if (th >= rows) return;
     const int h = static_cast<int>(th % a.heads);
@@ -143,6 +147,7 @@ template <int D, typename Acc>
 __global__ void index_scores_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys,
                                     RowFormatDev f, int heads, int ratio, int per_block, int64_t max_entries,
                                     float* scores) {
+    pdl_begin();
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (id >= static_cast<int64_t>(m.n_tokens) * max_entries) return;
     const int t = static_cast<int>(id / max_entries);
@@ -207,6 +212,7 @@ __device__ int32_t block_exclusive_scan(int32_t v, int32_t* scratch) {
 // Top-k per token: radix select of the k-th largest key (4 passes of 8 bits), then the picks in index order: every
 // entry above the threshold, and threshold ties lowest index first (the CPU backend's tie rule). One block per token.
 __global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries, int ratio, int k, int32_t* out) {
+    pdl_begin();
     __shared__ uint32_t histogram[256];
     __shared__ uint32_t prefix, prefix_mask;
     __shared__ int32_t remaining;
@@ -272,13 +278,13 @@ template <typename Acc>
 void launch_attention_acc(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, unsigned blocks) {
     switch (a.format.dtype) {
         case kRowBf16:
-            attention_kernel<kRowBf16, Acc><<<blocks, 128, 0, s>>>(m, a);
+            launch_kernel(attention_kernel<kRowBf16, Acc>, blocks, 128, 0, s, m, a);
             break;
         case kRowFp8:
-            attention_kernel<kRowFp8, Acc><<<blocks, 128, 0, s>>>(m, a);
+            launch_kernel(attention_kernel<kRowFp8, Acc>, blocks, 128, 0, s, m, a);
             break;
         default:
-            attention_kernel<kRowF32, Acc><<<blocks, 128, 0, s>>>(m, a);
+            launch_kernel(attention_kernel<kRowF32, Acc>, blocks, 128, 0, s, m, a);
             break;
     }
 }
@@ -319,21 +325,21 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
                     static_cast<unsigned>(splits));
     switch (a.format.dtype) {
         case kRowBf16:
-            attention_split_kernel<kRowBf16, false>
-                <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            launch_kernel(attention_split_kernel<kRowBf16, false>, grid, kHeadsPerBlock * 32, 0, s, m, a, splits, per,
+                          part_acc, part_ml);
             break;
         case kRowFp8:
             if (quad_rows_ok(a.format)) {
-                attention_split_kernel<kRowFp8, true>
-                    <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+                launch_kernel(attention_split_kernel<kRowFp8, true>, grid, kHeadsPerBlock * 32, 0, s, m, a, splits, per,
+                              part_acc, part_ml);
             } else {
-                attention_split_kernel<kRowFp8, false>
-                    <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+                launch_kernel(attention_split_kernel<kRowFp8, false>, grid, kHeadsPerBlock * 32, 0, s, m, a, splits,
+                              per, part_acc, part_ml);
             }
             break;
         default:
-            attention_split_kernel<kRowF32, false>
-                <<<grid, kHeadsPerBlock * 32, 0, s>>>(m, a, splits, per, part_acc, part_ml);
+            launch_kernel(attention_split_kernel<kRowF32, false>, grid, kHeadsPerBlock * 32, 0, s, m, a, splits, per,
+                          part_acc, part_ml);
             break;
     }
     launch_attention_combine(s, a, rows, splits, part_acc, part_ml);
@@ -342,7 +348,8 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
 void launch_attention_combine(cudaStream_t s, const AttentionArgs& a, int64_t rows, int splits, const float* part_acc,
                               const float* part_ml) {
     if (rows > 0)
-        attention_combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(a, rows, splits, part_acc, part_ml);
+        launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), 128, 0, s, a, rows, splits, part_acc,
+                      part_ml);
 }
 
 template <typename Acc>
@@ -352,16 +359,16 @@ void launch_index_scores(cudaStream_t s, const StepMeta& m, const float* q, cons
     const unsigned blocks = blocks_for(m.n_tokens * max_entries, 4);
     switch (f.dtype) {
         case kRowBf16:
-            index_scores_kernel<kRowBf16, Acc>
-                <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+            launch_kernel(index_scores_kernel<kRowBf16, Acc>, blocks, 128, 0, s, m, q, weights, keys, f, heads, ratio,
+                          per_block, max_entries, scores);
             break;
         case kRowFp8:
-            index_scores_kernel<kRowFp8, Acc>
-                <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+            launch_kernel(index_scores_kernel<kRowFp8, Acc>, blocks, 128, 0, s, m, q, weights, keys, f, heads, ratio,
+                          per_block, max_entries, scores);
             break;
         default:
-            index_scores_kernel<kRowF32, Acc>
-                <<<blocks, 128, 0, s>>>(m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+            launch_kernel(index_scores_kernel<kRowF32, Acc>, blocks, 128, 0, s, m, q, weights, keys, f, heads, ratio,
+                          per_block, max_entries, scores);
             break;
     }
 }
@@ -384,7 +391,8 @@ void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, cons
 void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
                  int32_t* topk) {
     if (m.n_tokens > 0) {
-        topk_kernel<<<static_cast<unsigned>(m.n_tokens), 256, 0, s>>>(m, scores, max_entries, ratio, k, topk);
+        launch_kernel(topk_kernel, static_cast<unsigned>(m.n_tokens), 256, 0, s, m, scores, max_entries, ratio, k,
+                      topk);
     }
 }
 

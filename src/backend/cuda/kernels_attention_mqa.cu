@@ -13,6 +13,7 @@
 
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/mma_bf16.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -120,6 +121,7 @@ __device__ __forceinline__ float quad_sum(float v) {
 template <int D, bool kQuad>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     attention_mqa_kernel(StepMeta m, AttentionArgs a, int splits, int keys_per_split, float* part_acc, float* part_ml) {
+    pdl_begin();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const Smem s = carve(smem_raw, a.dim);
     const int t = blockIdx.x, h0 = blockIdx.y * kHeads, split = blockIdx.z;
@@ -226,7 +228,7 @@ void launch_typed(cudaStream_t st, const StepMeta& m, const AttentionArgs& a, di
                              static_cast<int>(smem_bytes(kMaxMqaDim)));
         configured = true;
     }
-    attention_mqa_kernel<D, kQuad><<<grid, kWarps * 32, bytes, st>>>(m, a, splits, per, part_acc, part_ml);
+    launch_kernel(attention_mqa_kernel<D, kQuad>, grid, kWarps * 32, bytes, st, m, a, splits, per, part_acc, part_ml);
 }
 
 }  // namespace

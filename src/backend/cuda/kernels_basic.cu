@@ -3,12 +3,14 @@
 #include <cmath>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_sim.cuh"
 
 namespace dsv4::cuda {
 namespace {
 
 __global__ void embed_kernel(StepMeta m, const uint16_t* table, int64_t d, int hc, float* x) {
+    pdl_begin();
     const int t = blockIdx.x;
     const uint16_t* row = table + static_cast<int64_t>(m.tokens[t]) * d;
     for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
@@ -35,6 +37,7 @@ __device__ void rms_norm_row(const float* in, const float* weight, int64_t k, fl
 
 template <typename Acc>
 __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t k, float eps, bool round, float* y) {
+    pdl_begin();
     __shared__ Acc scratch[32];
     rms_norm_row(x + blockIdx.x * k, weight, k, eps, round, y + blockIdx.x * k, &scratch[0]);
 }
@@ -64,6 +67,7 @@ __device__ void rope_pair(const StepMeta& m, int t, int i, const float* inv_freq
 template <typename Acc>
 __global__ void rope_kernel(StepMeta m, float* x, int heads, int dim, int rope_dim, const float* inv_freq, bool inverse,
                             bool round) {
+    pdl_begin();
     const int pairs = rope_dim / 2;
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     const int64_t total = static_cast<int64_t>(m.n_tokens) * heads * pairs;
@@ -78,6 +82,7 @@ __global__ void rope_kernel(StepMeta m, float* x, int heads, int dim, int rope_d
 template <typename Acc>
 __global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int heads, int dim, int rope_dim, float eps,
                                  const float* inv_freq, bool round) {
+    pdl_begin();
     __shared__ Acc scratch[32];
     float* row = x + static_cast<int64_t>(blockIdx.x) * dim;
     rms_norm_row(row, weight, dim, eps, round, row, &scratch[0]);
@@ -89,16 +94,19 @@ __global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int 
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float factor) {
+    pdl_begin();
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i < n) x[i] *= factor;
 }
 
 __global__ void round_bf16_kernel(float* x, int64_t n) {
+    pdl_begin();
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i < n) x[i] = to_bf16(x[i]);
 }
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* y) {
+    pdl_begin();
     const float* src = x + static_cast<int64_t>(rows[blockIdx.x]) * width;
     for (int64_t i = threadIdx.x; i < width; i += blockDim.x) y[blockIdx.x * width + i] = src[i];
 }
@@ -106,6 +114,7 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
 // One block per row: each thread scans a strided slice, then the block reduces (value, index) pairs; a row holding
 // NaN or +inf, or only -inf, has no choice (kNoArgmax), as on the host.
 __global__ void argmax_rows_kernel(const float* x, int64_t cols, int32_t* out) {
+    pdl_begin();
     const float* row = x + static_cast<int64_t>(blockIdx.x) * cols;
     float best = -INFINITY;
     int32_t best_i = 0;
@@ -135,6 +144,7 @@ __global__ void argmax_rows_kernel(const float* x, int64_t cols, int32_t* out) {
 
 // One warp per row: FP8-sim of the first `nope` dims in blocks of 64.
 __global__ void kv_cache_sim_kernel(float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant) {
+    pdl_begin();
     const int64_t row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     warp_block_sim(kv + row * dim, nope, 64, 0, true, quant);
@@ -142,6 +152,7 @@ __global__ void kv_cache_sim_kernel(float* kv, int64_t rows, int dim, int nope, 
 
 // One warp per (token, head) row: Hadamard rotation, then FP4-sim in blocks of 32.
 __global__ void indexer_query_sim_kernel(float* q, int64_t rows, int dim) {
+    pdl_begin();
     const int64_t row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     warp_hadamard(q + row * dim, dim);
@@ -151,16 +162,16 @@ __global__ void indexer_query_sim_kernel(float* q, int64_t rows, int dim) {
 }  // namespace
 
 void launch_embed(cudaStream_t s, const StepMeta& m, const uint16_t* table, int64_t d, int hc, float* x) {
-    if (m.n_tokens > 0) embed_kernel<<<static_cast<unsigned>(m.n_tokens), 256, 0, s>>>(m, table, d, hc, x);
+    if (m.n_tokens > 0) launch_kernel(embed_kernel, static_cast<unsigned>(m.n_tokens), 256, 0, s, m, table, d, hc, x);
 }
 
 void launch_rms_norm(cudaStream_t s, const float* x, const float* weight, int64_t rows, int64_t k, float eps,
                      bool reference, float* y) {
     if (rows == 0) return;
     if (reference) {
-        rms_norm_kernel<double><<<static_cast<unsigned>(rows), 256, 0, s>>>(x, weight, k, eps, true, y);
+        launch_kernel(rms_norm_kernel<double>, static_cast<unsigned>(rows), 256, 0, s, x, weight, k, eps, true, y);
     } else {
-        rms_norm_kernel<float><<<static_cast<unsigned>(rows), 256, 0, s>>>(x, weight, k, eps, false, y);
+        launch_kernel(rms_norm_kernel<float>, static_cast<unsigned>(rows), 256, 0, s, x, weight, k, eps, false, y);
     }
 }
 
@@ -170,9 +181,9 @@ void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim
     if (total == 0) return;
     const unsigned blocks = blocks_for(total, 256);
     if (reference) {
-        rope_kernel<double><<<blocks, 256, 0, s>>>(m, x, heads, dim, rope_dim, inv_freq, inverse, true);
+        launch_kernel(rope_kernel<double>, blocks, 256, 0, s, m, x, heads, dim, rope_dim, inv_freq, inverse, true);
     } else {
-        rope_kernel<float><<<blocks, 256, 0, s>>>(m, x, heads, dim, rope_dim, inv_freq, inverse, false);
+        launch_kernel(rope_kernel<float>, blocks, 256, 0, s, m, x, heads, dim, rope_dim, inv_freq, inverse, false);
     }
 }
 
@@ -181,34 +192,36 @@ void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* 
     const auto rows = static_cast<unsigned>(static_cast<int64_t>(m.n_tokens) * heads);
     if (rows == 0) return;
     if (reference) {
-        norm_rope_kernel<double><<<rows, 256, 0, s>>>(m, x, weight, heads, dim, rope_dim, eps, inv_freq, true);
+        launch_kernel(norm_rope_kernel<double>, rows, 256, 0, s, m, x, weight, heads, dim, rope_dim, eps, inv_freq,
+                      true);
     } else {
-        norm_rope_kernel<float><<<rows, 256, 0, s>>>(m, x, weight, heads, dim, rope_dim, eps, inv_freq, false);
+        launch_kernel(norm_rope_kernel<float>, rows, 256, 0, s, m, x, weight, heads, dim, rope_dim, eps, inv_freq,
+                      false);
     }
 }
 
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor) {
-    if (n > 0) scale_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n, factor);
+    if (n > 0) launch_kernel(scale_kernel, blocks_for(n, 256), 256, 0, s, x, n, factor);
 }
 
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n) {
-    if (n > 0) round_bf16_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n);
+    if (n > 0) launch_kernel(round_bf16_kernel, blocks_for(n, 256), 256, 0, s, x, n);
 }
 
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y) {
-    if (n_rows > 0) gather_rows_kernel<<<static_cast<unsigned>(n_rows), 256, 0, s>>>(x, rows, width, y);
+    if (n_rows > 0) launch_kernel(gather_rows_kernel, static_cast<unsigned>(n_rows), 256, 0, s, x, rows, width, y);
 }
 
 void launch_argmax_rows(cudaStream_t s, const float* x, int64_t rows, int64_t cols, int32_t* out) {
-    if (rows > 0) argmax_rows_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, cols, out);
+    if (rows > 0) launch_kernel(argmax_rows_kernel, static_cast<unsigned>(rows), 256, 0, s, x, cols, out);
 }
 
 void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant) {
-    if (rows > 0) kv_cache_sim_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(kv, rows, dim, nope, quant);
+    if (rows > 0) launch_kernel(kv_cache_sim_kernel, blocks_for(rows, 4), 128, 0, s, kv, rows, dim, nope, quant);
 }
 
 void launch_indexer_query_sim(cudaStream_t s, float* q, int64_t rows, int dim) {
-    if (rows > 0) indexer_query_sim_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(q, rows, dim);
+    if (rows > 0) launch_kernel(indexer_query_sim_kernel, blocks_for(rows, 4), 128, 0, s, q, rows, dim);
 }
 
 }  // namespace dsv4::cuda

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/kernels_block_attention.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -27,6 +28,7 @@ __device__ inline const uint8_t* block_key_row(const StepMeta& m, const Attentio
 
 template <int D, typename Acc>
 __global__ void block_attention_kernel(StepMeta m, AttentionArgs a) {
+    pdl_begin();
     const int warp = threadIdx.x / 32;
     const int64_t th = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + warp;
     if (th >= static_cast<int64_t>(m.n_tokens) * a.heads) return;
@@ -41,13 +43,13 @@ template <typename Acc>
 void launch_block_attention_acc(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, unsigned blocks) {
     switch (a.format.dtype) {
         case kRowBf16:
-            block_attention_kernel<kRowBf16, Acc><<<blocks, 128, 0, s>>>(m, a);
+            launch_kernel(block_attention_kernel<kRowBf16, Acc>, blocks, 128, 0, s, m, a);
             break;
         case kRowFp8:
-            block_attention_kernel<kRowFp8, Acc><<<blocks, 128, 0, s>>>(m, a);
+            launch_kernel(block_attention_kernel<kRowFp8, Acc>, blocks, 128, 0, s, m, a);
             break;
         default:
-            block_attention_kernel<kRowF32, Acc><<<blocks, 128, 0, s>>>(m, a);
+            launch_kernel(block_attention_kernel<kRowF32, Acc>, blocks, 128, 0, s, m, a);
             break;
     }
 }

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kernels_fp8.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_sim.cuh"
 #include "backend/cuda/wgmma_fp8.cuh"
 
@@ -321,6 +322,7 @@ __device__ __forceinline__ void store_swiglu(const ExpertGemmArgs& a, const Tile
 // format (else FP8 block-scaled).
 template <int BN, int MB, bool FP4>
 __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemmArgs a) {
+    pdl_begin();
     using L = StageLayout<BN, MB>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -435,7 +437,7 @@ void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) 
         configured = true;
     }
     const dim3 grid(blocks_for(a.rows, kExpertGemmFeatures), tiles);
-    expert_gemm_fp8_kernel<BN, MB, FP4><<<grid, kThreads, kSmem, stream>>>(a);
+    launch_kernel(expert_gemm_fp8_kernel<BN, MB, FP4>, grid, kThreads, kSmem, stream, a);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kernels_fp8.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_sim.cuh"
 
 namespace dsv4::cuda {
@@ -45,6 +46,7 @@ __device__ __forceinline__ void zero_block_warp(const Fp8Act& out, int64_t row, 
 
 // Grid: one warp per (row < rows_pad, block), 8 warps per thread block.
 __global__ void quant_fp8_kernel(QuantFp8Args a) {
+    pdl_begin();
     const int64_t blocks = a.out.k / kFp8ActBlock;
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (id >= a.out.rows_pad * blocks) return;
@@ -65,6 +67,7 @@ __device__ __forceinline__ float swiglu_value(float g, float u, float limit, flo
 }
 
 __global__ void swiglu_quant_fp8_kernel(SwigluQuantArgs a) {
+    pdl_begin();
     const int64_t blocks = a.out.k / kFp8ActBlock;
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (id >= a.out.rows_pad * blocks) return;
@@ -80,6 +83,7 @@ __global__ void swiglu_quant_fp8_kernel(SwigluQuantArgs a) {
 }
 
 __global__ void expand_block_scales_kernel(ExpandScalesArgs a) {
+    pdl_begin();
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (id >= a.block_rows * a.dst_stride) return;
     const int64_t rb = id / a.dst_stride, kb = id % a.dst_stride;
@@ -94,17 +98,17 @@ unsigned warp_blocks(int64_t warps) {
 
 void launch_quant_fp8(cudaStream_t stream, const QuantFp8Args& a) {
     const int64_t warps = a.out.rows_pad * (a.out.k / kFp8ActBlock);
-    if (warps > 0) quant_fp8_kernel<<<warp_blocks(warps), 256, 0, stream>>>(a);
+    if (warps > 0) launch_kernel(quant_fp8_kernel, warp_blocks(warps), 256, 0, stream, a);
 }
 
 void launch_swiglu_quant_fp8(cudaStream_t stream, const SwigluQuantArgs& a) {
     const int64_t warps = a.out.rows_pad * (a.out.k / kFp8ActBlock);
-    if (warps > 0) swiglu_quant_fp8_kernel<<<warp_blocks(warps), 256, 0, stream>>>(a);
+    if (warps > 0) launch_kernel(swiglu_quant_fp8_kernel, warp_blocks(warps), 256, 0, stream, a);
 }
 
 void launch_expand_block_scales(cudaStream_t stream, const ExpandScalesArgs& a) {
     const int64_t n = a.block_rows * a.dst_stride;
-    if (n > 0) expand_block_scales_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(a);
+    if (n > 0) launch_kernel(expand_block_scales_kernel, blocks_for(n, 256), 256, 0, stream, a);
 }
 
 }  // namespace dsv4::cuda

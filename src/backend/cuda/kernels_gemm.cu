@@ -6,6 +6,7 @@
 #include <mma.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -103,6 +104,7 @@ __global__ void __launch_bounds__(kThreads)
     gemm_bf16_kernel(WeightRef w, const float* x, int64_t x_stride, int64_t m, float* y, int64_t y_stride,
                      bool round_out, const WeightRef* table, const int32_t* tile_expert, const int32_t* tile_row0,
                      const int32_t* tile_rows, const int32_t* row_ids, int x_div, const int32_t* tile_count) {
+    pdl_begin();
     __shared__ __align__(32) __nv_bfloat16 As[kBM][kBK + kPad];
     __shared__ __align__(32) __nv_bfloat16 Bs[kBN][kBK + kPad];
     __shared__ __align__(32) float Cs[8][16 * 16];
@@ -226,9 +228,8 @@ struct GemmArgs {
 
 template <int F>
 void launch_typed(cudaStream_t s, dim3 grid, const GemmArgs& g) {
-    gemm_bf16_kernel<F><<<grid, kThreads, 0, s>>>(g.w, g.x, g.x_stride, g.m, g.y, g.y_stride, g.round_out, g.table,
-                                                  g.tile_expert, g.tile_row0, g.tile_rows, g.row_ids, g.x_div,
-                                                  g.tile_count);
+    launch_kernel(gemm_bf16_kernel<F>, grid, kThreads, 0, s, g.w, g.x, g.x_stride, g.m, g.y, g.y_stride, g.round_out,
+                  g.table, g.tile_expert, g.tile_row0, g.tile_rows, g.row_ids, g.x_div, g.tile_count);
 }
 
 void launch_format(cudaStream_t s, WeightFormat format, dim3 grid, const GemmArgs& g) {

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -23,6 +24,7 @@ template <int kFormat, int kVectors>
 __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* ids, int n_experts, const float* x,
                             int64_t x_stride, int x_div, int64_t count, int64_t group_x, int64_t m, float* y,
                             int64_t y_stride, bool round_out, StepMeta meta) {
+    pdl_begin();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t pair = blockIdx.y, group = blockIdx.z;
     WeightRef wr = w;
@@ -64,6 +66,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     gemv_staged_kernel(WeightRef w, const WeightRef* table, const int32_t* ids, int n_experts, const float* x,
                        int64_t x_stride, int x_div, int64_t count, int64_t group_x, float* y, int64_t y_stride,
                        bool round_out, StepMeta meta) {
+    pdl_begin();
     extern __shared__ float4 staged[];
     float* xs = reinterpret_cast<float*>(staged);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -125,19 +128,19 @@ void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, c
         const dim3 staged_grid(blocks_for(rows, kRowsPerBlock * k), grid.y, grid.z);
         const size_t smem = static_cast<size_t>(w.cols) * sizeof(float);
         auto go = [&](auto kernel) {
-            kernel<<<staged_grid, kRowsPerBlock * 32, smem, s>>>(w, table, ids, n_experts, x, x_stride, x_div, rows,
-                                                                 group_x, y, y_stride, round_out, meta);
+            launch_kernel(kernel, staged_grid, kRowsPerBlock * 32, smem, s, w, table, ids, n_experts, x, x_stride,
+                          x_div, rows, group_x, y, y_stride, round_out, meta);
         };
         if (k == 4) return go(gemv_staged_kernel<kFormat, 4>);
         if (k == 2) return go(gemv_staged_kernel<kFormat, 2>);
         return go(gemv_staged_kernel<kFormat, 1>);
     }
     if (single) {
-        gemv_kernel<kFormat, 1><<<grid, kRowsPerBlock * 32, 0, s>>>(w, table, ids, n_experts, x, x_stride, x_div, rows,
-                                                                    group_x, m, y, y_stride, round_out, meta);
+        launch_kernel(gemv_kernel<kFormat, 1>, grid, kRowsPerBlock * 32, 0, s, w, table, ids, n_experts, x, x_stride,
+                      x_div, rows, group_x, m, y, y_stride, round_out, meta);
     } else {
-        gemv_kernel<kFormat, kMaxGemvVectors><<<grid, kRowsPerBlock * 32, 0, s>>>(
-            w, table, ids, n_experts, x, x_stride, x_div, rows, group_x, m, y, y_stride, round_out, meta);
+        launch_kernel(gemv_kernel<kFormat, kMaxGemvVectors>, grid, kRowsPerBlock * 32, 0, s, w, table, ids, n_experts,
+                      x, x_stride, x_div, rows, group_x, m, y, y_stride, round_out, meta);
     }
 }
 

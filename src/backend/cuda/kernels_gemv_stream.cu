@@ -11,6 +11,7 @@
 #include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -155,7 +156,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(GemvStreamPara
     const int64_t instance = blockIdx.y;
     WeightRef w = p.w;
     int64_t row_base = instance * p.count, rows = p.count;
+    // A plain weight's first tiles are requested before the wait for the previous kernel (pdl.cuh): weights are never
+    // written by a step's kernels. An expert's id is the router's output: its whole kernel waits first.
     if (p.table != nullptr) {
+        pdl_begin();
         const int32_t e = p.ids[instance];
         if (e < 0 || e >= p.n_experts) {  // uniform over the block: no thread reaches the barrier below
             if (threadIdx.x == 0 && blockIdx.x == 0) flag_error(p.meta, kErrorExpertId);
@@ -182,6 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(GemvStreamPara
             issue_tile<kFormat, kRows>(L, base, scale_base, (t0 + k) * kRows, rows, k, ring, scale_ring, bars + k);
         }
     }
+    if (p.table == nullptr) pdl_begin();
     stage_vector(p.x + (instance / p.x_div) * p.x_stride, w.cols, xs);
     __syncthreads();
     float* y = p.y + instance * p.y_stride;
@@ -261,7 +266,7 @@ StreamLayout plan_layout(const GemvStreamConfig& c, int64_t cols, int tile_rows)
 }
 
 template <typename Kernel>
-void launch_kernel(cudaStream_t s, Kernel kernel, int tile_rows, const GemvStreamParams& p, const StreamLayout& L) {
+void launch_streamed(cudaStream_t s, Kernel kernel, int tile_rows, const GemvStreamParams& p, const StreamLayout& L) {
     // Opting in to the shared memory every launch is a host-side attribute write (legal during graph capture).
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(L.shared_bytes));
     int per_sm = 1;
@@ -272,7 +277,7 @@ void launch_kernel(cudaStream_t s, Kernel kernel, int tile_rows, const GemvStrea
     const int64_t blocks =
         std::clamp<int64_t>((target + p.instances - 1) / p.instances, 1, std::max<int64_t>(1, tiles / kWarps));
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.instances));
-    kernel<<<grid, kWarps * 32, static_cast<size_t>(L.shared_bytes), s>>>(p, L);
+    launch_kernel(kernel, grid, kWarps * 32, static_cast<size_t>(L.shared_bytes), s, p, L);
 }
 
 // Launches the kRows-row kernel of the weight's dialect; false (nothing launched) when a plain weight cannot be
@@ -282,12 +287,12 @@ bool launch_rows(cudaStream_t s, const GemvStreamParams& p, const StreamLayout& 
     if constexpr (is_fp8(kFormat)) {
         if (p.w.fp8_dialect == Fp8Dialect::kFnuz) {
             if (p.table == nullptr && !streamable<kFormat, kRows, Fp8Dialect::kFnuz>(p.w)) return false;
-            launch_kernel(s, gemv_stream_kernel<kFormat, kRows, Fp8Dialect::kFnuz>, kRows, p, L);
+            launch_streamed(s, gemv_stream_kernel<kFormat, kRows, Fp8Dialect::kFnuz>, kRows, p, L);
             return true;
         }
     }
     if (p.table == nullptr && !streamable<kFormat, kRows, Fp8Dialect::kOcp>(p.w)) return false;
-    launch_kernel(s, gemv_stream_kernel<kFormat, kRows, Fp8Dialect::kOcp>, kRows, p, L);
+    launch_streamed(s, gemv_stream_kernel<kFormat, kRows, Fp8Dialect::kOcp>, kRows, p, L);
     return true;
 }
 

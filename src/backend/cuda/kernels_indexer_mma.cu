@@ -8,6 +8,7 @@
 // relative, so the picks are those of the other numerics except at near-exact ties.
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_bf16.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -53,6 +54,7 @@ template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     index_scores_mma_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys, RowFormatDev f,
                             int heads, int ratio, int per_block, int64_t max_entries, int range, float* scores) {
+    pdl_begin();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int dim = f.dim, ld = dim + kPad;
     auto* q_hi = reinterpret_cast<__nv_bfloat16*>(smem_raw);
@@ -162,8 +164,8 @@ void launch_typed(cudaStream_t s, const StepMeta& m, const float* q, const float
     // Whole chunks per block; ranges of one chunk when the step is too small to fill the GPU with longer ones.
     const int range = m.n_tokens * blocks_for(max_entries, kMaxRange) >= 264 ? kMaxRange : kKeys;
     const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(max_entries, range));
-    index_scores_mma_kernel<D><<<grid, kWarps * 32, smem_bytes(f.dim), s>>>(m, q, weights, keys, f, heads, ratio,
-                                                                            per_block, max_entries, range, scores);
+    launch_kernel(index_scores_mma_kernel<D>, grid, kWarps * 32, smem_bytes(f.dim), s, m, q, weights, keys, f, heads,
+                  ratio, per_block, max_entries, range, scores);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // output row, up to kVectors activation rows per pass (each weight element is decoded once per pass). This is the
 // correctness path of exact and reference numerics; the tensor-core GEMMs of fast numerics live in their own files.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_sim.cuh"
 
 namespace dsv4::cuda {
@@ -16,6 +17,7 @@ constexpr int kWarpsPerBlock = 8;
 template <typename Acc>
 __global__ void linear_kernel(WeightRef w, int64_t row0, int64_t count, const float* x, int64_t x_stride,
                               int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out) {
+    pdl_begin();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t r = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + warp;
     if (r >= count) return;
@@ -41,6 +43,7 @@ __global__ void linear_kernel(WeightRef w, int64_t row0, int64_t count, const fl
 
 // Reference numerics: bf16 input, per-128-block FP8 quantize-dequantize (model-spec 4.4); one warp per row.
 __global__ void act_quant_kernel(const float* x, float* out, int64_t rows, int64_t k, Fp8QuantDev quant) {
+    pdl_begin();
     const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     const int lane = threadIdx.x % 32;
@@ -56,16 +59,16 @@ void launch_linear(cudaStream_t s, const WeightRef& w, int64_t row0, int64_t cou
     if (m == 0 || count == 0) return;
     const dim3 grid(blocks_for(count, kWarpsPerBlock), blocks_for(m, kVectors), static_cast<unsigned>(groups));
     if (f64) {
-        linear_kernel<double>
-            <<<grid, kWarpsPerBlock * 32, 0, s>>>(w, row0, count, x, x_stride, group_x, m, y, y_stride, round_out);
+        launch_kernel(linear_kernel<double>, grid, kWarpsPerBlock * 32, 0, s, w, row0, count, x, x_stride, group_x, m,
+                      y, y_stride, round_out);
     } else {
-        linear_kernel<float>
-            <<<grid, kWarpsPerBlock * 32, 0, s>>>(w, row0, count, x, x_stride, group_x, m, y, y_stride, round_out);
+        launch_kernel(linear_kernel<float>, grid, kWarpsPerBlock * 32, 0, s, w, row0, count, x, x_stride, group_x, m, y,
+                      y_stride, round_out);
     }
 }
 
 void launch_act_quant(cudaStream_t s, const float* x, float* out, int64_t rows, int64_t k, Fp8QuantDev quant) {
-    if (rows > 0) act_quant_kernel<<<blocks_for(rows, 4), 128, 0, s>>>(x, out, rows, k, quant);
+    if (rows > 0) launch_kernel(act_quant_kernel, blocks_for(rows, 4), 128, 0, s, x, out, rows, k, quant);
 }
 
 }  // namespace dsv4::cuda

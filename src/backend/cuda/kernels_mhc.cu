@@ -3,6 +3,7 @@
 // expands element-wise. Acc is the numerics mode's arithmetic (float; double in reference numerics: cuda_common.cuh).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mhc_mix.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -53,6 +54,7 @@ __device__ void collapse(const float* xs, const Acc* pre, int hc, int64_t d, boo
 template <typename Acc>
 __global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, MhcWeights w, int iters,
                                      float hc_eps, float norm_eps, bool round, float* u, float* post, float* comb) {
+    pdl_begin();
     __shared__ Acc scratch[32];
     __shared__ Acc pre[kMaxHc];
     const int t = blockIdx.x;
@@ -76,6 +78,7 @@ __global__ void hc_pre_finish_kernel(const float* x, const float* raw_mixes, int
 template <typename Acc>
 __global__ void hc_post_kernel(float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
                                int64_t d, bool round) {
+    pdl_begin();
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (id >= n * d) return;
     const int64_t t = id / d, i = id % d;
@@ -94,6 +97,7 @@ __global__ void hc_post_kernel(float* x, const float* y, const float* post, cons
 template <typename Acc>
 __global__ void hc_head_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, HcHeadWeights w,
                                       float hc_eps, float norm_eps, bool round, float* y) {
+    pdl_begin();
     __shared__ Acc scratch[32];
     __shared__ Acc pre[kMaxHc];
     const int t = blockIdx.x;
@@ -116,11 +120,11 @@ void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64
     if (n == 0) return;
     const auto blocks = static_cast<unsigned>(n);
     if (reference) {
-        hc_pre_finish_kernel<double>
-            <<<blocks, 256, 0, s>>>(x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps, true, u, post, comb);
+        launch_kernel(hc_pre_finish_kernel<double>, blocks, 256, 0, s, x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps,
+                      true, u, post, comb);
     } else {
-        hc_pre_finish_kernel<float>
-            <<<blocks, 256, 0, s>>>(x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps, false, u, post, comb);
+        launch_kernel(hc_pre_finish_kernel<float>, blocks, 256, 0, s, x, raw_mixes, hc, d, w, iters, hc_eps, norm_eps,
+                      false, u, post, comb);
     }
 }
 
@@ -128,9 +132,9 @@ void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post,
                     int64_t d, bool reference) {
     if (n == 0) return;
     if (reference) {
-        hc_post_kernel<double><<<blocks_for(n * d, 256), 256, 0, s>>>(x, y, post, comb, n, hc, d, true);
+        launch_kernel(hc_post_kernel<double>, blocks_for(n * d, 256), 256, 0, s, x, y, post, comb, n, hc, d, true);
     } else {
-        hc_post_kernel<float><<<blocks_for(n * d, 256), 256, 0, s>>>(x, y, post, comb, n, hc, d, false);
+        launch_kernel(hc_post_kernel<float>, blocks_for(n * d, 256), 256, 0, s, x, y, post, comb, n, hc, d, false);
     }
 }
 
@@ -139,9 +143,11 @@ void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int6
     if (n == 0) return;
     const auto blocks = static_cast<unsigned>(n);
     if (reference) {
-        hc_head_finish_kernel<double><<<blocks, 256, 0, s>>>(x, raw_mixes, hc, d, w, hc_eps, norm_eps, true, y);
+        launch_kernel(hc_head_finish_kernel<double>, blocks, 256, 0, s, x, raw_mixes, hc, d, w, hc_eps, norm_eps, true,
+                      y);
     } else {
-        hc_head_finish_kernel<float><<<blocks, 256, 0, s>>>(x, raw_mixes, hc, d, w, hc_eps, norm_eps, false, y);
+        launch_kernel(hc_head_finish_kernel<float>, blocks, 256, 0, s, x, raw_mixes, hc, d, w, hc_eps, norm_eps, false,
+                      y);
     }
 }
 

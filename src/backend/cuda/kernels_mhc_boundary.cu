@@ -9,6 +9,7 @@
 // the token's last block, found by a per-token arrival counter that block resets (graphs replay the launch).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mhc_mix.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -121,6 +122,7 @@ __device__ void collapse_and_norm(const HcBoundaryParams& p, int64_t t, const fl
 
 template <int kHc>
 __global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams p) {
+    pdl_begin();
     constexpr int kRows = mix_rows<kHc>();
     __shared__ float red[kWarps][kRows + 1];
     __shared__ float mix[kRows + 1];
@@ -170,7 +172,7 @@ __global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams
 template <int kHc>
 void launch_boundary(cudaStream_t s, const HcBoundaryParams& p) {
     const auto blocks = static_cast<unsigned>(p.n * hc_boundary_chunks(p.d));
-    hc_boundary_kernel<kHc><<<blocks, kChannels, 0, s>>>(p);
+    launch_kernel(hc_boundary_kernel<kHc>, blocks, kChannels, 0, s, p);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // then the chunks are summed in order. The chunking depends only on the width, never on the batch: a token's mixes
 // are the same alone or batched.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -14,6 +15,7 @@ constexpr int kWarps = 8;
 // Grid: tokens x chunks blocks (token-major). Warp w computes rows w, w + 8, ... of this chunk; each lane 32 elements
 // (8 float4).
 __global__ void mixes_partial_kernel(const float* x, int64_t width, const float* fn, int n_mix, float* partial) {
+    pdl_begin();
     const int chunks = static_cast<int>((width + kChunk - 1) / kChunk);
     const int64_t t = blockIdx.x / chunks;
     const int chunk = static_cast<int>(blockIdx.x % chunks);
@@ -45,6 +47,7 @@ __global__ void mixes_partial_kernel(const float* x, int64_t width, const float*
 
 // raw[t][r] = sum of the chunks in order.
 __global__ void mixes_sum_kernel(const float* partial, int64_t rows, int chunks, float* raw) {
+    pdl_begin();
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i >= rows) return;
     float sum = 0.0f;
@@ -66,8 +69,9 @@ void launch_hc_mixes(cudaStream_t s, const float* x, int64_t n, int64_t width, c
                      float* partial, float* raw) {
     if (n == 0) return;
     const int chunks = static_cast<int>((width + kChunk - 1) / kChunk);
-    mixes_partial_kernel<<<static_cast<unsigned>(n * chunks), kWarps * 32, 0, s>>>(x, width, fn, n_mix, partial);
-    mixes_sum_kernel<<<blocks_for(n * n_mix, 256), 256, 0, s>>>(partial, n * n_mix, chunks, raw);
+    launch_kernel(mixes_partial_kernel, static_cast<unsigned>(n * chunks), kWarps * 32, 0, s, x, width, fn, n_mix,
+                  partial);
+    launch_kernel(mixes_sum_kernel, blocks_for(n * n_mix, 256), 256, 0, s, partial, n * n_mix, chunks, raw);
 }
 
 }  // namespace dsv4::cuda

@@ -2,6 +2,7 @@
 // or hash routing), per-(token, expert) SwiGLU with the clamp, the shared expert, and the combine in a fixed order.
 // Expert weights stay FP4 (or FP8) and are decoded inside the kernels. Expert ids are checked on the device.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -22,6 +23,7 @@ template <typename Acc>
 __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k, int func, const float* bias,
                              const int32_t* tid2eid, bool hash, bool normalize, float route_scale, float* weights,
                              int32_t* ids) {
+    pdl_begin();
     const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (t >= m.n_tokens) return;
     const int lane = threadIdx.x % 32;
@@ -102,6 +104,7 @@ template <typename Acc>
 __global__ void expert_linear_kernel(StepMeta m, const WeightRef* table, int n_experts, const int32_t* ids,
                                      int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out,
                                      float* out) {
+    pdl_begin();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t r = blockIdx.y * static_cast<int64_t>(blockDim.x / 32) + warp;
     const int64_t p = blockIdx.x;
@@ -123,6 +126,7 @@ __global__ void expert_linear_kernel(StepMeta m, const WeightRef* table, int n_e
 template <typename Acc>
 __global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int64_t width, float limit,
                               const float* row_weights, bool round, float* act) {
+    pdl_begin();
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (id >= rows * width) return;
     Acc v = swiglu_acc<Acc>(g[id], u[id], limit);
@@ -134,6 +138,7 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int6
 template <typename Acc>
 __global__ void combine_kernel(const float* routed, const float* weights, const float* shared, int64_t n, int k,
                                int64_t d, bool weight_after, bool round, float* y) {
+    pdl_begin();
     const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (id >= n * d) return;
     const int64_t t = id / d, i = id % d;
@@ -149,6 +154,7 @@ __global__ void combine_kernel(const float* routed, const float* weights, const 
 // An id outside [0, n_experts) is left out of every group and flagged (the step then fails at its synchronisation,
 // as in the per-pair kernels).
 __global__ void count_experts_kernel(StepMeta m, const int32_t* ids, int64_t pairs, int n_experts, int32_t* counts) {
+    pdl_begin();
     const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (p >= pairs) return;
     const int32_t e = ids[p];
@@ -163,6 +169,7 @@ __global__ void count_experts_kernel(StepMeta m, const int32_t* ids, int64_t pai
 // (every row is computed on its own).
 __global__ void scatter_pairs_kernel(const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
                                      int32_t* row_ids) {
+    pdl_begin();
     const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (p >= pairs) return;
     const int32_t e = ids[p];
@@ -175,6 +182,7 @@ __global__ void scatter_pairs_kernel(const int32_t* ids, int64_t pairs, int n_ex
 __global__ void plan_tiles_kernel(const int32_t* counts, int n_experts, int rows_per_tile, int max_tiles,
                                   int32_t* cursor, int32_t* tile_expert, int32_t* tile_row0, int32_t* tile_rows,
                                   int32_t* tile_count) {
+    pdl_begin();
     int32_t total = 0;
     int tiles = 0;
     for (int e = 0; e < n_experts; ++e) {
@@ -194,19 +202,21 @@ __global__ void plan_tiles_kernel(const int32_t* counts, int n_experts, int rows
 void launch_plan_tiles(cudaStream_t s, const int32_t* counts, int n_experts, int rows_per_tile, int max_tiles,
                        int32_t* cursor, int32_t* tile_expert, int32_t* tile_row0, int32_t* tile_rows,
                        int32_t* tile_count) {
-    plan_tiles_kernel<<<1, 1, 0, s>>>(counts, n_experts, rows_per_tile, max_tiles, cursor, tile_expert, tile_row0,
-                                      tile_rows, tile_count);
+    launch_kernel(plan_tiles_kernel, 1, 1, 0, s, counts, n_experts, rows_per_tile, max_tiles, cursor, tile_expert,
+                  tile_row0, tile_rows, tile_count);
 }
 
 void launch_count_experts(cudaStream_t s, const StepMeta& m, const int32_t* ids, int64_t pairs, int n_experts,
                           int32_t* counts) {
     cudaMemsetAsync(counts, 0, n_experts * sizeof(int32_t), s);
-    if (pairs > 0) count_experts_kernel<<<blocks_for(pairs, 256), 256, 0, s>>>(m, ids, pairs, n_experts, counts);
+    if (pairs > 0)
+        launch_kernel(count_experts_kernel, blocks_for(pairs, 256), 256, 0, s, m, ids, pairs, n_experts, counts);
 }
 
 void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
                           int32_t* row_ids) {
-    if (pairs > 0) scatter_pairs_kernel<<<blocks_for(pairs, 256), 256, 0, s>>>(ids, pairs, n_experts, cursor, row_ids);
+    if (pairs > 0)
+        launch_kernel(scatter_pairs_kernel, blocks_for(pairs, 256), 256, 0, s, ids, pairs, n_experts, cursor, row_ids);
 }
 
 void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int experts, int k, int func,
@@ -215,11 +225,11 @@ void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int ex
     if (m.n_tokens == 0) return;
     const unsigned blocks = blocks_for(m.n_tokens, 4);
     if (f64) {
-        route_kernel<double><<<blocks, 128, 0, s>>>(m, logits, experts, k, func, bias, tid2eid, hash, normalize,
-                                                    route_scale, weights, ids);
+        launch_kernel(route_kernel<double>, blocks, 128, 0, s, m, logits, experts, k, func, bias, tid2eid, hash,
+                      normalize, route_scale, weights, ids);
     } else {
-        route_kernel<float><<<blocks, 128, 0, s>>>(m, logits, experts, k, func, bias, tid2eid, hash, normalize,
-                                                   route_scale, weights, ids);
+        launch_kernel(route_kernel<float>, blocks, 128, 0, s, m, logits, experts, k, func, bias, tid2eid, hash,
+                      normalize, route_scale, weights, ids);
     }
 }
 
@@ -229,11 +239,11 @@ void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* ta
     if (pairs == 0 || rows == 0) return;
     const dim3 grid(static_cast<unsigned>(pairs), blocks_for(rows, 4));
     if (f64) {
-        expert_linear_kernel<double>
-            <<<grid, 128, 0, s>>>(m, table, n_experts, ids, pairs, x_div, x, k, rows, round_out, out);
+        launch_kernel(expert_linear_kernel<double>, grid, 128, 0, s, m, table, n_experts, ids, pairs, x_div, x, k, rows,
+                      round_out, out);
     } else {
-        expert_linear_kernel<float>
-            <<<grid, 128, 0, s>>>(m, table, n_experts, ids, pairs, x_div, x, k, rows, round_out, out);
+        launch_kernel(expert_linear_kernel<float>, grid, 128, 0, s, m, table, n_experts, ids, pairs, x_div, x, k, rows,
+                      round_out, out);
     }
 }
 
@@ -243,9 +253,9 @@ void launch_swiglu(cudaStream_t s, const float* g, const float* u, int64_t rows,
     if (rows * width == 0) return;
     const unsigned blocks = blocks_for(rows * width, 256);
     if (reference) {
-        swiglu_kernel<double><<<blocks, 256, 0, s>>>(g, u, rows, width, limit, row_weights, true, act);
+        launch_kernel(swiglu_kernel<double>, blocks, 256, 0, s, g, u, rows, width, limit, row_weights, true, act);
     } else {
-        swiglu_kernel<float><<<blocks, 256, 0, s>>>(g, u, rows, width, limit, row_weights, false, act);
+        launch_kernel(swiglu_kernel<float>, blocks, 256, 0, s, g, u, rows, width, limit, row_weights, false, act);
     }
 }
 
@@ -254,9 +264,11 @@ void launch_combine(cudaStream_t s, const float* routed, const float* weights, c
     if (n * d == 0) return;
     const unsigned blocks = blocks_for(n * d, 256);
     if (reference) {
-        combine_kernel<double><<<blocks, 256, 0, s>>>(routed, weights, shared, n, k, d, weight_after, true, y);
+        launch_kernel(combine_kernel<double>, blocks, 256, 0, s, routed, weights, shared, n, k, d, weight_after, true,
+                      y);
     } else {
-        combine_kernel<float><<<blocks, 256, 0, s>>>(routed, weights, shared, n, k, d, weight_after, false, y);
+        launch_kernel(combine_kernel<float>, blocks, 256, 0, s, routed, weights, shared, n, k, d, weight_after, false,
+                      y);
     }
 }
 

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/gemv_row.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -26,6 +27,7 @@ __device__ __forceinline__ int32_t checked_expert(const int32_t* ids, int64_t pa
 // memory; both rows' loads in flight together).
 template <int kFormat>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) moe_up_decode_kernel(MoeUpDecodeParams p, StepMeta meta) {
+    pdl_begin();
     extern __shared__ float4 staged[];
     float* xs = reinterpret_cast<float*>(staged);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -56,6 +58,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) moe_up_decode_kernel(MoeUp
 // two pairs' rows in flight at a time.
 template <int kFormat>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) moe_down_decode_kernel(MoeDownDecodeParams p, StepMeta meta) {
+    pdl_begin();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t t = blockIdx.y;
     const int64_t r = blockIdx.x * static_cast<int64_t>(kRowsPerBlock) + warp;
@@ -87,13 +90,13 @@ template <int kFormat>
 void launch_up(cudaStream_t s, const StepMeta& m, const MoeUpDecodeParams& p) {
     const dim3 grid(blocks_for(p.inter, kRowsPerBlock), static_cast<unsigned>(p.pairs));
     const size_t smem = static_cast<size_t>(p.d) * sizeof(float);
-    moe_up_decode_kernel<kFormat><<<grid, kRowsPerBlock * 32, smem, s>>>(p, m);
+    launch_kernel(moe_up_decode_kernel<kFormat>, grid, kRowsPerBlock * 32, smem, s, p, m);
 }
 
 template <int kFormat>
 void launch_down(cudaStream_t s, const StepMeta& m, const MoeDownDecodeParams& p) {
     const dim3 grid(blocks_for(p.d, kRowsPerBlock), static_cast<unsigned>(p.tokens));
-    moe_down_decode_kernel<kFormat><<<grid, kRowsPerBlock * 32, 0, s>>>(p, m);
+    launch_kernel(moe_down_decode_kernel<kFormat>, grid, kRowsPerBlock * 32, 0, s, p, m);
 }
 
 // Calls f with the format as a compile-time constant (std::integral_constant<int, format>).

@@ -17,6 +17,7 @@
 #include <cooperative_groups/reduce.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/sample_rows_math.h"
 
 namespace dsv4::cuda {
@@ -315,6 +316,7 @@ __device__ int32_t draw_from(const float* x, const RowDraw& d, float best, int64
 }
 
 __global__ void __launch_bounds__(kSampleThreads) sample_rows_kernel(SampleRowsDev p) {
+    pdl_begin();
     __shared__ SampleShared sm;
     const RowDraw d = p.draws[blockIdx.x];
     int32_t* out = p.out + blockIdx.x;
@@ -341,7 +343,8 @@ __global__ void __launch_bounds__(kSampleThreads) sample_rows_kernel(SampleRowsD
 }  // namespace
 
 void launch_sample_rows(cudaStream_t s, const SampleRowsDev& p) {
-    if (p.draw_count > 0) sample_rows_kernel<<<static_cast<unsigned>(p.draw_count), kSampleThreads, 0, s>>>(p);
+    if (p.draw_count > 0)
+        launch_kernel(sample_rows_kernel, static_cast<unsigned>(p.draw_count), kSampleThreads, 0, s, p);
 }
 
 }  // namespace dsv4::cuda

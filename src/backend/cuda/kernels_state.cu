@@ -2,6 +2,7 @@
 // the per-token records later windows need) and the sliding-window ring writes. Launch shapes depend only on the
 // step's token count: which tokens complete a window is decided on the device from their positions.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_sim.cuh"
 #include "backend/cuda/state_codec.cuh"
 
@@ -31,6 +32,7 @@ __device__ void record(const StepMeta& m, const CompressArgs& c, int seq, int64_
 // numerics mode's arithmetic (double in reference numerics: cuda_common.cuh).
 template <typename Acc>
 __global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
+    pdl_begin();
     __shared__ float entry[kMaxCompressHeadDim];
     __shared__ Acc scratch[32];
     const int t = blockIdx.x;
@@ -110,6 +112,7 @@ __global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
 
 // One block per step token: keep (kv, gate + ape) of the positions later windows (or a rewind) may still read.
 __global__ void compress_keep_kernel(StepMeta m, CompressArgs c) {
+    pdl_begin();
     const int t = blockIdx.x;
     const int seq = m.seq_of_token[t];
     const int64_t pos = m.positions[t];
@@ -125,6 +128,7 @@ __global__ void compress_keep_kernel(StepMeta m, CompressArgs c) {
 
 // One warp per step token: encode its K=V row into the ring (the last ring_rows positions of each sequence).
 __global__ void store_window_kernel(StepMeta m, const float* kv, RowFormatDev f, int ring_rows, uint8_t* ring) {
+    pdl_begin();
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (t >= m.n_tokens) return;
     const int seq = m.seq_of_token[t];
@@ -137,6 +141,7 @@ __global__ void store_window_kernel(StepMeta m, const float* kv, RowFormatDev f,
 
 // One warp per row.
 __global__ void encode_rows_kernel(const float* src, int64_t n_rows, RowFormatDev f, uint8_t* dst) {
+    pdl_begin();
     const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (r >= n_rows) return;
     warp_encode_row(src + r * f.dim, dst + r * f.bytes, f);
@@ -147,20 +152,22 @@ __global__ void encode_rows_kernel(const float* src, int64_t n_rows, RowFormatDe
 void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c) {
     if (m.n_tokens == 0) return;
     if (c.reference) {
-        compress_emit_kernel<double><<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);
+        launch_kernel(compress_emit_kernel<double>, static_cast<unsigned>(m.n_tokens), 128, 0, s, m, c);
     } else {
-        compress_emit_kernel<float><<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);
+        launch_kernel(compress_emit_kernel<float>, static_cast<unsigned>(m.n_tokens), 128, 0, s, m, c);
     }
-    compress_keep_kernel<<<static_cast<unsigned>(m.n_tokens), 128, 0, s>>>(m, c);  // after every emission's reads
+    launch_kernel(compress_keep_kernel, static_cast<unsigned>(m.n_tokens), 128, 0, s, m,
+                  c);  // after every emission's reads
 }
 
 void launch_store_window(cudaStream_t s, const StepMeta& m, const float* kv, const RowFormatDev& f, int ring_rows,
                          uint8_t* ring) {
-    if (m.n_tokens > 0) store_window_kernel<<<blocks_for(m.n_tokens, 4), 128, 0, s>>>(m, kv, f, ring_rows, ring);
+    if (m.n_tokens > 0)
+        launch_kernel(store_window_kernel, blocks_for(m.n_tokens, 4), 128, 0, s, m, kv, f, ring_rows, ring);
 }
 
 void launch_encode_rows(cudaStream_t s, const float* src, int64_t n_rows, const RowFormatDev& f, uint8_t* dst) {
-    if (n_rows > 0) encode_rows_kernel<<<blocks_for(n_rows, 4), 128, 0, s>>>(src, n_rows, f, dst);
+    if (n_rows > 0) launch_kernel(encode_rows_kernel, blocks_for(n_rows, 4), 128, 0, s, src, n_rows, f, dst);
 }
 
 }  // namespace dsv4::cuda

@@ -1,6 +1,7 @@
 // Synthetic weights and state made on the device (benchmarks of full-size models without a checkpoint): counter-based
 // random normals, quantized into the checkpoint formats with valid UE8M0 scales.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_sim.cuh"
 
 namespace dsv4::cuda {
@@ -31,6 +32,7 @@ __device__ uint8_t e2m1_code(float v) {
 }
 
 __global__ void fill_fp8_kernel(uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed, bool fnuz) {
+    pdl_begin();
     const float qmax = fnuz ? 240.0f : 448.0f;
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -41,6 +43,7 @@ __global__ void fill_fp8_kernel(uint8_t* codes, int64_t n, float inv_scale, floa
 }
 
 __global__ void fill_fp4_kernel(uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed) {
+    pdl_begin();
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n_bytes;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         const float lo = fminf(fmaxf(normal_at(seed, 2 * i) * stddev * inv_scale, -6.0f), 6.0f);
@@ -50,6 +53,7 @@ __global__ void fill_fp4_kernel(uint8_t* packed, int64_t n_bytes, float inv_scal
 }
 
 __global__ void fill_bytes_kernel(uint8_t* p, int64_t n, uint8_t value) {
+    pdl_begin();
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         p[i] = value;
@@ -57,6 +61,7 @@ __global__ void fill_bytes_kernel(uint8_t* p, int64_t n, uint8_t value) {
 }
 
 __global__ void fill_bf16_kernel(uint16_t* p, int64_t n, float stddev, uint64_t seed) {
+    pdl_begin();
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         p[i] = static_cast<uint16_t>(__float_as_uint(to_bf16(normal_at(seed, i) * stddev)) >> 16);
@@ -64,6 +69,7 @@ __global__ void fill_bf16_kernel(uint16_t* p, int64_t n, float stddev, uint64_t 
 }
 
 __global__ void fill_f32_kernel(float* p, int64_t n, float mean, float stddev, uint64_t seed) {
+    pdl_begin();
     for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         p[i] = mean + stddev * normal_at(seed, i);
@@ -72,6 +78,7 @@ __global__ void fill_f32_kernel(float* p, int64_t n, float mean, float stddev, u
 
 // Row r's k entries: consecutive experts from a hashed start (distinct; every expert equally likely).
 __global__ void fill_table_kernel(int32_t* p, int64_t rows, int cols, int64_t max_value, uint64_t seed) {
+    pdl_begin();
     for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows;
          r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
         const uint64_t start = mix64(seed ^ mix64(r)) % static_cast<uint64_t>(max_value);
@@ -85,22 +92,22 @@ constexpr unsigned kGrid = 1024;
 
 void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed,
                      bool fnuz) {
-    fill_fp8_kernel<<<kGrid, 256, 0, s>>>(codes, n, inv_scale, stddev, seed, fnuz);
+    launch_kernel(fill_fp8_kernel, kGrid, 256, 0, s, codes, n, inv_scale, stddev, seed, fnuz);
 }
 void launch_fill_fp4(cudaStream_t s, uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed) {
-    fill_fp4_kernel<<<kGrid, 256, 0, s>>>(packed, n_bytes, inv_scale, stddev, seed);
+    launch_kernel(fill_fp4_kernel, kGrid, 256, 0, s, packed, n_bytes, inv_scale, stddev, seed);
 }
 void launch_fill_bytes(cudaStream_t s, uint8_t* p, int64_t n, uint8_t value) {
-    fill_bytes_kernel<<<kGrid, 256, 0, s>>>(p, n, value);
+    launch_kernel(fill_bytes_kernel, kGrid, 256, 0, s, p, n, value);
 }
 void launch_fill_bf16(cudaStream_t s, uint16_t* p, int64_t n, float stddev, uint64_t seed) {
-    fill_bf16_kernel<<<kGrid, 256, 0, s>>>(p, n, stddev, seed);
+    launch_kernel(fill_bf16_kernel, kGrid, 256, 0, s, p, n, stddev, seed);
 }
 void launch_fill_f32(cudaStream_t s, float* p, int64_t n, float mean, float stddev, uint64_t seed) {
-    fill_f32_kernel<<<kGrid, 256, 0, s>>>(p, n, mean, stddev, seed);
+    launch_kernel(fill_f32_kernel, kGrid, 256, 0, s, p, n, mean, stddev, seed);
 }
 void launch_fill_table(cudaStream_t s, int32_t* p, int64_t rows, int cols, int64_t max_value, uint64_t seed) {
-    fill_table_kernel<<<kGrid, 256, 0, s>>>(p, rows, cols, max_value, seed);
+    launch_kernel(fill_table_kernel, kGrid, 256, 0, s, p, rows, cols, max_value, seed);
 }
 
 }  // namespace dsv4::cuda
