@@ -29,7 +29,7 @@ struct StreamLayout {
     int64_t tile_scale_bytes = 0;
     int passes = 0;  // warp-wide loads per row
     int stages = 0;
-    int64_t ring_offset = 0, scale_offset = 0, bar_offset = 0, shared_bytes = 0;
+    int64_t ring_offset = 0, scale_offset = 0, cache_offset = 0, bar_offset = 0, shared_bytes = 0;
 };
 
 template <int kFormat>
@@ -67,34 +67,38 @@ __device__ __forceinline__ void issue_tile(const StreamLayout& L, const uint8_t*
     }
 }
 
+// The warp's copy of an FP8 weight's scale row for the 128-row block `block` (one float per 128 columns), refreshed
+// only when a tile enters another block (a warp's run of tiles mostly stays in one): a scale is then a shared-memory
+// broadcast, not a global load at the head of every tile.
+__device__ __forceinline__ void cache_scale_row(const WeightRef& w, int64_t block, int passes, float* cache) {
+    __syncwarp();
+    for (int j = threadIdx.x % 32; j < passes; j += 32) cache[j] = decode_ue8m0(w.scales[block * w.scale_cols + j]);
+    __syncwarp();
+}
+
 // FP8 tile: every row of the tile shares one 128-row scale block, and a warp-wide load is one 128-column block, so
-// pass u's scale is one value for the whole warp (lane j fetches pass u0 + j's, shuffled out per pass).
+// pass u's scale is one value for the whole warp (scales: the cached scale row).
 template <int kRows, Fp8Dialect kDialect>
-__device__ __forceinline__ void fp8_tile_partials(const uint8_t* tile, const StreamLayout& L, const WeightRef& w,
-                                                  int64_t first_row, int valid, const float* xs, float* acc) {
+__device__ __forceinline__ void fp8_tile_partials(const uint8_t* tile, const StreamLayout& L, const float* scales,
+                                                  int valid, const float* xs, float* acc) {
     constexpr int kFormat = static_cast<int>(WeightFormat::kFp8Block);
     const int lane = threadIdx.x % 32;
     const auto* words = reinterpret_cast<const uint32_t*>(tile);
     const auto* x4 = reinterpret_cast<const float4*>(xs);
     const int64_t row_words = L.row_bytes / 4;
-    const uint8_t* scale_row = w.scales + (first_row / w.block_rows) * w.scale_cols;
-    for (int u0 = 0; u0 < L.passes; u0 += 32) {
-        const float lane_scale = u0 + lane < L.passes ? decode_ue8m0(scale_row[u0 + lane]) : 0.0f;
-        const int n = std::min(32, L.passes - u0);
 #pragma unroll 2
-        for (int u = 0; u < n; ++u) {
-            const int c = (u0 + u) * 32 + lane;
-            const float scale = __shfl_sync(0xffffffffu, lane_scale, u);
-            const float4 xx = x4[c];
+    for (int u = 0; u < L.passes; ++u) {
+        const int c = u * 32 + lane;
+        const float scale = scales[u];
+        const float4 xx = x4[c];
 #pragma unroll
-            for (int i = 0; i < kRows; ++i) {
-                if (i >= valid) break;
-                float vals[4];
-                Load<kFormat> raw;
-                raw.w[0] = words[i * row_words + c];
-                decode_load<kFormat>(raw, kDialect, vals);
-                acc[i] = add_scaled(acc[i], word_dot<4>(vals, &xx), scale);
-            }
+        for (int i = 0; i < kRows; ++i) {
+            if (i >= valid) break;
+            float vals[4];
+            Load<kFormat> raw;
+            raw.w[0] = words[i * row_words + c];
+            decode_load<kFormat>(raw, kDialect, vals);
+            acc[i] = add_scaled(acc[i], word_dot<4>(vals, &xx), scale);
         }
     }
 }
@@ -173,6 +177,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(GemvStreamPara
     uint8_t* ring = smem + L.ring_offset + warp * L.stages * L.tile_bytes;
     uint8_t* scale_ring = smem + L.scale_offset + warp * L.stages * L.tile_scale_bytes;
     auto* bars = reinterpret_cast<uint64_t*>(smem + L.bar_offset) + warp * L.stages;
+    float* scale_cache = reinterpret_cast<float*>(smem + L.cache_offset) + warp * L.passes;  // FP8
     const int64_t tiles = (rows + kRows - 1) / kRows;
     const int64_t warps = int64_t{gridDim.x} * kWarps, my_warp = int64_t{blockIdx.x} * kWarps + warp;
     const int64_t t0 = tiles * my_warp / warps, my_tiles = tiles * (my_warp + 1) / warps - t0;
@@ -194,14 +199,20 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(GemvStreamPara
         direct_rows<kFormat>(w, row_base, t0 * kRows, std::min(rows, (t0 + my_tiles) * kRows), xs, y, p.round_out);
         return;
     }
+    int64_t cached_block = -1;
     for (int64_t k = 0; k < my_tiles; ++k) {
         const int slot = static_cast<int>(k % L.stages);
-        mbarrier_wait(bars + slot, static_cast<uint32_t>((k / L.stages) & 1));
         const int64_t r0 = (t0 + k) * kRows;
+        if constexpr (is_fp8(kFormat)) {  // before the wait: the scale row's load overlaps the tile's copy
+            const int64_t block = (row_base + r0) / w.block_rows;
+            if (block != cached_block) cache_scale_row(w, block, L.passes, scale_cache);
+            cached_block = block;
+        }
+        mbarrier_wait(bars + slot, static_cast<uint32_t>((k / L.stages) & 1));
         const int valid = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
         float acc[kRows] = {};
         if constexpr (is_fp8(kFormat)) {
-            fp8_tile_partials<kRows, kDialect>(ring + slot * L.tile_bytes, L, w, row_base + r0, valid, xs, acc);
+            fp8_tile_partials<kRows, kDialect>(ring + slot * L.tile_bytes, L, scale_cache, valid, xs, acc);
         } else {
             wide_tile_partials<kFormat, kRows>(ring + slot * L.tile_bytes, scale_ring + slot * L.tile_scale_bytes, L,
                                                valid, xs, acc);
@@ -254,7 +265,8 @@ StreamLayout plan_layout(const GemvStreamConfig& c, int64_t cols, int tile_rows)
     for (int stages = std::max(c.stages, 1); stages >= 1; --stages) {
         L.stages = stages;
         L.scale_offset = L.ring_offset + kWarps * stages * L.tile_bytes;
-        L.bar_offset = round_up(L.scale_offset + kWarps * stages * L.tile_scale_bytes, 16);
+        L.cache_offset = round_up(L.scale_offset + kWarps * stages * L.tile_scale_bytes, 16);
+        L.bar_offset = round_up(L.cache_offset + (is_fp8(kFormat) ? kWarps * L.passes * 4 : 0), 16);
         const int64_t total = L.bar_offset + kWarps * stages * 8;
         if (total <= kMaxSharedBytes && (stages >= 2 || c.stages < 2)) {
             L.shared_bytes = total;
