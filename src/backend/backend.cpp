@@ -112,6 +112,10 @@ void ModelOps::hc_post_pre(Tensor x, const HcPostInputs* prev, const MhcWeights&
     rms_norm(u, &norm, norm_eps, u);
 }
 
+void ModelOps::linears(const Tensor& x, std::span<const LinearTarget> targets) {
+    for (const LinearTarget& t : targets) linear(x, *t.w, t.kind, t.y);
+}
+
 void ModelOps::norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope) {
     rms_norm(x, weight, eps, x);
     this->rope(x, rope, false);

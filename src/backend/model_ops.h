@@ -25,6 +25,13 @@ struct HcPostInputs {
     Tensor comb;  // [N, hc, hc]
 };
 
+// One output of ModelOps::linears.
+struct LinearTarget {
+    const WeightRef* w = nullptr;
+    LinearKind kind = LinearKind::kQuantized;
+    Tensor y;  // [M, w->rows]
+};
+
 class ModelOps {
   public:
     virtual ~ModelOps() = default;
@@ -66,6 +73,9 @@ class ModelOps {
     // y = x * rsqrt(mean(x^2) + eps) (* weight), over the last dim of a [rows, k] view.
     virtual void rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) = 0;
     virtual void linear(const Tensor& x /*[M,K]*/, const WeightRef& w, LinearKind kind, Tensor y /*[M,rows]*/) = 0;
+    // Several linears of the same input, y_j = x W_j^T (outputs independent, each as linear() computes it).
+    // Optional: the default runs them one by one; a backend may run them in one launch (CUDA: decode-sized GEMVs).
+    virtual void linears(const Tensor& x, std::span<const LinearTarget> targets);
     // Grouped projection: x [N, G, K] with W [G * R, K] -> y [N, G * R] (group g uses rows g*R .. g*R+R-1).
     virtual void grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) = 0;
     // Interleaved RoPE on the trailing rope_dim dims of every head: x [N, heads, head_dim], in place.

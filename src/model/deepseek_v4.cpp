@@ -153,32 +153,50 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     const int64_t n = x.size(0), heads = config_.num_heads, hd = config_.head_dim;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
 
-    // Query: low-rank path, q_norm, per-head weightless RMSNorm, RoPE on the trailing dims.
+    // Every projection of the sub-layer's input at once (one launch per weight format where the backend can): the
+    // query's low-rank path, the K=V head, the compressor's and the indexer's inputs.
     b.region("attention");
     Tensor q_residual = b.alloc(DType::kF32, {n, config_.q_lora_rank});
-    b.linear(x, w.wq_a, LinearKind::kQuantized, q_residual);
+    Tensor kv = b.alloc(DType::kF32, {n, hd});
+    std::vector<LinearTarget> from_x = {{&w.wq_a, LinearKind::kQuantized, q_residual},
+                                        {&w.wkv, LinearKind::kQuantized, kv}};
+    Tensor ca, cg;
+    if (w.compressor) {
+        const CompressorWeights& c = *w.compressor;
+        const int64_t width = c.overlap ? 2 * c.head_dim : c.head_dim;
+        ca = b.alloc(DType::kF32, {n, width});
+        cg = b.alloc(DType::kF32, {n, width});
+        from_x.push_back({&c.wkv, LinearKind::kF32Out, ca});
+        from_x.push_back({&c.wgate, LinearKind::kF32Out, cg});
+    }
+    IndexerInputs ix;
+    if (w.indexer) {
+        const int64_t dim = config_.index_head_dim;
+        ix.a = b.alloc(DType::kF32, {n, 2 * dim});
+        ix.g = b.alloc(DType::kF32, {n, 2 * dim});
+        ix.weights = b.alloc(DType::kF32, {n, config_.index_n_heads});
+        from_x.push_back({&w.indexer->compressor.wkv, LinearKind::kF32Out, ix.a});
+        from_x.push_back({&w.indexer->compressor.wgate, LinearKind::kF32Out, ix.g});
+        from_x.push_back({&w.indexer->weights_proj, LinearKind::kF32Out, ix.weights});
+    }
+    b.linears(x, from_x);
+
+    // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims.
     b.rms_norm(q_residual, &w.q_norm, eps, q_residual);
     Tensor q = b.alloc(DType::kF32, {n, heads, hd});
     b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
     b.norm_rope(q, nullptr, eps, lc.rope);
 
     // The single shared K=V head.
-    Tensor kv = b.alloc(DType::kF32, {n, hd});
-    b.linear(x, w.wkv, LinearKind::kQuantized, kv);
     b.norm_rope(kv.view({n, 1, hd}), &w.kv_norm, eps, lc.rope);
     b.kv_cache_sim(kv, config_.nope_head_dim());
 
     Tensor topk;
     if (w.compressor) {
         b.region("compressor");
-        const CompressorWeights& c = *w.compressor;
-        const int64_t width = c.overlap ? 2 * c.head_dim : c.head_dim;
-        Tensor a = b.alloc(DType::kF32, {n, width}), g = b.alloc(DType::kF32, {n, width});
-        b.linear(x, c.wkv, LinearKind::kF32Out, a);
-        b.linear(x, c.wgate, LinearKind::kF32Out, g);
-        b.compress(layer, CompressorRole::kMain, a, g, c, lc.rope, eps);
+        b.compress(layer, CompressorRole::kMain, ca, cg, *w.compressor, lc.rope, eps);
     }
-    if (w.indexer) topk = indexer(block, x, q_residual);
+    if (w.indexer) topk = indexer(block, ix, q_residual);
 
     b.region("attention");
     Tensor o = b.alloc(DType::kF32, {n, heads, hd});
@@ -198,26 +216,22 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     b.linear(z, w.wo_b, LinearKind::kQuantized, y);
 }
 
-Tensor DeepseekV4::indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual) {
+Tensor DeepseekV4::indexer(const BlockRef& block, const IndexerInputs& in, const Tensor& q_residual) {
     Backend& b = backend_;
     const int layer = block.state_layer;
     const LayerConfig& lc = block.lc;
     const IndexerWeights& w = *block.w.attn.indexer;
-    const int64_t n = x.size(0), heads = config_.index_n_heads, dim = config_.index_head_dim;
-    const CompressorWeights& c = w.compressor;
+    const int64_t n = q_residual.size(0), heads = config_.index_n_heads, dim = config_.index_head_dim;
     b.region("indexer");
-    Tensor a = b.alloc(DType::kF32, {n, 2 * dim}), g = b.alloc(DType::kF32, {n, 2 * dim});
-    b.linear(x, c.wkv, LinearKind::kF32Out, a);
-    b.linear(x, c.wgate, LinearKind::kF32Out, g);
-    b.compress(layer, CompressorRole::kIndexer, a, g, c, lc.rope, static_cast<float>(config_.rms_norm_eps));
+    b.compress(layer, CompressorRole::kIndexer, in.a, in.g, w.compressor, lc.rope,
+               static_cast<float>(config_.rms_norm_eps));
 
     Tensor q = b.alloc(DType::kF32, {n, heads, dim});
     b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
     b.rope(q, lc.rope, false);
     b.indexer_query_sim(q);
-    Tensor weights = b.alloc(DType::kF32, {n, heads});
-    b.linear(x, w.weights_proj, LinearKind::kF32Out, weights);
     // relu(q.k) * dim^-1/2 * w * heads^-1/2: both scales folded into the head weights.
+    Tensor weights = in.weights;
     b.scale(weights, 1.0f / std::sqrt(static_cast<float>(dim) * static_cast<float>(heads)));
     Tensor topk = b.alloc(DType::kI32, {n, config_.index_topk});
     b.indexer_topk(layer, q, weights, lc.compress_ratio, topk);

@@ -106,6 +106,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void rms_norm(const Tensor& x, const VecRef* weight, float eps, Tensor y) override;
     void linear(const Tensor& x, const WeightRef& w, LinearKind kind, Tensor y) override;
     void grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) override;
+    void linears(const Tensor& x, std::span<const LinearTarget> targets) override;
     void rope(Tensor x, const RopeParams& rope, bool inverse) override;
     void norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope) override;
     void kv_cache_sim(Tensor kv, int nope_dims) override;

@@ -245,6 +245,41 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     launched("linear");
 }
 
+void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets) {
+    // One vector: the targets whose GEMVs share a format, dialect and width go out in one streamed launch (the same
+    // per-row arithmetic as one launch each); any other target, or a list the streamed GEMV refuses, one by one.
+    std::vector<bool> done(targets.size(), false);
+    if (gemv_stream_.enabled && !reference()) {
+        for (size_t i = 0; i < targets.size(); ++i) {
+            if (done[i]) continue;
+            GemvStreamParams p;
+            std::vector<size_t> members;
+            for (size_t j = i; j < targets.size() && p.n_multi < kMaxStreamWeights; ++j) {
+                const WeightRef& w = *targets[j].w;
+                const WeightRef& first = *targets[i].w;
+                if (done[j] || x.numel() != w.cols || w.format != first.format || w.fp8_dialect != first.fp8_dialect ||
+                    targets[j].y.numel() != w.rows ||
+                    choose_linear_path({numerics_, w, 1, w.cols}, tuning_, tuning_.forced_linear) !=
+                        LinearPath::kGemv) {
+                    continue;
+                }
+                p.multi[p.n_multi] = w;
+                p.multi_y[p.n_multi] = targets[j].y.f32();
+                ++p.n_multi;
+                members.push_back(j);
+            }
+            if (members.size() < 2) continue;
+            p.x = x.f32();
+            if (!launch_gemv_stream(stream_, gemv_stream_, p)) continue;
+            launched("linears");
+            for (size_t j : members) done[j] = true;
+        }
+    }
+    for (size_t i = 0; i < targets.size(); ++i) {
+        if (!done[i]) linear(x, *targets[i].w, targets[i].kind, targets[i].y);
+    }
+}
+
 void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) {
     const int64_t n = x.size(0), k = w.cols, per_group = w.rows / groups;
     DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");

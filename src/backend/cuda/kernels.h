@@ -154,6 +154,7 @@ int device_sms();
 // its own vector, or a (token, expert) pair) multiplies rows i * count .. of w (or all of table[ids[i]]) with
 // x + (i / x_div) * x_stride into y + i * y_stride. Returns false, launching nothing, for a shape or a plain weight
 // it cannot stream (the caller runs the GEMV above).
+constexpr int kMaxStreamWeights = 8;
 struct GemvStreamParams {
     WeightRef w;  // the weight; in expert mode its format, dialect and shape only
     const WeightRef* table = nullptr;
@@ -168,8 +169,14 @@ struct GemvStreamParams {
     int64_t y_stride = 0;
     bool round_out = false;
     StepMeta meta;
+    // Several weights of one format, dialect and width against the same vector x (instances = 1): weight j is
+    // multi[j] into multi_y[j], its tiles after weight j - 1's in one launch. n_multi = 0: the single weight w.
+    int n_multi = 0;
+    WeightRef multi[kMaxStreamWeights];
+    float* multi_y[kMaxStreamWeights] = {};
+    int64_t multi_tile_end[kMaxStreamWeights] = {};  // set by the launcher
 };
-bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, const GemvStreamParams& p);
+bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, GemvStreamParams p);
 
 // kernels_gemm.cu: tensor-core GEMM (fast numerics): bf16 activations x bf16-decoded weights, float32 accumulation.
 void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,

@@ -51,19 +51,49 @@ __host__ __device__ bool streamable(const WeightRef& w) {
     return true;
 }
 
-// Lane 0: tile k of the warp's run (rows r0 .. r0 + n) into ring slot k % stages.
+// The weight, output and first row of flattened tile t of a block's instance: the instance's one weight, or in
+// multi-weight mode the weight whose tiles contain t.
+struct TileSource {
+    WeightRef w;
+    int64_t row_base = 0;  // the weight's first row of the instance (grouped mode)
+    int64_t rows = 0;      // rows of the instance in the weight
+    int64_t r0 = 0;        // the tile's first row, from row_base
+    float* y = nullptr;    // the instance's outputs (y[r0 + i])
+    int which = 0;         // the weight's index (multi-weight mode)
+};
+
+template <int kRows>
+__device__ __forceinline__ TileSource tile_source(const GemvStreamParams& p, const TileSource& single, int64_t t) {
+    if (p.n_multi == 0) {
+        TileSource src = single;
+        src.r0 = t * kRows;
+        return src;
+    }
+    int j = 0;
+    while (j + 1 < p.n_multi && t >= p.multi_tile_end[j]) ++j;
+    TileSource src;
+    src.w = p.multi[j];
+    src.rows = src.w.rows;
+    src.r0 = (t - (j == 0 ? 0 : p.multi_tile_end[j - 1])) * kRows;
+    src.y = p.multi_y[j];
+    src.which = j;
+    return src;
+}
+
+// Lane 0: the tile of `src` into ring slot `slot` (its rows, and for FP4 their scales, on the slot's barrier).
 template <int kFormat, int kRows>
-__device__ __forceinline__ void issue_tile(const StreamLayout& L, const uint8_t* base, const uint8_t* scale_base,
-                                           int64_t r0, int64_t rows, int slot, uint8_t* ring, uint8_t* scale_ring,
-                                           uint64_t* bar) {
-    const auto n = static_cast<uint32_t>(std::min<int64_t>(kRows, rows - r0));
+__device__ __forceinline__ void issue_tile(const StreamLayout& L, const TileSource& src, int slot, uint8_t* ring,
+                                           uint8_t* scale_ring, uint64_t* bar) {
+    const int64_t first = src.row_base + src.r0;
+    const auto n = static_cast<uint32_t>(std::min<int64_t>(kRows, src.rows - src.r0));
+    const auto* data = static_cast<const uint8_t*>(src.w.data) + first * L.row_bytes;
     uint8_t* dst = ring + slot * L.tile_bytes;
     if constexpr (is_fp4(kFormat)) {
-        bulk_copy_pair_announced(dst, base + r0 * L.row_bytes, n * static_cast<uint32_t>(L.row_bytes),
-                                 scale_ring + slot * L.tile_scale_bytes, scale_base + r0 * L.scale_row_bytes,
+        bulk_copy_pair_announced(dst, data, n * static_cast<uint32_t>(L.row_bytes),
+                                 scale_ring + slot * L.tile_scale_bytes, src.w.scales + first * L.scale_row_bytes,
                                  n * static_cast<uint32_t>(L.scale_row_bytes), bar);
     } else {
-        bulk_copy_announced(dst, base + r0 * L.row_bytes, n * static_cast<uint32_t>(L.row_bytes), bar);
+        bulk_copy_announced(dst, data, n * static_cast<uint32_t>(L.row_bytes), bar);
     }
 }
 
@@ -152,14 +182,18 @@ __device__ void direct_rows(const WeightRef& w, int64_t row_base, int64_t r_begi
 }
 
 // Grid: x = blocks sharing an instance's rows, y = instance (a group of rows with its own vector, or a (token,
-// expert) pair). Warp w of the instance's W warps owns tiles [T w / W, T (w + 1) / W).
+// expert) pair; one in multi-weight mode). Warp w of the instance's W warps owns tiles [T w / W, T (w + 1) / W).
 template <int kFormat, int kRows, Fp8Dialect kDialect>
-__global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(GemvStreamParams p, StreamLayout L) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_stream_kernel(const __grid_constant__ GemvStreamParams p, const StreamLayout L) {
     extern __shared__ __align__(128) uint8_t smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t instance = blockIdx.y;
-    WeightRef w = p.w;
-    int64_t row_base = instance * p.count, rows = p.count;
+    TileSource single;
+    single.w = p.n_multi > 0 ? p.multi[0] : p.w;
+    single.row_base = instance * p.count;
+    single.rows = p.count;
+    single.y = p.y + instance * p.y_stride;
     // A plain weight's first tiles are requested before the wait for the previous kernel (pdl.cuh): weights are never
     // written by a step's kernels. An expert's id is the router's output: its whole kernel waits first.
     if (p.table != nullptr) {
@@ -169,47 +203,47 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(GemvStreamPara
             if (threadIdx.x == 0 && blockIdx.x == 0) flag_error(p.meta, kErrorExpertId);
             return;
         }
-        w = p.table[e];
-        row_base = 0;
-        rows = w.rows;
+        single.w = p.table[e];
+        single.row_base = 0;
+        single.rows = single.w.rows;
     }
     float* xs = reinterpret_cast<float*>(smem);
     uint8_t* ring = smem + L.ring_offset + warp * L.stages * L.tile_bytes;
     uint8_t* scale_ring = smem + L.scale_offset + warp * L.stages * L.tile_scale_bytes;
-    auto* bars = reinterpret_cast<uint64_t*>(smem + L.bar_offset) + warp * L.stages;
     float* scale_cache = reinterpret_cast<float*>(smem + L.cache_offset) + warp * L.passes;  // FP8
-    const int64_t tiles = (rows + kRows - 1) / kRows;
+    auto* bars = reinterpret_cast<uint64_t*>(smem + L.bar_offset) + warp * L.stages;
+    const int64_t tiles = p.n_multi > 0 ? p.multi_tile_end[p.n_multi - 1] : (single.rows + kRows - 1) / kRows;
     const int64_t warps = int64_t{gridDim.x} * kWarps, my_warp = int64_t{blockIdx.x} * kWarps + warp;
     const int64_t t0 = tiles * my_warp / warps, my_tiles = tiles * (my_warp + 1) / warps - t0;
-    const bool streamed = streamable<kFormat, kRows, kDialect>(w);
-    const auto* base = static_cast<const uint8_t*>(w.data) + row_base * L.row_bytes;
-    const uint8_t* scale_base = is_fp4(kFormat) ? w.scales + row_base * w.scale_cols : nullptr;
+    // The launcher checked plain and multi-weight weights; an expert that fails is computed from global memory.
+    const bool streamed = streamable<kFormat, kRows, kDialect>(single.w);
     if (streamed && lane == 0) {  // the first tiles start moving before the vector is staged
         for (int s = 0; s < L.stages; ++s) mbarrier_init(bars + s);
         fence_barrier_init();
         for (int k = 0; k < std::min<int64_t>(L.stages, my_tiles); ++k) {
-            issue_tile<kFormat, kRows>(L, base, scale_base, (t0 + k) * kRows, rows, k, ring, scale_ring, bars + k);
+            issue_tile<kFormat, kRows>(L, tile_source<kRows>(p, single, t0 + k), k, ring, scale_ring, bars + k);
         }
     }
     if (p.table == nullptr) pdl_begin();
-    stage_vector(p.x + (instance / p.x_div) * p.x_stride, w.cols, xs);
+    stage_vector(p.x + (instance / p.x_div) * p.x_stride, single.w.cols, xs);
     __syncthreads();
-    float* y = p.y + instance * p.y_stride;
     if (!streamed) {
-        direct_rows<kFormat>(w, row_base, t0 * kRows, std::min(rows, (t0 + my_tiles) * kRows), xs, y, p.round_out);
+        direct_rows<kFormat>(single.w, single.row_base, t0 * kRows, std::min(single.rows, (t0 + my_tiles) * kRows), xs,
+                             single.y, p.round_out);
         return;
     }
     int64_t cached_block = -1;
     for (int64_t k = 0; k < my_tiles; ++k) {
         const int slot = static_cast<int>(k % L.stages);
-        const int64_t r0 = (t0 + k) * kRows;
+        const TileSource src = tile_source<kRows>(p, single, t0 + k);
         if constexpr (is_fp8(kFormat)) {  // before the wait: the scale row's load overlaps the tile's copy
-            const int64_t block = (row_base + r0) / w.block_rows;
-            if (block != cached_block) cache_scale_row(w, block, L.passes, scale_cache);
-            cached_block = block;
+            const int64_t block = (src.row_base + src.r0) / src.w.block_rows;
+            const int64_t key = block * kMaxStreamWeights + src.which;
+            if (key != cached_block) cache_scale_row(src.w, block, L.passes, scale_cache);
+            cached_block = key;
         }
         mbarrier_wait(bars + slot, static_cast<uint32_t>((k / L.stages) & 1));
-        const int valid = static_cast<int>(std::min<int64_t>(kRows, rows - r0));
+        const int valid = static_cast<int>(std::min<int64_t>(kRows, src.rows - src.r0));
         float acc[kRows] = {};
         if constexpr (is_fp8(kFormat)) {
             fp8_tile_partials<kRows, kDialect>(ring + slot * L.tile_bytes, L, scale_cache, valid, xs, acc);
@@ -220,12 +254,12 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_stream_kernel(GemvStreamPara
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
             const float v = warp_sum(acc[i]);
-            if (lane == 0 && i < valid) y[r0 + i] = p.round_out ? to_bf16(v) : v;
+            if (lane == 0 && i < valid) src.y[src.r0 + i] = p.round_out ? to_bf16(v) : v;
         }
         __syncwarp();  // every lane is done with the slot before it is refilled
         if (lane == 0 && k + L.stages < my_tiles) {
             fence_async_shared();
-            issue_tile<kFormat, kRows>(L, base, scale_base, (t0 + k + L.stages) * kRows, rows, slot, ring, scale_ring,
+            issue_tile<kFormat, kRows>(L, tile_source<kRows>(p, single, t0 + k + L.stages), slot, ring, scale_ring,
                                        bars + slot);
         }
     }
@@ -284,7 +318,7 @@ void launch_streamed(cudaStream_t s, Kernel kernel, int tile_rows, const GemvStr
     int per_sm = 1;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, static_cast<size_t>(L.shared_bytes));
     const int64_t rows = p.table != nullptr ? p.w.rows : p.count;
-    const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+    const int64_t tiles = p.n_multi > 0 ? p.multi_tile_end[p.n_multi - 1] : (rows + tile_rows - 1) / tile_rows;
     const int64_t target = int64_t{device_sms()} * std::max(per_sm, 1);
     const int64_t blocks =
         std::clamp<int64_t>((target + p.instances - 1) / p.instances, 1, std::max<int64_t>(1, tiles / kWarps));
@@ -292,18 +326,32 @@ void launch_streamed(cudaStream_t s, Kernel kernel, int tile_rows, const GemvStr
     launch_kernel(kernel, grid, kWarps * 32, static_cast<size_t>(L.shared_bytes), s, p, L);
 }
 
+// Whether every plain weight of the launch (the one weight, or each of the multi-weight list) can be streamed with
+// kRows-row tiles of the kernel's dialect. Expert weights are checked per block.
+template <int kFormat, int kRows, Fp8Dialect kDialect>
+bool plain_weights_streamable(const GemvStreamParams& p) {
+    if (p.table != nullptr) return true;
+    if (p.n_multi == 0) return streamable<kFormat, kRows, kDialect>(p.w);
+    for (int j = 0; j < p.n_multi; ++j) {
+        if (!streamable<kFormat, kRows, kDialect>(p.multi[j])) return false;
+    }
+    return true;
+}
+
 // Launches the kRows-row kernel of the weight's dialect; false (nothing launched) when a plain weight cannot be
-// streamed (expert weights are checked per block).
+// streamed.
 template <int kFormat, int kRows>
-bool launch_rows(cudaStream_t s, const GemvStreamParams& p, const StreamLayout& L) {
+bool launch_rows(cudaStream_t s, GemvStreamParams p, const StreamLayout& L) {
+    int64_t end = 0;
+    for (int j = 0; j < p.n_multi; ++j) p.multi_tile_end[j] = end += (p.multi[j].rows + kRows - 1) / kRows;
     if constexpr (is_fp8(kFormat)) {
         if (p.w.fp8_dialect == Fp8Dialect::kFnuz) {
-            if (p.table == nullptr && !streamable<kFormat, kRows, Fp8Dialect::kFnuz>(p.w)) return false;
+            if (!plain_weights_streamable<kFormat, kRows, Fp8Dialect::kFnuz>(p)) return false;
             launch_streamed(s, gemv_stream_kernel<kFormat, kRows, Fp8Dialect::kFnuz>, kRows, p, L);
             return true;
         }
     }
-    if (p.table == nullptr && !streamable<kFormat, kRows, Fp8Dialect::kOcp>(p.w)) return false;
+    if (!plain_weights_streamable<kFormat, kRows, Fp8Dialect::kOcp>(p)) return false;
     launch_streamed(s, gemv_stream_kernel<kFormat, kRows, Fp8Dialect::kOcp>, kRows, p, L);
     return true;
 }
@@ -325,9 +373,23 @@ bool launch_format(cudaStream_t s, const GemvStreamConfig& c, const GemvStreamPa
     }
 }
 
+// A multi-weight list: one format, dialect and width (the vector's), at most kMaxStreamWeights, on one instance.
+bool multi_weights_uniform(const GemvStreamParams& p) {
+    if (p.n_multi < 1 || p.n_multi > kMaxStreamWeights || p.instances != 1 || p.table != nullptr) return false;
+    for (int j = 0; j < p.n_multi; ++j) {
+        const WeightRef& w = p.multi[j];
+        if (w.format != p.w.format || w.cols != p.w.cols || w.fp8_dialect != p.w.fp8_dialect) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
-bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, const GemvStreamParams& p) {
+bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, GemvStreamParams p) {
+    if (p.n_multi > 0) {
+        p.w = p.multi[0];
+        if (!multi_weights_uniform(p)) return false;
+    }
     if (!c.enabled || p.w.cols > INT32_MAX || p.w.cols % 4 != 0) return false;
     switch (p.w.format) {
         case WeightFormat::kFp8Block:

@@ -112,6 +112,45 @@ const StreamCase kStreamCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaGemvStream, ::testing::ValuesIn(kStreamCases));
 
+// ModelOps::linears: the attention input's projections (two FP8, five BF16 weights of one width, an FP4 one that
+// joins no group) in one launch per format, against one register GEMV each.
+TEST(CudaGemvStreamMulti, LinearsEqualOneGemvEach) {
+    DSV4_REQUIRE_GPU();
+    const int64_t cols = 4096;
+    const std::pair<WeightFormat, int64_t> shapes[] = {{WeightFormat::kFp8Block, 1024}, {WeightFormat::kBF16, 1024},
+                                                       {WeightFormat::kFp8Block, 512},  {WeightFormat::kBF16, 1024},
+                                                       {WeightFormat::kBF16, 256},      {WeightFormat::kBF16, 256},
+                                                       {WeightFormat::kBF16, 64},       {WeightFormat::kFp4Row, 300}};
+    for (Numerics numerics : {Numerics::kExact, Numerics::kFast}) {
+        StreamedAndRegister b(numerics);
+        std::vector<HostWeight> host;
+        for (const auto& [format, rows] : shapes) host.push_back(make_weight(format, rows, cols));
+        const std::vector<float> x = random_floats(cols);
+        auto outputs = [&](Backend& backend, bool together) {
+            std::vector<WeightRef> ws;
+            for (const HostWeight& w : host) ws.push_back(upload(backend, w));
+            std::vector<LinearTarget> targets;
+            for (size_t i = 0; i < ws.size(); ++i) {
+                targets.push_back({&ws[i], LinearKind::kF32Out, make_tensor(backend, {1, ws[i].rows})});
+            }
+            const Tensor xt = make_tensor(backend, {1, cols}, x);
+            if (together) {
+                backend.linears(xt, targets);
+            } else {
+                for (const LinearTarget& t : targets) backend.linear(xt, *t.w, t.kind, t.y);
+            }
+            std::vector<std::vector<float>> ys;
+            for (const LinearTarget& t : targets) ys.push_back(read(backend, t.y));
+            return ys;
+        };
+        const auto together = outputs(*b.on, true), apart = outputs(*b.off, false);
+        for (size_t i = 0; i < together.size(); ++i) {
+            expect_same_bits(together[i], apart[i],
+                             std::string(numerics_name(numerics)) + " target " + std::to_string(i));
+        }
+    }
+}
+
 // The routed experts' per-pair GEMVs (w1, w3, w2 of every pair) streamed and not: same bits after the combine.
 struct ExpertCase {
     WeightFormat format;
