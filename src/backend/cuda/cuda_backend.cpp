@@ -57,7 +57,13 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     if (const char* v = std::getenv("DSV4_LINEAR_PATH")) o.linear_path = v;
     if (const char* v = std::getenv("DSV4_MOE_PATH")) o.moe_path = v;
     if (std::getenv("DSV4_PROFILE_OPS") != nullptr) o.profile_ops = true;
-    o.gemv_stream = switch_env("DSV4_GEMV_STREAM", o.gemv_stream);
+    if (const char* v = std::getenv("DSV4_GEMV_STREAM")) {
+        const std::string mode = v;
+        DSV4_CHECK(mode == "off" || mode == "experts" || mode == "all",
+                   "environment variable DSV4_GEMV_STREAM='{}' is not off, experts or all", mode);
+        o.gemv_stream_experts = mode != "off";
+        o.gemv_stream_linears = mode == "all";
+    }
     o.pdl = switch_env("DSV4_PDL", o.pdl);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));
     o.gemv_stream_stages = static_cast<int>(positive_env("DSV4_GEMV_STREAM_STAGES", o.gemv_stream_stages));
@@ -115,7 +121,8 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
     meta_capacity_ = size_t{1} << 22;
     DSV4_CUDA(cudaMalloc(&meta_dev_, meta_capacity_ * sizeof(int32_t)));
     tuning_ = LinearTuning::from(options_);
-    gemv_stream_ = {options_.gemv_stream, options_.gemv_stream_tile, options_.gemv_stream_stages};
+    stream_experts_ = {options_.gemv_stream_experts, options_.gemv_stream_tile, options_.gemv_stream_stages};
+    stream_linears_ = {options_.gemv_stream_linears, options_.gemv_stream_tile, options_.gemv_stream_stages};
     set_programmatic_launch(options_.pdl);
     if (fast()) {
         fp8_lt_ = std::make_unique<Fp8LtGemms>();

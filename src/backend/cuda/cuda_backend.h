@@ -324,7 +324,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // --- Graph recorder ---
     bool capturing_ = false;
     LinearTuning tuning_;                 // kernel thresholds and forced paths (CudaOptions)
-    GemvStreamConfig gemv_stream_;        // the streamed single-vector GEMV (CudaOptions)
+    GemvStreamConfig stream_experts_;     // the streamed single-vector GEMV for routed experts (CudaOptions)
+    GemvStreamConfig stream_linears_;     // ... and for the other linears
     std::unique_ptr<Fp8LtGemms> fp8_lt_;  // fast numerics
     int32_t* clamp_count_ = nullptr;      // W4A8 conversions below the exponent window (device counter)
     std::map<uint64_t, cudaGraphExec_t> graphs_;

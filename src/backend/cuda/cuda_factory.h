@@ -36,10 +36,15 @@ struct CudaOptions {
     std::string moe_path;
     bool profile_ops = false;  // profiling times every op instead of the model's regions
     // Single-vector GEMVs stream their weights into shared memory by bulk copies (kernels_gemv_stream.cu; same bits
-    // as the register GEMV): on/off, the target tile bytes and the tiles in flight per warp.
-    bool gemv_stream = true;
-    // Kernels launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh): process-wide, the last
-    // backend constructed sets it.
+    // as the register GEMV), for the routed experts' per-pair GEMVs and for the other linears (then the projections
+    // of one input share a launch, ModelOps::linears). Experts only by default: the batch-1 decode graph measured
+    // experts+shared 5.56 -> 4.82 ms a token streamed, but the attention region 6.54 -> 7.32 ms with the linears
+    // streamed as well (H200, flash-160, performance-log.md 2026-12-03 fourth session). Then the target tile bytes
+    // and the tiles in flight per warp.
+    bool gemv_stream_experts = true;
+    bool gemv_stream_linears = false;
+    // Kernels captured into graphs launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh):
+    // process-wide, the last backend constructed sets it.
     bool pdl = true;
     int gemv_stream_tile = 4096;
     int gemv_stream_stages = 3;
@@ -50,9 +55,9 @@ struct CudaOptions {
 
 // `base` with the environment's overrides (documented in docs/operations.md): DSV4_CUDA_WORKSPACE_MB,
 // DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GROUPED_FP8_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS,
-// DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (0: off),
-// DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off). A value that is not a positive integer (0 or 1 for
-// the switch) is a dsv4::Error naming the variable.
+// DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
+// all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off). A value that is not a positive integer (0 or
+// 1 for the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

@@ -208,7 +208,7 @@ float* CudaBackend::mhc_mixes(const Tensor& x, const VecRef& fn, int64_t n_mix) 
     w.cols = width;
     w.data = fn.data;
     if (n <= kMaxGemvRows && gemv_supported(w.format, width, n) && !reference()) {
-        launch_gemv(stream_, w, x.f32(), width, n, raw, n_mix, false, 1, 0, gemv_stream_);
+        launch_gemv(stream_, w, x.f32(), width, n, raw, n_mix, false, 1, 0, stream_linears_);
     } else {
         launch_linear(stream_, w, 0, n_mix, 1, x.f32(), width, 0, n, raw, n_mix, false, reference());
     }
@@ -238,7 +238,7 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     if (path == LinearPath::kGemmBf16) {
         launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
     } else if (path == LinearPath::kGemv) {
-        launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out, 1, 0, gemv_stream_);  // decode sizes
+        launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out, 1, 0, stream_linears_);  // decode sizes
     } else {  // reference numerics always: double accumulation
         launch_linear(stream_, w, 0, w.rows, 1, in, w.cols, 0, m, y.f32(), w.rows, round_out, reference());
     }
@@ -249,7 +249,7 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
     // One vector: the targets whose GEMVs share a format, dialect and width go out in one streamed launch (the same
     // per-row arithmetic as one launch each); any other target, or a list the streamed GEMV refuses, one by one.
     std::vector<bool> done(targets.size(), false);
-    if (gemv_stream_.enabled && !reference()) {
+    if (stream_linears_.enabled && !reference()) {
         for (size_t i = 0; i < targets.size(); ++i) {
             if (done[i]) continue;
             GemvStreamParams p;
@@ -270,7 +270,7 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
             }
             if (members.size() < 2) continue;
             p.x = x.f32();
-            if (!launch_gemv_stream(stream_, gemv_stream_, p)) continue;
+            if (!launch_gemv_stream(stream_, stream_linears_, p)) continue;
             launched("linears");
             for (size_t j : members) done[j] = true;
         }
@@ -305,7 +305,7 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     }
     if (path == LinearPath::kGemv) {
         // All groups in one launch: a group's GEMV alone is a few blocks (latency-bound at decode sizes).
-        launch_gemv(stream_, w, x.f32(), groups * k, n, y.f32(), w.rows, false, groups, k, gemv_stream_);
+        launch_gemv(stream_, w, x.f32(), groups * k, n, y.f32(), w.rows, false, groups, k, stream_linears_);
         launched("grouped_linear");
         return;
     }
@@ -630,7 +630,7 @@ void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& 
                                     k_in, out, rows, ref);
         } else if (gemv) {
             launch_expert_gemv(stream_, meta_, format, first.w1.fp8_dialect, expert_table(w, which), n_experts,
-                               ids.i32(), pairs, x_div, in, k_in, rows, ref, out, gemv_stream_);
+                               ids.i32(), pairs, x_div, in, k_in, rows, ref, out, stream_experts_);
         } else {
             launch_expert_linear(stream_, meta_, expert_table(w, which), n_experts, ids.i32(), pairs, x_div, in, k_in,
                                  rows, ref, ref, out);  // reference numerics always: double accumulation

@@ -24,8 +24,18 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
-// kernel<<<grid, block, shared, stream>>>(args...), programmatic when enabled. Launch errors stay the thread's last
-// error, as with <<<>>> (the callers check it).
+// Whether a launch on `stream` is programmatic: enabled, and the stream is being captured into a graph. In a graph
+// the programmatic edge joins two kernel nodes only (a memcpy or memset node keeps its full edge); on a live stream a
+// kernel right after a copy was measured reading the copy's destination early (a GEMV test's inputs, H200), so eager
+// launches keep full stream order.
+inline bool programmatic_on(cudaStream_t stream) {
+    if (!programmatic_launch()) return false;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(stream, &status) == cudaSuccess && status == cudaStreamCaptureStatusActive;
+}
+
+// kernel<<<grid, block, shared, stream>>>(args...), programmatic where programmatic_on(). Launch errors stay the
+// thread's last error, as with <<<>>> (the callers check it).
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
                    Args&&... args) {
@@ -38,7 +48,7 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shar
     config.dynamicSmemBytes = shared;
     config.stream = stream;
     config.attrs = &attribute;
-    config.numAttrs = programmatic_launch() ? 1 : 0;
+    config.numAttrs = programmatic_on(stream) ? 1 : 0;
     cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

@@ -21,11 +21,12 @@ namespace {
 struct StreamedAndRegister {
     std::unique_ptr<Backend> on, off, cpu;
     StreamedAndRegister(Numerics n, Fp8Dialect dialect = Fp8Dialect::kOcp, int tile_bytes = 4096) {
-        CudaOptions options;
+        CudaOptions options = cuda_options_from_env({});
         options.fp8_dialect = dialect;
         options.gemv_stream_tile = tile_bytes;
+        options.gemv_stream_experts = options.gemv_stream_linears = true;
         on = make_cuda_backend(n, options);
-        options.gemv_stream = false;
+        options.gemv_stream_experts = options.gemv_stream_linears = false;
         off = make_cuda_backend(n, options);
         cpu = make_cpu_backend(Numerics::kExact, 0, dialect);
         StateConfig s;
