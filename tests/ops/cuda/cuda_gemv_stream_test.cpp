@@ -90,9 +90,15 @@ TEST_P(CudaGemvStream, EqualsRegisterGemv) {
             return read(backend, y);
         };
         const std::string what = label(c) + " " + std::string(numerics_name(numerics));
-        const std::vector<float> reg = run(*b.off);
-        expect_same_bits(run(*b.on), reg, what);
-        EXPECT_LE(rel_l2(reg, run(*b.cpu)), kExactTol) << what;
+        const std::vector<float> reg = run(*b.off), streamed = run(*b.on), cpu = run(*b.cpu);
+        auto* off = dynamic_cast<cuda::CudaBackend*>(b.off.get());
+        off->force_paths("generic", "");  // a third opinion: one warp per row, no GEMV code
+        const std::vector<float> generic = run(*b.off);
+        off->force_paths("", "");
+        EXPECT_LE(rel_l2(generic, cpu), kExactTol) << what << " (generic kernel against the CPU)";
+        EXPECT_LE(rel_l2(reg, cpu), kExactTol) << what << " (register GEMV against the CPU)";
+        EXPECT_LE(rel_l2(streamed, cpu), kExactTol) << what << " (streamed GEMV against the CPU)";
+        expect_same_bits(streamed, reg, what);
     }
 }
 
