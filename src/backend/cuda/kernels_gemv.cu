@@ -144,6 +144,21 @@ void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, c
     }
 }
 
+// The streamed GEMV's parameters for `instances` vectors x + (i / x_div) * x_stride into y + i * y_stride.
+GemvStreamParams stream_params(const WeightRef& w, int64_t instances, const float* x, int64_t x_stride, int x_div,
+                               float* y, int64_t y_stride, bool round_out) {
+    GemvStreamParams p;
+    p.w = w;
+    p.instances = instances;
+    p.x = x;
+    p.x_stride = x_stride;
+    p.x_div = x_div;
+    p.y = y;
+    p.y_stride = y_stride;
+    p.round_out = round_out;
+    return p;
+}
+
 }  // namespace
 
 // A failure stays the last error, which the launcher's caller checks.
@@ -172,15 +187,8 @@ void launch_gemv(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_s
                  int64_t y_stride, bool round_out, int groups, int64_t group_x, const GemvStreamConfig& stream) {
     const int64_t count = w.rows / groups;
     if (m == 1) {
-        GemvStreamParams p;
-        p.w = w;
-        p.instances = groups;
+        GemvStreamParams p = stream_params(w, groups, x, group_x, 1, y, count, round_out);
         p.count = count;
-        p.x = x;
-        p.x_stride = group_x;
-        p.y = y;
-        p.y_stride = count;
-        p.round_out = round_out;
         if (launch_gemv_stream(s, stream, p)) return;
     }
     // Passes of kMaxGemvVectors activation rows (each pass reads the weights once).
@@ -223,18 +231,10 @@ void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, 
     shape.fp8_dialect = dialect;
     shape.rows = rows;
     shape.cols = k;
-    GemvStreamParams p;
-    p.w = shape;
+    GemvStreamParams p = stream_params(shape, pairs, x, k, x_div, out, rows, round_out);
     p.table = table;
     p.ids = ids;
     p.n_experts = n_experts;
-    p.instances = pairs;
-    p.x = x;
-    p.x_stride = k;
-    p.x_div = x_div;
-    p.y = out;
-    p.y_stride = rows;
-    p.round_out = round_out;
     p.meta = m;
     if (launch_gemv_stream(s, stream, p)) return;
     switch (format) {
