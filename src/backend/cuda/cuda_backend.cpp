@@ -152,6 +152,14 @@ CudaBackend::~CudaBackend() {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+void CudaBackend::copy_to_device_now(void* dst, const void* host, size_t bytes) {
+    // On the compute stream, finished before returning. A plain cudaMemcpy from pageable memory runs on the legacy
+    // stream, which our non-blocking stream does not wait for, and may return before its DMA lands: a kernel launched
+    // right after read a just-uploaded weight early (H200, the streamed-GEMV test, 2026-12-03).
+    DSV4_CUDA(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+    DSV4_CUDA(cudaStreamSynchronize(stream_));
+}
+
 void* CudaBackend::device_copy(const void* host, size_t bytes) {
     void* p = nullptr;
     const cudaError_t status = cudaMalloc(&p, std::max<size_t>(bytes, 16));
@@ -167,7 +175,7 @@ void* CudaBackend::device_copy(const void* host, size_t bytes) {
             bytes / gib, resident_bytes_ / gib, free_bytes / gib, total_bytes / gib);
     }
     check(status, "cudaMalloc(...)");
-    if (host != nullptr) DSV4_CUDA(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+    if (host != nullptr) copy_to_device_now(p, host, bytes);
     allocations_.push_back(p);
     resident_bytes_ += bytes;
     return p;
@@ -499,7 +507,7 @@ const float* CudaBackend::inv_freq(const RopeParams& rope) {
     std::vector<float> host = rope_inv_freq(rope);
     float* dev = nullptr;
     DSV4_CUDA(cudaMalloc(&dev, host.size() * sizeof(float)));
-    DSV4_CUDA(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    copy_to_device_now(dev, host.data(), host.size() * sizeof(float));
     inv_freq_.emplace(key, dev);
     return dev;
 }

@@ -231,7 +231,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     int32_t* fp8_clamp_counter() const { return clamp_count_; }
 
   private:
-    void* device_copy(const void* host, size_t bytes);  // owned until the backend is destroyed
+    void* device_copy(const void* host, size_t bytes);                   // owned until the backend is destroyed
+    void copy_to_device_now(void* dst, const void* host, size_t bytes);  // ordered before later kernels, complete
     void launched(const char* op, int kernels = 1);
     void create_snapshot_state();
     void transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot);

@@ -191,6 +191,7 @@ void bench_experts(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
         DSV4_CUDA(cudaMalloc(&w_dev, weights.size() * sizeof(float)));
         DSV4_CUDA(cudaMemcpy(ids_dev, ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
         DSV4_CUDA(cudaMemcpy(w_dev, weights.data(), weights.size() * sizeof(float), cudaMemcpyHostToDevice));
+        DSV4_CUDA(cudaDeviceSynchronize());  // pageable copies may still be in flight; the backend's stream is another
         const double pairs = static_cast<double>(n * k);
         const double flops = pairs * 2.0 * 3.0 * d * inter;
         const double touched = o.experts * (1.0 - std::pow(1.0 - static_cast<double>(k) / o.experts, n));
