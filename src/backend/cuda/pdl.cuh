@@ -24,10 +24,9 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
-// Whether a launch on `stream` is programmatic: enabled, and the stream is being captured into a graph. In a graph
-// the programmatic edge joins two kernel nodes only (a memcpy or memset node keeps its full edge); on a live stream a
-// kernel right after a copy was measured reading the copy's destination early (a GEMV test's inputs, H200), so eager
-// launches keep full stream order.
+// Whether a launch on `stream` is programmatic: enabled, and the stream is being captured into a graph. Decode runs
+// from graphs, where a programmatic edge joins two kernel nodes only (a memcpy or memset node keeps its full edge);
+// eager launches (prefill chunks, tests) keep plain stream order, where nothing was measured to gain.
 inline bool programmatic_on(cudaStream_t stream) {
     if (!programmatic_launch()) return false;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
