@@ -27,30 +27,32 @@ __device__ __forceinline__ void fence_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// Announces `bytes` on the barrier (this thread's arrival) and starts copying them from global memory to `dst`.
-__device__ __forceinline__ void bulk_copy_announced(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+// This thread's arrival on the barrier, announcing `bytes` that copies will complete on it.
+__device__ __forceinline__ void mbarrier_arrive_expect(uint64_t* bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
                  : "memory");
+}
+
+// Copies `bytes` from global memory to `dst`, completing them on the barrier (announced by the caller).
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                      shared_address(dst)),
                  "l"(src), "r"(bytes), "r"(shared_address(bar))
                  : "memory");
 }
 
+// Announces `bytes` on the barrier (this thread's arrival) and starts copying them from global memory to `dst`.
+__device__ __forceinline__ void bulk_copy_announced(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+    mbarrier_arrive_expect(bar, bytes);
+    bulk_copy(dst, src, bytes, bar);
+}
+
 // Two copies completing one phase (data and its scales): announced together, so the phase cannot complete between.
 __device__ __forceinline__ void bulk_copy_pair_announced(void* dst0, const void* src0, uint32_t bytes0, void* dst1,
                                                          const void* src1, uint32_t bytes1, uint64_t* bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)),
-                 "r"(bytes0 + bytes1)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     shared_address(dst0)),
-                 "l"(src0), "r"(bytes0), "r"(shared_address(bar))
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     shared_address(dst1)),
-                 "l"(src1), "r"(bytes1), "r"(shared_address(bar))
-                 : "memory");
+    mbarrier_arrive_expect(bar, bytes0 + bytes1);
+    bulk_copy(dst0, src0, bytes0, bar);
+    bulk_copy(dst1, src1, bytes1, bar);
 }
 
 // Waits until the barrier's phase with this parity has completed.

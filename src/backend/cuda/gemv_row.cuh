@@ -34,7 +34,7 @@ constexpr int kLoadElems = is_fp8(kFormat)    ? 4
                                               : 4;
 
 template <int kFormat>
-__device__ __forceinline__ int64_t row_bytes(int64_t cols) {
+__host__ __device__ __forceinline__ int64_t row_bytes(int64_t cols) {
     if constexpr (is_fp4(kFormat)) return cols / 2;
     if constexpr (is_bf16(kFormat)) return cols * 2;
     if constexpr (kFormat == static_cast<int>(WeightFormat::kF32)) return cols * 4;

@@ -277,18 +277,11 @@ int tile_rows_for(int64_t row_bytes, int64_t target) {
     return r;
 }
 
-template <int kFormat>
-int64_t stream_row_bytes(int64_t cols) {
-    if constexpr (is_fp4(kFormat)) return cols / 2;
-    if constexpr (is_bf16(kFormat)) return cols * 2;
-    return cols;
-}
-
 // The layout of a launch, or shared_bytes = 0 when the shape cannot be streamed.
 template <int kFormat>
 StreamLayout plan_layout(const GemvStreamConfig& c, int64_t cols, int tile_rows) {
     StreamLayout L;
-    L.row_bytes = stream_row_bytes<kFormat>(cols);
+    L.row_bytes = row_bytes<kFormat>(cols);
     if (L.row_bytes % kPassBytes<kFormat> != 0 || (is_fp4(kFormat) && cols % 512 != 0)) return L;
     L.passes = static_cast<int>(L.row_bytes / kPassBytes<kFormat>);
     L.scale_row_bytes = is_fp4(kFormat) ? cols / 32 : 0;
@@ -358,7 +351,7 @@ bool launch_rows(cudaStream_t s, GemvStreamParams p, const StreamLayout& L) {
 
 template <int kFormat>
 bool launch_format(cudaStream_t s, const GemvStreamConfig& c, const GemvStreamParams& p) {
-    const int tile_rows = tile_rows_for(stream_row_bytes<kFormat>(p.w.cols), c.tile_bytes);
+    const int tile_rows = tile_rows_for(row_bytes<kFormat>(p.w.cols), c.tile_bytes);
     const StreamLayout L = plan_layout<kFormat>(c, p.w.cols, tile_rows);
     if (L.shared_bytes == 0) return false;
     switch (tile_rows) {
