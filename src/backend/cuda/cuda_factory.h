@@ -30,6 +30,9 @@ struct CudaOptions {
     // vs 128 us; bench kernels, H200 2026-12-02); one row stays on the GEMV.
     int64_t min_fp8_rows = 2;
     int64_t min_fp8_lt_rows = 1;
+    // FP8 weights at 1 to 8 activation rows on the FP8 GEMV (kernels_gemv_fp8.cu: mma.sync over per-128 quantized
+    // activations, the roundings of the rows above) instead of the float32 GEMV (1 row) or cuBLASLt.
+    bool fp8_gemv = true;
     // Kernel paths forced by name (backend/cuda/linear_plan.h; empty: chosen by shape); a forced path the shapes
     // cannot take is an error naming the requirement.
     std::string linear_path;
@@ -56,8 +59,8 @@ struct CudaOptions {
 // `base` with the environment's overrides (documented in docs/operations.md): DSV4_CUDA_WORKSPACE_MB,
 // DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GROUPED_FP8_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS,
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
-// all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off). A value that is not a positive integer (0 or
-// 1 for the switch) is a dsv4::Error naming the variable.
+// all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off). A value that is not
+// a positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

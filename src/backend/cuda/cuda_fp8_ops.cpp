@@ -71,6 +71,27 @@ void CudaBackend::linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, c
     launched("fp8 linear (wgmma)");
 }
 
+void CudaBackend::fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, int64_t k, int64_t x_stride) {
+    DSV4_CHECK(x_stride % 4 == 0 && fp8_gemv_supported(m, k), "fp8_gemv: {} rows of {} inputs ({} floats apart)", m, k,
+               x_stride);
+    for (size_t first = 0; first < targets.size(); first += kMaxFp8GemvTargets) {
+        Fp8GemvParams p;
+        p.m = static_cast<int>(m);
+        p.k = k;
+        p.x_stride = x_stride;
+        for (size_t i = first; i < std::min(targets.size(), first + kMaxFp8GemvTargets); ++i) {
+            const Fp8GemvTarget& t = targets[i];
+            DSV4_CHECK(t.w.cols == k && reinterpret_cast<uintptr_t>(t.x) % 16 == 0 &&
+                           reinterpret_cast<uintptr_t>(t.w.data) % 16 == 0,
+                       "fp8_gemv: weight [{}, {}] against {} inputs, or an input / weight not 16-byte aligned",
+                       t.w.rows, t.w.cols, k);
+            p.targets[p.n++] = t;
+        }
+        launch_fp8_gemv(stream_, p);
+        launched("fp8 gemv");
+    }
+}
+
 namespace {
 
 // Device-side tile plan of one token-tile width over pairs already grouped by expert.
@@ -199,8 +220,8 @@ void CudaBackend::shared_expert(const Tensor& h, const Fp8Act* x, const ExpertWe
         }
     }
     Tensor as = alloc(DType::kF32, {n, si});
-    linear(h, s.w1, LinearKind::kQuantized, gs);
-    linear(h, s.w3, LinearKind::kQuantized, us);
+    const LinearTarget up[] = {{&s.w1, LinearKind::kQuantized, gs}, {&s.w3, LinearKind::kQuantized, us}};
+    linears(h, up);
     launch_swiglu(stream_, gs.f32(), us.f32(), n, si, limit, nullptr, ref, as.f32());
     linear(as, s.w2, LinearKind::kQuantized, ys);
 }

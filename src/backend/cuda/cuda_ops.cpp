@@ -232,6 +232,11 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
         linear_fp8(path, quantize_fp8(x.f32(), w.cols, m, w.cols), 0, w, y.f32(), w.rows);
         return;
     }
+    if (path == LinearPath::kFp8Gemv) {  // decode sizes, FP8 tensor cores
+        const Fp8GemvTarget target{w, x.f32(), y.f32(), w.rows};
+        fp8_gemv({&target, 1}, m, w.cols, w.cols);
+        return;
+    }
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
@@ -246,9 +251,24 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
 }
 
 void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets) {
-    // One vector: the targets whose GEMVs share a format, dialect and width go out in one streamed launch (the same
-    // per-row arithmetic as one launch each); any other target, or a list the streamed GEMV refuses, one by one.
+    // The targets on the FP8 GEMV that share a width go out in one launch (the same per-row arithmetic as one launch
+    // each). One vector: the targets whose float32 GEMVs share a format, dialect and width go out in one streamed
+    // launch; any other target, or a list the streamed GEMV refuses, one by one.
     std::vector<bool> done(targets.size(), false);
+    std::vector<Fp8GemvTarget> fp8;
+    int64_t fp8_k = 0;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        const WeightRef& w = *targets[i].w;
+        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
+        if (x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows || (fp8_k != 0 && w.cols != fp8_k) ||
+            choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear) != LinearPath::kFp8Gemv) {
+            continue;
+        }
+        fp8.push_back({w, x.f32(), targets[i].y.f32(), w.rows});
+        fp8_k = w.cols;
+        done[i] = true;
+    }
+    if (!fp8.empty()) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, fp8_k);
     if (stream_linears_.enabled && !reference()) {
         for (size_t i = 0; i < targets.size(); ++i) {
             if (done[i]) continue;
@@ -293,6 +313,15 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
         for (int g = 0; g < groups; ++g) {
             linear_fp8(path, a, g * k, weight_rows(w, g * per_group, per_group), y.f32() + g * per_group, w.rows);
         }
+        return;
+    }
+    if (path == LinearPath::kFp8Gemv) {  // decode sizes: every group in one launch
+        std::vector<Fp8GemvTarget> parts;
+        for (int g = 0; g < groups; ++g) {
+            parts.push_back(
+                {weight_rows(w, g * per_group, per_group), x.f32() + g * k, y.f32() + g * per_group, w.rows});
+        }
+        fp8_gemv(parts, n, k, groups * k);
         return;
     }
     if (path == LinearPath::kGemmBf16) {  // tensor cores (prefill, large batches)

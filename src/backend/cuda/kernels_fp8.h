@@ -105,4 +105,34 @@ int expert_gemm_small_tile(WeightFormat format, bool swiglu);
 int expert_gemm_large_tile(WeightFormat format, bool swiglu);
 constexpr int kExpertGemmFeatures = 128;  // output features per block
 
+// Decode-sized linears on FP8 tensor cores (kernels_gemv_fp8.cu): FP8 e4m3 weights with 128x128 UE8M0 scales (OCP),
+// 1..kMaxFp8GemvRows tokens. y[t][r] = sum over 128-wide K blocks b of (sum_{j in b} W[r][j] * Q[t][j]) * ws[r /
+// 128][b]
+// * qs[t][b], the inner sums on mma.sync (m16n8k32, weight rows on M, tokens on N, float32 accumulation), the outer in
+// float32 in block order; Q / qs are x rounded to bf16 and quantized per 128 with launch_quant_fp8's codes and scales,
+// computed in the kernel's prologue. A token's sums do not depend on the other tokens of the launch (batch invariant
+// from 1 to kMaxFp8GemvRows rows). Several weights of one K in one launch: the projections of one input, or the
+// groups of a grouped linear, each with its own input columns and output.
+constexpr int kMaxFp8GemvRows = 8;
+constexpr int kMaxFp8GemvTargets = 8;
+struct Fp8GemvTarget {
+    WeightRef w;
+    const float* x = nullptr;  // token t's k inputs at x + t * x_stride (16-byte aligned)
+    float* y = nullptr;        // token t's w.rows outputs at y + t * y_stride
+    int64_t y_stride = 0;
+};
+struct Fp8GemvParams {
+    int n = 0;
+    Fp8GemvTarget targets[kMaxFp8GemvTargets];
+    int64_t x_stride = 0;  // floats, a multiple of 4
+    int m = 0;
+    int64_t k = 0;
+    // Set by the launcher: warps sharing one 16-row tile's K blocks, and the cumulative thread blocks per target.
+    int splits = 1;
+    int block_end[kMaxFp8GemvTargets] = {};
+};
+// Whether m tokens of k inputs fit the kernel (k a multiple of 128, the quantized input staged in shared memory).
+bool fp8_gemv_supported(int64_t m, int64_t k);
+void launch_fp8_gemv(cudaStream_t stream, Fp8GemvParams p);
+
 }  // namespace dsv4::cuda

@@ -2,39 +2,21 @@
 // 128 elements a power-of-two scale 2^ceil(log2(max(amax, 1e-4) / 448)) and e4m3 codes by round-to-nearest-even of
 // the clamped scaled values: the same codes and scales as reference numerics' act_quant (quant_sim.cuh), stored as
 // codes instead of being decoded back. Also the float32 expansion of UE8M0 weight block scales for cuBLASLt.
-#include <cuda_fp8.h>
-
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_act_quant.cuh"
 #include "backend/cuda/kernels_fp8.h"
 #include "backend/cuda/pdl.cuh"
-#include "backend/cuda/quant_sim.cuh"
 
 namespace dsv4::cuda {
 namespace {
 
 // One warp quantizes one 128-element block of one row: 4 consecutive values per lane (v[], already bf16-rounded).
-// Non-finite values give the whole block a NaN scale.
 __device__ __forceinline__ void quant_block_warp(const float (&v)[4], const Fp8Act& out, int64_t row, int64_t block) {
     const int lane = threadIdx.x & 31;
-    float amax = 0.0f;
-    bool finite = true;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        amax = fmaxf(amax, fabsf(v[i]));
-        finite = finite && isfinite(v[i]);
-    }
-    amax = warp_max(amax);
-    finite = __all_sync(0xffffffffu, finite);
-    const int e = pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, 448.0f);
-    const float inverse = ldexpf(1.0f, -e);
-    uint32_t word = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float s = fminf(fmaxf(v[i] * inverse, -448.0f), 448.0f);
-        word |= static_cast<uint32_t>(__nv_cvt_float_to_fp8(s, __NV_SATFINITE, __NV_E4M3)) << (8 * i);
-    }
+    float scale;
+    const uint32_t word = quant_block_warp_word(v, scale);
     *reinterpret_cast<uint32_t*>(out.codes + row * out.k + block * kFp8ActBlock + lane * 4) = word;
-    if (lane == 0) out.scales[block * out.rows_pad + row] = finite ? ldexpf(1.0f, e) : __uint_as_float(0x7fc00000u);
+    if (lane == 0) out.scales[block * out.rows_pad + row] = scale;
 }
 
 // Rows at or past out.rows: zero codes and scales (cuBLASLt reads the padded rows).

@@ -2,6 +2,7 @@
 #include "backend/cuda/linear_plan.h"
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_fp8.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {
@@ -25,6 +26,8 @@ const char* linear_path_name(LinearPath p) {
             return "fp8_lt";
         case LinearPath::kFp8Wgmma:
             return "fp8_wgmma";
+        case LinearPath::kFp8Gemv:
+            return "fp8_gemv";
     }
     return "?";
 }
@@ -34,6 +37,7 @@ LinearTuning LinearTuning::from(const CudaOptions& o) {
     t.min_gemm_rows = o.min_gemm_rows;
     t.min_fp8_rows = o.min_fp8_rows;
     t.min_fp8_lt_rows = o.min_fp8_lt_rows;
+    t.fp8_gemv = o.fp8_gemv;
     t.moe.grouped_fp8 = o.min_grouped_fp8_pairs;
     t.moe.grouped_bf16 = o.min_grouped_pairs;
     t.forced_linear = o.linear_path;
@@ -58,6 +62,7 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
             return "";
         case LinearPath::kFp8Lt:
         case LinearPath::kFp8Wgmma:
+        case LinearPath::kFp8Gemv:
             if (!fast) return "fast numerics";
             if (!fp8_block_weight(p.w)) return "an FP8 weight with 128x128 scale blocks";
             if (p.w.fp8_dialect != Fp8Dialect::kOcp) {
@@ -67,6 +72,10 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
             if (p.k % 128 != 0) return "a reduction dim that is a multiple of 128";
             if (!p.slices_aligned) return "group rows on 128-row scale blocks";
             if (path == LinearPath::kFp8Lt && p.w.rows % 4 != 0) return "weight rows that are a multiple of 4";
+            if (path == LinearPath::kFp8Gemv && !fp8_gemv_supported(p.m, p.k)) {
+                return "at most " + std::to_string(kMaxFp8GemvRows) +
+                       " activation rows whose quantized inputs fit in shared memory";
+            }
             return "";
     }
     return "a known path";
@@ -75,16 +84,19 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
 LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, const std::string& forced) {
     if (!forced.empty()) {
         for (LinearPath path : {LinearPath::kGeneric, LinearPath::kGemv, LinearPath::kGemmBf16, LinearPath::kFp8Lt,
-                                LinearPath::kFp8Wgmma}) {
+                                LinearPath::kFp8Wgmma, LinearPath::kFp8Gemv}) {
             if (forced != linear_path_name(path)) continue;
             const std::string why = linear_path_unmet(path, p);
             DSV4_CHECK(why.empty(), "linear path {} (DSV4_LINEAR_PATH) needs {} (weight [{}, {}], {} rows)", forced,
                        why, p.w.rows, p.w.cols, p.m);
             return path;
         }
-        fail("DSV4_LINEAR_PATH={} is not one of generic, gemv, gemm_bf16, fp8_lt, fp8_wgmma", forced);
+        fail("DSV4_LINEAR_PATH={} is not one of generic, gemv, gemm_bf16, fp8_lt, fp8_wgmma, fp8_gemv", forced);
     }
     if (p.numerics == Numerics::kFast) {
+        if (t.fp8_gemv && p.m <= kMaxFp8GemvRows && linear_path_unmet(LinearPath::kFp8Gemv, p).empty()) {
+            return LinearPath::kFp8Gemv;
+        }
         if (p.m >= t.min_fp8_rows && linear_path_unmet(LinearPath::kFp8Lt, p).empty()) {
             return p.m >= t.min_fp8_lt_rows ? LinearPath::kFp8Lt : LinearPath::kFp8Wgmma;
         }

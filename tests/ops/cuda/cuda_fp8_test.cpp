@@ -1,6 +1,7 @@
 // The FP8 tensor-core paths of fast numerics against host models of their roundings, on fresh random inputs:
 // linears on cuBLASLt's block-scaled FP8 GEMM and on our wgmma kernel (M from 1 to 9,000, odd and non-multiple-of-4
-// sizes, the Flash shapes, the grouped output projection), and the routed experts on the W4A8 wgmma kernel (experts
+// sizes, the Flash shapes, the grouped output projection), on the FP8 GEMV (1 to 8 tokens: also batch invariance,
+// several weights in one launch, a NaN weight scale), and the routed experts on the W4A8 wgmma kernel (experts
 // with 0, 1 and many tokens, per-32 scale spreads inside and outside the exponent window, NaN inputs). The model:
 // activations rounded to bf16 then quantized per 128 to e4m3 with power-of-two scales (core act_quant_fp8_sim), sums
 // in double. Outputs start as NaN, so an unwritten element fails. Skipped without a GPU.
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 
 #include "backend/cuda/cuda_backend.h"
@@ -116,15 +118,102 @@ INSTANTIATE_TEST_SUITE_P(Paths, CudaFp8Linear,
                          ::testing::Combine(::testing::Values(std::string("fp8_lt"), std::string("fp8_wgmma")),
                                             ::testing::ValuesIn(kFp8LinearCases)));
 
+// The FP8 GEMV (1 to 8 tokens): row counts off the 16-row tile (200, 8, 130), the Flash shapes, K split over warps
+// (8192) or not (1024).
+const Fp8LinearCase kFp8GemvCases[] = {
+    {256, 512, 1},  {256, 512, 2},    {256, 512, 3},   {256, 512, 5},   {200, 384, 8},   {8, 256, 1},
+    {130, 8192, 6}, {32768, 1024, 1}, {4096, 8192, 8}, {1024, 4096, 4}, {2048, 4096, 7},
+};
+
+INSTANTIATE_TEST_SUITE_P(Gemv, CudaFp8Linear,
+                         ::testing::Combine(::testing::Values(std::string("fp8_gemv")),
+                                            ::testing::ValuesIn(kFp8GemvCases)));
+
+// Same bits, every element written.
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& label) {
+    ASSERT_EQ(got.size(), want.size()) << label;
+    for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+            << label << " element " << i << ": " << got[i] << " against " << want[i];
+    }
+}
+
+// A token's outputs from the FP8 GEMV do not depend on the other tokens of its launch: every row of an 8-token and
+// of a 3-token launch equals, bit for bit, the same token computed alone.
+TEST(CudaFp8Gemv, BatchInvariant) {
+    DSV4_REQUIRE_GPU();
+    ScopedEnv force("DSV4_LINEAR_PATH", "fp8_gemv");
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    const int64_t rows = 1000, cols = 2048;
+    HostWeight w = make_weight(WeightFormat::kFp8Block, rows, cols);
+    const WeightRef wg = upload(*gpu, w);
+    for (int64_t m : {int64_t{8}, int64_t{3}}) {
+        const auto x = random_floats(m * cols, 3.0f);
+        Tensor xg = make_tensor(*gpu, {m, cols}, x), yg = make_tensor(*gpu, {m, rows});
+        gpu->linear(xg, wg, LinearKind::kQuantized, yg);
+        const std::vector<float> together = read(*gpu, yg);
+        for (int64_t t = 0; t < m; ++t) {
+            const std::vector<float> row(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+            Tensor x1 = make_tensor(*gpu, {1, cols}, row), y1 = make_tensor(*gpu, {1, rows});
+            gpu->linear(x1, wg, LinearKind::kQuantized, y1);
+            const std::vector<float> want(together.begin() + t * rows, together.begin() + (t + 1) * rows);
+            expect_same_bits(read(*gpu, y1), want, "token " + std::to_string(t) + " of " + std::to_string(m));
+        }
+    }
+}
+
+// Several FP8 weights of one input in one launch (ModelOps::linears) give each weight's bits of a launch of its own;
+// a BF16 weight in the list takes its own path; a NaN weight scale makes its 128-row block NaN and nothing else.
+TEST(CudaFp8Gemv, SeveralWeightsInOneLaunch) {
+    DSV4_REQUIRE_GPU();
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    const int64_t cols = 4096;
+    std::deque<HostWeight> host;
+    host.push_back(make_weight(WeightFormat::kFp8Block, 1024, cols));
+    host.push_back(make_weight(WeightFormat::kFp8Block, 512, cols));
+    host.push_back(make_weight(WeightFormat::kFp8Block, 200, cols));
+    host.push_back(make_weight(WeightFormat::kBF16, 64, cols));
+    host[1].scales[0] = 0xff;  // rows 0..127 of the second weight: NaN
+    std::vector<WeightRef> ws;
+    for (const HostWeight& w : host) ws.push_back(upload(*gpu, w));
+    for (int64_t m : {int64_t{1}, int64_t{3}}) {
+        const auto x = random_floats(m * cols);
+        Tensor xg = make_tensor(*gpu, {m, cols}, x);
+        std::vector<Tensor> together, apart;
+        std::vector<LinearTarget> targets;
+        for (const WeightRef& w : ws) {
+            together.push_back(make_tensor(*gpu, {m, w.rows}));
+            apart.push_back(make_tensor(*gpu, {m, w.rows}));
+            targets.push_back({&w, LinearKind::kQuantized, together.back()});
+        }
+        gpu->linears(xg, targets);
+        for (size_t i = 0; i < ws.size(); ++i) {
+            gpu->linear(xg, ws[i], LinearKind::kQuantized, apart[i]);
+            const std::vector<float> got = read(*gpu, together[i]);
+            expect_same_bits(got, read(*gpu, apart[i]), "weight " + std::to_string(i) + ", m " + std::to_string(m));
+            for (int64_t t = 0; t < m; ++t) {
+                for (int64_t r = 0; r < ws[i].rows; ++r) {
+                    const bool nan_block = i == 1 && r < 128;
+                    ASSERT_EQ(std::isnan(got[t * ws[i].rows + r]), nan_block) << "weight " << i << " row " << r;
+                }
+            }
+        }
+        const std::vector<float> want = host_linear(quantized(x, cols), dequantized(host[0]), m, 1024, cols);
+        EXPECT_LE(rel_l2(read(*gpu, together[0]), want), kFp8PathTol) << "m " << m;
+    }
+}
+
 // The grouped output projection (wo_a: 8 groups of 1024 rows over 4096-wide slices) with one quantization of the
 // whole [n, 8 * 4096] input.
 TEST(CudaFp8, GroupedProjection) {
     DSV4_REQUIRE_GPU();
-    for (const std::string path : {"fp8_lt", "fp8_wgmma"}) {
+    for (const std::string path : {"fp8_lt", "fp8_wgmma", "fp8_gemv"}) {
         ScopedEnv force("DSV4_LINEAR_PATH", path);
         auto gpu = make_cuda_backend(Numerics::kFast);
         const int64_t groups = 8, k = 4096, per = 1024;
-        for (int64_t n : {int64_t{40}, int64_t{301}}) {
+        const std::vector<int64_t> tokens =
+            path == "fp8_gemv" ? std::vector<int64_t>{1, 5} : std::vector<int64_t>{40, 301};
+        for (int64_t n : tokens) {
             HostWeight w = make_weight(WeightFormat::kFp8Block, groups * per, k);
             const WeightRef wg = upload(*gpu, w);
             auto x = random_floats(n * groups * k);
@@ -309,6 +398,25 @@ TEST(CudaFp8, ForcedPathFailsNamingTheRequirement) {
         EXPECT_NE(std::string(e.what()).find("multiple of 128"), std::string::npos) << e.what();
     }
     EXPECT_EQ(cuda::choose_linear_path(p, cuda::LinearTuning{}, ""), cuda::LinearPath::kGemmBf16);
+    try {
+        cuda::choose_linear_path(p, cuda::LinearTuning{}, "fp8_gemv");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("at most 8 activation rows"), std::string::npos) << e.what();
+    }
+    w.cols = 512;
+    cuda::LinearTuning no_fp8_gemv;
+    no_fp8_gemv.fp8_gemv = false;
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 1, 512}, cuda::LinearTuning{}, ""),
+              cuda::LinearPath::kFp8Gemv);
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 8, 512}, cuda::LinearTuning{}, ""),
+              cuda::LinearPath::kFp8Gemv);
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 9, 512}, cuda::LinearTuning{}, ""),
+              cuda::LinearPath::kFp8Lt);
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 1, 512}, no_fp8_gemv, ""), cuda::LinearPath::kGemv);
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kExact, w, 1, 512}, cuda::LinearTuning{}, ""),
+              cuda::LinearPath::kGemv);
+    w.cols = 64;
     const cuda::LinearProblem ref{Numerics::kReference, w, 100, 64};
     EXPECT_EQ(cuda::choose_linear_path(ref, cuda::LinearTuning{}, ""), cuda::LinearPath::kGeneric);
     const cuda::MoeProblem moe{Numerics::kFast, WeightFormat::kFp4Row, 600, 4096, 192};

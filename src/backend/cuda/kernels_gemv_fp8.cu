@@ -1,0 +1,217 @@
+// Decode-sized linears over FP8 block-scaled weights on FP8 tensor cores (kernels_fp8.h, launch_fp8_gemv). The
+// float32 GEMVs (kernels_gemv.cu, kernels_gemv_stream.cu) decode every weight byte to a float and multiply-add it:
+// a few instructions a byte, which held them at 1.0-1.4 TB/s, latency- and issue-bound (ncu, performance-log.md
+// 2026-12-03). Here a warp's four mma.sync steps take a 16-row x 128-column K block (2 KB) straight from the
+// registers its vector loads filled: a handful of instructions per 2 KB, so the loads in flight set the rate.
+//
+// Work: a 16-row tile of a weight is split over `splits` warps by K blocks (summed in split order through shared
+// memory); a thread block of kWarps warps covers kWarps / splits tiles of one target and stages that target's input,
+// quantized per 128 (fp8_act_quant.cuh), in shared memory. Each warp requests its first kChunk K blocks of weights
+// before waiting for the previous kernel (pdl.cuh): weights are never written by the kernels it waits for.
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/fp8_act_quant.cuh"
+#include "backend/cuda/kernels_fp8.h"
+#include "backend/cuda/mma_fp8.cuh"
+#include "backend/cuda/pdl.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kTileRows = 16;
+constexpr int kChunk = 4;           // K blocks of weights a warp has in flight
+constexpr int kCodePad = 64;        // bytes after each staged token row: tokens g and g + 1 on other banks
+constexpr int kTargetWarps = 4096;  // warps a launch aims for (about 30 an SM) before it stops splitting K
+constexpr int64_t kMaxShared = 96 * 1024;
+
+// Shared memory of one block: the staged codes [m][k + kCodePad], their scales [m][k / 128], the split sums.
+struct StageLayout {
+    int64_t code_stride = 0, scales_offset = 0, partials_offset = 0, bytes = 0;
+};
+__host__ __device__ inline StageLayout stage_layout(int m, int64_t k) {
+    StageLayout l;
+    l.code_stride = k + kCodePad;
+    l.scales_offset = m * l.code_stride;
+    l.partials_offset = l.scales_offset + m * (k / kFp8ActBlock) * 4;
+    l.bytes = l.partials_offset + kWarps * 4 * 32 * 4;
+    return l;
+}
+
+// The tiles of the weight that block `block` covers: its target and first tile.
+struct BlockWork {
+    int target = 0;
+    int64_t tile0 = 0;
+};
+__device__ BlockWork block_work(const Fp8GemvParams& p) {
+    BlockWork b;
+    while (b.target < p.n - 1 && static_cast<int>(blockIdx.x) >= p.block_end[b.target]) ++b.target;
+    const int first = b.target == 0 ? 0 : p.block_end[b.target - 1];
+    b.tile0 = static_cast<int64_t>(blockIdx.x - first) * (kWarps / p.splits);
+    return b;
+}
+
+// The target's input, bf16-rounded and quantized per 128, into shared memory: one warp per (token, K block).
+__device__ void stage_input(const Fp8GemvParams& p, const float* x, const StageLayout& l, uint8_t* shared) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t blocks = p.k / kFp8ActBlock;
+    auto* scales = reinterpret_cast<float*>(shared + l.scales_offset);
+    for (int64_t item = warp; item < p.m * blocks; item += kWarps) {
+        const int64_t t = item / blocks, b = item % blocks;
+        const float4 x4 = *reinterpret_cast<const float4*>(x + t * p.x_stride + b * kFp8ActBlock + lane * 4);
+        const float v[4] = {to_bf16(x4.x), to_bf16(x4.y), to_bf16(x4.z), to_bf16(x4.w)};
+        float scale;
+        const uint32_t word = quant_block_warp_word(v, scale);
+        *reinterpret_cast<uint32_t*>(shared + t * l.code_stride + b * kFp8ActBlock + lane * 4) = word;
+        if (lane == 0) scales[t * blocks + b] = scale;
+    }
+}
+
+// One lane's share of a warp's K blocks: bytes [16 tq, + 16) and [64 + 16 tq, + 16) of rows g and g + 8 of the
+// tile (mma_fp8.cuh), kChunk blocks at a time. Rows past the weight read as zero.
+struct TileLoads {
+    uint4 lo[kChunk][2], hi[kChunk][2];
+    uint8_t scale[kChunk];  // the tile's UE8M0 weight scale of each block
+};
+__device__ __forceinline__ void load_chunk(const uint8_t* row_g, const uint8_t* w_scales, bool valid_g, bool valid_g8,
+                                           int64_t k, int kb0, int kb_end, TileLoads& t) {
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+        const int64_t at = static_cast<int64_t>(kb0 + c) * kFp8ActBlock;
+        const bool in = kb0 + c < kb_end;
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        t.scale[c] = in ? w_scales[kb0 + c] : 0;
+        t.lo[c][0] = in && valid_g ? load_stream16(row_g + at) : zero;
+        t.hi[c][0] = in && valid_g ? load_stream16(row_g + at + 64) : zero;
+        t.lo[c][1] = in && valid_g8 ? load_stream16(row_g + 8 * k + at) : zero;
+        t.hi[c][1] = in && valid_g8 ? load_stream16(row_g + 8 * k + at + 64) : zero;
+    }
+}
+
+// acc += this chunk's K blocks: per block the mma dot products times weight scale x token scale (exact: both powers
+// of two), added in float32.
+__device__ __forceinline__ void accumulate_chunk(const TileLoads& t, const uint8_t* codes, const float* scales,
+                                                 const StageLayout& l, int m, int64_t blocks, int kb0, int kb_end,
+                                                 float acc[4]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int c0 = 2 * tq, c1 = 2 * tq + 1;  // this lane's token columns of the result
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+        const int kb = kb0 + c;
+        if (kb >= kb_end) break;
+        uint4 x_lo = make_uint4(0, 0, 0, 0), x_hi = x_lo;
+        if (g < m) {
+            const uint8_t* at = codes + g * l.code_stride + static_cast<int64_t>(kb) * kFp8ActBlock + 16 * tq;
+            x_lo = *reinterpret_cast<const uint4*>(at);
+            x_hi = *reinterpret_cast<const uint4*>(at + 64);
+        }
+        float d[4];
+        mma_kblock_e4m3(t.lo[c], t.hi[c], x_lo, x_hi, d);
+        const float ws = decode_ue8m0(t.scale[c]);
+        const float f0 = c0 < m ? ws * scales[c0 * blocks + kb] : 0.0f;
+        const float f1 = c1 < m ? ws * scales[c1 * blocks + kb] : 0.0f;
+        acc[0] = fmaf(d[0], f0, acc[0]);
+        acc[1] = fmaf(d[1], f1, acc[1]);
+        acc[2] = fmaf(d[2], f0, acc[2]);
+        acc[3] = fmaf(d[3], f1, acc[3]);
+    }
+}
+
+// The split warps of a tile add their sums in split order (split 0 holds the total), through shared memory.
+__device__ __forceinline__ void sum_splits(float acc[4], int splits, float* partials) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (splits > 1) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) partials[(warp * 4 + i) * 32 + lane] = acc[i];
+    }
+    __syncthreads();
+    if (splits == 1 || warp % splits != 0) return;
+    for (int s = 1; s < splits; ++s) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] += partials[((warp + s) * 4 + i) * 32 + lane];
+    }
+}
+
+__global__ void __launch_bounds__(kWarps * 32) fp8_gemv_kernel(const __grid_constant__ Fp8GemvParams p) {
+    extern __shared__ __align__(16) uint8_t shared[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const BlockWork work = block_work(p);
+    const Fp8GemvTarget& target = p.targets[work.target];
+    const WeightRef& w = target.w;
+    const int64_t tile = work.tile0 + warp / p.splits;
+    const int64_t r0 = tile * kTileRows;
+    const int split = warp % p.splits;
+    const int blocks = static_cast<int>(p.k / kFp8ActBlock);
+    const int per_split = (blocks + p.splits - 1) / p.splits;
+    const int kb_begin = std::min(blocks, split * per_split), kb_end = std::min(blocks, kb_begin + per_split);
+    const bool live = r0 < w.rows;  // the last block of a target may hold tiles past its rows
+    const bool valid_g = r0 + g < w.rows, valid_g8 = r0 + g + 8 < w.rows;
+    const uint8_t* row_g = static_cast<const uint8_t*>(w.data) + (r0 + g) * p.k + 16 * tq;
+    const uint8_t* w_scales = w.scales + (live ? (r0 / 128) * w.scale_cols : 0);
+    const int kb_last = live ? kb_end : kb_begin;
+
+    TileLoads loads;
+    load_chunk(row_g, w_scales, valid_g, valid_g8, p.k, kb_begin, kb_last, loads);  // before the wait (see above)
+    pdl_begin();
+    const StageLayout l = stage_layout(p.m, p.k);
+    stage_input(p, target.x, l, shared);
+    __syncthreads();
+
+    const auto* scales = reinterpret_cast<const float*>(shared + l.scales_offset);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int kb0 = kb_begin; kb0 < kb_last; kb0 += kChunk) {
+        if (kb0 != kb_begin) load_chunk(row_g, w_scales, valid_g, valid_g8, p.k, kb0, kb_last, loads);
+        accumulate_chunk(loads, shared, scales, l, p.m, blocks, kb0, kb_last, acc);
+    }
+    sum_splits(acc, p.splits, reinterpret_cast<float*>(shared + l.partials_offset));
+    if (split != 0) return;
+    const int cols[4] = {2 * tq, 2 * tq + 1, 2 * tq, 2 * tq + 1};
+    const bool valid[4] = {valid_g, valid_g, valid_g8, valid_g8};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int64_t row = r0 + g + (i >= 2 ? 8 : 0);
+        if (valid[i] && cols[i] < p.m) target.y[cols[i] * target.y_stride + row] = acc[i];
+    }
+}
+
+int64_t tiles_of(const WeightRef& w) {
+    return (w.rows + kTileRows - 1) / kTileRows;
+}
+
+// Warps per tile: K split until the launch has about kTargetWarps warps, each keeping at least one chunk.
+int choose_splits(const Fp8GemvParams& p) {
+    int64_t tiles = 0;
+    for (int i = 0; i < p.n; ++i) tiles += tiles_of(p.targets[i].w);
+    const int64_t blocks = p.k / kFp8ActBlock;
+    int splits = 1;
+    while (splits < kWarps && tiles * splits < kTargetWarps && blocks >= 2 * splits * kChunk) splits *= 2;
+    return splits;
+}
+
+}  // namespace
+
+bool fp8_gemv_supported(int64_t m, int64_t k) {
+    return m >= 1 && m <= kMaxFp8GemvRows && k > 0 && k % kFp8ActBlock == 0 &&
+           stage_layout(static_cast<int>(m), k).bytes <= kMaxShared;
+}
+
+void launch_fp8_gemv(cudaStream_t stream, Fp8GemvParams p) {
+    if (p.n <= 0 || p.m <= 0) return;
+    p.splits = choose_splits(p);
+    int blocks = 0;
+    for (int i = 0; i < p.n; ++i) {
+        const int64_t tiles_per_block = kWarps / p.splits;
+        blocks += static_cast<int>((tiles_of(p.targets[i].w) + tiles_per_block - 1) / tiles_per_block);
+        p.block_end[i] = blocks;
+    }
+    if (blocks == 0) return;
+    const int64_t shared = stage_layout(p.m, p.k).bytes;
+    if (shared > 48 * 1024) {
+        cudaFuncSetAttribute(fp8_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    }
+    launch_kernel(fp8_gemv_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kWarps * 32), static_cast<size_t>(shared),
+                  stream, p);
+}
+
+}  // namespace dsv4::cuda
