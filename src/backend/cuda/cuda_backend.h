@@ -218,6 +218,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // The routed pairs on the per-pair / bf16-grouped paths (weights applied before W2 in reference numerics only).
     void moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                    MoePath path, float* routed);
+    // The routed pairs on the per-pair W4A8 GEMVs (MoePath::kPerPairMma) into routed [pairs, d], weights not applied.
+    void moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tensor& ids, float limit, float* routed);
     // The shared expert into ys [N, D]; x: h quantized for FP8 linears (reused when both linears are FP8), or null.
     void shared_expert(const Tensor& h, const Fp8Act* x, const ExpertWeights& s, float limit, Tensor ys);
     // The shared expert's output [N, D] (scratch), or null when the layer has none.

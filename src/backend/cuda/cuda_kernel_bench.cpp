@@ -199,8 +199,9 @@ void bench_experts(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
         const cuda::MoePath chosen =
             cuda::choose_moe_path({Numerics::kFast, WeightFormat::kFp4Row, n * k, d, inter}, b.linear_tuning().moe, "");
         for (cuda::MoePath path : {cuda::MoePath::kGroupedFp8, cuda::MoePath::kGroupedBf16, cuda::MoePath::kPerPairGemv,
-                                   cuda::MoePath::kFusedGemv}) {
-            const bool per_pair = path == cuda::MoePath::kPerPairGemv || path == cuda::MoePath::kFusedGemv;
+                                   cuda::MoePath::kFusedGemv, cuda::MoePath::kPerPairMma}) {
+            const bool per_pair = path == cuda::MoePath::kPerPairGemv || path == cuda::MoePath::kFusedGemv ||
+                                  path == cuda::MoePath::kPerPairMma;
             if (per_pair && n > 256) continue;
             b.force_paths("", cuda::moe_path_name(path));
             const double us = time_us(b.stream(), calls_for(flops), [&](int) {

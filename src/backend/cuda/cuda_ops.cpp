@@ -645,6 +645,7 @@ void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& 
     const auto n_experts = static_cast<int>(w.experts.size());
     const WeightFormat format = first.w1.format;
     const bool ref = reference();
+    if (path == MoePath::kPerPairMma) return moe_pairs_mma(h, w, ids, limit, routed);
     const float* x = ref ? quantized_activations(h, d) : h.f32();
     float* g = scratch(pairs * inter);
     float* u = scratch(pairs * inter);
@@ -672,6 +673,42 @@ void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& 
     const float* act_in = ref ? quantized_activations(Tensor(act, DType::kF32, {pairs, inter}), inter) : act;
     expert_linear(1, 1, act_in, inter, d, routed);
     launched("moe experts", 4);
+}
+
+void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tensor& ids, float limit, float* routed) {
+    const int64_t d = h.size(1), k = ids.size(1), pairs = ids.numel();
+    const int64_t inter = first_resident_expert(w).w1.rows;
+    float* g = scratch(pairs * inter);
+    float* u = scratch(pairs * inter);
+    float* act = scratch(pairs * inter);
+    ExpertGemvFp4Params up;
+    up.tables[0] = expert_table(w, 0);
+    up.tables[1] = expert_table(w, 2);
+    up.y[0] = g;
+    up.y[1] = u;
+    up.n_weights = 2;
+    up.n_experts = static_cast<int>(w.experts.size());
+    up.ids = ids.i32();
+    up.pairs = pairs;
+    up.x_div = static_cast<int>(k);
+    up.x = h.f32();
+    up.k = d;
+    up.rows = inter;
+    up.meta = meta_;
+    launch_expert_gemv_fp4(stream_, up);
+    launch_swiglu(stream_, g, u, pairs, inter, limit, nullptr, false, act);  // the routing weight: in the combine
+    ExpertGemvFp4Params down = up;
+    down.tables[0] = expert_table(w, 1);
+    down.tables[1] = nullptr;
+    down.y[0] = routed;
+    down.y[1] = nullptr;
+    down.n_weights = 1;
+    down.x_div = 1;
+    down.x = act;
+    down.k = inter;
+    down.rows = d;
+    launch_expert_gemv_fp4(stream_, down);
+    launched("moe experts (mma)", 3);
 }
 
 void CudaBackend::moe_routed(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,

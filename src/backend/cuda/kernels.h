@@ -149,6 +149,29 @@ void launch_expert_gemv(cudaStream_t s, const StepMeta& m, WeightFormat format, 
 // Streaming multiprocessors of the current device (a host-side query, legal during graph capture).
 int device_sms();
 
+// The routed experts' per-pair GEMVs on FP8 tensor cores (kernels_expert_gemv_fp4.cu), FP4 e2m1 weights with per-32
+// UE8M0 scales (W4A8): pair p's rows of weight `which` (blockIdx.z) of expert ids[p] against x[p / x_div], quantized
+// per 128 like every FP8-path input, into y[which] + p * rows. Each mma.sync step covers one 32-wide scale group, so
+// every group's scale multiplies its exact partial sum (no exponent window, nothing clamped); block sums are float32.
+// An expert id outside [0, n_experts) is skipped and raises kErrorExpertId.
+struct ExpertGemvFp4Params {
+    const WeightRef* tables[2] = {};  // device arrays [n_experts]: W1 and W3, or W2 alone
+    float* y[2] = {};
+    int n_weights = 1;
+    int n_experts = 0;
+    const int32_t* ids = nullptr;
+    int64_t pairs = 0;
+    int x_div = 1;
+    const float* x = nullptr;  // pair p's k inputs at x + (p / x_div) * k (16-byte aligned)
+    int64_t k = 0;
+    int64_t rows = 0;  // of every expert's weight
+    StepMeta meta;
+    int splits = 1;  // set by the launcher
+};
+// Whether the kernel takes FP4 experts of k inputs (a multiple of 128, staged in shared memory).
+bool expert_gemv_fp4_supported(int64_t k);
+void launch_expert_gemv_fp4(cudaStream_t stream, ExpertGemvFp4Params p);
+
 // kernels_gemv_stream.cu: the single-vector GEMV with the weights streamed into shared memory by bulk copies (a few
 // tiles of whole rows in flight per warp), bit for bit the GEMV above. Instance i (blockIdx.y; a group of rows with
 // its own vector, or a (token, expert) pair) multiplies rows i * count .. of w (or all of table[ids[i]]) with

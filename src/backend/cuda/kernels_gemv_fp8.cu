@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backend/cuda/fp8_act_quant.cuh"
+#include "backend/cuda/gemv_mma.cuh"
 #include "backend/cuda/kernels_fp8.h"
 #include "backend/cuda/mma_fp8.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -19,25 +19,11 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kTileRows = 16;
+constexpr int kWarps = kMmaWarps;
+constexpr int kTileRows = kMmaTileRows;
 constexpr int kChunk = 4;           // K blocks of weights a warp has in flight
-constexpr int kCodePad = 64;        // bytes after each staged token row: tokens g and g + 1 on other banks
 constexpr int kTargetWarps = 4096;  // warps a launch aims for (about 30 an SM) before it stops splitting K
 constexpr int64_t kMaxShared = 96 * 1024;
-
-// Shared memory of one block: the staged codes [m][k + kCodePad], their scales [m][k / 128], the split sums.
-struct StageLayout {
-    int64_t code_stride = 0, scales_offset = 0, partials_offset = 0, bytes = 0;
-};
-__host__ __device__ inline StageLayout stage_layout(int m, int64_t k) {
-    StageLayout l;
-    l.code_stride = k + kCodePad;
-    l.scales_offset = m * l.code_stride;
-    l.partials_offset = l.scales_offset + m * (k / kFp8ActBlock) * 4;
-    l.bytes = l.partials_offset + kWarps * 4 * 32 * 4;
-    return l;
-}
 
 // The tiles of the weight that block `block` covers: its target and first tile.
 struct BlockWork {
@@ -50,22 +36,6 @@ __device__ BlockWork block_work(const Fp8GemvParams& p) {
     const int first = b.target == 0 ? 0 : p.block_end[b.target - 1];
     b.tile0 = static_cast<int64_t>(blockIdx.x - first) * (kWarps / p.splits);
     return b;
-}
-
-// The target's input, bf16-rounded and quantized per 128, into shared memory: one warp per (token, K block).
-__device__ void stage_input(const Fp8GemvParams& p, const float* x, const StageLayout& l, uint8_t* shared) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t blocks = p.k / kFp8ActBlock;
-    auto* scales = reinterpret_cast<float*>(shared + l.scales_offset);
-    for (int64_t item = warp; item < p.m * blocks; item += kWarps) {
-        const int64_t t = item / blocks, b = item % blocks;
-        const float4 x4 = *reinterpret_cast<const float4*>(x + t * p.x_stride + b * kFp8ActBlock + lane * 4);
-        const float v[4] = {to_bf16(x4.x), to_bf16(x4.y), to_bf16(x4.z), to_bf16(x4.w)};
-        float scale;
-        const uint32_t word = quant_block_warp_word(v, scale);
-        *reinterpret_cast<uint32_t*>(shared + t * l.code_stride + b * kFp8ActBlock + lane * 4) = word;
-        if (lane == 0) scales[t * blocks + b] = scale;
-    }
 }
 
 // One lane's share of a warp's K blocks: bytes [16 tq, + 16) and [64 + 16 tq, + 16) of rows g and g + 8 of the
@@ -92,7 +62,7 @@ __device__ __forceinline__ void load_chunk(const uint8_t* row_g, const uint8_t* 
 // acc += this chunk's K blocks: per block the mma dot products times weight scale x token scale (exact: both powers
 // of two), added in float32.
 __device__ __forceinline__ void accumulate_chunk(const TileLoads& t, const uint8_t* codes, const float* scales,
-                                                 const StageLayout& l, int m, int64_t blocks, int kb0, int kb_end,
+                                                 const MmaStageLayout& l, int m, int64_t blocks, int kb0, int kb_end,
                                                  float acc[4]) {
     const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     const int c0 = 2 * tq, c1 = 2 * tq + 1;  // this lane's token columns of the result
@@ -118,21 +88,6 @@ __device__ __forceinline__ void accumulate_chunk(const TileLoads& t, const uint8
     }
 }
 
-// The split warps of a tile add their sums in split order (split 0 holds the total), through shared memory.
-__device__ __forceinline__ void sum_splits(float acc[4], int splits, float* partials) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (splits > 1) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) partials[(warp * 4 + i) * 32 + lane] = acc[i];
-    }
-    __syncthreads();
-    if (splits == 1 || warp % splits != 0) return;
-    for (int s = 1; s < splits; ++s) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[i] += partials[((warp + s) * 4 + i) * 32 + lane];
-    }
-}
-
 __global__ void __launch_bounds__(kWarps * 32) fp8_gemv_kernel(const __grid_constant__ Fp8GemvParams p) {
     extern __shared__ __align__(16) uint8_t shared[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
@@ -154,8 +109,8 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_gemv_kernel(const __grid_cons
     TileLoads loads;
     load_chunk(row_g, w_scales, valid_g, valid_g8, p.k, kb_begin, kb_last, loads);  // before the wait (see above)
     pdl_begin();
-    const StageLayout l = stage_layout(p.m, p.k);
-    stage_input(p, target.x, l, shared);
+    const MmaStageLayout l = mma_stage_layout(p.m, p.k);
+    stage_tokens<StageOrder::kNatural>(target.x, p.x_stride, p.m, p.k, 1.0f, l, shared);
     __syncthreads();
 
     const auto* scales = reinterpret_cast<const float*>(shared + l.scales_offset);
@@ -165,40 +120,25 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_gemv_kernel(const __grid_cons
         accumulate_chunk(loads, shared, scales, l, p.m, blocks, kb0, kb_last, acc);
     }
     sum_splits(acc, p.splits, reinterpret_cast<float*>(shared + l.partials_offset));
-    if (split != 0) return;
-    const int cols[4] = {2 * tq, 2 * tq + 1, 2 * tq, 2 * tq + 1};
-    const bool valid[4] = {valid_g, valid_g, valid_g8, valid_g8};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int64_t row = r0 + g + (i >= 2 ? 8 : 0);
-        if (valid[i] && cols[i] < p.m) target.y[cols[i] * target.y_stride + row] = acc[i];
-    }
+    if (split == 0) store_tile(acc, r0, w.rows, p.m, target.y, target.y_stride);
 }
 
 int64_t tiles_of(const WeightRef& w) {
     return (w.rows + kTileRows - 1) / kTileRows;
 }
 
-// Warps per tile: K split until the launch has about kTargetWarps warps, each keeping at least one chunk.
-int choose_splits(const Fp8GemvParams& p) {
-    int64_t tiles = 0;
-    for (int i = 0; i < p.n; ++i) tiles += tiles_of(p.targets[i].w);
-    const int64_t blocks = p.k / kFp8ActBlock;
-    int splits = 1;
-    while (splits < kWarps && tiles * splits < kTargetWarps && blocks >= 2 * splits * kChunk) splits *= 2;
-    return splits;
-}
-
 }  // namespace
 
 bool fp8_gemv_supported(int64_t m, int64_t k) {
     return m >= 1 && m <= kMaxFp8GemvRows && k > 0 && k % kFp8ActBlock == 0 &&
-           stage_layout(static_cast<int>(m), k).bytes <= kMaxShared;
+           mma_stage_layout(static_cast<int>(m), k).bytes <= kMaxShared;
 }
 
 void launch_fp8_gemv(cudaStream_t stream, Fp8GemvParams p) {
     if (p.n <= 0 || p.m <= 0) return;
-    p.splits = choose_splits(p);
+    int64_t tiles = 0;
+    for (int i = 0; i < p.n; ++i) tiles += tiles_of(p.targets[i].w);
+    p.splits = mma_splits(tiles, p.k / kFp8ActBlock, kChunk, kTargetWarps);
     int blocks = 0;
     for (int i = 0; i < p.n; ++i) {
         const int64_t tiles_per_block = kWarps / p.splits;
@@ -206,7 +146,7 @@ void launch_fp8_gemv(cudaStream_t stream, Fp8GemvParams p) {
         p.block_end[i] = blocks;
     }
     if (blocks == 0) return;
-    const int64_t shared = stage_layout(p.m, p.k).bytes;
+    const int64_t shared = mma_stage_layout(p.m, p.k).bytes;
     if (shared > 48 * 1024) {
         cudaFuncSetAttribute(fp8_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
     }

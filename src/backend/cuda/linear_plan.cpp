@@ -38,6 +38,7 @@ LinearTuning LinearTuning::from(const CudaOptions& o) {
     t.min_fp8_rows = o.min_fp8_rows;
     t.min_fp8_lt_rows = o.min_fp8_lt_rows;
     t.fp8_gemv = o.fp8_gemv;
+    t.moe.per_pair_mma = o.fp8_gemv;
     t.moe.grouped_fp8 = o.min_grouped_fp8_pairs;
     t.moe.grouped_bf16 = o.min_grouped_pairs;
     t.forced_linear = o.linear_path;
@@ -120,6 +121,8 @@ const char* moe_path_name(MoePath p) {
             return "grouped_bf16";
         case MoePath::kGroupedFp8:
             return "grouped_fp8";
+        case MoePath::kPerPairMma:
+            return "per_pair_mma";
     }
     return "?";
 }
@@ -146,10 +149,17 @@ std::string moe_path_unmet(MoePath path, const MoeProblem& p) {
             if (!gemm_supported(p.d) || !gemm_supported(p.inter)) return "widths that are multiples of 64";
             return "";
         case MoePath::kGroupedFp8:
+        case MoePath::kPerPairMma:
             if (!fast) return "fast numerics";
             if (p.format != WeightFormat::kFp4Row) return "FP4 routed experts";
             if (p.dialect != Fp8Dialect::kOcp) return "OCP FP8 numerics (it quantises activations to OCP e4m3)";
             if (p.d % 128 != 0 || p.inter % 128 != 0) return "hidden and intermediate sizes that are multiples of 128";
+            if (path == MoePath::kPerPairMma) {
+                if (p.pairs > kMaxGemvPairs) return "at most " + std::to_string(kMaxGemvPairs) + " pairs";
+                if (!expert_gemv_fp4_supported(p.d) || !expert_gemv_fp4_supported(p.inter)) {
+                    return "widths whose quantized input fits in shared memory";
+                }
+            }
             return "";
     }
     return "a known path";
@@ -158,19 +168,25 @@ std::string moe_path_unmet(MoePath path, const MoeProblem& p) {
 MoePath choose_moe_path(const MoeProblem& p, const MoeThresholds& t, const std::string& forced) {
     if (!forced.empty()) {
         for (MoePath path : {MoePath::kPerPair, MoePath::kPerPairGemv, MoePath::kFusedGemv, MoePath::kGroupedBf16,
-                             MoePath::kGroupedFp8}) {
+                             MoePath::kGroupedFp8, MoePath::kPerPairMma}) {
             if (forced != moe_path_name(path)) continue;
             const std::string why = moe_path_unmet(path, p);
             DSV4_CHECK(why.empty(), "MoE path {} (DSV4_MOE_PATH) needs {} ({} pairs, widths {} / {})", forced, why,
                        p.pairs, p.d, p.inter);
             return path;
         }
-        fail("DSV4_MOE_PATH={} is not one of per_pair, per_pair_gemv, fused_gemv, grouped_bf16, grouped_fp8", forced);
+        fail(
+            "DSV4_MOE_PATH={} is not one of per_pair, per_pair_gemv, fused_gemv, grouped_bf16, grouped_fp8, "
+            "per_pair_mma",
+            forced);
     }
     if (p.numerics == Numerics::kFast) {
         if (p.pairs >= t.grouped_fp8 && moe_path_unmet(MoePath::kGroupedFp8, p).empty()) return MoePath::kGroupedFp8;
         if (p.pairs >= t.grouped_bf16 && moe_path_unmet(MoePath::kGroupedBf16, p).empty()) {
             return MoePath::kGroupedBf16;
+        }
+        if (t.per_pair_mma && p.pairs < t.grouped_fp8 && moe_path_unmet(MoePath::kPerPairMma, p).empty()) {
+            return MoePath::kPerPairMma;
         }
     }
     // The per-pair GEMVs, not their two-launch fusion (kFusedGemv, forced only): the fused kernels computed the same

@@ -33,6 +33,7 @@ struct LinearProblem {
 
 // (token, expert) pairs from which fast numerics group the routed experts by expert (CudaOptions::min_grouped_*).
 struct MoeThresholds {
+    bool per_pair_mma = true;    // below grouped_fp8, the per-pair W4A8 GEMVs (CudaOptions::fp8_gemv)
     int64_t grouped_fp8 = 24;    // W4A8 / W8A8 on FP8 wgmma
     int64_t grouped_bf16 = 128;  // bf16 tiles, where the FP8 path cannot run (FNUZ activations, odd widths)
 };
@@ -61,6 +62,7 @@ enum class MoePath {
     kFusedGemv,    // the same GEMVs fused: W1 + W3 + SwiGLU in one launch, W2 + combine in another (decode sizes)
     kGroupedBf16,  // pairs grouped by expert, mma.sync on bf16-decoded tiles
     kGroupedFp8,   // pairs grouped by expert, W4A8 / W8A8 on FP8 wgmma with SwiGLU and re-quantization fused
+    kPerPairMma,   // per pair W4A8 GEMVs on mma.sync (decode sizes, fast, FP4): W1 + W3 in one launch, SwiGLU, W2
 };
 const char* moe_path_name(MoePath p);
 

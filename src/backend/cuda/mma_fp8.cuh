@@ -35,6 +35,16 @@ __device__ __forceinline__ void mma_kblock_e4m3(const uint4 (&lo)[2], const uint
     mma_e4m3(d, a3, b3, d);
 }
 
+// Eight e2m1 codes (one word, element j in nibble j, low first) as e4m3 codes of their values times 2^-6, exactly:
+// the sign moves to bit 7 and the exponent and mantissa bits to bits 2..4, which is the same number 6 binades down
+// for every code (0.5 becomes the e4m3 subnormal 2^-7, 0 stays 0). x: elements 0, 2, 4, 6; y: 1, 3, 5, 7.
+__device__ __forceinline__ uint2 e2m1_to_e4m3_even_odd(uint32_t w) {
+    const uint32_t even = ((w & 0x08080808u) << 4) | ((w & 0x07070707u) << 2);
+    const uint32_t odd = (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu);
+    return make_uint2(even, odd);
+}
+constexpr float kE2m1E4m3Factor = 64.0f;  // what e2m1_to_e4m3_even_odd's codes are multiplied by to read true
+
 // 16 bytes of weights read once: through the non-coherent path, not kept in L1. Volatile: a kernel issues these
 // before its griddepcontrol.wait (pdl.cuh), and the compiler must keep them there.
 __device__ __forceinline__ uint4 load_stream16(const void* p) {

@@ -42,6 +42,7 @@ Pair decoding_pair(Numerics numerics, Fp8Dialect dialect) {
     CudaOptions options = cuda_options_from_env({});
     options.fp8_dialect = dialect;
     options.min_fp8_rows = int64_t{1} << 40;
+    options.fp8_gemv = false;
     p.gpu = make_cuda_backend(numerics, options);
     StateConfig s;
     s.max_slots = 2;

@@ -122,32 +122,35 @@ const MoeDecodeCase kMoeDecodeCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaMoeDecode, ::testing::ValuesIn(kMoeDecodeCases));
 
-// An expert id outside the table is skipped by both fused launches and raises the step's error flag.
+// An expert id outside the table is skipped by both fused launches and by the per-pair W4A8 GEMVs, and raises the
+// step's error flag.
 TEST(CudaMoeDecodeErrors, OutOfRangeExpertIdRaisesTheFlag) {
     DSV4_REQUIRE_GPU();
-    const MoeDecodeCase mc{WeightFormat::kFp4Row, 256, 128, 2, false};
-    Pair p(Numerics::kFast);
-    p.step(simple_batch(mc.tokens));
-    MoeInputs in = make_moe(p, mc, 8);
-    std::vector<float> ids_bits, weights;
-    random_routing(mc.tokens, 6, 8, ids_bits, weights);
-    const int32_t bad = 8;
-    std::memcpy(&ids_bits[3], &bad, sizeof(bad));
-    Tensor hg = make_tensor(*p.gpu, {2, 256}, random_floats(2 * 256)), wg = make_tensor(*p.gpu, {2, 6}, weights);
-    Tensor ig = p.gpu->alloc(DType::kI32, {2, 6});
-    p.gpu->from_host(ig, ids_bits.data());
-    auto* cuda = dynamic_cast<cuda::CudaBackend*>(p.gpu.get());
-    ASSERT_NE(cuda, nullptr);
-    cuda->force_paths("", "fused_gemv");
-    Tensor y = make_tensor(*p.gpu, {2, 256});
-    p.gpu->moe(hg, in.gpu, wg, ig, 7.0f, y);
-    try {
-        p.gpu->synchronize();
-        ADD_FAILURE() << "no error for expert id " << bad;
-    } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("flags 0x2"), std::string::npos) << e.what();
+    for (const char* path : {"fused_gemv", "per_pair_mma"}) {
+        const MoeDecodeCase mc{WeightFormat::kFp4Row, 256, 128, 2, false};
+        Pair p(Numerics::kFast);
+        p.step(simple_batch(mc.tokens));
+        MoeInputs in = make_moe(p, mc, 8);
+        std::vector<float> ids_bits, weights;
+        random_routing(mc.tokens, 6, 8, ids_bits, weights);
+        const int32_t bad = 8;
+        std::memcpy(&ids_bits[3], &bad, sizeof(bad));
+        Tensor hg = make_tensor(*p.gpu, {2, 256}, random_floats(2 * 256)), wg = make_tensor(*p.gpu, {2, 6}, weights);
+        Tensor ig = p.gpu->alloc(DType::kI32, {2, 6});
+        p.gpu->from_host(ig, ids_bits.data());
+        auto* cuda = dynamic_cast<cuda::CudaBackend*>(p.gpu.get());
+        ASSERT_NE(cuda, nullptr);
+        cuda->force_paths("", path);
+        Tensor y = make_tensor(*p.gpu, {2, 256});
+        p.gpu->moe(hg, in.gpu, wg, ig, 7.0f, y);
+        try {
+            p.gpu->synchronize();
+            ADD_FAILURE() << path << ": no error for expert id " << bad;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("flags 0x2"), std::string::npos) << path << ": " << e.what();
+        }
+        cuda->force_paths("", "");
     }
-    cuda->force_paths("", "");
 }
 
 }  // namespace

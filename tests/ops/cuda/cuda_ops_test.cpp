@@ -18,7 +18,8 @@ bool fast_fp8_path(Numerics numerics, const WeightRef& w, int64_t m, int64_t k, 
     if (numerics != Numerics::kFast) return false;
     cuda::LinearProblem p{numerics, w, m, k, grouped};
     const cuda::LinearPath path = cuda::choose_linear_path(p, cuda::LinearTuning::from(cuda_options_from_env({})), "");
-    return path == cuda::LinearPath::kFp8Lt || path == cuda::LinearPath::kFp8Wgmma;
+    return path == cuda::LinearPath::kFp8Lt || path == cuda::LinearPath::kFp8Wgmma ||
+           path == cuda::LinearPath::kFp8Gemv;
 }
 
 std::vector<float> fp8_rounded(std::vector<float> x, int64_t k) {
@@ -238,8 +239,10 @@ TEST(CudaOps, MoeFlashWidths) {
         // The FP8 grouped path quantizes the activations per 128 to e4m3 twice (the input, and the SwiGLU output
         // before W2): against float32 (exact) that is a few percent; cuda_fp8_test.cpp checks it against a host
         // model of the same roundings to 5e-3.
-        // From 2 rows the shared expert's FP8 linears run on FP8 tensor cores too (activations quantized the same way).
-        const bool fp8 = path == cuda::MoePath::kGroupedFp8 || fast_fp8_path(numerics, mg.shared->w1, n, d);
+        // The per-pair W4A8 GEMVs (fewer pairs) quantize the same two inputs; the shared expert's FP8 linears run on
+        // FP8 tensor cores too (activations quantized the same way).
+        const bool fp8 = path == cuda::MoePath::kGroupedFp8 || path == cuda::MoePath::kPerPairMma ||
+                         fast_fp8_path(numerics, mg.shared->w1, n, d);
         EXPECT_LE(rel_l2(read(*p.gpu, yg), read(*p.cpu, yc)), fp8 ? 8e-2 : tolerance(numerics)) << "tokens " << n;
     }
 }

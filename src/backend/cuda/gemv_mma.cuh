@@ -1,0 +1,110 @@
+// Pieces shared by the decode GEMVs on FP8 tensor cores (kernels_gemv_fp8.cu: FP8 weights; kernels_expert_gemv_fp4.cu:
+// FP4 routed experts): a block of kMmaWarps warps, 16-row tiles split over warps by 128-wide K blocks, the block's
+// input tokens quantized per 128 (fp8_act_quant.cuh) into shared memory in its prologue, the split sums added in split
+// order. A lane's token codes are read by mma_fp8.cuh's fragment rule.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/fp8_act_quant.cuh"
+#include "backend/cuda/kernels_fp8.h"
+
+namespace dsv4::cuda {
+
+constexpr int kMmaWarps = 8;
+constexpr int kMmaTileRows = 16;
+constexpr int kMmaCodePad = 64;  // bytes after each staged token row: tokens g and g + 1 on other banks
+
+// Shared memory of one block: the staged codes [m][k + kMmaCodePad], their scales [m][k / 128], the split sums.
+struct MmaStageLayout {
+    int64_t code_stride = 0, scales_offset = 0, partials_offset = 0, bytes = 0;
+};
+__host__ __device__ inline MmaStageLayout mma_stage_layout(int m, int64_t k) {
+    MmaStageLayout l;
+    l.code_stride = k + kMmaCodePad;
+    l.scales_offset = m * l.code_stride;
+    l.partials_offset = l.scales_offset + m * (k / kFp8ActBlock) * 4;
+    l.bytes = l.partials_offset + kMmaWarps * 4 * 32 * 4;
+    return l;
+}
+
+// Warps per 16-row tile: K blocks split in powers of two until `units` tiles give about target_warps warps, each
+// warp keeping at least a chunk of K blocks and the splits dividing the block's warps.
+inline int mma_splits(int64_t units, int64_t k_blocks, int chunk, int target_warps) {
+    int splits = 1;
+    while (splits < kMmaWarps && units * splits < target_warps && k_blocks >= 2 * splits * chunk) splits *= 2;
+    return splits;
+}
+
+// How staged codes are ordered inside each run of 8: as they come (FP8 weights), or the 4 even-indexed values then the
+// 4 odd-indexed ones (FP4 weights, whose byte holds elements 2j and 2j + 1: mma_fp8.cuh's FP4 expansion splits them).
+enum class StageOrder { kNatural, kEvenOdd };
+
+// m tokens (token t at x + t * x_stride), bf16-rounded and quantized per 128, into shared memory: one warp per (token,
+// K block), kStageBatch of them loaded before any is quantized (the loads' latency is the prologue's cost). Scales
+// [t][block], multiplied by `scale_factor` (a power of two: exact).
+constexpr int kStageBatch = 4;
+template <StageOrder kOrder>
+__device__ void stage_tokens(const float* x, int64_t x_stride, int m, int64_t k, float scale_factor,
+                             const MmaStageLayout& l, uint8_t* shared) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t blocks = k / kFp8ActBlock, items = m * blocks;
+    auto* scales = reinterpret_cast<float*>(shared + l.scales_offset);
+    for (int64_t first = warp; first < items; first += kMmaWarps * kStageBatch) {
+        float4 x4[kStageBatch];
+#pragma unroll
+        for (int j = 0; j < kStageBatch; ++j) {
+            const int64_t item = first + j * kMmaWarps;
+            if (item < items) {
+                const int64_t t = item / blocks, b = item % blocks;
+                x4[j] = *reinterpret_cast<const float4*>(x + t * x_stride + b * kFp8ActBlock + lane * 4);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kStageBatch; ++j) {
+            const int64_t item = first + j * kMmaWarps;
+            if (item >= items) break;  // uniform over the warp
+            const int64_t t = item / blocks, b = item % blocks;
+            const float v[4] = {to_bf16(x4[j].x), to_bf16(x4[j].y), to_bf16(x4[j].z), to_bf16(x4[j].w)};
+            float scale;
+            uint32_t word = quant_block_warp_word(v, scale);
+            if constexpr (kOrder == StageOrder::kEvenOdd) {  // lanes 2j and 2j + 1 hold one run of 8
+                const uint32_t other = __shfl_xor_sync(0xffffffffu, word, 1);
+                word = (lane & 1) == 0 ? __byte_perm(word, other, 0x6420) : __byte_perm(other, word, 0x7531);
+            }
+            *reinterpret_cast<uint32_t*>(shared + t * l.code_stride + b * kFp8ActBlock + lane * 4) = word;
+            if (lane == 0) scales[t * blocks + b] = scale * scale_factor;
+        }
+    }
+}
+
+// The split warps of a tile add their sums in split order (split 0 ends with the total), through shared memory. All
+// threads of the block must call.
+__device__ __forceinline__ void sum_splits(float acc[4], int splits, float* partials) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (splits > 1) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) partials[(warp * 4 + i) * 32 + lane] = acc[i];
+    }
+    __syncthreads();
+    if (splits == 1 || warp % splits != 0) return;
+    for (int s = 1; s < splits; ++s) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] += partials[((warp + s) * 4 + i) * 32 + lane];
+    }
+}
+
+// The tile's results: lane (g, tq) holds rows g, g + 8 of tokens 2 tq, 2 tq + 1 (mma_fp8.cuh's C layout); token t's
+// row r goes to y[t * y_stride + r] for rows below `rows` and tokens below m.
+__device__ __forceinline__ void store_tile(const float acc[4], int64_t r0, int64_t rows, int m, float* y,
+                                           int64_t y_stride) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int64_t row = r0 + g + (i >= 2 ? 8 : 0);
+        const int token = 2 * tq + (i & 1);
+        if (row < rows && token < m) y[token * y_stride + row] = acc[i];
+    }
+}
+
+}  // namespace dsv4::cuda
