@@ -21,9 +21,11 @@ struct CudaOptions {
     // faster, at 32 the GEMMs; docs/performance-log.md).
     int64_t min_gemm_rows = 32;
     int64_t min_grouped_pairs = 128;  // bf16-tile grouping (where W4A8 cannot run)
-    // W4A8 grouping (FP8 wgmma) from 24 pairs (4 tokens): faster than the per-pair GEMVs from 4 tokens on the Flash
-    // shapes (285 vs 305 us at 4 tokens, 445 vs 565 at 8; 195 vs 168 at 2; H200, performance-log.md 2026-12-03).
-    int64_t min_grouped_fp8_pairs = 24;
+    // W4A8 grouping (FP8 wgmma) from 64 pairs (11 tokens): below it the per-pair W4A8 GEMVs on mma.sync are faster on
+    // the Flash shapes (4 tokens 201 vs 282 us, 8 tokens 373 vs 507 us; batch-8 decode 194 -> 216 tok/s; H200,
+    // performance-log.md 2026-12-03 fifth session). With fp8_gemv off the float32 per-pair GEMVs lose from 24 pairs
+    // (305 vs 285 us at 4 tokens): set DSV4_MIN_GROUPED_FP8_PAIRS=24 with DSV4_FP8_GEMV=0.
+    int64_t min_grouped_fp8_pairs = 64;
     // FP8 weights run on FP8 tensor cores from min_fp8_rows activation rows: cuBLASLt's block-scaled GEMM from
     // min_fp8_lt_rows, our FP8 wgmma GEMM below (cuBLASLt measured faster at every row count, H200 2026-12-01). From
     // 2 rows: at 8 rows cuBLASLt beat the multi-vector GEMV on every FP8 shape of Flash (wq_b 21 vs 110 us, wo_b 21

@@ -71,20 +71,28 @@ void CudaBackend::linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, c
     launched("fp8 linear (wgmma)");
 }
 
-void CudaBackend::fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, int64_t k, int64_t x_stride) {
+void CudaBackend::fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, int64_t k, const float* x, int64_t x_cols,
+                           int64_t x_stride) {
     DSV4_CHECK(x_stride % 4 == 0 && fp8_gemv_supported(m, k), "fp8_gemv: {} rows of {} inputs ({} floats apart)", m, k,
                x_stride);
+    // One token's quantization in every block costs less than a launch; eight tokens' (up to 8 x 8192 floats a block)
+    // cost more: wo_b at 8 rows took 61 us quantizing in its blocks (bench kernels, H200, 2026-12-03).
+    const Fp8Act quantized = m >= kFp8GemvQuantizeRows ? quantize_fp8(x, x_stride, m, x_cols) : Fp8Act{};
     for (size_t first = 0; first < targets.size(); first += kMaxFp8GemvTargets) {
         Fp8GemvParams p;
         p.m = static_cast<int>(m);
         p.k = k;
         p.x_stride = x_stride;
+        p.quantized = quantized;
         for (size_t i = first; i < std::min(targets.size(), first + kMaxFp8GemvTargets); ++i) {
-            const Fp8GemvTarget& t = targets[i];
+            Fp8GemvTarget t = targets[i];
+            t.col0 = t.x - x;
             DSV4_CHECK(t.w.cols == k && reinterpret_cast<uintptr_t>(t.x) % 16 == 0 &&
                            reinterpret_cast<uintptr_t>(t.w.data) % 16 == 0,
                        "fp8_gemv: weight [{}, {}] against {} inputs, or an input / weight not 16-byte aligned",
                        t.w.rows, t.w.cols, k);
+            DSV4_CHECK(t.col0 >= 0 && t.col0 + k <= x_cols && t.col0 % kFp8ActBlock == 0,
+                       "fp8_gemv: a target's inputs start at column {} of {}-wide rows", t.col0, x_cols);
             p.targets[p.n++] = t;
         }
         launch_fp8_gemv(stream_, p);

@@ -234,7 +234,7 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     }
     if (path == LinearPath::kFp8Gemv) {  // decode sizes, FP8 tensor cores
         const Fp8GemvTarget target{w, x.f32(), y.f32(), w.rows};
-        fp8_gemv({&target, 1}, m, w.cols, w.cols);
+        fp8_gemv({&target, 1}, m, w.cols, x.f32(), w.cols, w.cols);
         return;
     }
     const float* in = x.f32();
@@ -268,7 +268,7 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
         fp8_k = w.cols;
         done[i] = true;
     }
-    if (!fp8.empty()) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, fp8_k);
+    if (!fp8.empty()) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, x.f32(), fp8_k, fp8_k);
     if (stream_linears_.enabled && !reference()) {
         for (size_t i = 0; i < targets.size(); ++i) {
             if (done[i]) continue;
@@ -321,7 +321,7 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
             parts.push_back(
                 {weight_rows(w, g * per_group, per_group), x.f32() + g * k, y.f32() + g * per_group, w.rows});
         }
-        fp8_gemv(parts, n, k, groups * k);
+        fp8_gemv(parts, n, k, x.f32(), groups * k, groups * k);
         return;
     }
     if (path == LinearPath::kGemmBf16) {  // tensor cores (prefill, large batches)
@@ -681,23 +681,20 @@ void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tens
     float* g = scratch(pairs * inter);
     float* u = scratch(pairs * inter);
     float* act = scratch(pairs * inter);
-    ExpertGemvFp4Params up;
-    up.tables[0] = expert_table(w, 0);
-    up.tables[1] = expert_table(w, 2);
-    up.y[0] = g;
-    up.y[1] = u;
-    up.n_weights = 2;
-    up.n_experts = static_cast<int>(w.experts.size());
-    up.ids = ids.i32();
-    up.pairs = pairs;
-    up.x_div = static_cast<int>(k);
-    up.x = h.f32();
-    up.k = d;
-    up.rows = inter;
-    up.meta = meta_;
+    const ExpertGemvFp4Params up{.tables = {expert_table(w, 0), expert_table(w, 2)},
+                                 .y = {g, u},
+                                 .n_weights = 2,
+                                 .n_experts = static_cast<int>(w.experts.size()),
+                                 .ids = ids.i32(),
+                                 .pairs = pairs,
+                                 .x_div = static_cast<int>(k),
+                                 .x = h.f32(),
+                                 .k = d,
+                                 .rows = inter,
+                                 .meta = meta_};
     launch_expert_gemv_fp4(stream_, up);
     launch_swiglu(stream_, g, u, pairs, inter, limit, nullptr, false, act);  // the routing weight: in the combine
-    ExpertGemvFp4Params down = up;
+    ExpertGemvFp4Params down = up;  // W2 alone, over the SwiGLU output of each pair
     down.tables[0] = expert_table(w, 1);
     down.tables[1] = nullptr;
     down.y[0] = routed;

@@ -78,6 +78,22 @@ __device__ void stage_tokens(const float* x, int64_t x_stride, int m, int64_t k,
     }
 }
 
+// The same staged codes and scales from inputs launch_quant_fp8 quantized (columns [col0, col0 + k) of each row).
+__device__ inline void stage_quantized(const Fp8Act& a, int64_t col0, int m, int64_t k, const MmaStageLayout& l,
+                                       uint8_t* shared) {
+    const int64_t chunks = k / 16, blocks = k / kFp8ActBlock;
+    for (int64_t i = threadIdx.x; i < m * chunks; i += blockDim.x) {
+        const int64_t t = i / chunks, c = i % chunks;
+        *reinterpret_cast<uint4*>(shared + t * l.code_stride + c * 16) =
+            *reinterpret_cast<const uint4*>(a.codes + t * a.k + col0 + c * 16);
+    }
+    auto* scales = reinterpret_cast<float*>(shared + l.scales_offset);
+    for (int64_t i = threadIdx.x; i < m * blocks; i += blockDim.x) {
+        const int64_t t = i / blocks, b = i % blocks;
+        scales[t * blocks + b] = a.scales[(col0 / kFp8ActBlock + b) * a.rows_pad + t];
+    }
+}
+
 // The split warps of a tile add their sums in split order (split 0 ends with the total), through shared memory. All
 // threads of the block must call.
 __device__ __forceinline__ void sum_splits(float acc[4], int splits, float* partials) {

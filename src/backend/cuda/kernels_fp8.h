@@ -114,12 +114,14 @@ constexpr int kExpertGemmFeatures = 128;  // output features per block
 // from 1 to kMaxFp8GemvRows rows). Several weights of one K in one launch: the projections of one input, or the
 // groups of a grouped linear, each with its own input columns and output.
 constexpr int kMaxFp8GemvRows = 8;
+constexpr int kFp8GemvQuantizeRows = 2;  // from this many tokens the caller quantizes the input (Fp8GemvParams)
 constexpr int kMaxFp8GemvTargets = 8;
 struct Fp8GemvTarget {
     WeightRef w;
     const float* x = nullptr;  // token t's k inputs at x + t * x_stride (16-byte aligned)
     float* y = nullptr;        // token t's w.rows outputs at y + t * y_stride
     int64_t y_stride = 0;
+    int64_t col0 = 0;  // with `quantized`: the target's first input column in it (a multiple of 128)
 };
 struct Fp8GemvParams {
     int n = 0;
@@ -127,6 +129,9 @@ struct Fp8GemvParams {
     int64_t x_stride = 0;  // floats, a multiple of 4
     int m = 0;
     int64_t k = 0;
+    // The inputs already quantized (launch_quant_fp8, the same codes and scales), read instead of x: several tokens
+    // cost every block that many rows of float loads and quantization, against one quantization launch.
+    Fp8Act quantized;
     // Set by the launcher: warps sharing one 16-row tile's K blocks, and the cumulative thread blocks per target.
     int splits = 1;
     int block_end[kMaxFp8GemvTargets] = {};

@@ -110,7 +110,11 @@ __global__ void __launch_bounds__(kWarps * 32) fp8_gemv_kernel(const __grid_cons
     load_chunk(row_g, w_scales, valid_g, valid_g8, p.k, kb_begin, kb_last, loads);  // before the wait (see above)
     pdl_begin();
     const MmaStageLayout l = mma_stage_layout(p.m, p.k);
-    stage_tokens<StageOrder::kNatural>(target.x, p.x_stride, p.m, p.k, 1.0f, l, shared);
+    if (p.quantized.codes != nullptr) {
+        stage_quantized(p.quantized, target.col0, p.m, p.k, l, shared);
+    } else {
+        stage_tokens<StageOrder::kNatural>(target.x, p.x_stride, p.m, p.k, 1.0f, l, shared);
+    }
     __syncthreads();
 
     const auto* scales = reinterpret_cast<const float*>(shared + l.scales_offset);

@@ -34,7 +34,7 @@ struct LinearProblem {
 // (token, expert) pairs from which fast numerics group the routed experts by expert (CudaOptions::min_grouped_*).
 struct MoeThresholds {
     bool per_pair_mma = true;    // below grouped_fp8, the per-pair W4A8 GEMVs (CudaOptions::fp8_gemv)
-    int64_t grouped_fp8 = 24;    // W4A8 / W8A8 on FP8 wgmma
+    int64_t grouped_fp8 = 64;    // W4A8 / W8A8 on FP8 wgmma
     int64_t grouped_bf16 = 128;  // bf16 tiles, where the FP8 path cannot run (FNUZ activations, odd widths)
 };
 
