@@ -43,7 +43,7 @@ enum class StageOrder { kNatural, kEvenOdd };
 // m tokens (token t at x + t * x_stride), bf16-rounded and quantized per 128, into shared memory: one warp per (token,
 // K block), kStageBatch of them loaded before any is quantized (the loads' latency is the prologue's cost). Scales
 // [t][block], multiplied by `scale_factor` (a power of two: exact).
-constexpr int kStageBatch = 4;
+constexpr int kStageBatch = 2;
 template <StageOrder kOrder>
 __device__ void stage_tokens(const float* x, int64_t x_stride, int m, int64_t k, float scale_factor,
                              const MmaStageLayout& l, uint8_t* shared) {
@@ -81,16 +81,18 @@ __device__ void stage_tokens(const float* x, int64_t x_stride, int m, int64_t k,
 // The same staged codes and scales from inputs launch_quant_fp8 quantized (columns [col0, col0 + k) of each row).
 __device__ inline void stage_quantized(const Fp8Act& a, int64_t col0, int m, int64_t k, const MmaStageLayout& l,
                                        uint8_t* shared) {
-    const int64_t chunks = k / 16, blocks = k / kFp8ActBlock;
-    for (int64_t i = threadIdx.x; i < m * chunks; i += blockDim.x) {
-        const int64_t t = i / chunks, c = i % chunks;
+    const int chunks = static_cast<int>(k / 16), blocks = static_cast<int>(k / kFp8ActBlock);  // int: fewer registers
+    const uint8_t* codes = a.codes + col0;
+    for (int i = threadIdx.x; i < m * chunks; i += blockDim.x) {
+        const int t = i / chunks, c = i - t * chunks;
         *reinterpret_cast<uint4*>(shared + t * l.code_stride + c * 16) =
-            *reinterpret_cast<const uint4*>(a.codes + t * a.k + col0 + c * 16);
+            *reinterpret_cast<const uint4*>(codes + t * a.k + c * 16);
     }
     auto* scales = reinterpret_cast<float*>(shared + l.scales_offset);
-    for (int64_t i = threadIdx.x; i < m * blocks; i += blockDim.x) {
-        const int64_t t = i / blocks, b = i % blocks;
-        scales[t * blocks + b] = a.scales[(col0 / kFp8ActBlock + b) * a.rows_pad + t];
+    const float* first = a.scales + (col0 / kFp8ActBlock) * a.rows_pad;
+    for (int i = threadIdx.x; i < m * blocks; i += blockDim.x) {
+        const int t = i / blocks, b = i - t * blocks;
+        scales[i] = first[b * a.rows_pad + t];
     }
 }
 

@@ -88,7 +88,7 @@ __device__ __forceinline__ void accumulate_chunk(const TileLoads& t, const uint8
     }
 }
 
-__global__ void __launch_bounds__(kWarps * 32) fp8_gemv_kernel(const __grid_constant__ Fp8GemvParams p) {
+__global__ void __launch_bounds__(kWarps * 32, 2) fp8_gemv_kernel(const __grid_constant__ Fp8GemvParams p) {
     extern __shared__ __align__(16) uint8_t shared[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     const BlockWork work = block_work(p);
