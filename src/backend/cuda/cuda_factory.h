@@ -29,7 +29,7 @@ struct CudaOptions {
     // FP8 weights run on FP8 tensor cores from min_fp8_rows activation rows: cuBLASLt's block-scaled GEMM from
     // min_fp8_lt_rows, our FP8 wgmma GEMM below (cuBLASLt measured faster at every row count, H200 2026-12-01). From
     // 2 rows: at 8 rows cuBLASLt beat the multi-vector GEMV on every FP8 shape of Flash (wq_b 21 vs 110 us, wo_b 21
-    // vs 128 us; bench kernels, H200 2026-12-02); one row stays on the GEMV.
+    // vs 128 us; bench kernels, H200 2026-12-02). With fp8_gemv (below) 1 to 8 rows take the FP8 GEMV first.
     int64_t min_fp8_rows = 2;
     int64_t min_fp8_lt_rows = 1;
     // FP8 weights at 1 to 8 activation rows on the FP8 GEMV (kernels_gemv_fp8.cu: mma.sync over per-128 quantized
