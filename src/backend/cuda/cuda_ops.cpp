@@ -639,13 +639,13 @@ void CudaBackend::moe_fused_decode(const Tensor& h, const MoeWeights& w, const T
 
 void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                             MoePath path, float* routed) {
+    if (path == MoePath::kPerPairMma) return moe_pairs_mma(h, w, ids, limit, routed);
     const int64_t d = h.size(1), k = ids.size(1), pairs = ids.numel();
     const ExpertWeights& first = first_resident_expert(w);
     const int64_t inter = first.w1.rows;
     const auto n_experts = static_cast<int>(w.experts.size());
     const WeightFormat format = first.w1.format;
     const bool ref = reference();
-    if (path == MoePath::kPerPairMma) return moe_pairs_mma(h, w, ids, limit, routed);
     const float* x = ref ? quantized_activations(h, d) : h.f32();
     float* g = scratch(pairs * inter);
     float* u = scratch(pairs * inter);

@@ -95,7 +95,7 @@ LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, con
         fail("DSV4_LINEAR_PATH={} is not one of generic, gemv, gemm_bf16, fp8_lt, fp8_wgmma, fp8_gemv", forced);
     }
     if (p.numerics == Numerics::kFast) {
-        if (t.fp8_gemv && p.m <= kMaxFp8GemvRows && linear_path_unmet(LinearPath::kFp8Gemv, p).empty()) {
+        if (t.fp8_gemv && linear_path_unmet(LinearPath::kFp8Gemv, p).empty()) {  // 1 to kMaxFp8GemvRows rows
             return LinearPath::kFp8Gemv;
         }
         if (p.m >= t.min_fp8_rows && linear_path_unmet(LinearPath::kFp8Lt, p).empty()) {
@@ -185,7 +185,8 @@ MoePath choose_moe_path(const MoeProblem& p, const MoeThresholds& t, const std::
         if (p.pairs >= t.grouped_bf16 && moe_path_unmet(MoePath::kGroupedBf16, p).empty()) {
             return MoePath::kGroupedBf16;
         }
-        if (t.per_pair_mma && p.pairs < t.grouped_fp8 && moe_path_unmet(MoePath::kPerPairMma, p).empty()) {
+        // Below grouped_fp8 pairs: what kPerPairMma needs includes all kGroupedFp8 needs, which returned above.
+        if (t.per_pair_mma && moe_path_unmet(MoePath::kPerPairMma, p).empty()) {
             return MoePath::kPerPairMma;
         }
     }
