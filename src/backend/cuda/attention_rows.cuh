@@ -94,21 +94,37 @@ inline bool fp8_quads_aligned(const RowFormatDev& f) {
     return !f.index_key && (f.dim - f.rope_dim) % 8 == 0 && f.bytes % 8 == 0;
 }
 
-// Elements [i, i + 4) of an fp8_ds_mla row, i a multiple of 4, decoded exactly as row_elem does (e4m3 -> half is
-// exact, so the hardware conversion gives the same values; FNUZ rows are decoded in software). Needs
-// fp8_quads_aligned(f).
-__device__ __forceinline__ void fp8_row_quad(const uint8_t* row, int i, const RowFormatDev& f, float out[4]) {
+// The raw bytes behind elements [i, i + 4) of an fp8_ds_mla row, i a multiple of 4: four e4m3 codes (`bits.x`) and
+// their block's UE8M0 scale, or four bf16 values of the tail (`bits`). Split from the decode so a caller can issue many
+// rows' loads before it decodes any (their latency once, not once a row). Needs fp8_quads_aligned(f).
+struct Fp8RowQuad {
+    uint2 bits = make_uint2(0u, 0u);
+    uint8_t scale = 0;
+};
+__device__ __forceinline__ Fp8RowQuad load_fp8_row_quad(const uint8_t* row, int i, const RowFormatDev& f) {
     const int nope = f.dim - f.rope_dim;
+    Fp8RowQuad q;
     if (i >= nope) {
-        const uint2 bits = *reinterpret_cast<const uint2*>(row + nope + 2 * (i - nope));
-        out[0] = bf16_bits_to_float(static_cast<uint16_t>(bits.x & 0xffffu));
-        out[1] = bf16_bits_to_float(static_cast<uint16_t>(bits.x >> 16));
-        out[2] = bf16_bits_to_float(static_cast<uint16_t>(bits.y & 0xffffu));
-        out[3] = bf16_bits_to_float(static_cast<uint16_t>(bits.y >> 16));
+        q.bits = *reinterpret_cast<const uint2*>(row + nope + 2 * (i - nope));
+    } else {
+        q.bits.x = *reinterpret_cast<const uint32_t*>(row + i);
+        q.scale = row[nope + 2 * f.rope_dim + i / kRowFp8Block];
+    }
+    return q;
+}
+
+// Elements [i, i + 4) from their raw bytes, decoded exactly as row_elem does (e4m3 -> half is exact, so the hardware
+// conversion gives the same values; FNUZ rows are decoded in software).
+__device__ __forceinline__ void decode_fp8_row_quad(const Fp8RowQuad& q, int i, const RowFormatDev& f, float out[4]) {
+    if (i >= f.dim - f.rope_dim) {
+        out[0] = bf16_bits_to_float(static_cast<uint16_t>(q.bits.x & 0xffffu));
+        out[1] = bf16_bits_to_float(static_cast<uint16_t>(q.bits.x >> 16));
+        out[2] = bf16_bits_to_float(static_cast<uint16_t>(q.bits.y & 0xffffu));
+        out[3] = bf16_bits_to_float(static_cast<uint16_t>(q.bits.y >> 16));
         return;
     }
-    const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + i);
-    const float scale = decode_ue8m0(row[nope + 2 * f.rope_dim + i / kRowFp8Block]);
+    const uint32_t codes = q.bits.x;
+    const float scale = decode_ue8m0(q.scale);
     if (f.fp8.fnuz) {
 #pragma unroll
         for (int k = 0; k < 4; ++k) out[k] = decode_e4m3_fnuz(static_cast<uint8_t>(codes >> (8 * k))) * scale;
@@ -120,6 +136,11 @@ __device__ __forceinline__ void fp8_row_quad(const uint8_t* row, int i, const Ro
     out[1] = __half2float(__half(__half_raw{lo.y})) * scale;
     out[2] = __half2float(__half(__half_raw{hi.x})) * scale;
     out[3] = __half2float(__half(__half_raw{hi.y})) * scale;
+}
+
+// Elements [i, i + 4) of an fp8_ds_mla row (load and decode at once). Needs fp8_quads_aligned(f).
+__device__ __forceinline__ void fp8_row_quad(const uint8_t* row, int i, const RowFormatDev& f, float out[4]) {
+    decode_fp8_row_quad(load_fp8_row_quad(row, i, f), i, f, out);
 }
 
 }  // namespace dsv4::cuda

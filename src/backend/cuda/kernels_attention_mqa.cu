@@ -47,36 +47,84 @@ __device__ Smem carve(unsigned char* base, int dim) {
     return s;
 }
 
-// The block's 64 query rows as bf16 (heads past the last are zero).
+// The block's query rows as bf16 (heads past the last are zero). kQueryBatch loads a thread in flight before any is
+// converted: one round trip per batch, not per load.
+constexpr int kQueryBatch = 8;
 __device__ void load_queries(const AttentionArgs& a, int t, int h0, const Smem& s) {
-    const int ld = a.dim + kPad, quads = a.dim / 4;
-    for (int i = threadIdx.x; i < kHeads * quads; i += blockDim.x) {
-        const int r = i / quads, c = (i % quads) * 4;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (h0 + r < a.heads) {
-            v = *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(t) * a.heads + h0 + r) * a.dim + c);
+    const int ld = a.dim + kPad, quads = a.dim / 4, items = kHeads * quads;
+    for (int first = threadIdx.x; first < items; first += kQueryBatch * blockDim.x) {
+        float4 v[kQueryBatch];
+#pragma unroll
+        for (int j = 0; j < kQueryBatch; ++j) {
+            const int i = first + j * blockDim.x, r = i / quads, c = (i % quads) * 4;
+            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (i < items && h0 + r < a.heads) {
+                v[j] = *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(t) * a.heads + h0 + r) * a.dim + c);
+            }
         }
-        auto* dst = reinterpret_cast<uint32_t*>(s.q + r * ld + c);
-        dst[0] = pack_bf16(v.x, v.y);
-        dst[1] = pack_bf16(v.z, v.w);
+#pragma unroll
+        for (int j = 0; j < kQueryBatch; ++j) {
+            const int i = first + j * blockDim.x, r = i / quads, c = (i % quads) * 4;
+            if (i >= items) break;
+            auto* dst = reinterpret_cast<uint32_t*>(s.q + r * ld + c);
+            dst[0] = pack_bf16(v[j].x, v[j].y);
+            dst[1] = pack_bf16(v[j].z, v[j].w);
+        }
+    }
+}
+
+// fp8_ds_mla key rows, four codes per load: a warp's loads for kRowBatch rows are issued before any is decoded (the
+// rows' latency once a batch; a row at a time it was a round trip per 128 elements of every row).
+constexpr int kRowBatch = 2;
+constexpr int kQuadsPerLane = kMaxMqaDim / 128;
+__device__ void load_keys_fp8_quads(const AttentionArgs& a, const Smem& s) {
+    const int ld = a.dim + kPad, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r0 = warp; r0 < kKeys; r0 += kRowBatch * kWarps) {
+        Fp8RowQuad raw[kRowBatch][kQuadsPerLane];
+#pragma unroll
+        for (int b = 0; b < kRowBatch; ++b) {
+            const int r = r0 + b * kWarps;
+            const uint8_t* row = r < kKeys ? s.rows[r] : nullptr;
+#pragma unroll
+            for (int j = 0; j < kQuadsPerLane; ++j) {
+                const int i = lane * 4 + 128 * j;
+                if (row != nullptr && i < a.dim) raw[b][j] = load_fp8_row_quad(row, i, a.format);
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < kRowBatch; ++b) {
+            const int r = r0 + b * kWarps;
+            if (r >= kKeys) break;
+            const bool present = s.rows[r] != nullptr;
+#pragma unroll
+            for (int j = 0; j < kQuadsPerLane; ++j) {
+                const int i = lane * 4 + 128 * j;
+                if (i >= a.dim) break;
+                float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                if (present) decode_fp8_row_quad(raw[b][j], i, a.format, v);
+                auto* dst = reinterpret_cast<uint32_t*>(s.kv + r * ld + i);
+                dst[0] = pack_bf16(v[0], v[1]);
+                dst[1] = pack_bf16(v[2], v[3]);
+            }
+        }
     }
 }
 
 // Decodes the chunk's key rows into bf16 (masked keys: zeros). One warp per row, four elements per lane and step.
 template <int D, bool kQuad>
 __device__ void load_keys(const AttentionArgs& a, const Smem& s) {
+    if constexpr (kQuad) {
+        load_keys_fp8_quads(a, s);
+        return;
+    }
     const int ld = a.dim + kPad, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int r = warp; r < kKeys; r += kWarps) {
         const uint8_t* row = s.rows[r];
         for (int i = lane * 4; i < a.dim; i += 128) {
             float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             if (row != nullptr) {
-                if constexpr (kQuad) {
-                    fp8_row_quad(row, i, a.format, v);
-                } else {
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) v[e] = row_elem<D>(row, i + e, a.format);
-                }
+                for (int e = 0; e < 4; ++e) v[e] = row_elem<D>(row, i + e, a.format);
             }
             auto* dst = reinterpret_cast<uint32_t*>(s.kv + r * ld + i);
             dst[0] = pack_bf16(v[0], v[1]);

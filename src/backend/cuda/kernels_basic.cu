@@ -25,6 +25,7 @@ template <typename Acc>
 __device__ void rms_norm_row(const float* in, const float* weight, int64_t k, float eps, bool round, float* out,
                              Acc* scratch) {
     Acc sum = 0;
+#pragma unroll 4  // the loads of four steps in flight; the sum keeps its order
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x) sum += Acc(in[i]) * in[i];
     sum = block_sum(sum, scratch);
     const Acc inv = Acc(1) / sqrt_acc(sum / static_cast<Acc>(k) + Acc(eps));
@@ -112,17 +113,32 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
 }
 
 // One block per row: each thread scans a strided slice, then the block reduces (value, index) pairs; a row holding
-// NaN or +inf, or only -inf, has no choice (kNoArgmax), as on the host.
+// NaN or +inf, or only -inf, has no choice (kNoArgmax), as on the host. A thread has kArgmaxBatch loads in flight
+// before it compares any (one at a time, a vocabulary row took ~200 us); argmax_better is a total order, so the scan
+// order does not change the answer.
+constexpr int kArgmaxThreads = 1024;
+constexpr int kArgmaxBatch = 8;
 __global__ void argmax_rows_kernel(const float* x, int64_t cols, int32_t* out) {
     pdl_begin();
     const float* row = x + static_cast<int64_t>(blockIdx.x) * cols;
     float best = -INFINITY;
     int32_t best_i = 0;
     bool fault = false;
-    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-        const float v = row[i];
-        fault |= !(v < INFINITY);  // NaN or +inf
-        if (argmax_better(v, static_cast<int32_t>(i), best, best_i)) best = v, best_i = static_cast<int32_t>(i);
+    for (int64_t first = threadIdx.x; first < cols; first += kArgmaxBatch * blockDim.x) {
+        float v[kArgmaxBatch];
+#pragma unroll
+        for (int j = 0; j < kArgmaxBatch; ++j) {
+            const int64_t i = first + j * blockDim.x;
+            v[j] = i < cols ? row[i] : -INFINITY;
+        }
+#pragma unroll
+        for (int j = 0; j < kArgmaxBatch; ++j) {
+            const int64_t i = first + j * blockDim.x;
+            if (i >= cols) break;
+            fault |= !(v[j] < INFINITY);  // NaN or +inf
+            if (argmax_better(v[j], static_cast<int32_t>(i), best, best_i))
+                best = v[j], best_i = static_cast<int32_t>(i);
+        }
     }
     fault = __syncthreads_or(fault);
     for (int offset = 16; offset > 0; offset /= 2) {
@@ -213,7 +229,7 @@ void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int
 }
 
 void launch_argmax_rows(cudaStream_t s, const float* x, int64_t rows, int64_t cols, int32_t* out) {
-    if (rows > 0) launch_kernel(argmax_rows_kernel, static_cast<unsigned>(rows), 256, 0, s, x, cols, out);
+    if (rows > 0) launch_kernel(argmax_rows_kernel, static_cast<unsigned>(rows), kArgmaxThreads, 0, s, x, cols, out);
 }
 
 void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant) {

@@ -20,33 +20,104 @@ constexpr int kWarps = kHeads / 16;
 constexpr int kPad = 8;
 
 __host__ __device__ constexpr size_t smem_bytes(int dim) {
-    return static_cast<size_t>(2 * kHeads + kKeys) * (dim + kPad) * 2 + kKeys * 4 + kWarps * kKeys * 4 + kHeads * 4;
+    return static_cast<size_t>(2 * kHeads + kKeys) * (dim + kPad) * 2 + kKeys * 4 + kWarps * kKeys * 4 + kHeads * 4 +
+           kKeys * sizeof(void*);
 }
 
-// Key e's stored codes as bf16 into row `r` of the chunk and its scale (1 for bf16 keys; NaN and zeros when absent).
+constexpr int kRowBatch = 8;                       // key rows a warp loads before it decodes any
+constexpr int kQuadsPerLane = kMaxIndexDim / 128;  // four elements a lane and quad
+
+// Four stored elements of a key row from their raw bytes (four e4m3 codes in bits.x, or four bf16 values) as bf16
+// into dst.
 template <int D>
-__device__ void load_key(const uint8_t* row, const RowFormatDev& f, __nv_bfloat16* dst, float* scale) {
-    const int lane = threadIdx.x % 32;
-    for (int i = 4 * lane; i < f.dim; i += 128) {
-        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (row != nullptr) {
+__device__ __forceinline__ void store_key_quad(uint2 bits, const RowFormatDev& f, __nv_bfloat16* dst) {
+    float v[4];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < 4; ++u) {
+        if constexpr (D == kRowFp8) {
+            v[u] =
+                decode_e4m3(static_cast<uint8_t>(bits.x >> (8 * u)), f.fp8.fnuz ? Fp8Dialect::kFnuz : Fp8Dialect::kOcp);
+        } else {
+            const uint32_t word = u < 2 ? bits.x : bits.y;
+            v[u] = bf16_bits_to_float(static_cast<uint16_t>(word >> (16 * (u % 2))));
+        }
+    }
+    auto* out = reinterpret_cast<uint32_t*>(dst);
+    out[0] = pack_bf16(v[0], v[1]);
+    out[1] = pack_bf16(v[2], v[3]);
+}
+
+// The chunk's key rows (rows[r]: stored row of key r, null when absent) as bf16 codes into ks and their scales (1 for
+// bf16 keys; NaN and zero codes when absent). A warp issues the loads of kRowBatch rows before it decodes any: the
+// rows' latency once a batch, not once a row.
+template <int D>
+__device__ void load_keys(const uint8_t* const* rows, const RowFormatDev& f, int ld, __nv_bfloat16* ks, float* scale) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int kBytes = D == kRowFp8 ? 1 : 2;
+    for (int r0 = warp; r0 < kKeys; r0 += kRowBatch * kWarps) {
+        uint2 raw[kRowBatch][kQuadsPerLane];
+        float row_scale = __int_as_float(0x7fc00000);  // lane b: row b of the batch (NaN marks an absent key)
+#pragma unroll
+        for (int b = 0; b < kRowBatch; ++b) {
+            const int r = r0 + b * kWarps;
+            const uint8_t* row = r < kKeys ? rows[r] : nullptr;
+#pragma unroll
+            for (int j = 0; j < kQuadsPerLane; ++j) {
+                const int i = 4 * lane + 128 * j;
+                raw[b][j] = make_uint2(0u, 0u);
+                if (row == nullptr || i >= f.dim) continue;
                 if constexpr (D == kRowFp8) {
-                    v[u] = decode_e4m3(row[i + u], f.fp8.fnuz ? Fp8Dialect::kFnuz : Fp8Dialect::kOcp);
+                    raw[b][j].x = *reinterpret_cast<const uint32_t*>(row + i);
                 } else {
-                    v[u] = bf16_bits_to_float(reinterpret_cast<const uint16_t*>(row)[i + u]);
+                    raw[b][j] = *reinterpret_cast<const uint2*>(row + kBytes * i);
                 }
             }
+            if (lane == b && row != nullptr) {
+                row_scale = D == kRowFp8 ? *reinterpret_cast<const float*>(row + f.dim) : 1.0f;
+            }
         }
-        auto* out = reinterpret_cast<uint32_t*>(dst + i);
-        out[0] = pack_bf16(v[0], v[1]);
-        out[1] = pack_bf16(v[2], v[3]);
+#pragma unroll
+        for (int b = 0; b < kRowBatch; ++b) {
+            const int r = r0 + b * kWarps;
+            if (r >= kKeys) break;
+#pragma unroll
+            for (int j = 0; j < kQuadsPerLane; ++j) {
+                const int i = 4 * lane + 128 * j;
+                if (i < f.dim) store_key_quad<D>(raw[b][j], f, ks + r * ld + i);
+            }
+            if (lane == b) scale[r] = row_scale;
+        }
     }
-    if (lane == 0) {
-        float sc = __int_as_float(0x7fc00000);  // NaN marks an absent key (a real scale may be 0)
-        if (row != nullptr) sc = D == kRowFp8 ? *reinterpret_cast<const float*>(row + f.dim) : 1.0f;
-        *scale = sc;
+}
+
+// The token's query heads split into bf16 high parts and remainders (heads past the last are zero), kQueryBatch
+// loads a thread in flight before any is converted.
+constexpr int kQueryBatch = 8;
+__device__ void stage_queries(const float* q, int t, int heads, int dim, int ld, __nv_bfloat16* q_hi,
+                              __nv_bfloat16* q_lo) {
+    const int quads = dim / 4, items = kHeads * quads;
+    for (int first = threadIdx.x; first < items; first += kQueryBatch * blockDim.x) {
+        float4 v[kQueryBatch];
+#pragma unroll
+        for (int j = 0; j < kQueryBatch; ++j) {
+            const int i = first + j * blockDim.x, h = i / quads, c = (i % quads) * 4;
+            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (i < items && h < heads) {
+                v[j] = *reinterpret_cast<const float4*>(q + (static_cast<int64_t>(t) * heads + h) * dim + c);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < kQueryBatch; ++j) {
+            const int i = first + j * blockDim.x, h = i / quads, c = (i % quads) * 4;
+            if (i >= items) break;
+            const float x[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const __nv_bfloat16 hi = __float2bfloat16_rn(x[u]);
+                q_hi[h * ld + c + u] = hi;
+                q_lo[h * ld + c + u] = __float2bfloat16_rn(x[u] - __bfloat162float(hi));
+            }
+        }
     }
 }
 
@@ -61,8 +132,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     __nv_bfloat16* q_lo = q_hi + kHeads * ld;
     __nv_bfloat16* ks = q_lo + kHeads * ld;
     auto* key_scale = reinterpret_cast<float*>(ks + kKeys * ld);
-    float* partial = key_scale + kKeys;   // [kWarps][kKeys]
-    float* w = partial + kWarps * kKeys;  // [kHeads]
+    float* partial = key_scale + kKeys;                           // [kWarps][kKeys]
+    float* w = partial + kWarps * kKeys;                          // [kHeads]
+    auto** rows = reinterpret_cast<const uint8_t**>(w + kHeads);  // [kKeys] (8-byte aligned: kHeads floats before)
     const int t = blockIdx.x;
     const int64_t e_begin = static_cast<int64_t>(blockIdx.y) * range;
     const int64_t e_end = min64(e_begin + range, max_entries);
@@ -73,31 +145,27 @@ __global__ void __launch_bounds__(kWarps * 32)
         return;
     }
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
-    for (int i = threadIdx.x; i < kHeads * dim; i += blockDim.x) {
-        const int h = i / dim, c = i % dim;
-        const float v = h < heads ? q[(static_cast<int64_t>(t) * heads + h) * dim + c] : 0.0f;
-        const __nv_bfloat16 hi = __float2bfloat16_rn(v);
-        q_hi[h * ld + c] = hi;
-        q_lo[h * ld + c] = __float2bfloat16_rn(v - __bfloat162float(hi));
-    }
+    stage_queries(q, t, heads, dim, ld, q_hi, q_lo);
     for (int h = threadIdx.x; h < kHeads; h += blockDim.x)
         w[h] = h < heads ? weights[static_cast<int64_t>(t) * heads + h] : 0.0f;
     const int seq = m.seq_of_token[t];
     for (int64_t c0 = e_begin; c0 < e_end; c0 += kKeys) {
-        __syncthreads();  // the previous chunk's keys and partials are consumed; the queries are in place
-        for (int r = warp; r < kKeys; r += kWarps) {
-            const int64_t e = c0 + r;
+        __syncthreads();            // the previous chunk's keys and partials are consumed; the queries are in place
+        if (threadIdx.x < kKeys) {  // one thread a key: the block-table lookups side by side
+            const int64_t e = c0 + threadIdx.x;
             const uint8_t* row = nullptr;
             if (e < eligible && e < e_end) {
                 const int64_t stored = paged_row(m, seq, e, per_block);
                 if (stored < 0) {
-                    if (lane == 0) flag_error(m, kErrorBlockTable);
+                    flag_error(m, kErrorBlockTable);
                 } else {
                     row = keys + stored * f.bytes;
                 }
             }
-            load_key<D>(row, f, ks + r * ld, key_scale + r);
+            rows[threadIdx.x] = row;
         }
+        __syncthreads();
+        load_keys<D>(rows, f, ld, ks, key_scale);
         __syncthreads();
         // This warp's 16 heads x 64 keys: (q_hi + q_lo) . codes.
         float acc[kKeys / 8][4] = {};

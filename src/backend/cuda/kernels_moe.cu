@@ -19,7 +19,9 @@ __device__ float score_of(float logit, int func) {
 }
 
 // One warp per token. Acc: the arithmetic of the numerics mode (cuda_common.cuh); scores are compared as floats.
-template <typename Acc>
+// kPerLane: experts a lane holds (expert lane + 32 r in register r). Every array is indexed by unrolled loops only, so
+// it stays in registers (an index known only at run time put them in local memory: ~10 us a layer at batch 1).
+template <typename Acc, int kPerLane>
 __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k, int func, const float* bias,
                              const int32_t* tid2eid, bool hash, bool normalize, float route_scale, float* weights,
                              int32_t* ids) {
@@ -27,10 +29,11 @@ __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k
     const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (t >= m.n_tokens) return;
     const int lane = threadIdx.x % 32;
-    float s[kMaxExpertsPerLane];
+    float s[kPerLane];
     const float* row = logits + static_cast<int64_t>(t) * experts;
     float mx = -INFINITY;
-    for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r) {
         const int e = lane + 32 * r;
         s[r] = e < experts ? row[e] : -INFINITY;
         mx = fmaxf(mx, s[r]);
@@ -38,21 +41,33 @@ __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k
     if (func == 2) {  // softmax over the experts
         mx = warp_max(mx);
         Acc sum = 0;
-        for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+#pragma unroll
+        for (int r = 0; r < kPerLane; ++r) {
             if (lane + 32 * r < experts) sum += exp_acc(Acc(s[r]) - Acc(mx));
         }
         sum = warp_sum(sum);
-        for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+#pragma unroll
+        for (int r = 0; r < kPerLane; ++r) {
             s[r] = lane + 32 * r < experts ? static_cast<float>(exp_acc(Acc(s[r]) - Acc(mx)) / sum) : 0.0f;
         }
     } else {
-        for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+#pragma unroll
+        for (int r = 0; r < kPerLane; ++r) {
             if (lane + 32 * r < experts) s[r] = score_of<Acc>(s[r], func);
         }
     }
+    float pick[kPerLane];  // what selection compares: score + bias (the bias for selection only)
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r) {
+        const int e = lane + 32 * r;
+        pick[r] = e < experts ? s[r] + (bias != nullptr ? bias[e] : 0.0f) : 0.0f;
+    }
+    uint32_t taken = 0;  // bit r: expert lane + 32 r chosen already
     int32_t chosen[kMaxExpertsPerToken];
     float chosen_score[kMaxExpertsPerToken];
-    for (int j = 0; j < k; ++j) {
+#pragma unroll
+    for (int j = 0; j < kMaxExpertsPerToken; ++j) {
+        if (j >= k) break;
         int32_t e_sel;
         if (hash) {
             e_sel = tid2eid[static_cast<int64_t>(m.tokens[t]) * k + j];
@@ -60,13 +75,11 @@ __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k
             // argmax of score + bias over experts not chosen yet; ties -> lowest id.
             float best = -INFINITY;
             int best_e = experts;
-            for (int r = 0; r < kMaxExpertsPerLane; ++r) {
+#pragma unroll
+            for (int r = 0; r < kPerLane; ++r) {
                 const int e = lane + 32 * r;
-                if (e >= experts) continue;
-                bool taken = false;
-                for (int i = 0; i < j; ++i) taken |= chosen[i] == e;
-                const float v = s[r] + (bias != nullptr ? bias[e] : 0.0f);
-                if (!taken && (v > best || (v == best && e < best_e))) {
+                const float v = pick[r];
+                if (e < experts && ((taken >> r) & 1u) == 0 && (v > best || (v == best && e < best_e))) {
                     best = v;
                     best_e = e;
                 }
@@ -86,12 +99,23 @@ __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k
             e_sel = 0;
         }
         chosen[j] = e_sel;
-        chosen_score[j] = __shfl_sync(0xffffffffu, s[e_sel / 32], e_sel % 32);
+        float own = 0.0f;  // the chosen expert's score, from the lane and register holding it
+#pragma unroll
+        for (int r = 0; r < kPerLane; ++r) {
+            if (r == e_sel / 32) own = s[r];
+        }
+        chosen_score[j] = __shfl_sync(0xffffffffu, own, e_sel % 32);
+        if (lane == e_sel % 32) taken |= 1u << (e_sel / 32);
     }
     if (lane != 0) return;
     Acc sum = 0;
-    for (int j = 0; j < k; ++j) sum += chosen_score[j];
-    for (int j = 0; j < k; ++j) {
+#pragma unroll
+    for (int j = 0; j < kMaxExpertsPerToken; ++j) {
+        if (j < k) sum += chosen_score[j];
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxExpertsPerToken; ++j) {
+        if (j >= k) break;
         Acc v = chosen_score[j];
         if (normalize) v /= sum + Acc(1e-20f);
         weights[static_cast<int64_t>(t) * k + j] = static_cast<float>(v * Acc(route_scale));
@@ -224,12 +248,16 @@ void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int ex
                   float* weights, int32_t* ids) {
     if (m.n_tokens == 0) return;
     const unsigned blocks = blocks_for(m.n_tokens, 4);
+    // Registers a lane: 8 cover 256 experts (every model we know), 32 the kernel's limit.
+    auto launch = [&](auto kernel) {
+        launch_kernel(kernel, blocks, 128, 0, s, m, logits, experts, k, func, bias, tid2eid, hash, normalize,
+                      route_scale, weights, ids);
+    };
+    const bool few = experts <= 8 * 32;
     if (f64) {
-        launch_kernel(route_kernel<double>, blocks, 128, 0, s, m, logits, experts, k, func, bias, tid2eid, hash,
-                      normalize, route_scale, weights, ids);
+        few ? launch(route_kernel<double, 8>) : launch(route_kernel<double, kMaxExpertsPerLane>);
     } else {
-        launch_kernel(route_kernel<float>, blocks, 128, 0, s, m, logits, experts, k, func, bias, tid2eid, hash,
-                      normalize, route_scale, weights, ids);
+        few ? launch(route_kernel<float, 8>) : launch(route_kernel<float, kMaxExpertsPerLane>);
     }
 }
 

@@ -49,9 +49,54 @@ __device__ __forceinline__ int warp_encode_fp8_block(const float* x, int begin, 
     return e;
 }
 
+// An fp8_ds_mla row of at most kMaxRegisterRowDim dims, as warp_encode_row's loop below writes it, from registers: the
+// lanes load the whole row first (one round trip; the loop below makes one per 64-dim block, a serial chain of ~8).
+// Element 32 j + lane is register j of the lane, so block b (64 dims) is registers 2b and 2b + 1.
+constexpr int kMaxRegisterRowDim = 512;
+static_assert(kRowFp8Block == 64, "warp_encode_fp8_row_registers: a block is two registers of each lane");
+__device__ __forceinline__ void warp_encode_fp8_row_registers(const float* x, uint8_t* dst, const RowFormatDev& f) {
+    constexpr int kRegs = kMaxRegisterRowDim / 32;
+    const int lane = threadIdx.x & 31, nope = f.dim - f.rope_dim;
+    float v[kRegs];
+#pragma unroll
+    for (int j = 0; j < kRegs; ++j) v[j] = lane + 32 * j < f.dim ? x[lane + 32 * j] : 0.0f;
+    uint8_t* scales = dst + nope + 2 * f.rope_dim;
+    auto* rope = reinterpret_cast<uint16_t*>(dst + nope);
+#pragma unroll
+    for (int b = 0; b < kRegs / 2; ++b) {
+        if (b * kRowFp8Block >= nope) break;  // uniform over the warp
+        float amax = 0.0f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (lane + 32 * (2 * b + h) < nope) amax = fmaxf(amax, fabsf(to_bf16(v[2 * b + h])));
+        }
+        amax = warp_max(amax);
+        const int e = pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, f.fp8.qmax);
+        const float inverse = ldexpf(1.0f, -e);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int i = lane + 32 * (2 * b + h);
+            if (i < nope) dst[i] = encode_e4m3_dev(to_bf16(v[2 * b + h]) * inverse, f.fp8);
+        }
+        if (lane == 0) scales[b] = static_cast<uint8_t>(e + 127);
+    }
+#pragma unroll
+    for (int j = 0; j < kRegs; ++j) {
+        const int i = lane + 32 * j;
+        if (i >= nope && i < f.dim) rope[i - nope] = encode_bf16_dev(v[j]);
+    }
+    const int used = (nope + kRowFp8Block - 1) / kRowFp8Block;
+    for (int j = used + lane; j < f.bytes - (nope + 2 * f.rope_dim); j += 32) scales[j] = 0;
+    __syncwarp();
+}
+
 // Encodes the row x[0, f.dim) (readable by every lane) into dst[0, f.bytes). Called by all 32 lanes of one warp.
 __device__ __forceinline__ void warp_encode_row(const float* x, uint8_t* dst, const RowFormatDev& f) {
     const int lane = threadIdx.x & 31;
+    if (f.dtype == kRowFp8 && !f.index_key && f.dim <= kMaxRegisterRowDim) {
+        warp_encode_fp8_row_registers(x, dst, f);
+        return;
+    }
     if (f.dtype == kRowF32) {
         float* out = reinterpret_cast<float*>(dst);
         for (int j = lane; j < f.dim; j += 32) out[j] = x[j];

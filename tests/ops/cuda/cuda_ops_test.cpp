@@ -247,6 +247,52 @@ TEST(CudaOps, MoeFlashWidths) {
     }
 }
 
+// The router kernel against the CPU at the expert counts of real models and past them (160, 256: eight scores a lane;
+// 300: the kernel's wide form), every scoring function, with and without the selection bias, whatever the ids' order.
+// Exact numerics: the logits agree to float32 rounding, so the picks are the CPU's (random scores have no near-ties).
+TEST(CudaOps, RouterMatchesCpuAtModelExpertCounts) {
+    DSV4_REQUIRE_GPU();
+    const int64_t n = 3, d = 256, k = 6;
+    for (int experts : {160, 256, 300}) {
+        for (const char* func : {"sqrtsoftplus", "sigmoid", "softmax"}) {
+            for (bool with_bias : {true, false}) {
+                const std::string label = std::to_string(experts) + " experts, " + func + (with_bias ? ", bias" : "");
+                ModelConfig c = op_config(d);
+                c.n_routed_experts = experts;
+                c.n_experts_per_tok = static_cast<int>(k);
+                c.scoring_func = func;
+                Pair p(Numerics::kExact, c);
+                p.step(simple_batch(n));
+                const HostWeight gate = make_weight(WeightFormat::kBF16, experts, d);
+                MoeWeights mc, mg;
+                mc.gate = upload(*p.cpu, gate);
+                mg.gate = upload(*p.gpu, gate);
+                std::vector<int64_t> shape;
+                const auto bias = random_floats(experts, 0.5f);  // outlives the CPU's reads in place
+                if (with_bias) {
+                    mc.bias = upload_vec(*p.cpu, bias, shape);
+                    mg.bias = upload_vec(*p.gpu, bias, shape);
+                }
+                const auto h = random_floats(n * d);
+                Tensor hc_ = make_tensor(*p.cpu, {n, d}, h), hg = make_tensor(*p.gpu, {n, d}, h);
+                Tensor wc = make_tensor(*p.cpu, {n, k}), wg = make_tensor(*p.gpu, {n, k});
+                Tensor ic = p.cpu->alloc(DType::kI32, {n, k}), ig = p.gpu->alloc(DType::kI32, {n, k});
+                p.cpu->route(hc_, mc, c, RoutingType::kLearned, wc, ic);
+                p.gpu->route(hg, mg, c, RoutingType::kLearned, wg, ig);
+                p.gpu->synchronize();
+                std::vector<int32_t> ids_c(n * k), ids_g(n * k);
+                std::memcpy(ids_c.data(), ic.data, ids_c.size() * 4);
+                std::vector<float> raw(n * k);
+                p.gpu->to_host(Tensor(ig.data, DType::kF32, {n, k}), raw.data());
+                std::memcpy(ids_g.data(), raw.data(), ids_g.size() * 4);
+                EXPECT_EQ(ids_c, ids_g) << label;
+                for (int32_t id : ids_g) EXPECT_TRUE(id >= 0 && id < experts) << label;
+                EXPECT_LE(rel_l2(read(*p.gpu, wg), read(*p.cpu, wc)), 1e-5) << label;
+            }
+        }
+    }
+}
+
 // Expert ids outside [0, n_experts) (a corrupt routing table, a bad hash table) never index the expert table: every
 // MoE path skips them and sets the device error flag, and the step fails at its synchronisation with a clear error.
 TEST(CudaOps, MoeFlagsOutOfRangeExpertIds) {
