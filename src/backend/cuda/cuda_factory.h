@@ -48,6 +48,9 @@ struct CudaOptions {
     // and the tiles in flight per warp.
     bool gemv_stream_experts = true;
     bool gemv_stream_linears = false;
+    // The float32-path linears of one input (the compressors', the indexer's projections) in one streamed launch even
+    // when the other linears stay on the register GEMV (DSV4_MERGE_LINEARS; same bits either way).
+    bool gemv_merge_linears = false;
     // Kernels captured into graphs launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh):
     // process-wide, the last backend constructed sets it.
     bool pdl = true;

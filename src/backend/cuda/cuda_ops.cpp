@@ -269,7 +269,10 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
         done[i] = true;
     }
     if (!fp8.empty()) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, x.f32(), fp8_k, fp8_k);
-    if (stream_linears_.enabled && !reference()) {
+    // The multi-weight launch streams its weights (kernels_gemv_stream.cu) whether or not single linears do.
+    GemvStreamConfig merged = stream_linears_;
+    merged.enabled = stream_linears_.enabled || options_.gemv_merge_linears;
+    if (merged.enabled && !reference()) {
         for (size_t i = 0; i < targets.size(); ++i) {
             if (done[i]) continue;
             GemvStreamParams p;
@@ -290,7 +293,7 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
             }
             if (members.size() < 2) continue;
             p.x = x.f32();
-            if (!launch_gemv_stream(stream_, stream_linears_, p)) continue;
+            if (!launch_gemv_stream(stream_, merged, p)) continue;
             launched("linears");
             for (size_t j : members) done[j] = true;
         }

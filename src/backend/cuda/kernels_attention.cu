@@ -210,12 +210,16 @@ __device__ int32_t block_exclusive_scan(int32_t v, int32_t* scratch) {
 }
 
 // Top-k per token: radix select of the k-th largest key (4 passes of 8 bits), then the picks in index order: every
-// entry above the threshold, and threshold ties lowest index first (the CPU backend's tie rule). One block per token.
-__global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries, int ratio, int k, int32_t* out) {
+// entry above the threshold, and threshold ties lowest index first (the CPU backend's tie rule). One block per token,
+// a thread per digit.
+constexpr int kTopkThreads = 256;
+__global__ void __launch_bounds__(kTopkThreads)
+    topk_kernel(StepMeta m, const float* scores, int64_t max_entries, int ratio, int k, int32_t* out) {
     pdl_begin();
     __shared__ uint32_t histogram[256];
     __shared__ uint32_t prefix, prefix_mask;
-    __shared__ int32_t remaining;
+    __shared__ int32_t remaining, digit;
+    __shared__ int32_t scan_scratch[32];
     const int t = blockIdx.x;
     const int64_t eligible = min64((m.positions[t] + 1) / ratio, max_entries);
     const int picks = static_cast<int>(min64(k, eligible));
@@ -236,17 +240,21 @@ __global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries
             const uint32_t key = float_key(s[e]);
             if ((key & prefix_mask) == prefix) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
         }
+        if (threadIdx.x == 0) digit = 0;
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int32_t need = remaining;
-            int digit = 255;
-            for (; digit > 0; --digit) {
-                if (static_cast<int32_t>(histogram[digit]) >= need) break;
-                need -= static_cast<int32_t>(histogram[digit]);
-            }
-            prefix |= static_cast<uint32_t>(digit) << shift;
+        // The digit of the wanted key: the largest d >= 1 whose entries at or above it number at least `remaining`,
+        // else 0; thread i holds digit 255 - i, so one block scan gives each the count above its digit (a serial walk
+        // down the digits by one thread cost ~4 us a pass).
+        const int d = 255 - static_cast<int>(threadIdx.x);
+        const auto count = static_cast<int32_t>(histogram[d]);
+        const int32_t above_d = block_exclusive_scan(count, scan_scratch);
+        const int32_t need = remaining;
+        if (d >= 1 && above_d + count >= need) atomicMax(&digit, d);
+        __syncthreads();
+        if (d == digit) {
+            prefix |= static_cast<uint32_t>(d) << shift;
             prefix_mask |= 0xffu << shift;
-            remaining = need;
+            remaining = need - above_d;
         }
         __syncthreads();
     }
@@ -261,7 +269,6 @@ __global__ void topk_kernel(StepMeta m, const float* scores, int64_t max_entries
         above += key > prefix;
         ties += key == prefix;
     }
-    __shared__ int32_t scan_scratch[32];
     const int32_t above_before = block_exclusive_scan(above, scan_scratch);
     const int32_t ties_before = block_exclusive_scan(ties, scan_scratch);
     const int32_t take = remaining;
@@ -391,8 +398,8 @@ void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, cons
 void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
                  int32_t* topk) {
     if (m.n_tokens > 0) {
-        launch_kernel(topk_kernel, static_cast<unsigned>(m.n_tokens), 256, 0, s, m, scores, max_entries, ratio, k,
-                      topk);
+        launch_kernel(topk_kernel, static_cast<unsigned>(m.n_tokens), kTopkThreads, 0, s, m, scores, max_entries, ratio,
+                      k, topk);
     }
 }
 

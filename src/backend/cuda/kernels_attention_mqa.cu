@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "backend/cuda/attention_rows.cuh"
+#include "backend/cuda/head_rows.cuh"
 #include "backend/cuda/mma_bf16.cuh"
 #include "backend/cuda/pdl.cuh"
 
@@ -47,30 +48,14 @@ __device__ Smem carve(unsigned char* base, int dim) {
     return s;
 }
 
-// The block's query rows as bf16 (heads past the last are zero). kQueryBatch loads a thread in flight before any is
-// converted: one round trip per batch, not per load.
-constexpr int kQueryBatch = 8;
+// The block's query rows as bf16 (heads past the last are zero), eight loads a thread in flight.
 __device__ void load_queries(const AttentionArgs& a, int t, int h0, const Smem& s) {
-    const int ld = a.dim + kPad, quads = a.dim / 4, items = kHeads * quads;
-    for (int first = threadIdx.x; first < items; first += kQueryBatch * blockDim.x) {
-        float4 v[kQueryBatch];
-#pragma unroll
-        for (int j = 0; j < kQueryBatch; ++j) {
-            const int i = first + j * blockDim.x, r = i / quads, c = (i % quads) * 4;
-            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (i < items && h0 + r < a.heads) {
-                v[j] = *reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(t) * a.heads + h0 + r) * a.dim + c);
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < kQueryBatch; ++j) {
-            const int i = first + j * blockDim.x, r = i / quads, c = (i % quads) * 4;
-            if (i >= items) break;
-            auto* dst = reinterpret_cast<uint32_t*>(s.q + r * ld + c);
-            dst[0] = pack_bf16(v[j].x, v[j].y);
-            dst[1] = pack_bf16(v[j].z, v[j].w);
-        }
-    }
+    const int ld = a.dim + kPad;
+    stage_head_rows<8>(a.q, t, a.heads, h0, kHeads, a.dim, [&](int r, int c, float4 v) {
+        auto* dst = reinterpret_cast<uint32_t*>(s.q + r * ld + c);
+        dst[0] = pack_bf16(v.x, v.y);
+        dst[1] = pack_bf16(v.z, v.w);
+    });
 }
 
 // fp8_ds_mla key rows, four codes per load: a warp's loads for kRowBatch rows are issued before any is decoded (the

@@ -13,9 +13,20 @@ __global__ void embed_kernel(StepMeta m, const uint16_t* table, int64_t d, int h
     pdl_begin();
     const int t = blockIdx.x;
     const uint16_t* row = table + static_cast<int64_t>(m.tokens[t]) * d;
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-        const float v = bf16_bits_to_float(row[i]);
-        for (int s = 0; s < hc; ++s) x[(static_cast<int64_t>(t) * hc + s) * d + i] = v;
+    constexpr int kBatch = 8;  // loads in flight before the stores (they may alias as far as the compiler knows)
+    for (int64_t i0 = threadIdx.x; i0 < d; i0 += kBatch * blockDim.x) {
+        float v[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const int64_t i = i0 + j * blockDim.x;
+            v[j] = i < d ? bf16_bits_to_float(row[i]) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            const int64_t i = i0 + j * blockDim.x;
+            if (i >= d) break;
+            for (int s = 0; s < hc; ++s) x[(static_cast<int64_t>(t) * hc + s) * d + i] = v[j];
+        }
     }
 }
 
@@ -106,10 +117,27 @@ __global__ void round_bf16_kernel(float* x, int64_t n) {
     if (i < n) x[i] = to_bf16(x[i]);
 }
 
+// kCopyBatch elements' loads of a thread in flight before it stores any (the stores may alias the loads as far as the
+// compiler knows: one at a time, a row of hc x D floats was ~60 round trips).
+constexpr int kCopyBatch = 8;
+
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* y) {
     pdl_begin();
     const float* src = x + static_cast<int64_t>(rows[blockIdx.x]) * width;
-    for (int64_t i = threadIdx.x; i < width; i += blockDim.x) y[blockIdx.x * width + i] = src[i];
+    float* dst = y + blockIdx.x * width;
+    for (int64_t i0 = threadIdx.x; i0 < width; i0 += kCopyBatch * blockDim.x) {
+        float v[kCopyBatch];
+#pragma unroll
+        for (int j = 0; j < kCopyBatch; ++j) {
+            const int64_t i = i0 + j * blockDim.x;
+            v[j] = i < width ? src[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kCopyBatch; ++j) {
+            const int64_t i = i0 + j * blockDim.x;
+            if (i < width) dst[i] = v[j];
+        }
+    }
 }
 
 // One block per row: each thread scans a strided slice, then the block reduces (value, index) pairs; a row holding

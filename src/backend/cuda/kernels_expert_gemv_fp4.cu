@@ -72,6 +72,9 @@ __device__ __forceinline__ void accumulate_chunk(const Fp4Loads& l, const uint8_
         const int kb = kb0 + c;
         if (kb >= kb_end) break;
         float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float scale_g[kGroups], scale_g8[kGroups];  // the groups' scales of rows g and g + 8
+        decode_ue8m0_x4(l.scales[c][0], scale_g);
+        decode_ue8m0_x4(l.scales[c][1], scale_g8);
 #pragma unroll
         for (int i = 0; i < kGroups; ++i) {
             uint2 x = make_uint2(0u, 0u);
@@ -81,12 +84,10 @@ __device__ __forceinline__ void accumulate_chunk(const Fp4Loads& l, const uint8_
             const uint32_t a[4] = {row_g.x, row_g8.x, row_g.y, row_g8.y}, b[2] = {x.x, x.y};
             float d[4];
             mma_e4m3(d, a, b, zero);
-            const float s_g = decode_ue8m0(static_cast<uint8_t>(l.scales[c][0] >> (8 * i)));
-            const float s_g8 = decode_ue8m0(static_cast<uint8_t>(l.scales[c][1] >> (8 * i)));
-            block[0] = fmaf(d[0], s_g, block[0]);
-            block[1] = fmaf(d[1], s_g, block[1]);
-            block[2] = fmaf(d[2], s_g8, block[2]);
-            block[3] = fmaf(d[3], s_g8, block[3]);
+            block[0] = fmaf(d[0], scale_g[i], block[0]);
+            block[1] = fmaf(d[1], scale_g[i], block[1]);
+            block[2] = fmaf(d[2], scale_g8[i], block[2]);
+            block[3] = fmaf(d[3], scale_g8[i], block[3]);
         }
         const float f = token_scales[kb];  // token 0's scale (times 2^6, the expansion's offset)
 #pragma unroll

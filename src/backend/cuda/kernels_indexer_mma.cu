@@ -6,6 +6,7 @@
 // float scale multiplies the dot product afterwards; the query is split into a bf16 high part and a bf16 remainder
 // (two MMAs), which carries ~16 of float32's 24 mantissa bits: the scores agree with the float32 kernel to ~1e-5
 // relative, so the picks are those of the other numerics except at near-exact ties.
+#include "backend/cuda/head_rows.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_bf16.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -90,35 +91,19 @@ __device__ void load_keys(const uint8_t* const* rows, const RowFormatDev& f, int
     }
 }
 
-// The token's query heads split into bf16 high parts and remainders (heads past the last are zero), kQueryBatch
-// loads a thread in flight before any is converted.
-constexpr int kQueryBatch = 8;
+// The token's query heads split into bf16 high parts and remainders (heads past the last are zero), eight loads a
+// thread in flight.
 __device__ void stage_queries(const float* q, int t, int heads, int dim, int ld, __nv_bfloat16* q_hi,
                               __nv_bfloat16* q_lo) {
-    const int quads = dim / 4, items = kHeads * quads;
-    for (int first = threadIdx.x; first < items; first += kQueryBatch * blockDim.x) {
-        float4 v[kQueryBatch];
+    stage_head_rows<8>(q, t, heads, 0, kHeads, dim, [&](int h, int c, float4 v) {
+        const float x[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-        for (int j = 0; j < kQueryBatch; ++j) {
-            const int i = first + j * blockDim.x, h = i / quads, c = (i % quads) * 4;
-            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (i < items && h < heads) {
-                v[j] = *reinterpret_cast<const float4*>(q + (static_cast<int64_t>(t) * heads + h) * dim + c);
-            }
+        for (int u = 0; u < 4; ++u) {
+            const __nv_bfloat16 hi = __float2bfloat16_rn(x[u]);
+            q_hi[h * ld + c + u] = hi;
+            q_lo[h * ld + c + u] = __float2bfloat16_rn(x[u] - __bfloat162float(hi));
         }
-#pragma unroll
-        for (int j = 0; j < kQueryBatch; ++j) {
-            const int i = first + j * blockDim.x, h = i / quads, c = (i % quads) * 4;
-            if (i >= items) break;
-            const float x[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const __nv_bfloat16 hi = __float2bfloat16_rn(x[u]);
-                q_hi[h * ld + c + u] = hi;
-                q_lo[h * ld + c + u] = __float2bfloat16_rn(x[u] - __bfloat162float(hi));
-            }
-        }
-    }
+    });
 }
 
 template <int D>

@@ -120,9 +120,28 @@ __global__ void compress_keep_kernel(StepMeta m, CompressArgs c) {
     if (pos < end - c.rows) return;
     float* rec = c.pending + (static_cast<int64_t>(m.seq_slot[seq]) * c.rows + pos % c.rows) * 2 * c.width;
     const float* ape = c.ape + (pos % c.ratio) * c.width;
-    for (int i = threadIdx.x; i < c.width; i += blockDim.x) {
-        rec[i] = c.a[static_cast<int64_t>(t) * c.width + i];
-        rec[c.width + i] = c.g[static_cast<int64_t>(t) * c.width + i] + ape[i];
+    const float* a = c.a + static_cast<int64_t>(t) * c.width;
+    const float* g = c.g + static_cast<int64_t>(t) * c.width;
+    // kKeepBatch channels' loads in flight before any store (the stores could alias the loads as far as the compiler
+    // knows, so one at a time it made a round trip a channel).
+    constexpr int kKeepBatch = 4;
+    for (int i0 = threadIdx.x; i0 < c.width; i0 += kKeepBatch * blockDim.x) {
+        float kv[kKeepBatch], gate[kKeepBatch], bias[kKeepBatch];
+#pragma unroll
+        for (int j = 0; j < kKeepBatch; ++j) {
+            const int i = i0 + j * static_cast<int>(blockDim.x);
+            const bool in = i < c.width;
+            kv[j] = in ? a[i] : 0.0f;
+            gate[j] = in ? g[i] : 0.0f;
+            bias[j] = in ? ape[i] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < kKeepBatch; ++j) {
+            const int i = i0 + j * static_cast<int>(blockDim.x);
+            if (i >= c.width) break;
+            rec[i] = kv[j];
+            rec[c.width + i] = gate[j] + bias[j];
+        }
     }
 }
 
