@@ -204,9 +204,11 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, const WeightRef& w, float* y, int64_t y_stride);
     // Linears on the FP8 GEMV (LinearPath::kFp8Gemv): m tokens of k inputs each for every target, whose inputs lie
     // in the rows of x ([m] rows of x_cols floats, x_stride apart); up to kMaxFp8GemvTargets a launch. From
-    // kFp8GemvQuantizeRows tokens x is quantized once, by its own launch.
+    // kFp8GemvQuantizeRows tokens x is quantized once, by its own launch. With `swiglu_up` (below
+    // kFp8GemvQuantizeRows tokens, one target) the input is SwiGLU(x, swiglu_up) with the clamp `limit`, taken as the
+    // kernel stages it (no SwiGLU launch).
     void fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, int64_t k, const float* x, int64_t x_cols,
-                  int64_t x_stride);
+                  int64_t x_stride, const float* swiglu_up = nullptr, float limit = 0.0f);
     void moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                          Tensor y);
     // The routed pairs on the grouped FP8 path into routed [pairs, d] (weights applied before W2), from x quantized.

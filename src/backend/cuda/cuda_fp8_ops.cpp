@@ -72,9 +72,12 @@ void CudaBackend::linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, c
 }
 
 void CudaBackend::fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, int64_t k, const float* x, int64_t x_cols,
-                           int64_t x_stride) {
+                           int64_t x_stride, const float* swiglu_up, float limit) {
     DSV4_CHECK(x_stride % 4 == 0 && fp8_gemv_supported(m, k), "fp8_gemv: {} rows of {} inputs ({} floats apart)", m, k,
                x_stride);
+    DSV4_CHECK(swiglu_up == nullptr || (m < kFp8GemvQuantizeRows && targets.size() == 1),
+               "fp8_gemv: the SwiGLU input is staged for one target below {} rows ({} targets, {} rows)",
+               kFp8GemvQuantizeRows, targets.size(), m);
     // One token's quantization in every block costs less than a launch; eight tokens' (up to 8 x 8192 floats a block)
     // cost more: wo_b at 8 rows took 61 us quantizing in its blocks (bench kernels, H200, 2026-12-03).
     const Fp8Act quantized = m >= kFp8GemvQuantizeRows ? quantize_fp8(x, x_stride, m, x_cols) : Fp8Act{};
@@ -84,6 +87,8 @@ void CudaBackend::fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, in
         p.k = k;
         p.x_stride = x_stride;
         p.quantized = quantized;
+        p.swiglu_up = swiglu_up;
+        p.limit = limit;
         for (size_t i = first; i < std::min(targets.size(), first + kMaxFp8GemvTargets); ++i) {
             Fp8GemvTarget t = targets[i];
             t.col0 = t.x - x;
@@ -227,9 +232,15 @@ void CudaBackend::shared_expert(const Tensor& h, const Fp8Act* x, const ExpertWe
             return;
         }
     }
-    Tensor as = alloc(DType::kF32, {n, si});
     const LinearTarget up[] = {{&s.w1, LinearKind::kQuantized, gs}, {&s.w3, LinearKind::kQuantized, us}};
     linears(h, up);
+    const LinearPath p2 = choose_linear_path({numerics_, s.w2, n, si}, tuning_, tuning_.forced_linear);
+    if (p2 == LinearPath::kFp8Gemv && n < kFp8GemvQuantizeRows) {  // the GEMV takes the SwiGLU as it stages its input
+        const Fp8GemvTarget target{s.w2, gs.f32(), ys.f32(), d};
+        fp8_gemv({&target, 1}, n, si, gs.f32(), si, si, us.f32(), limit);
+        return;
+    }
+    Tensor as = alloc(DType::kF32, {n, si});
     launch_swiglu(stream_, gs.f32(), us.f32(), n, si, limit, nullptr, ref, as.f32());
     linear(as, s.w2, LinearKind::kQuantized, ys);
 }

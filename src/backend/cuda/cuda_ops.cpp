@@ -683,7 +683,6 @@ void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tens
     const int64_t inter = first_resident_expert(w).w1.rows;
     float* g = scratch(pairs * inter);
     float* u = scratch(pairs * inter);
-    float* act = scratch(pairs * inter);
     const ExpertGemvFp4Params up{.tables = {expert_table(w, 0), expert_table(w, 2)},
                                  .y = {g, u},
                                  .n_weights = 2,
@@ -696,19 +695,20 @@ void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tens
                                  .rows = inter,
                                  .meta = meta_};
     launch_expert_gemv_fp4(stream_, up);
-    launch_swiglu(stream_, g, u, pairs, inter, limit, nullptr, false, act);  // the routing weight: in the combine
-    ExpertGemvFp4Params down = up;  // W2 alone, over the SwiGLU output of each pair
+    ExpertGemvFp4Params down = up;  // W2 alone, over SwiGLU(g, u) of each pair, taken as it stages its input
     down.tables[0] = expert_table(w, 1);
     down.tables[1] = nullptr;
     down.y[0] = routed;
     down.y[1] = nullptr;
     down.n_weights = 1;
     down.x_div = 1;
-    down.x = act;
+    down.x = g;
+    down.swiglu_up = u;
+    down.limit = limit;  // the routing weight: in the combine
     down.k = inter;
     down.rows = d;
     launch_expert_gemv_fp4(stream_, down);
-    launched("moe experts (mma)", 3);
+    launched("moe experts (mma)", 2);
 }
 
 void CudaBackend::moe_routed(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,

@@ -42,22 +42,32 @@ enum class StageOrder { kNatural, kEvenOdd };
 
 // m tokens (token t at x + t * x_stride), bf16-rounded and quantized per 128, into shared memory: one warp per (token,
 // K block), kStageBatch of them loaded before any is quantized (the loads' latency is the prologue's cost). Scales
-// [t][block], multiplied by `scale_factor` (a power of two: exact).
+// [t][block], multiplied by `scale_factor` (a power of two: exact). With `up` (same layout as x), the tokens are
+// swiglu_acc(x, up, limit) (cuda_common.cuh), as the SwiGLU kernel would have written them.
 constexpr int kStageBatch = 2;
 template <StageOrder kOrder>
 __device__ void stage_tokens(const float* x, int64_t x_stride, int m, int64_t k, float scale_factor,
-                             const MmaStageLayout& l, uint8_t* shared) {
+                             const MmaStageLayout& l, uint8_t* shared, const float* up = nullptr, float limit = 0.0f) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t blocks = k / kFp8ActBlock, items = m * blocks;
     auto* scales = reinterpret_cast<float*>(shared + l.scales_offset);
     for (int64_t first = warp; first < items; first += kMmaWarps * kStageBatch) {
-        float4 x4[kStageBatch];
+        float4 x4[kStageBatch], u4[kStageBatch];
 #pragma unroll
         for (int j = 0; j < kStageBatch; ++j) {
             const int64_t item = first + j * kMmaWarps;
             if (item < items) {
-                const int64_t t = item / blocks, b = item % blocks;
-                x4[j] = *reinterpret_cast<const float4*>(x + t * x_stride + b * kFp8ActBlock + lane * 4);
+                const int64_t t = item / blocks, b = item % blocks, at = t * x_stride + b * kFp8ActBlock + lane * 4;
+                x4[j] = *reinterpret_cast<const float4*>(x + at);
+                if (up != nullptr) u4[j] = *reinterpret_cast<const float4*>(up + at);
+            }
+        }
+        if (up != nullptr) {
+#pragma unroll
+            for (int j = 0; j < kStageBatch; ++j) {
+                x4[j] =
+                    make_float4(swiglu_acc<float>(x4[j].x, u4[j].x, limit), swiglu_acc<float>(x4[j].y, u4[j].y, limit),
+                                swiglu_acc<float>(x4[j].z, u4[j].z, limit), swiglu_acc<float>(x4[j].w, u4[j].w, limit));
             }
         }
 #pragma unroll

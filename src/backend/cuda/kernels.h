@@ -163,6 +163,10 @@ struct ExpertGemvFp4Params {
     int64_t pairs = 0;
     int x_div = 1;
     const float* x = nullptr;  // pair p's k inputs at x + (p / x_div) * k (16-byte aligned)
+    // Set: the inputs are SwiGLU(x, swiglu_up) with the clamp `limit` (the down projection reading the up projection's
+    // two outputs; no SwiGLU launch between).
+    const float* swiglu_up = nullptr;
+    float limit = 0.0f;
     int64_t k = 0;
     int64_t rows = 0;  // of every expert's weight
     StepMeta meta;

@@ -115,25 +115,46 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
 }
 
 // Merges the splits with the sink: out = sum_s e^(m_s - M) acc_s / (sum_s e^(m_s - M) l_s + e^(sink - M)).
+// The splits' (max, sum) pairs go to shared memory first, a thread per split (one round trip for all of them); each
+// output element then reads its splits' partials kCombineBatch at a time. The sums keep split order. Above
+// kMaxCombineSplits splits the pairs are read from global memory where they lie.
+constexpr int kMaxCombineSplits = 512;
+constexpr int kCombineBatch = 8;
 __global__ void attention_combine_kernel(AttentionArgs a, int64_t rows, int splits, const float* part_acc,
                                          const float* part_ml) {
     pdl_begin();
+    __shared__ float2 staged[kMaxCombineSplits];
     const int64_t th = blockIdx.x;
     if (th >= rows) return;
+    const auto* pairs = reinterpret_cast<const float2*>(part_ml) + th * splits;
+    if (splits <= kMaxCombineSplits) {
+        for (int s = threadIdx.x; s < splits; s += blockDim.x) staged[s] = pairs[s];
+        __syncthreads();
+        pairs = staged;
+    }
     const int h = static_cast<int>(th % a.heads);
     const float sink = a.sinks[h];
     float mx = sink;
-    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_ml[2 * (th * splits + s)]);
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, pairs[s].x);
     float denom = expf(sink - mx);
     for (int s = 0; s < splits; ++s) {
-        const float ms = part_ml[2 * (th * splits + s)];
-        if (ms != -INFINITY) denom += part_ml[2 * (th * splits + s) + 1] * expf(ms - mx);
+        const float ms = pairs[s].x;
+        if (ms != -INFINITY) denom += pairs[s].y * expf(ms - mx);
     }
     for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
         float acc = 0.0f;
-        for (int s = 0; s < splits; ++s) {
-            const float ms = part_ml[2 * (th * splits + s)];
-            if (ms != -INFINITY) acc += part_acc[(th * splits + s) * a.dim + i] * expf(ms - mx);
+        for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
+            float v[kCombineBatch];
+#pragma unroll
+            for (int j = 0; j < kCombineBatch; ++j) {
+                v[j] = s0 + j < splits ? part_acc[(th * splits + s0 + j) * a.dim + i] : 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < kCombineBatch; ++j) {
+                if (s0 + j >= splits) break;
+                const float ms = pairs[s0 + j].x;
+                if (ms != -INFINITY) acc += v[j] * expf(ms - mx);
+            }
         }
         a.out[th * a.dim + i] = acc / denom;
     }

@@ -128,7 +128,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     load_chunk(t, kb_begin, kb_end, loads);
 
     const MmaStageLayout l = mma_stage_layout(1, p.k);
-    stage_tokens<StageOrder::kEvenOdd>(p.x + (pair / p.x_div) * p.k, p.k, 1, p.k, kE2m1E4m3Factor, l, shared);
+    const int64_t x_at = (pair / p.x_div) * p.k;
+    stage_tokens<StageOrder::kEvenOdd>(p.x + x_at, p.k, 1, p.k, kE2m1E4m3Factor, l, shared,
+                                       p.swiglu_up != nullptr ? p.swiglu_up + x_at : nullptr, p.limit);
     __syncthreads();
     const auto* token_scales = reinterpret_cast<const float*>(shared + l.scales_offset);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};

@@ -132,6 +132,10 @@ struct Fp8GemvParams {
     // The inputs already quantized (launch_quant_fp8, the same codes and scales), read instead of x: several tokens
     // cost every block that many rows of float loads and quantization, against one quantization launch.
     Fp8Act quantized;
+    // Set (one target, inputs not quantized): the input is SwiGLU(x, swiglu_up) with the clamp `limit`, x_stride
+    // apart like x (the shared expert's down projection over its up projection's two outputs).
+    const float* swiglu_up = nullptr;
+    float limit = 0.0f;
     // Set by the launcher: warps sharing one 16-row tile's K blocks, and the cumulative thread blocks per target.
     int splits = 1;
     int block_end[kMaxFp8GemvTargets] = {};

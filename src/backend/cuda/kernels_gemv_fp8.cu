@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) fp8_gemv_kernel(const __grid_c
     if (p.quantized.codes != nullptr) {
         stage_quantized(p.quantized, target.col0, p.m, p.k, l, shared);
     } else {
-        stage_tokens<StageOrder::kNatural>(target.x, p.x_stride, p.m, p.k, 1.0f, l, shared);
+        stage_tokens<StageOrder::kNatural>(target.x, p.x_stride, p.m, p.k, 1.0f, l, shared, p.swiglu_up, p.limit);
     }
     __syncthreads();
 

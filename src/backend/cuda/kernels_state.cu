@@ -28,14 +28,12 @@ __device__ void record(const StepMeta& m, const CompressArgs& c, int seq, int64_
     }
 }
 
-// One block per step token; the tokens that complete a window (pos + 1 divisible by ratio) emit its entry. Acc: the
-// numerics mode's arithmetic (double in reference numerics: cuda_common.cuh).
+// Token t emits its entry when it completes a window (pos + 1 divisible by ratio); every thread of the block calls.
+// Acc: the numerics mode's arithmetic (double in reference numerics: cuda_common.cuh).
 template <typename Acc>
-__global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
-    pdl_begin();
+__device__ void emit_entry(const StepMeta& m, const CompressArgs& c, int t) {
     __shared__ float entry[kMaxCompressHeadDim];
     __shared__ Acc scratch[32];
-    const int t = blockIdx.x;
     const int64_t pos = m.positions[t];
     if ((pos + 1) % c.ratio != 0) return;
     const int seq = m.seq_of_token[t];
@@ -110,10 +108,8 @@ __global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
     if (threadIdx.x < 32) warp_encode_row(entry, c.store + row * c.format.bytes, c.format);
 }
 
-// One block per step token: keep (kv, gate + ape) of the positions later windows (or a rewind) may still read.
-__global__ void compress_keep_kernel(StepMeta m, CompressArgs c) {
-    pdl_begin();
-    const int t = blockIdx.x;
+// Keep (kv, gate + ape) of token t's position when later windows (or a rewind) may still read it.
+__device__ void keep_record(const StepMeta& m, const CompressArgs& c, int t) {
     const int seq = m.seq_of_token[t];
     const int64_t pos = m.positions[t];
     const int64_t end = m.seq_start[seq] + m.seq_n_tokens[seq];
@@ -145,6 +141,29 @@ __global__ void compress_keep_kernel(StepMeta m, CompressArgs c) {
     }
 }
 
+// One block per step token; the tokens that complete a window emit its entry.
+template <typename Acc>
+__global__ void compress_emit_kernel(StepMeta m, CompressArgs c) {
+    pdl_begin();
+    emit_entry<Acc>(m, c, static_cast<int>(blockIdx.x));
+}
+
+// One block per step token, launched after every emission's reads.
+__global__ void compress_keep_kernel(StepMeta m, CompressArgs c) {
+    pdl_begin();
+    keep_record(m, c, static_cast<int>(blockIdx.x));
+}
+
+// A one-token step in one launch: the emission, then (its reads done) the keep. Two launches otherwise, because the
+// blocks of a longer step would keep records that other blocks' emissions still read.
+template <typename Acc>
+__global__ void compress_one_token_kernel(StepMeta m, CompressArgs c) {
+    pdl_begin();
+    emit_entry<Acc>(m, c, 0);
+    __syncthreads();
+    keep_record(m, c, 0);
+}
+
 // One warp per step token: encode its K=V row into the ring (the last ring_rows positions of each sequence).
 __global__ void store_window_kernel(StepMeta m, const float* kv, RowFormatDev f, int ring_rows, uint8_t* ring) {
     pdl_begin();
@@ -170,6 +189,14 @@ __global__ void encode_rows_kernel(const float* src, int64_t n_rows, RowFormatDe
 
 void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c) {
     if (m.n_tokens == 0) return;
+    if (m.n_tokens == 1) {
+        if (c.reference) {
+            launch_kernel(compress_one_token_kernel<double>, 1, 128, 0, s, m, c);
+        } else {
+            launch_kernel(compress_one_token_kernel<float>, 1, 128, 0, s, m, c);
+        }
+        return;
+    }
     if (c.reference) {
         launch_kernel(compress_emit_kernel<double>, static_cast<unsigned>(m.n_tokens), 128, 0, s, m, c);
     } else {

@@ -295,6 +295,34 @@ std::vector<float> moe_host(const MoeModel& m, const std::vector<float>& h, cons
 
 // FP4 routed experts with per-32 scales spread over `spread` binades and an FP8 shared expert (256 wide), on a backend
 // and as the host model's dequantized weights.
+// The shared expert of one token takes its SwiGLU inside the down projection's FP8 GEMV (staged with the input's
+// quantization); of three tokens, a SwiGLU launch, a quantization launch, then the GEMV. Batch invariance makes each
+// token's output the same bits either way.
+TEST(CudaFp8Gemv, SharedExpertSwigluStagedEqualsSeparateLaunches) {
+    DSV4_REQUIRE_GPU();
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    const int64_t d = 512, si = 256, n = 3;
+    const float limit = 1.5f;  // low enough that the clamp acts on some of the up projection's outputs
+    const HostWeight s1 = make_weight(WeightFormat::kFp8Block, si, d), s2 = make_weight(WeightFormat::kFp8Block, d, si),
+                     s3 = make_weight(WeightFormat::kFp8Block, si, d);
+    const ExpertWeights shared{upload(*gpu, s1), upload(*gpu, s2), upload(*gpu, s3)};
+    ASSERT_EQ(cuda::choose_linear_path({Numerics::kFast, shared.w2, 1, si},
+                                       cuda::LinearTuning::from(cuda_options_from_env({})), ""),
+              cuda::LinearPath::kFp8Gemv);
+    const auto h = random_floats(n * d, 2.0f);
+    Tensor hg = make_tensor(*gpu, {n, d}, h), yg = make_tensor(*gpu, {n, d});
+    gpu->moe_shared(hg, shared, limit, yg);
+    const std::vector<float> together = read(*gpu, yg);
+    for (float v : together) ASSERT_TRUE(std::isfinite(v));
+    for (int64_t t = 0; t < n; ++t) {
+        const std::vector<float> row(h.begin() + t * d, h.begin() + (t + 1) * d);
+        Tensor h1 = make_tensor(*gpu, {1, d}, row), y1 = make_tensor(*gpu, {1, d});
+        gpu->moe_shared(h1, shared, limit, y1);
+        const std::vector<float> want(together.begin() + t * d, together.begin() + (t + 1) * d);
+        expect_same_bits(read(*gpu, y1), want, "token " + std::to_string(t));
+    }
+}
+
 struct MoeFixture {
     std::deque<HostWeight> host;  // the weights' host copies stay alive with the fixture
     MoeWeights mw;
