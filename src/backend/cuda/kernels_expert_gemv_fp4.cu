@@ -35,29 +35,29 @@ __device__ __forceinline__ uint32_t load_scale_word(const uint8_t* p, bool align
            static_cast<uint32_t>(p[3]) << 24;
 }
 
-// Rows g and g + 8 of the tile for K blocks [kb0, kb0 + kChunk) below kb_end; rows past the weight read as zero.
+// Rows g and g + 8 of the tile for K blocks [kb0, kb0 + kChunk). Every load is issued, with no branch or select: a
+// row past the weight reads the last row and a block at or past kb_end reads block kb_end - 1 (loaded, never used:
+// the sums stop at kb_end and store_tile skips rows past the weight).
 struct TileRows {
-    const uint8_t* data_g = nullptr;    // row g's bytes, from this lane's 4 tq
+    const uint8_t* data_g = nullptr;  // row g's bytes, from this lane's 4 tq
+    const uint8_t* data_g8 = nullptr;
     const uint8_t* scales_g = nullptr;  // row g's group scales
-    int64_t row_bytes = 0, scale_stride = 0;
-    bool valid_g = false, valid_g8 = false, scales_aligned = false;
+    const uint8_t* scales_g8 = nullptr;
+    bool scales_aligned = false;
 };
 __device__ __forceinline__ void load_chunk(const TileRows& t, int kb0, int kb_end, Fp4Loads& l) {
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
-        const bool in = kb0 + c < kb_end;
-        const int64_t at = static_cast<int64_t>(kb0 + c) * (kFp8ActBlock / 2);
+        const int kb = min(kb0 + c, kb_end - 1);
+        const int64_t at = static_cast<int64_t>(kb) * (kFp8ActBlock / 2);
 #pragma unroll
         for (int i = 0; i < kGroups; ++i) {
-            l.w[c][i][0] = in && t.valid_g ? __ldg(reinterpret_cast<const uint32_t*>(t.data_g + at + 16 * i)) : 0u;
-            l.w[c][i][1] = in && t.valid_g8
-                               ? __ldg(reinterpret_cast<const uint32_t*>(t.data_g + 8 * t.row_bytes + at + 16 * i))
-                               : 0u;
+            l.w[c][i][0] = __ldg(reinterpret_cast<const uint32_t*>(t.data_g + at + 16 * i));
+            l.w[c][i][1] = __ldg(reinterpret_cast<const uint32_t*>(t.data_g8 + at + 16 * i));
         }
-        const int64_t s_at = static_cast<int64_t>(kb0 + c) * kGroups;
-        l.scales[c][0] = in && t.valid_g ? load_scale_word(t.scales_g + s_at, t.scales_aligned) : 0u;
-        l.scales[c][1] =
-            in && t.valid_g8 ? load_scale_word(t.scales_g + 8 * t.scale_stride + s_at, t.scales_aligned) : 0u;
+        const int64_t s_at = static_cast<int64_t>(kb) * kGroups;
+        l.scales[c][0] = load_scale_word(t.scales_g + s_at, t.scales_aligned);
+        l.scales[c][1] = load_scale_word(t.scales_g8 + s_at, t.scales_aligned);
     }
 }
 
@@ -65,7 +65,7 @@ __device__ __forceinline__ void load_chunk(const TileRows& t, int kb0, int kb_en
 // row scales, per block that sum times the token's scale.
 __device__ __forceinline__ void accumulate_chunk(const Fp4Loads& l, const uint8_t* codes, const float* token_scales,
                                                  int kb0, int kb_end, float acc[4]) {
-    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int tq = threadIdx.x % 4;
     const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
@@ -77,8 +77,9 @@ __device__ __forceinline__ void accumulate_chunk(const Fp4Loads& l, const uint8_
         decode_ue8m0_x4(l.scales[c][1], scale_g8);
 #pragma unroll
         for (int i = 0; i < kGroups; ++i) {
-            uint2 x = make_uint2(0u, 0u);
-            if (g == 0) x = *reinterpret_cast<const uint2*>(codes + kb * kFp8ActBlock + 32 * i + 8 * tq);
+            // Every lane reads the token's codes (one shared-memory broadcast, no branch): all eight B columns are
+            // the one token, and only column 0 is stored.
+            const uint2 x = *reinterpret_cast<const uint2*>(codes + kb * kFp8ActBlock + 32 * i + 8 * tq);
             const uint2 row_g = e2m1_to_e4m3_even_odd(l.w[c][i][0]);
             const uint2 row_g8 = e2m1_to_e4m3_even_odd(l.w[c][i][1]);
             const uint32_t a[4] = {row_g.x, row_g8.x, row_g.y, row_g8.y}, b[2] = {x.x, x.y};
@@ -116,16 +117,16 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     const int kb_begin = std::min(blocks, split * per_split);
     const int kb_end = r0 < p.rows ? std::min(blocks, kb_begin + per_split) : kb_begin;  // tiles past the rows: none
 
+    const int64_t row_bytes = p.k / 2;
+    const int64_t row_g = std::min(r0 + g, p.rows - 1), row_g8 = std::min(r0 + g + 8, p.rows - 1);
     TileRows t;
-    t.row_bytes = p.k / 2;
-    t.scale_stride = w.scale_cols;
-    t.valid_g = r0 + g < p.rows;
-    t.valid_g8 = r0 + g + 8 < p.rows;
-    t.data_g = static_cast<const uint8_t*>(w.data) + (r0 + g) * t.row_bytes + 4 * tq;
-    t.scales_g = w.scales + (r0 + g) * w.scale_cols;
+    t.data_g = static_cast<const uint8_t*>(w.data) + row_g * row_bytes + 4 * tq;
+    t.data_g8 = static_cast<const uint8_t*>(w.data) + row_g8 * row_bytes + 4 * tq;
+    t.scales_g = w.scales + row_g * w.scale_cols;
+    t.scales_g8 = w.scales + row_g8 * w.scale_cols;
     t.scales_aligned = w.scale_cols % 4 == 0 && (reinterpret_cast<uintptr_t>(w.scales) & 3) == 0;
     Fp4Loads loads;
-    load_chunk(t, kb_begin, kb_end, loads);
+    if (kb_begin < kb_end) load_chunk(t, kb_begin, kb_end, loads);
 
     const MmaStageLayout l = mma_stage_layout(1, p.k);
     const int64_t x_at = (pair / p.x_div) * p.k;
