@@ -49,8 +49,9 @@ struct CudaOptions {
     bool gemv_stream_experts = true;
     bool gemv_stream_linears = false;
     // The float32-path linears of one input (the compressors', the indexer's projections) in one streamed launch even
-    // when the other linears stay on the register GEMV (DSV4_MERGE_LINEARS; same bits either way).
-    bool gemv_merge_linears = false;
+    // when the other linears stay on the register GEMV (DSV4_MERGE_LINEARS; same bits either way): batch 1 85.3 ->
+    // 87.5 tok/s, 28.5 -> 26.0 graph nodes a layer (H200, flash-160, performance-log.md 2026-12-03 sixth session).
+    bool gemv_merge_linears = true;
     // Kernels captured into graphs launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh):
     // process-wide, the last backend constructed sets it.
     bool pdl = true;
