@@ -74,6 +74,25 @@ for suite in "$@"; do
                   run dist timeout 200 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*' ;;
         oversize) run oversize timeout 120 .devbin/dsv4 serve --synthetic-weights flash --device cuda --numerics fast \
                       --port 0 ;;  # the full 256-expert preset: refused before any allocation, naming the flags
+        # Where a decode step's time goes: per op at batch 1, 8 and 64 (eager, events between ops), then per kernel
+        # under ncu at batch 1 (4 layers, clocks free). The filter keeps ncu off the model build's fill kernels
+        # (profiled, they use up --launch-count and minutes) and off fp8_gemv_kernel, which ncu (CUDA 13.0) failed
+        # to profile on 2026-12-03, ending the run.
+        profile) DSV4_PROFILE_OPS=1 run profile timeout 120 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 0 \
+                     --steps 2 --json "$OUT/profile.json" ;;
+        ncudecode) run ncudecode timeout 240 ncu --clock-control none --section SpeedOfLight --section LaunchStats \
+                       --section Occupancy --section WarpStateStats --csv --page details --kernel-name-base function \
+                       --kernel-name regex:'^(?!.*(fill_|expand_block|nvjet|fp8_gemv))' --launch-count 300 \
+                       "${fast[@]}" --layers 4 --batch 1 --context 1000 --prefill 0 --steps 1 --enforce-eager \
+                       && python3 tools/device/ncu_summary.py "$OUT/ncudecode.log" >"$OUT/ncudecode.txt" ;;
+        # SASS of the decode GEMVs with an opcode count (cuobjdump's -fun wants mangled names: cut by the header).
+        sass) for kernel in expert_gemv_fp4_kernel fp8_gemv_kernel; do
+                  cuobjdump -sass .devbin/dsv4 | awk -v k="$kernel" '/Function : /{on = index($0, k) > 0} on' \
+                      >"$OUT/sass_$kernel.txt"
+                  echo "== $kernel: $(grep -c '/\*[0-9a-f]*\*/' "$OUT/sass_$kernel.txt") instructions" >>"$OUT/sass.log"
+                  grep -oE '/\*[0-9a-f]{4,}\*/ +(@!?U?P[0-9T] +)?[A-Z0-9_]+' "$OUT/sass_$kernel.txt" | awk '{print $NF}' \
+                      | sort | uniq -c | sort -rn | head -25 >>"$OUT/sass.log"
+              done ;;
         e2e_spec) E2E_MODEL=models/demo E2E_EXTRA_FLAGS='--speculative-config={"method":"mtp","num_speculative_tokens":3}' \
                       run e2e_spec timeout 200 tools/device/e2e_cuda.sh concurrency ;;
     esac
@@ -85,6 +104,7 @@ tail -5 "$OUT"/tame.log 2>/dev/null
 grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tail -30
 cat "$OUT"/demo.log 2>/dev/null
 grep -h "" "$OUT"/dist.log "$OUT"/oversize.log 2>/dev/null | tail -8
-for f in bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew e2e_spec \
+cat "$OUT"/ncudecode.txt "$OUT"/sass.log 2>/dev/null | head -80
+for f in profile bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew e2e_spec \
     kernels_main moe2 moe3 moe6 moe6up2 ab; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
 printf '%s\n' "${summary[@]}"
