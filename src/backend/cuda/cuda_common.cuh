@@ -177,6 +177,26 @@ __device__ __forceinline__ float decode_ue8m0(uint8_t e) {
     return __uint_as_float(e != 0 ? static_cast<uint32_t>(e) << 23 : 0x00400000u);
 }
 
+// Visits i = first, first + stride, ... below end, kBatch at a time: every load(i) of a batch is issued before any
+// use(i, value) of it. For loops whose stores may alias their loads as far as the compiler knows, or whose uses
+// depend on each other: written plainly they make one memory round trip an element.
+// Index: the loop's integer type (int where 32 bits do, as the loops it replaced).
+template <int kBatch, typename Index, typename Load, typename Use>
+__device__ __forceinline__ void batched_loads(Index first, Index end, Index stride, Load load, Use use) {
+    using Value = decltype(load(first));
+    for (Index i0 = first; i0 < end; i0 += kBatch * stride) {
+        Value v[kBatch];
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            if (i0 + j * stride < end) v[j] = load(i0 + j * stride);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+            if (i0 + j * stride < end) use(i0 + j * stride, v[j]);
+        }
+    }
+}
+
 // The four UE8M0 scales of one word (byte i is scale i), as decode_ue8m0 gives them. A byte of 1..254 is the float's
 // exponent field as it stands, so it moves into place by a shift and a mask (two instructions, not six); a word holding
 // a 0 (2^-127, subnormal) or 255 (NaN) byte takes the byte-by-byte path.

@@ -116,10 +116,9 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
 
 // Merges the splits with the sink: out = sum_s e^(m_s - M) acc_s / (sum_s e^(m_s - M) l_s + e^(sink - M)).
 // The splits' (max, sum) pairs go to shared memory first, a thread per split (one round trip for all of them); each
-// output element then reads its splits' partials kCombineBatch at a time. The sums keep split order. Above
+// output element then reads its splits' partials eight at a time. The sums keep split order. Above
 // kMaxCombineSplits splits the pairs are read from global memory where they lie.
 constexpr int kMaxCombineSplits = 512;
-constexpr int kCombineBatch = 8;
 __global__ void attention_combine_kernel(AttentionArgs a, int64_t rows, int splits, const float* part_acc,
                                          const float* part_ml) {
     pdl_begin();
@@ -143,19 +142,12 @@ __global__ void attention_combine_kernel(AttentionArgs a, int64_t rows, int spli
     }
     for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
         float acc = 0.0f;
-        for (int s0 = 0; s0 < splits; s0 += kCombineBatch) {
-            float v[kCombineBatch];
-#pragma unroll
-            for (int j = 0; j < kCombineBatch; ++j) {
-                v[j] = s0 + j < splits ? part_acc[(th * splits + s0 + j) * a.dim + i] : 0.0f;
-            }
-#pragma unroll
-            for (int j = 0; j < kCombineBatch; ++j) {
-                if (s0 + j >= splits) break;
-                const float ms = pairs[s0 + j].x;
-                if (ms != -INFINITY) acc += v[j] * expf(ms - mx);
-            }
-        }
+        batched_loads<8>(
+            0, splits, 1, [&](int s) { return part_acc[(th * splits + s) * a.dim + i]; },
+            [&](int s, float v) {
+                const float ms = pairs[s].x;
+                if (ms != -INFINITY) acc += v * expf(ms - mx);
+            });
         a.out[th * a.dim + i] = acc / denom;
     }
 }

@@ -13,21 +13,11 @@ __global__ void embed_kernel(StepMeta m, const uint16_t* table, int64_t d, int h
     pdl_begin();
     const int t = blockIdx.x;
     const uint16_t* row = table + static_cast<int64_t>(m.tokens[t]) * d;
-    constexpr int kBatch = 8;  // loads in flight before the stores (they may alias as far as the compiler knows)
-    for (int64_t i0 = threadIdx.x; i0 < d; i0 += kBatch * blockDim.x) {
-        float v[kBatch];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const int64_t i = i0 + j * blockDim.x;
-            v[j] = i < d ? bf16_bits_to_float(row[i]) : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const int64_t i = i0 + j * blockDim.x;
-            if (i >= d) break;
-            for (int s = 0; s < hc; ++s) x[(static_cast<int64_t>(t) * hc + s) * d + i] = v[j];
-        }
-    }
+    batched_loads<8>(
+        int64_t{threadIdx.x}, d, int64_t{blockDim.x}, [&](int64_t i) { return bf16_bits_to_float(row[i]); },
+        [&](int64_t i, float v) {
+            for (int s = 0; s < hc; ++s) x[(static_cast<int64_t>(t) * hc + s) * d + i] = v;
+        });
 }
 
 // Acc: the numerics mode's arithmetic (cuda_common.cuh); `round`: bf16 outputs (reference numerics).
@@ -117,57 +107,33 @@ __global__ void round_bf16_kernel(float* x, int64_t n) {
     if (i < n) x[i] = to_bf16(x[i]);
 }
 
-// kCopyBatch elements' loads of a thread in flight before it stores any (the stores may alias the loads as far as the
-// compiler knows: one at a time, a row of hc x D floats was ~60 round trips).
-constexpr int kCopyBatch = 8;
-
+// Eight loads of a thread in flight (one at a time, a row of hc x D floats was ~60 round trips).
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* y) {
     pdl_begin();
     const float* src = x + static_cast<int64_t>(rows[blockIdx.x]) * width;
     float* dst = y + blockIdx.x * width;
-    for (int64_t i0 = threadIdx.x; i0 < width; i0 += kCopyBatch * blockDim.x) {
-        float v[kCopyBatch];
-#pragma unroll
-        for (int j = 0; j < kCopyBatch; ++j) {
-            const int64_t i = i0 + j * blockDim.x;
-            v[j] = i < width ? src[i] : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < kCopyBatch; ++j) {
-            const int64_t i = i0 + j * blockDim.x;
-            if (i < width) dst[i] = v[j];
-        }
-    }
+    batched_loads<8>(
+        int64_t{threadIdx.x}, width, int64_t{blockDim.x}, [&](int64_t i) { return src[i]; },
+        [&](int64_t i, float v) { dst[i] = v; });
 }
 
 // One block per row: each thread scans a strided slice, then the block reduces (value, index) pairs; a row holding
-// NaN or +inf, or only -inf, has no choice (kNoArgmax), as on the host. A thread has kArgmaxBatch loads in flight
-// before it compares any (one at a time, a vocabulary row took ~200 us); argmax_better is a total order, so the scan
-// order does not change the answer.
+// NaN or +inf, or only -inf, has no choice (kNoArgmax), as on the host. A thread has eight loads in flight before it
+// compares any (one at a time, a vocabulary row took ~200 us); argmax_better is a total order, so the scan order does
+// not change the answer.
 constexpr int kArgmaxThreads = 1024;
-constexpr int kArgmaxBatch = 8;
 __global__ void argmax_rows_kernel(const float* x, int64_t cols, int32_t* out) {
     pdl_begin();
     const float* row = x + static_cast<int64_t>(blockIdx.x) * cols;
     float best = -INFINITY;
     int32_t best_i = 0;
     bool fault = false;
-    for (int64_t first = threadIdx.x; first < cols; first += kArgmaxBatch * blockDim.x) {
-        float v[kArgmaxBatch];
-#pragma unroll
-        for (int j = 0; j < kArgmaxBatch; ++j) {
-            const int64_t i = first + j * blockDim.x;
-            v[j] = i < cols ? row[i] : -INFINITY;
-        }
-#pragma unroll
-        for (int j = 0; j < kArgmaxBatch; ++j) {
-            const int64_t i = first + j * blockDim.x;
-            if (i >= cols) break;
-            fault |= !(v[j] < INFINITY);  // NaN or +inf
-            if (argmax_better(v[j], static_cast<int32_t>(i), best, best_i))
-                best = v[j], best_i = static_cast<int32_t>(i);
-        }
-    }
+    batched_loads<8>(
+        int64_t{threadIdx.x}, cols, int64_t{blockDim.x}, [&](int64_t i) { return row[i]; },
+        [&](int64_t i, float v) {
+            fault |= !(v < INFINITY);  // NaN or +inf
+            if (argmax_better(v, static_cast<int32_t>(i), best, best_i)) best = v, best_i = static_cast<int32_t>(i);
+        });
     fault = __syncthreads_or(fault);
     for (int offset = 16; offset > 0; offset /= 2) {
         const float v = __shfl_down_sync(0xffffffffu, best, offset);

@@ -118,40 +118,20 @@ __device__ void collapse_and_norm(const HcBoundaryParams& p, int64_t t, const fl
     sq = block_sum(sq, scratch);
     const float inv = 1.0f / sqrtf(sq / static_cast<float>(p.d) + p.norm_eps);
     // The norm pass with kCollapseUnroll channels' loads in flight (one at a time it was a round trip a channel).
-    for (int64_t i0 = threadIdx.x; i0 < p.d; i0 += kCollapseUnroll * kChannels) {
-        float v[kCollapseUnroll], w[kCollapseUnroll];
-#pragma unroll
-        for (int k = 0; k < kCollapseUnroll; ++k) {
-            const int64_t i = i0 + k * kChannels;
-            v[k] = i < p.d ? u[i] : 0.0f;
-            w[k] = i < p.d ? p.norm_weight[i] : 0.0f;
-        }
-#pragma unroll
-        for (int k = 0; k < kCollapseUnroll; ++k) {
-            const int64_t i = i0 + k * kChannels;
-            if (i < p.d) u[i] = v[k] * inv * w[k];
-        }
-    }
+    batched_loads<kCollapseUnroll>(
+        int64_t{threadIdx.x}, p.d, int64_t{kChannels}, [&](int64_t i) { return make_float2(u[i], p.norm_weight[i]); },
+        [&](int64_t i, float2 v) { u[i] = v.x * inv * v.y; });
 }
 
-// The token's mix rows and sum of squares: the blocks' partials added in chunk order, kPartialBatch chunks' loads in
-// flight at once (a chunk at a time, 16 dependent round trips at D = 4096).
-constexpr int kPartialBatch = 8;
+// The token's mix rows and sum of squares: the blocks' partials added in chunk order, eight chunks' loads in flight
+// at once (a chunk at a time, 16 dependent round trips at D = 4096).
 template <int kRows>
 __device__ void sum_partials(const float* partial, int chunks, float* mix) {
     for (int r = threadIdx.x; r <= kRows; r += blockDim.x) {
         float s = 0.0f;
-        for (int c0 = 0; c0 < chunks; c0 += kPartialBatch) {
-            float v[kPartialBatch];
-#pragma unroll
-            for (int j = 0; j < kPartialBatch; ++j) {
-                v[j] = c0 + j < chunks ? __ldcg(partial + static_cast<int64_t>(c0 + j) * (kRows + 1) + r) : 0.0f;
-            }
-#pragma unroll
-            for (int j = 0; j < kPartialBatch; ++j) {
-                if (c0 + j < chunks) s += v[j];
-            }
-        }
+        batched_loads<8>(
+            0, chunks, 1, [&](int c) { return __ldcg(partial + static_cast<int64_t>(c) * (kRows + 1) + r); },
+            [&](int, float v) { s += v; });
         mix[r] = s;
     }
 }

@@ -118,27 +118,14 @@ __device__ void keep_record(const StepMeta& m, const CompressArgs& c, int t) {
     const float* ape = c.ape + (pos % c.ratio) * c.width;
     const float* a = c.a + static_cast<int64_t>(t) * c.width;
     const float* g = c.g + static_cast<int64_t>(t) * c.width;
-    // kKeepBatch channels' loads in flight before any store (the stores could alias the loads as far as the compiler
-    // knows, so one at a time it made a round trip a channel).
-    constexpr int kKeepBatch = 4;
-    for (int i0 = threadIdx.x; i0 < c.width; i0 += kKeepBatch * blockDim.x) {
-        float kv[kKeepBatch], gate[kKeepBatch], bias[kKeepBatch];
-#pragma unroll
-        for (int j = 0; j < kKeepBatch; ++j) {
-            const int i = i0 + j * static_cast<int>(blockDim.x);
-            const bool in = i < c.width;
-            kv[j] = in ? a[i] : 0.0f;
-            gate[j] = in ? g[i] : 0.0f;
-            bias[j] = in ? ape[i] : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < kKeepBatch; ++j) {
-            const int i = i0 + j * static_cast<int>(blockDim.x);
-            if (i >= c.width) break;
-            rec[i] = kv[j];
-            rec[c.width + i] = gate[j] + bias[j];
-        }
-    }
+    // Four channels' loads in flight before any store (one at a time it made a round trip a channel).
+    batched_loads<4>(
+        static_cast<int>(threadIdx.x), c.width, static_cast<int>(blockDim.x),
+        [&](int i) { return make_float3(a[i], g[i], ape[i]); },
+        [&](int i, float3 v) {
+            rec[i] = v.x;
+            rec[c.width + i] = v.y + v.z;
+        });
 }
 
 // One block per step token; the tokens that complete a window emit its entry.
