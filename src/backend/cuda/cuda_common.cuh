@@ -170,6 +170,12 @@ __device__ __forceinline__ void decode8_e2m1(uint32_t w, float* out) {
     decode4_e4m3(e.y, out + 4);
 }
 
+// 2^e for e in [-127, 127], exactly ldexpf(1.0f, e) there, from the bits (ldexpf is a library call of a dozen
+// instructions; the activation quantizers take two a 128-value block).
+__device__ __forceinline__ float exp2i(int e) {
+    return __int_as_float(e > -127 ? (e + 127) << 23 : 0x00400000);
+}
+
 // 2^(e - 127); 0xFF is NaN. Built from the bits (ldexpf is a library call): e in [1, 254] is the float exponent
 // field itself, e = 0 is the subnormal 2^-127.
 __device__ __forceinline__ float decode_ue8m0(uint8_t e) {

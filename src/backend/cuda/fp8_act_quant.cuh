@@ -27,14 +27,14 @@ __device__ __forceinline__ uint32_t quant_block_warp_word(const float (&v)[4], f
     amax = warp_max(amax);
     finite = __all_sync(0xffffffffu, finite);
     const int e = pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, 448.0f);
-    const float inverse = ldexpf(1.0f, -e);
+    const float inverse = exp2i(-e);  // e in [-127, 127] (ceil_log2_clamped_dev)
     uint32_t word = 0;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const float s = fminf(fmaxf(v[i] * inverse, -448.0f), 448.0f);
         word |= static_cast<uint32_t>(__nv_cvt_float_to_fp8(s, __NV_SATFINITE, __NV_E4M3)) << (8 * i);
     }
-    scale = finite ? ldexpf(1.0f, e) : __uint_as_float(0x7fc00000u);
+    scale = finite ? exp2i(e) : __uint_as_float(0x7fc00000u);
     return word;
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/fp8_act_quant.cuh"
 #include "backend/cuda/kernels_fp8.h"
+#include "backend/cuda/mma_fp8.cuh"
 
 namespace dsv4::cuda {
 
@@ -15,13 +16,14 @@ constexpr int kMmaWarps = 8;
 constexpr int kMmaTileRows = 16;
 constexpr int kMmaCodePad = 64;  // bytes after each staged token row: tokens g and g + 1 on other banks
 
-// Shared memory of one block: the staged codes [m][k + kMmaCodePad], their scales [m][k / 128], the split sums.
+// Shared memory of one block: the staged codes [m][k * code_bytes + kMmaCodePad] (code_bytes 2: the codes' values as
+// f16, StageOrder::kF16Pairs), their scales [m][k / 128], the split sums.
 struct MmaStageLayout {
     int64_t code_stride = 0, scales_offset = 0, partials_offset = 0, bytes = 0;
 };
-__host__ __device__ inline MmaStageLayout mma_stage_layout(int m, int64_t k) {
+__host__ __device__ inline MmaStageLayout mma_stage_layout(int m, int64_t k, int code_bytes = 1) {
     MmaStageLayout l;
-    l.code_stride = k + kMmaCodePad;
+    l.code_stride = k * code_bytes + kMmaCodePad;
     l.scales_offset = m * l.code_stride;
     l.partials_offset = l.scales_offset + m * (k / kFp8ActBlock) * 4;
     l.bytes = l.partials_offset + kMmaWarps * 4 * 32 * 4;
@@ -36,9 +38,9 @@ inline int mma_splits(int64_t units, int64_t k_blocks, int chunk, int target_war
     return splits;
 }
 
-// How staged codes are ordered inside each run of 8: as they come (FP8 weights), or the 4 even-indexed values then the
-// 4 odd-indexed ones (FP4 weights, whose byte holds elements 2j and 2j + 1: mma_fp8.cuh's FP4 expansion splits them).
-enum class StageOrder { kNatural, kEvenOdd };
+// How staged codes are stored: e4m3 bytes as they come (FP8 weights), or each run of 4 as the f16 values of codes 0,
+// 2, 1, 3 (FP4 weights: the B fragment order of kernels_expert_gemv_fp4.cu, which multiplies in f16, mma_fp8.cuh).
+enum class StageOrder { kNatural, kF16Pairs };
 
 // m tokens (token t at x + t * x_stride), bf16-rounded and quantized per 128, into shared memory: one warp per (token,
 // K block), kStageBatch of them loaded before any is quantized (the loads' latency is the prologue's cost). Scales
@@ -49,15 +51,16 @@ template <StageOrder kOrder>
 __device__ void stage_tokens(const float* x, int64_t x_stride, int m, int64_t k, float scale_factor,
                              const MmaStageLayout& l, uint8_t* shared, const float* up = nullptr, float limit = 0.0f) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t blocks = k / kFp8ActBlock, items = m * blocks;
+    const int blocks = static_cast<int>(k / kFp8ActBlock), items = m * blocks;  // int: no 64-bit divisions below
     auto* scales = reinterpret_cast<float*>(shared + l.scales_offset);
-    for (int64_t first = warp; first < items; first += kMmaWarps * kStageBatch) {
+    for (int first = warp; first < items; first += kMmaWarps * kStageBatch) {
         float4 x4[kStageBatch], u4[kStageBatch];
 #pragma unroll
         for (int j = 0; j < kStageBatch; ++j) {
-            const int64_t item = first + j * kMmaWarps;
+            const int item = first + j * kMmaWarps;
             if (item < items) {
-                const int64_t t = item / blocks, b = item % blocks, at = t * x_stride + b * kFp8ActBlock + lane * 4;
+                const int t = item / blocks, b = item % blocks;
+                const int64_t at = t * x_stride + b * kFp8ActBlock + lane * 4;
                 x4[j] = *reinterpret_cast<const float4*>(x + at);
                 if (up != nullptr) u4[j] = *reinterpret_cast<const float4*>(up + at);
             }
@@ -72,17 +75,19 @@ __device__ void stage_tokens(const float* x, int64_t x_stride, int m, int64_t k,
         }
 #pragma unroll
         for (int j = 0; j < kStageBatch; ++j) {
-            const int64_t item = first + j * kMmaWarps;
+            const int item = first + j * kMmaWarps;
             if (item >= items) break;  // uniform over the warp
-            const int64_t t = item / blocks, b = item % blocks;
+            const int t = item / blocks, b = item % blocks;
             const float v[4] = {to_bf16(x4[j].x), to_bf16(x4[j].y), to_bf16(x4[j].z), to_bf16(x4[j].w)};
             float scale;
-            uint32_t word = quant_block_warp_word(v, scale);
-            if constexpr (kOrder == StageOrder::kEvenOdd) {  // lanes 2j and 2j + 1 hold one run of 8
-                const uint32_t other = __shfl_xor_sync(0xffffffffu, word, 1);
-                word = (lane & 1) == 0 ? __byte_perm(word, other, 0x6420) : __byte_perm(other, word, 0x7531);
+            const uint32_t word = quant_block_warp_word(v, scale);
+            if constexpr (kOrder == StageOrder::kF16Pairs) {
+                const uint32_t pairs = __byte_perm(word, 0, 0x3120);  // codes 0, 2 | 1, 3
+                *reinterpret_cast<uint2*>(shared + t * l.code_stride + 2 * (b * kFp8ActBlock + lane * 4)) =
+                    make_uint2(e4m3x2_to_f16x2(pairs & 0xffffu), e4m3x2_to_f16x2(pairs >> 16));
+            } else {
+                *reinterpret_cast<uint32_t*>(shared + t * l.code_stride + b * kFp8ActBlock + lane * 4) = word;
             }
-            *reinterpret_cast<uint32_t*>(shared + t * l.code_stride + b * kFp8ActBlock + lane * 4) = word;
             if (lane == 0) scales[t * blocks + b] = scale * scale_factor;
         }
     }

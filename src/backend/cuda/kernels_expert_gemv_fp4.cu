@@ -1,12 +1,15 @@
-// The routed experts' per-pair GEMVs on FP8 tensor cores, FP4 weights (W4A8; kernels.h, launch_expert_gemv_fp4). The
-// float32 expert GEMV spends about four instructions on each weight element (e2m1 to e4m3 by byte permutes, to half,
-// to float, multiply-add) and ran at 0.75-0.95 TB/s (performance-log.md 2026-12-03); here an element costs about one
-// (mma_fp8.cuh's bit move to e4m3, exact) and the sums run on mma.sync.
+// The routed experts' per-pair GEMVs on tensor cores, FP4 weights (W4A8; kernels.h, launch_expert_gemv_fp4). Hopper
+// has no FP8 mma.sync: ptxas turns an e4m3 m16n8k32 into byte-pair conversions to f16 and two f16 HMMAs (ncu SASS,
+// performance-log.md 2026-12-04), so this kernel multiplies in f16 itself: every e2m1 weight (as e4m3, mma_fp8.cuh's
+// exact bit move) and every e4m3 activation code is exact in f16, products are exact in the float32 accumulator.
 //
-// Lane (g, tq) of a warp holds, for each 128-wide K block of its 16-row tile, the 4-byte word at byte 16 i + 4 tq of
-// rows g and g + 8 for each 32-wide scale group i: mma step i then covers group i alone, and its 16 x 8 result is
-// multiplied by the group's scale of each row before it joins the block's sum, which the token's scale multiplies
-// once per K block. The staged token codes are ordered even / odd in each run of 8 to match the expansion.
+// One token per pair, so seven of the mma's eight columns would idle; instead column n holds scale group n. Lane
+// (g, tq) loads 16 bytes a row for rows g and g + 8 of its 16-row tile: all of scale group tq of the 128-wide K
+// block, one vector load a row (the e4m3 GEMV's 4-byte loads a group were a load and a round of address math per
+// word). In each mma step lane tq contributes four K positions of group tq, and the B fragment holds the token's
+// values of group tq in column tq and zeros elsewhere (only lanes g == tq load them), so after a block's eight steps
+// D[r][n] is row r's sum over group n alone: the per-32 weight scales apply exactly, one per (row, column), with no
+// exponent window. Lanes tq 0 and 1 hold columns 0..3; their two column sums meet by one shuffle at the end.
 #include <algorithm>
 #include <cstdint>
 
@@ -18,81 +21,143 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kChunk = 4;           // K blocks of weights a warp has in flight
-constexpr int kGroups = 4;          // 32-wide scale groups per K block
-constexpr int kTargetWarps = 4096;  // warps a launch aims for before it stops splitting K
-constexpr int64_t kMaxShared = 64 * 1024;
+constexpr int kChunk = 2;           // K blocks of one load batch; two batches in flight (double buffering)
+constexpr int kTargetWarps = 2112;  // one wave of 16 warps an SM on the H200's 132 SMs (1056 and 4224 measured slower)
+constexpr int kCodeBytes = 2;       // staged activations: f16 values (StageOrder::kF16Pairs)
+constexpr int64_t kMaxShared = 96 * 1024;
 
-// One lane's words of a chunk: [block][group][row g, row g + 8], and the four group scales of each row and block.
-struct Fp4Loads {
-    uint32_t w[kChunk][kGroups][2];
-    uint32_t scales[kChunk][2];
+// One lane's loads of a K block: scale group tq of rows g and g + 8 (16 bytes each) and the rows' four group scales.
+struct BlockLoads {
+    uint4 w[2];
+    uint32_t scales[2];
 };
 
-__device__ __forceinline__ uint32_t load_scale_word(const uint8_t* p, bool aligned) {
-    if (aligned) return __ldg(reinterpret_cast<const uint32_t*>(p));
-    return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-           static_cast<uint32_t>(p[3]) << 24;
-}
-
-// Rows g and g + 8 of the tile for K blocks [kb0, kb0 + kChunk). Every load is issued, with no branch or select: a
-// row past the weight reads the last row and a block at or past kb_end reads block kb_end - 1 (loaded, never used:
-// the sums stop at kb_end and store_tile skips rows past the weight).
+// This lane's rows g and g + 8 of the tile at the warp's first K block: weight bytes from its group (16 tq) and the
+// rows' scale words. A row past the weight reads the last row (its sums are never stored).
 struct TileRows {
-    const uint8_t* data_g = nullptr;  // row g's bytes, from this lane's 4 tq
-    const uint8_t* data_g8 = nullptr;
-    const uint8_t* scales_g = nullptr;  // row g's group scales
-    const uint8_t* scales_g8 = nullptr;
-    bool scales_aligned = false;
+    const uint8_t* data[2] = {};
+    const uint8_t* scales[2] = {};
 };
-__device__ __forceinline__ void load_chunk(const TileRows& t, int kb0, int kb_end, Fp4Loads& l) {
-#pragma unroll
-    for (int c = 0; c < kChunk; ++c) {
-        const int kb = min(kb0 + c, kb_end - 1);
-        const int64_t at = static_cast<int64_t>(kb) * (kFp8ActBlock / 2);
-#pragma unroll
-        for (int i = 0; i < kGroups; ++i) {
-            l.w[c][i][0] = __ldg(reinterpret_cast<const uint32_t*>(t.data_g + at + 16 * i));
-            l.w[c][i][1] = __ldg(reinterpret_cast<const uint32_t*>(t.data_g8 + at + 16 * i));
-        }
-        const int64_t s_at = static_cast<int64_t>(kb) * kGroups;
-        l.scales[c][0] = load_scale_word(t.scales_g + s_at, t.scales_aligned);
-        l.scales[c][1] = load_scale_word(t.scales_g8 + s_at, t.scales_aligned);
+
+// The scale word of 4 groups; kAligned: one 4-byte load (the rows' scales 4-byte aligned, as the checkpoint's are),
+// else four byte loads. A template parameter, not a predicate: predicated-off loads still take issue slots.
+template <bool kAligned>
+__device__ __forceinline__ uint32_t load_scale_word(const uint8_t* p) {
+    if constexpr (kAligned) {
+        return __ldg(reinterpret_cast<const uint32_t*>(p));
+    } else {
+        return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+               static_cast<uint32_t>(p[3]) << 24;
     }
 }
 
-// acc += the chunk's K blocks (one token, column 0 of the mma): per group the exact 32-term sums times the group's
-// row scales, per block that sum times the token's scale.
-__device__ __forceinline__ void accumulate_chunk(const Fp4Loads& l, const uint8_t* codes, const float* token_scales,
-                                                 int kb0, int kb_end, float acc[4]) {
-    const int tq = threadIdx.x % 4;
-    const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+// K blocks kb, kb + 1, .. (kChunk of them, relative to the warp's first block). kClamp: a block at or past `last`
+// reads block `last` instead (loaded, never used: the sums stop before it), for the warp's final batches only; the
+// others take constant offsets from the row pointers, no address arithmetic a load.
+template <bool kAligned, bool kClamp>
+__device__ __forceinline__ void load_chunk(const TileRows& t, int kb, int last, BlockLoads (&l)[kChunk]) {
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+        const int b = kClamp ? min(kb + c, last) : kb + c;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            l[c].w[r] = load_stream16(t.data[r] + b * (kFp8ActBlock / 2));
+            l[c].scales[r] = load_scale_word<kAligned>(t.scales[r] + b * 4);
+        }
+    }
+}
+
+// The two group scales of a row that this lane's columns (2 (tq & 1), + 1) take; `shift` is 16 (tq & 1). UE8M0 bytes
+// 1..254 are 2^(e - 127) by a shift into the float exponent; 0 (2^-127) and 255 (NaN) take decode_ue8m0.
+__device__ __forceinline__ float2 column_scales(uint32_t word, int shift) {
+    const uint32_t lo = (word >> shift) & 0xffu, hi = (word >> (shift + 8)) & 0xffu;
+    if (lo - 1u < 254u && hi - 1u < 254u) return make_float2(__uint_as_float(lo << 23), __uint_as_float(hi << 23));
+    return make_float2(decode_ue8m0(static_cast<uint8_t>(lo)), decode_ue8m0(static_cast<uint8_t>(hi)));
+}
+
+// The block's D[r][n] = row r's sum over scale group n (n < 4), eight m16n8k16 steps: word j of this lane's 16 bytes
+// gives steps 2 j (its elements 0, 2 | 1, 3) and 2 j + 1 (4, 6 | 5, 7), matching the staged B order. Lanes other than
+// g == tq give zeros to B.
+__device__ __forceinline__ void block_group_sums(const BlockLoads& l, const uint8_t* codes, bool b_lane, float d[4]) {
+    const uint32_t* rg = &l.w[0].x;
+    const uint32_t* rg8 = &l.w[1].x;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const uint2 e = e2m1_to_e4m3_even_odd(rg[j]), e8 = e2m1_to_e4m3_even_odd(rg8[j]);
+        uint4 b = make_uint4(0, 0, 0, 0);
+        if (b_lane) b = *reinterpret_cast<const uint4*>(codes + 16 * j);
+        uint32_t a_lo[4], a_hi[4];  // rows g, g + 8: elements (0, 2), (1, 3) | (4, 6), (5, 7)
+        e4m3x4_to_f16x2x2(e.x, a_lo[0], a_hi[0]);
+        e4m3x4_to_f16x2x2(e8.x, a_lo[1], a_hi[1]);
+        e4m3x4_to_f16x2x2(e.y, a_lo[2], a_hi[2]);
+        e4m3x4_to_f16x2x2(e8.y, a_lo[3], a_hi[3]);
+        mma_f16(d, a_lo, b.x, b.y);
+        mma_f16(d, a_hi, b.z, b.w);
+    }
+}
+
+// acc[row g, row g + 8] += the chunk's blocks: each column's group sum times its row's group scale, a block's two
+// columns summed, times the token's block scale.
+__device__ __forceinline__ void accumulate_chunk(const BlockLoads (&l)[kChunk], const uint8_t* codes,
+                                                 const float* token_scales, int kb0, int kb_end, float acc[2]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4, shift = 16 * (tq & 1);
+    const bool b_lane = g == tq;
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
         const int kb = kb0 + c;
         if (kb >= kb_end) break;
-        float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        float scale_g[kGroups], scale_g8[kGroups];  // the groups' scales of rows g and g + 8
-        decode_ue8m0_x4(l.scales[c][0], scale_g);
-        decode_ue8m0_x4(l.scales[c][1], scale_g8);
-#pragma unroll
-        for (int i = 0; i < kGroups; ++i) {
-            // Every lane reads the token's codes (one shared-memory broadcast, no branch): all eight B columns are
-            // the one token, and only column 0 is stored.
-            const uint2 x = *reinterpret_cast<const uint2*>(codes + kb * kFp8ActBlock + 32 * i + 8 * tq);
-            const uint2 row_g = e2m1_to_e4m3_even_odd(l.w[c][i][0]);
-            const uint2 row_g8 = e2m1_to_e4m3_even_odd(l.w[c][i][1]);
-            const uint32_t a[4] = {row_g.x, row_g8.x, row_g.y, row_g8.y}, b[2] = {x.x, x.y};
-            float d[4];
-            mma_e4m3(d, a, b, zero);
-            block[0] = fmaf(d[0], scale_g[i], block[0]);
-            block[1] = fmaf(d[1], scale_g[i], block[1]);
-            block[2] = fmaf(d[2], scale_g8[i], block[2]);
-            block[3] = fmaf(d[3], scale_g8[i], block[3]);
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        block_group_sums(l[c], codes + kb * (kFp8ActBlock * kCodeBytes) + 64 * tq, b_lane, d);
+        const float2 sg = column_scales(l[c].scales[0], shift), sg8 = column_scales(l[c].scales[1], shift);
+        const float f = token_scales[kb];  // the token's block scale (times 2^6, the expansion's offset)
+        acc[0] = fmaf(fmaf(d[0], sg.x, d[1] * sg.y), f, acc[0]);
+        acc[1] = fmaf(fmaf(d[2], sg8.x, d[3] * sg8.y), f, acc[1]);
+    }
+}
+
+// The warp's K blocks [kb_begin, kb_end) of its tile into acc, two batches of loads in flight (the first, `even`,
+// already requested): the next batch is requested before the current one is used. Batches wholly inside the range
+// load without clamping.
+template <bool kAligned>
+__device__ void tile_sums(const TileRows& t, BlockLoads (&even)[kChunk], const uint8_t* codes,
+                          const float* token_scales, int kb_begin, int kb_end, float acc[2]) {
+    BlockLoads odd[kChunk];
+    const int n = kb_end - kb_begin, last = n - 1;  // t's pointers are at kb_begin: block indices relative to it
+    TileRows at = t;                                // at block i0, advanced a round at a time
+    for (int i0 = 0; i0 < n; i0 += 2 * kChunk) {
+        const int i1 = i0 + kChunk, i2 = i0 + 2 * kChunk;
+        if (i2 + kChunk <= n) {  // both batches requested here lie inside the range: constant offsets from `at`
+            load_chunk<kAligned, false>(at, kChunk, last, odd);
+            accumulate_chunk(even, codes, token_scales, kb_begin + i0, kb_end, acc);
+            load_chunk<kAligned, false>(at, 2 * kChunk, last, even);
+            accumulate_chunk(odd, codes, token_scales, kb_begin + i1, kb_end, acc);
+        } else {
+            if (i1 < n) load_chunk<kAligned, true>(t, i1, last, odd);
+            accumulate_chunk(even, codes, token_scales, kb_begin + i0, kb_end, acc);
+            if (i2 < n) load_chunk<kAligned, true>(t, i2, last, even);
+            if (i1 < n) accumulate_chunk(odd, codes, token_scales, kb_begin + i1, kb_end, acc);
         }
-        const float f = token_scales[kb];  // token 0's scale (times 2^6, the expansion's offset)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[i] = fmaf(block[i], f, acc[i]);
+        for (int r = 0; r < 2; ++r) {
+            at.data[r] += 2 * kChunk * (kFp8ActBlock / 2);
+            at.scales[r] += 2 * kChunk * 4;
+        }
+    }
+}
+
+// The split warps of a tile add their row sums in split order (split 0 ends with the total), through shared memory.
+// All threads of the block must call.
+__device__ __forceinline__ void sum_row_splits(float acc[2], int splits, float* partials) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (splits > 1) {
+        partials[(warp * 2) * 32 + lane] = acc[0];
+        partials[(warp * 2 + 1) * 32 + lane] = acc[1];
+    }
+    __syncthreads();
+    if (splits == 1 || warp % splits != 0) return;
+    for (int s = 1; s < splits; ++s) {
+        acc[0] += partials[((warp + s) * 2) * 32 + lane];
+        acc[1] += partials[((warp + s) * 2 + 1) * 32 + lane];
     }
 }
 
@@ -118,35 +183,50 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     const int kb_end = r0 < p.rows ? std::min(blocks, kb_begin + per_split) : kb_begin;  // tiles past the rows: none
 
     const int64_t row_bytes = p.k / 2;
-    const int64_t row_g = std::min(r0 + g, p.rows - 1), row_g8 = std::min(r0 + g + 8, p.rows - 1);
+    const bool aligned = w.scale_cols % 4 == 0 && (reinterpret_cast<uintptr_t>(w.scales) & 3) == 0;
     TileRows t;
-    t.data_g = static_cast<const uint8_t*>(w.data) + row_g * row_bytes + 4 * tq;
-    t.data_g8 = static_cast<const uint8_t*>(w.data) + row_g8 * row_bytes + 4 * tq;
-    t.scales_g = w.scales + row_g * w.scale_cols;
-    t.scales_g8 = w.scales + row_g8 * w.scale_cols;
-    t.scales_aligned = w.scale_cols % 4 == 0 && (reinterpret_cast<uintptr_t>(w.scales) & 3) == 0;
-    Fp4Loads loads;
-    if (kb_begin < kb_end) load_chunk(t, kb_begin, kb_end, loads);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int64_t row = std::min(r0 + g + 8 * r, p.rows - 1);
+        t.data[r] = static_cast<const uint8_t*>(w.data) + row * row_bytes + kb_begin * (kFp8ActBlock / 2) + 16 * tq;
+        t.scales[r] = w.scales + row * w.scale_cols + kb_begin * 4;
+    }
+    BlockLoads even[kChunk];  // the first batch, requested before the token is staged
+    const int last = kb_end - kb_begin - 1;
+    if (last >= 0) {
+        if (aligned) {
+            load_chunk<true, true>(t, 0, last, even);
+        } else {
+            load_chunk<false, true>(t, 0, last, even);
+        }
+    }
 
-    const MmaStageLayout l = mma_stage_layout(1, p.k);
+    const MmaStageLayout l = mma_stage_layout(1, p.k, kCodeBytes);
     const int64_t x_at = (pair / p.x_div) * p.k;
-    stage_tokens<StageOrder::kEvenOdd>(p.x + x_at, p.k, 1, p.k, kE2m1E4m3Factor, l, shared,
-                                       p.swiglu_up != nullptr ? p.swiglu_up + x_at : nullptr, p.limit);
+    stage_tokens<StageOrder::kF16Pairs>(p.x + x_at, p.k, 1, p.k, kE2m1E4m3Factor, l, shared,
+                                        p.swiglu_up != nullptr ? p.swiglu_up + x_at : nullptr, p.limit);
     __syncthreads();
     const auto* token_scales = reinterpret_cast<const float*>(shared + l.scales_offset);
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int kb0 = kb_begin; kb0 < kb_end; kb0 += kChunk) {
-        if (kb0 != kb_begin) load_chunk(t, kb0, kb_end, loads);
-        accumulate_chunk(loads, shared, token_scales, kb0, kb_end, acc);
+    float acc[2] = {0.0f, 0.0f};
+    if (aligned) {  // uniform over the block (one expert)
+        tile_sums<true>(t, even, shared, token_scales, kb_begin, kb_end, acc);
+    } else {
+        tile_sums<false>(t, even, shared, token_scales, kb_begin, kb_end, acc);
     }
-    sum_splits(acc, p.splits, reinterpret_cast<float*>(shared + l.partials_offset));
-    if (split == 0) store_tile(acc, r0, p.rows, 1, p.y[which] + pair * p.rows, 0);
+    // Columns 0, 1 (lane tq 0) and 2, 3 (lane tq 1): the row's four groups. Lanes tq 2, 3 hold zero columns.
+    acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
+    acc[1] += __shfl_xor_sync(0xffffffffu, acc[1], 1);
+    sum_row_splits(acc, p.splits, reinterpret_cast<float*>(shared + l.partials_offset));
+    if (split != 0 || tq != 0) return;
+    float* y = p.y[which] + pair * p.rows;
+    if (r0 + g < p.rows) y[r0 + g] = acc[0];
+    if (r0 + g + 8 < p.rows) y[r0 + g + 8] = acc[1];
 }
 
 }  // namespace
 
 bool expert_gemv_fp4_supported(int64_t k) {
-    return k > 0 && k % kFp8ActBlock == 0 && mma_stage_layout(1, k).bytes <= kMaxShared;
+    return k > 0 && k % kFp8ActBlock == 0 && mma_stage_layout(1, k, kCodeBytes).bytes <= kMaxShared;
 }
 
 void launch_expert_gemv_fp4(cudaStream_t stream, ExpertGemvFp4Params p) {
@@ -156,7 +236,7 @@ void launch_expert_gemv_fp4(cudaStream_t stream, ExpertGemvFp4Params p) {
     const int64_t tiles_per_block = kMmaWarps / p.splits;
     const dim3 grid(static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block),
                     static_cast<unsigned>(p.pairs), static_cast<unsigned>(p.n_weights));
-    const int64_t shared = mma_stage_layout(1, p.k).bytes;
+    const int64_t shared = mma_stage_layout(1, p.k, kCodeBytes).bytes;
     if (shared > 48 * 1024) {
         cudaFuncSetAttribute(expert_gemv_fp4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(shared));

@@ -7,9 +7,40 @@
 // and [64 + 16 tq, + 16) of every 128-byte K block, two whole 64-byte runs per row for each pair of vector loads.
 #pragma once
 
+#include <cuda_fp8.h>
+
 #include <cstdint>
 
 namespace dsv4::cuda {
+
+// Hopper has no FP8 mma.sync: ptxas lowers an e4m3 m16n8k32 to byte-pair conversions to f16 (F2FP) and two f16
+// HMMAs (SASS, performance-log.md 2026-12-04). Every e4m3 value is exact in f16 and f16 products are exact in the
+// float32 accumulator, so a kernel may as well convert and multiply in f16 itself where that lets it choose its own
+// fragments (kernels_expert_gemv_fp4.cu). The FP8 GEMV keeps the e4m3 instruction: staging its tokens as f16 (no
+// activation conversions in the loop) measured 3-6% slower on the H200 (twice the shared memory and its loads).
+
+// The f16 values of two e4m3 codes (low byte to the low half).
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two_codes) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes), __NV_E4M3);
+    return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
+}
+
+// The f16 values of four e4m3 codes: codes 0, 1 into `lo`, codes 2, 3 into `hi` (the high half read in place, no
+// shift).
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t four_codes, uint32_t& lo, uint32_t& hi) {
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(four_codes));
+}
+
+// d += a . b, one m16n8k16 f16 tile with float32 accumulation (A 16 x 16 row-major: {row g, K 2 tq, +1}, {row g + 8,
+// same}, {row g, K 2 tq + 8, +9}, {row g + 8, same}; B 16 x 8: {K 2 tq, +1 of column g}, {K 2 tq + 8, +9}).
+__device__ __forceinline__ void mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 // d = a . b + c for one m16n8k32 e4m3 tile.
 __device__ __forceinline__ void mma_e4m3(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
