@@ -121,6 +121,22 @@ void ModelOps::norm_rope(Tensor x, const VecRef* weight, float eps, const RopePa
     this->rope(x, rope, false);
 }
 
+void ModelOps::norm_ropes(std::span<const NormRopeTarget> targets, float eps) {
+    for (const NormRopeTarget& t : targets) {
+        if (t.rope != nullptr) {
+            norm_rope(t.x, t.weight, eps, *t.rope);
+        } else {
+            rms_norm(t.x, t.weight, eps, t.x);
+        }
+    }
+}
+
+void ModelOps::attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
+                                   const VecRef& sinks, const Tensor* topk, float scale, Tensor out) {
+    attention(layer, lc, q, kv, sinks, topk, scale, out);
+    rope(out, lc.rope, true);
+}
+
 void ModelOps::argmax_rows(const Tensor& x, Tensor out) {
     const int64_t n = x.size(0), v = argmax_row_width(x, out);
     const std::vector<float> host = read_f32(*this, x);

@@ -32,6 +32,13 @@ struct LinearTarget {
     Tensor y;  // [M, w->rows]
 };
 
+// One input of ModelOps::norm_ropes.
+struct NormRopeTarget {
+    Tensor x;                          // [N, heads, dim], in place
+    const VecRef* weight = nullptr;    // [dim] or null
+    const RopeParams* rope = nullptr;  // null: the norm alone
+};
+
 class ModelOps {
   public:
     virtual ~ModelOps() = default;
@@ -83,6 +90,9 @@ class ModelOps {
     // rms_norm over each head of x [N, heads, head_dim] (weight [head_dim] or null), then rope (forward), in place.
     // Optional: the default runs the two ops.
     virtual void norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope);
+    // norm_rope (or rms_norm, without a rope) of each target, in order. Optional: the default runs them one by one;
+    // a backend may do them in one launch.
+    virtual void norm_ropes(std::span<const NormRopeTarget> targets, float eps);
     // Reference numerics: FP8-sim of the non-rope dims in blocks of 64 (K=V rows); no-op in exact numerics.
     virtual void kv_cache_sim(Tensor kv /*[N, head_dim]*/, int nope_dims) = 0;
     // Reference numerics: Hadamard rotation + FP4-sim of indexer queries; no-op in exact numerics.
@@ -100,6 +110,10 @@ class ModelOps {
     // complete HCA entries, or the CSA top-k picks). q [N, H, d], kv [N, d]; out [N, H, d].
     virtual void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                            const Tensor* topk, float scale, Tensor out) = 0;
+    // attention, then the inverse RoPE of out at each query's position (rope(out, lc.rope, true)): the output with
+    // the keys' rotation that V carries undone. Optional: backends may fuse the two.
+    virtual void attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
+                                     const VecRef& sinks, const Tensor* topk, float scale, Tensor out);
     // DSpark's draft-block attention (model-spec 3.2): every query of a sequence attends to the ring rows of the
     // `sliding_window` positions before the sequence's first step token (start_pos - window .. start_pos - 1, those
     // >= 0: its context rows) and to all of the sequence's step rows (kv, bidirectional), plus the sink. Writes no

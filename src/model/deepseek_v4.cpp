@@ -181,14 +181,14 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     }
     b.linears(x, from_x);
 
-    // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims.
-    b.rms_norm(q_residual, &w.q_norm, eps, q_residual);
+    // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims. The single shared K=V
+    // head's norm and RoPE go with q_norm (one launch where the backend can).
+    const NormRopeTarget before_wq_b[] = {{q_residual.view({n, 1, config_.q_lora_rank}), &w.q_norm, nullptr},
+                                          {kv.view({n, 1, hd}), &w.kv_norm, &lc.rope}};
+    b.norm_ropes(before_wq_b, eps);
     Tensor q = b.alloc(DType::kF32, {n, heads, hd});
     b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
     b.norm_rope(q, nullptr, eps, lc.rope);
-
-    // The single shared K=V head.
-    b.norm_rope(kv.view({n, 1, hd}), &w.kv_norm, eps, lc.rope);
     b.kv_cache_sim(kv, config_.nope_head_dim());
 
     Tensor topk;
@@ -201,15 +201,15 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     b.region("attention");
     Tensor o = b.alloc(DType::kF32, {n, heads, hd});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    // The output with the keys' rotation carried by V undone at the query position, then the grouped output
+    // projection.
     if (block.mode == BlockAttention::kDraftBlock) {
         b.block_attention(layer, q, kv, w.sinks, scale, o);
+        b.rope(o, lc.rope, true);
     } else {
-        b.attention(layer, lc, q, kv, w.sinks, w.indexer ? &topk : nullptr, scale, o);
+        b.attention_unrotated(layer, lc, q, kv, w.sinks, w.indexer ? &topk : nullptr, scale, o);
         b.store_window(layer, kv);
     }
-
-    // Undo the keys' rotation carried by V at the query position, then the grouped output projection.
-    b.rope(o, lc.rope, true);
     const int64_t groups = config_.o_groups;
     Tensor z = b.alloc(DType::kF32, {n, groups * config_.o_lora_rank});
     b.grouped_linear(o.view({n, groups, heads / groups * hd}), w.wo_a, static_cast<int>(groups), z);

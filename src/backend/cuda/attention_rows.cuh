@@ -18,7 +18,8 @@ __device__ inline const uint8_t* key_row(const StepMeta& m, const AttentionArgs&
     if (j < n_window) {
         const int64_t p = pos - (n_window - 1) + j;
         const int64_t start = m.seq_start[seq];
-        if (p >= start) return a.kv + (m.seq_token_begin[seq] + (p - start)) * bytes;
+        // This step's rows from a.kv, or, when the step wrote them to the ring first (a.kv null), from the ring.
+        if (p >= start && a.kv != nullptr) return a.kv + (m.seq_token_begin[seq] + (p - start)) * bytes;
         return a.ring + (static_cast<int64_t>(m.seq_slot[seq]) * a.ring_rows + p % a.ring_rows) * bytes;
     }
     const int64_t visible = (pos + 1) / a.ratio;

@@ -132,6 +132,8 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
         DSV4_CUDA(cudaMemset(clamp_count_, 0, sizeof(int32_t)));
         DSV4_CUDA(cudaMalloc(&hc_arrivals_, kHcBoundaryTokens * sizeof(unsigned)));
         DSV4_CUDA(cudaMemset(hc_arrivals_, 0, kHcBoundaryTokens * sizeof(unsigned)));
+        DSV4_CUDA(cudaMalloc(&split_arrivals_, kSplitArrivals * sizeof(int32_t)));
+        DSV4_CUDA(cudaMemset(split_arrivals_, 0, kSplitArrivals * sizeof(int32_t)));
     }
 }
 
@@ -144,6 +146,7 @@ CudaBackend::~CudaBackend() {
     fp8_lt_.reset();
     if (clamp_count_ != nullptr) cudaFree(clamp_count_);
     if (hc_arrivals_ != nullptr) cudaFree(hc_arrivals_);
+    if (split_arrivals_ != nullptr) cudaFree(split_arrivals_);
     if (meta_dev_ != nullptr) cudaFree(meta_dev_);
     if (error_flag_ != nullptr) cudaFree(error_flag_);
     if (copy_stream_ != nullptr) {
@@ -421,6 +424,7 @@ void CudaBackend::begin_substep(const StepBatch& batch) {
     meta_.num_blocks = state_.num_blocks;
     meta_.error_flag = error_flag_;
     host_logit_rows_ = batch.logit_rows;
+    ring_written_layer_ = -1;
     max_position_ = 0;
     for (int32_t pos : batch.positions) max_position_ = std::max<int64_t>(max_position_, pos);
 }

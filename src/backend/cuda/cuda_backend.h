@@ -109,6 +109,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void linears(const Tensor& x, std::span<const LinearTarget> targets) override;
     void rope(Tensor x, const RopeParams& rope, bool inverse) override;
     void norm_rope(Tensor x, const VecRef* weight, float eps, const RopeParams& rope) override;
+    void norm_ropes(std::span<const NormRopeTarget> targets, float eps) override;
     void kv_cache_sim(Tensor kv, int nope_dims) override;
     void indexer_query_sim(Tensor q) override;
     void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
@@ -116,6 +117,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
     void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                    const Tensor* topk, float scale, Tensor out) override;
+    void attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                             const Tensor* topk, float scale, Tensor out) override;
     void block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
                          Tensor out) override;
     void store_window(int layer, const Tensor& kv) override;
@@ -223,7 +226,17 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                    MoePath path, float* routed);
     // The routed pairs on the per-pair W4A8 GEMVs (MoePath::kPerPairMma) into routed [pairs, d], weights not applied.
-    void moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tensor& ids, float limit, float* routed);
+    // The routed experts' weighted sum plus the shared expert's output, into y (fused into the down projection).
+    struct MoeCombine {
+        const float* weights;
+        const float* shared;  // null: none
+        float* y;
+    };
+    void attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                        const Tensor* topk, float scale, Tensor out, bool unrotate);
+    void moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tensor& ids, float limit, float* routed,
+                       const MoeCombine* combine);
+    void split_sums(ExpertGemvFp4Params& p);  // the partials and counters of a launch's K splits
     // The shared expert into ys [N, D]; x: h quantized for FP8 linears (reused when both linears are FP8), or null.
     void shared_expert(const Tensor& h, const Fp8Act* x, const ExpertWeights& s, float limit, Tensor ys);
     // The shared expert's output [N, D] (scratch), or null when the layer has none.
@@ -283,6 +296,12 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // steps of more tokens take the unfused ops.
     static constexpr int64_t kHcBoundaryTokens = int64_t{1} << 16;
     unsigned* hc_arrivals_ = nullptr;
+    // Fast numerics: arrival counters of the GEMVs whose K splits span thread blocks (kernels_fp8.h, Fp8GemvParams),
+    // zero between launches; one per (target, 128-row group) of a launch, every launch on stream_ in turn.
+    static constexpr int64_t kSplitArrivals = int64_t{1} << 16;
+    int32_t* split_arrivals_ = nullptr;
+    // The layer whose step rows attention() already wrote to the ring (one token a sequence): its store_window is done.
+    int ring_written_layer_ = -1;
 
     // --- Weight store: everything device_copy'd (weights, vectors, tables, state), per-layer expert handle tables ---
     std::vector<void*> allocations_;

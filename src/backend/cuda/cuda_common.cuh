@@ -324,6 +324,27 @@ __device__ __forceinline__ double combine_add(double acc, double v, double weigh
     return acc + v * weight;
 }
 
+// Products rounded on their own: the compiler may fuse a * c - b * s into an FMA either way round, and differently in
+// different kernels; rope_pair's callers must all give the same bits.
+__device__ __forceinline__ float mul_rn(float a, float b) {
+    return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double mul_rn(double a, double b) {
+    return __dmul_rn(a, b);
+}
+
+// Interleaved RoPE of pair i of the trailing rope dims of one head row (v: the pair) of token t.
+template <typename Acc>
+__device__ void rope_pair(const StepMeta& m, int t, int i, const float* inv_freq, bool inverse, bool round, float* v) {
+    const float angle = static_cast<float>(m.positions[t]) * inv_freq[i];  // float32 product, as the reference
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    float s = static_cast<float>(sin(static_cast<double>(angle)));
+    if (inverse) s = -s;
+    const Acc a = v[0], b = v[1];
+    v[0] = store_acc(mul_rn(a, Acc(c)) - mul_rn(b, Acc(s)), round);
+    v[1] = store_acc(mul_rn(b, Acc(c)) + mul_rn(a, Acc(s)), round);
+}
+
 __device__ __forceinline__ void flag_error(const StepMeta& m, int32_t bit) {
     if (m.error_flag != nullptr) atomicOr(m.error_flag, bit);
 }

@@ -100,6 +100,10 @@ void CudaBackend::fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, in
                        "fp8_gemv: a target's inputs start at column {} of {}-wide rows", t.col0, x_cols);
             p.targets[p.n++] = t;
         }
+        p.partials = scratch(static_cast<size_t>(fp8_gemv_partials(p)));
+        DSV4_CHECK(fp8_gemv_arrivals(p) <= kSplitArrivals, "fp8_gemv: {} row groups exceed the {} split counters",
+                   fp8_gemv_arrivals(p), kSplitArrivals);
+        p.arrivals = split_arrivals_;
         launch_fp8_gemv(stream_, p);
         launched("fp8 gemv");
     }

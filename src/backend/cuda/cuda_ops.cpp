@@ -56,6 +56,30 @@ void CudaBackend::norm_rope(Tensor x, const VecRef* weight, float eps, const Rop
     launched("norm_rope");
 }
 
+void CudaBackend::norm_ropes(std::span<const NormRopeTarget> targets, float eps) {
+    DSV4_CHECK(targets.size() <= static_cast<size_t>(kMaxNormRopeTargets), "norm_ropes: {} targets, at most {}",
+               targets.size(), kMaxNormRopeTargets);
+    NormRopesParams p;
+    p.eps = eps;
+    for (const NormRopeTarget& t : targets) {
+        DSV4_CHECK(t.x.rank == 3 && t.x.size(0) == meta_.n_tokens, "norm_ropes: x must be [{} tokens, heads, dim]",
+                   meta_.n_tokens);
+        const int64_t dim = t.x.size(2);
+        const int rope_dim = t.rope != nullptr ? t.rope->rope_dim : 0;
+        DSV4_CHECK(rope_dim % 2 == 0 && rope_dim <= dim && (t.weight == nullptr || t.weight->n == dim),
+                   "norm_ropes: x [N, heads, {}] with rope dims {} and a weight of {}", dim, rope_dim,
+                   t.weight != nullptr ? t.weight->n : 0);
+        p.targets[p.n++] = {t.x.f32(),
+                            t.weight != nullptr ? t.weight->data : nullptr,
+                            static_cast<int>(t.x.size(1)),
+                            static_cast<int>(dim),
+                            rope_dim,
+                            t.rope != nullptr ? inv_freq(*t.rope) : nullptr};
+    }
+    launch_norm_ropes(stream_, meta_, p, reference());
+    launched("norm_rope");
+}
+
 void CudaBackend::scale(Tensor x, float factor) {
     launch_scale(stream_, x.f32(), x.numel(), factor);
     launched("scale");
@@ -400,12 +424,26 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
 }
 
 void CudaBackend::store_window(int layer, const Tensor& kv) {
+    if (ring_written_layer_ == layer) {  // attention wrote this step's rows already
+        ring_written_layer_ = -1;
+        return;
+    }
     launch_store_window(stream_, meta_, kv.f32(), kv_format_, ring_rows_, layers_[layer].ring);
     launched("store_window");
 }
 
 void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                             const Tensor* topk, float scale, Tensor out) {
+    attention_impl(layer, lc, q, kv, sinks, topk, scale, out, false);
+}
+
+void CudaBackend::attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
+                                      const VecRef& sinks, const Tensor* topk, float scale, Tensor out) {
+    attention_impl(layer, lc, q, kv, sinks, topk, scale, out, true);
+}
+
+void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
+                                 const VecRef& sinks, const Tensor* topk, float scale, Tensor out, bool unrotate) {
     const int64_t dim = q.size(2);
     DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
     DSV4_CHECK(dim == kv_format_.dim, "attention: head_dim {} differs from the state's {}", dim, kv_format_.dim);
@@ -415,6 +453,13 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
     // step or an earlier one (float32: the kv tensor itself).
     if (kv_format_.dtype == kRowF32) {
         a.kv = reinterpret_cast<const uint8_t*>(kv.f32());
+    } else if (meta_.n_tokens == meta_.n_seqs && model_.sliding_window <= ring_rows_) {
+        // One token a sequence (decode): its row goes to the ring now, store_window's write done early (the slot it
+        // takes held the position one window back, which no query of this step reads), and attention reads it there:
+        // one launch instead of an encode here and the ring write after. The same encoded bytes either way.
+        launch_store_window(stream_, meta_, kv.f32(), kv_format_, ring_rows_, layers_[layer].ring);
+        ring_written_layer_ = layer;
+        a.kv = nullptr;
     } else {
         auto* encoded = static_cast<uint8_t*>(arena_.take(static_cast<size_t>(kv.size(0)) * kv_format_.bytes));
         launch_encode_rows(stream_, kv.f32(), kv.size(0), kv_format_, encoded);
@@ -439,7 +484,14 @@ void CudaBackend::attention(int layer, const LayerConfig& lc, const Tensor& q, c
     if (reference()) {
         launch_attention(stream_, meta_, a);  // the reference's two passes (global max, bf16 probabilities)
         launched("attention", kv_format_.dtype == kRowF32 ? 1 : 2);
+        if (unrotate) rope(out, lc.rope, true);
         return;
+    }
+    if (unrotate) {  // in the split merge
+        DSV4_CHECK(lc.rope.rope_dim % 2 == 0 && lc.rope.rope_dim <= a.dim, "attention: {} rope dims of a {}-dim head",
+                   lc.rope.rope_dim, a.dim);
+        a.unrotate_inv_freq = inv_freq(lc.rope);
+        a.unrotate_dims = lc.rope.rope_dim;
     }
     // Key bound of this step's queries: window + (CSA picks | HCA entries, bucketed like the indexer).
     int max_keys = model_.sliding_window;
@@ -472,6 +524,13 @@ void CudaBackend::block_attention(int layer, const Tensor& q, const Tensor& kv, 
     a.q = q.f32();
     if (kv_format_.dtype == kRowF32) {
         a.kv = reinterpret_cast<const uint8_t*>(kv.f32());
+    } else if (meta_.n_tokens == meta_.n_seqs && model_.sliding_window <= ring_rows_) {
+        // One token a sequence (decode): its row goes to the ring now, store_window's write done early (the slot it
+        // takes held the position one window back, which no query of this step reads), and attention reads it there:
+        // one launch instead of an encode here and the ring write after. The same encoded bytes either way.
+        launch_store_window(stream_, meta_, kv.f32(), kv_format_, ring_rows_, layers_[layer].ring);
+        ring_written_layer_ = layer;
+        a.kv = nullptr;
     } else {  // the block rows as the ring would store them, like the step rows of attention()
         auto* encoded = static_cast<uint8_t*>(arena_.take(static_cast<size_t>(kv.size(0)) * kv_format_.bytes));
         launch_encode_rows(stream_, kv.f32(), kv.size(0), kv_format_, encoded);
@@ -573,6 +632,11 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     if (path == MoePath::kFusedGemv) return moe_fused_decode(h, w, weights, ids, limit, y);
     const bool ref = reference();
     float* routed = scratch(pairs * d);
+    if (path == MoePath::kPerPairMma) {  // the combine in the down projection's last blocks (weight after W2)
+        const MoeCombine combine{weights.f32(), shared_output(h, nullptr, w, limit), y.f32()};
+        moe_pairs_mma(h, w, ids, limit, routed, &combine);
+        return;
+    }
     moe_pairs(h, w, weights, ids, limit, path, routed);
     const float* shared = shared_output(h, nullptr, w, limit);
     launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, !ref, ref, y.f32());
@@ -642,7 +706,7 @@ void CudaBackend::moe_fused_decode(const Tensor& h, const MoeWeights& w, const T
 
 void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                             MoePath path, float* routed) {
-    if (path == MoePath::kPerPairMma) return moe_pairs_mma(h, w, ids, limit, routed);
+    if (path == MoePath::kPerPairMma) return moe_pairs_mma(h, w, ids, limit, routed, nullptr);
     const int64_t d = h.size(1), k = ids.size(1), pairs = ids.numel();
     const ExpertWeights& first = first_resident_expert(w);
     const int64_t inter = first.w1.rows;
@@ -678,22 +742,32 @@ void CudaBackend::moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& 
     launched("moe experts", 4);
 }
 
-void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tensor& ids, float limit, float* routed) {
+void CudaBackend::split_sums(ExpertGemvFp4Params& p) {
+    const int64_t arrivals = expert_gemv_fp4_arrivals(p.pairs, p.n_weights, p.rows);
+    DSV4_CHECK(arrivals <= kSplitArrivals, "moe: {} expert row groups exceed the {} split counters (a smaller step)",
+               arrivals, kSplitArrivals);
+    p.partials = scratch(static_cast<size_t>(expert_gemv_fp4_partials(p.pairs, p.n_weights, p.rows)));
+    p.arrivals = split_arrivals_;
+}
+
+void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tensor& ids, float limit, float* routed,
+                                const MoeCombine* combine) {
     const int64_t d = h.size(1), k = ids.size(1), pairs = ids.numel();
     const int64_t inter = first_resident_expert(w).w1.rows;
     float* g = scratch(pairs * inter);
     float* u = scratch(pairs * inter);
-    const ExpertGemvFp4Params up{.tables = {expert_table(w, 0), expert_table(w, 2)},
-                                 .y = {g, u},
-                                 .n_weights = 2,
-                                 .n_experts = static_cast<int>(w.experts.size()),
-                                 .ids = ids.i32(),
-                                 .pairs = pairs,
-                                 .x_div = static_cast<int>(k),
-                                 .x = h.f32(),
-                                 .k = d,
-                                 .rows = inter,
-                                 .meta = meta_};
+    ExpertGemvFp4Params up{.tables = {expert_table(w, 0), expert_table(w, 2)},
+                           .y = {g, u},
+                           .n_weights = 2,
+                           .n_experts = static_cast<int>(w.experts.size()),
+                           .ids = ids.i32(),
+                           .pairs = pairs,
+                           .x_div = static_cast<int>(k),
+                           .x = h.f32(),
+                           .k = d,
+                           .rows = inter,
+                           .meta = meta_};
+    split_sums(up);
     launch_expert_gemv_fp4(stream_, up);
     ExpertGemvFp4Params down = up;  // W2 alone, over SwiGLU(g, u) of each pair, taken as it stages its input
     down.tables[0] = expert_table(w, 1);
@@ -707,6 +781,13 @@ void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tens
     down.limit = limit;  // the routing weight: in the combine
     down.k = inter;
     down.rows = d;
+    if (combine != nullptr) {
+        down.combine_y = combine->y;
+        down.combine_weights = combine->weights;
+        down.combine_shared = combine->shared;
+        down.combine_k = static_cast<int>(k);
+    }
+    split_sums(down);
     launch_expert_gemv_fp4(stream_, down);
     launched("moe experts (mma)", 2);
 }

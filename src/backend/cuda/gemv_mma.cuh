@@ -31,11 +31,28 @@ __host__ __device__ inline MmaStageLayout mma_stage_layout(int m, int64_t k, int
 }
 
 // Warps per 16-row tile: K blocks split in powers of two until `units` tiles give about target_warps warps, each
-// warp keeping at least a chunk of K blocks and the splits dividing the block's warps.
+// warp keeping at least a chunk of K blocks, at most kMaxSplits.
+constexpr int kMaxSplits = kMmaWarps;
 inline int mma_splits(int64_t units, int64_t k_blocks, int chunk, int target_warps) {
     int splits = 1;
-    while (splits < kMmaWarps && units * splits < target_warps && k_blocks >= 2 * splits * chunk) splits *= 2;
+    while (splits < kMaxSplits && units * splits < target_warps && k_blocks >= 2 * splits * chunk) splits *= 2;
     return splits;
+}
+
+// Split sums across thread blocks: after each block has written its partials, whether this block is the last of the
+// `arrivals` blocks sharing `counter` (it then reads everyone's partials, with __ldcg: written by other SMs). The
+// last block resets the counter, so graphs replay the launch. All threads of the block must call.
+__device__ __forceinline__ bool last_to_arrive(int32_t* counter, int arrivals) {
+    __shared__ bool last;
+    __threadfence();  // this thread's partials are visible device-wide before the block counts itself in
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1) == arrivals - 1;
+        if (last) *counter = 0;  // every other block has arrived: nobody adds to it again in this launch
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
 }
 
 // How staged codes are stored: e4m3 bytes as they come (FP8 weights), or each run of 4 as the f16 values of codes 0,

@@ -47,6 +47,22 @@ void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim
                  bool inverse, bool reference);
 // launch_rms_norm over each (token, head) row of x [n_tokens, heads, dim], then launch_rope (forward) on it, in one
 // launch with the same arithmetic.
+// Several norm_rope / rms_norm inputs in one launch (ModelOps::norm_ropes): a block per (token, head) row of each
+// target in turn, norm_rope_kernel's arithmetic.
+constexpr int kMaxNormRopeTargets = 4;
+struct NormRopeRows {
+    float* x = nullptr;
+    const float* weight = nullptr;
+    int heads = 0, dim = 0, rope_dim = 0;  // rope_dim 0: the norm alone
+    const float* inv_freq = nullptr;
+};
+struct NormRopesParams {
+    int n = 0;
+    NormRopeRows targets[kMaxNormRopeTargets];
+    int block_end[kMaxNormRopeTargets] = {};  // set by the launcher
+    float eps = 0.0f;
+};
+void launch_norm_ropes(cudaStream_t s, const StepMeta& m, NormRopesParams p, bool reference);
 void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* weight, int heads, int dim,
                       int rope_dim, float eps, const float* inv_freq, bool reference);
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
@@ -170,10 +186,23 @@ struct ExpertGemvFp4Params {
     int64_t k = 0;
     int64_t rows = 0;  // of every expert's weight
     StepMeta meta;
+    // K split across thread blocks: expert_gemv_fp4_partials(...) floats, and expert_gemv_fp4_arrivals(...) counters
+    // that are zero before the launch (and are again after it).
+    float* partials = nullptr;
+    int32_t* arrivals = nullptr;
+    // Set (W2 alone, pair p = token p / combine_k's pair p % combine_k): combine_y[t] = the token's pairs' rows times
+    // their routing weights, summed in pair order, plus combine_shared[t] (optional): launch_combine's weight-after
+    // arithmetic, done by the last of a token's blocks to finish each 128-row group (no combine launch; y unused).
+    float* combine_y = nullptr;
+    const float* combine_weights = nullptr;
+    const float* combine_shared = nullptr;
+    int combine_k = 0;
     int splits = 1;  // set by the launcher
 };
 // Whether the kernel takes FP4 experts of k inputs (a multiple of 128, staged in shared memory).
 bool expert_gemv_fp4_supported(int64_t k);
+int64_t expert_gemv_fp4_partials(int64_t pairs, int n_weights, int64_t rows);
+int64_t expert_gemv_fp4_arrivals(int64_t pairs, int n_weights, int64_t rows);
 void launch_expert_gemv_fp4(cudaStream_t stream, ExpertGemvFp4Params p);
 
 // kernels_gemv_stream.cu: the single-vector GEMV with the weights streamed into shared memory by bulk copies (a few
@@ -277,6 +306,10 @@ struct AttentionArgs {
     bool csa = false;
     float scale = 1.0f;
     bool reference = false;
+    // Set: the split merge also applies the inverse RoPE (rope_pair) to the trailing unrotate_dims dims of each output
+    // row at its query's position (ModelOps::attention_unrotated; the rope kernel's arithmetic, in the same launch).
+    const float* unrotate_inv_freq = nullptr;
+    int unrotate_dims = 0;
 };
 constexpr int kMaxAttentionDim = 1024;
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a);
@@ -285,9 +318,9 @@ void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a)
 int attention_splits(int64_t n_tokens, int heads, int max_keys);
 void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                             float* part_ml);
-// Merges the splits' partials with the sinks into a.out.
-void launch_attention_combine(cudaStream_t s, const AttentionArgs& a, int64_t rows, int splits, const float* part_acc,
-                              const float* part_ml);
+// Merges the splits' partials with the sinks into a.out (then a.unrotate_*).
+void launch_attention_combine(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int64_t rows, int splits,
+                              const float* part_acc, const float* part_ml);
 // kernels_attention_mqa.cu: fast numerics on tensor cores (bf16 q, keys and probabilities; float32 accumulation),
 // same partials and combine as the split kernel.
 constexpr int kMaxMqaDim = 512;

@@ -119,7 +119,7 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
 // output element then reads its splits' partials eight at a time. The sums keep split order. Above
 // kMaxCombineSplits splits the pairs are read from global memory where they lie.
 constexpr int kMaxCombineSplits = 512;
-__global__ void attention_combine_kernel(AttentionArgs a, int64_t rows, int splits, const float* part_acc,
+__global__ void attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t rows, int splits, const float* part_acc,
                                          const float* part_ml) {
     pdl_begin();
     __shared__ float2 staged[kMaxCombineSplits];
@@ -149,6 +149,12 @@ __global__ void attention_combine_kernel(AttentionArgs a, int64_t rows, int spli
                 if (ms != -INFINITY) acc += v * expf(ms - mx);
             });
         a.out[th * a.dim + i] = acc / denom;
+    }
+    if (a.unrotate_inv_freq == nullptr) return;
+    __syncthreads();  // the row's outputs (global memory) are visible to the whole block
+    float* rotated = a.out + th * a.dim + (a.dim - a.unrotate_dims);
+    for (int i = threadIdx.x; i < a.unrotate_dims / 2; i += blockDim.x) {
+        rope_pair<float>(m, static_cast<int>(th / a.heads), i, a.unrotate_inv_freq, true, false, rotated + 2 * i);
     }
 }
 
@@ -362,13 +368,13 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
                           part_acc, part_ml);
             break;
     }
-    launch_attention_combine(s, a, rows, splits, part_acc, part_ml);
+    launch_attention_combine(s, m, a, rows, splits, part_acc, part_ml);
 }
 
-void launch_attention_combine(cudaStream_t s, const AttentionArgs& a, int64_t rows, int splits, const float* part_acc,
-                              const float* part_ml) {
+void launch_attention_combine(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int64_t rows, int splits,
+                              const float* part_acc, const float* part_ml) {
     if (rows > 0)
-        launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), 128, 0, s, a, rows, splits, part_acc,
+        launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), 128, 0, s, m, a, rows, splits, part_acc,
                       part_ml);
 }
 

@@ -308,7 +308,7 @@ void launch_attention_mqa(cudaStream_t st, const StepMeta& m, const AttentionArg
             launch_typed<kRowF32, false>(st, m, a, grid, splits, per, part_acc, part_ml);
             break;
     }
-    launch_attention_combine(st, a, rows, splits, part_acc, part_ml);
+    launch_attention_combine(st, m, a, rows, splits, part_acc, part_ml);
 }
 
 }  // namespace dsv4::cuda

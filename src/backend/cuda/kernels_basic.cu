@@ -44,27 +44,6 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t k, 
     rms_norm_row(x + blockIdx.x * k, weight, k, eps, round, y + blockIdx.x * k, &scratch[0]);
 }
 
-// Products rounded on their own: the compiler may fuse a * c - b * s into an FMA either way round, and differently in
-// different kernels; rope_pair's callers must all give the same bits.
-__device__ __forceinline__ float mul_rn(float a, float b) {
-    return __fmul_rn(a, b);
-}
-__device__ __forceinline__ double mul_rn(double a, double b) {
-    return __dmul_rn(a, b);
-}
-
-// Interleaved RoPE of pair i of the trailing rope dims of one head row (v: the pair) of token t.
-template <typename Acc>
-__device__ void rope_pair(const StepMeta& m, int t, int i, const float* inv_freq, bool inverse, bool round, float* v) {
-    const float angle = static_cast<float>(m.positions[t]) * inv_freq[i];  // float32 product, as the reference
-    const float c = static_cast<float>(cos(static_cast<double>(angle)));
-    float s = static_cast<float>(sin(static_cast<double>(angle)));
-    if (inverse) s = -s;
-    const Acc a = v[0], b = v[1];
-    v[0] = store_acc(mul_rn(a, Acc(c)) - mul_rn(b, Acc(s)), round);
-    v[1] = store_acc(mul_rn(b, Acc(c)) + mul_rn(a, Acc(s)), round);
-}
-
 // One thread per (token, head, pair): interleaved pairs on the trailing rope_dim dims.
 template <typename Acc>
 __global__ void rope_kernel(StepMeta m, float* x, int heads, int dim, int rope_dim, const float* inv_freq, bool inverse,
@@ -92,6 +71,24 @@ __global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int 
     for (int i = threadIdx.x; i < rope_dim / 2; i += blockDim.x) {
         rope_pair<Acc>(m, static_cast<int>(blockIdx.x / heads), i, inv_freq, false, round,
                        row + (dim - rope_dim) + 2 * i);
+    }
+}
+
+// norm_rope_kernel over the rows of several targets: block b is row b - (the targets' rows before it) of its target.
+template <typename Acc>
+__global__ void norm_ropes_kernel(StepMeta m, NormRopesParams p, bool round) {
+    pdl_begin();
+    __shared__ Acc scratch[32];
+    int i = 0;
+    while (i < p.n - 1 && static_cast<int>(blockIdx.x) >= p.block_end[i]) ++i;
+    const NormRopeRows& t = p.targets[i];
+    const int r = static_cast<int>(blockIdx.x) - (i == 0 ? 0 : p.block_end[i - 1]);
+    float* row = t.x + static_cast<int64_t>(r) * t.dim;
+    rms_norm_row(row, t.weight, t.dim, p.eps, round, row, &scratch[0]);
+    if (t.rope_dim == 0) return;  // uniform over the block
+    __syncthreads();              // the normed row (global memory) is visible to the whole block
+    for (int j = threadIdx.x; j < t.rope_dim / 2; j += blockDim.x) {
+        rope_pair<Acc>(m, r / t.heads, j, t.inv_freq, false, round, row + (t.dim - t.rope_dim) + 2 * j);
     }
 }
 
@@ -207,6 +204,20 @@ void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* 
     } else {
         launch_kernel(norm_rope_kernel<float>, rows, 256, 0, s, m, x, weight, heads, dim, rope_dim, eps, inv_freq,
                       false);
+    }
+}
+
+void launch_norm_ropes(cudaStream_t s, const StepMeta& m, NormRopesParams p, bool reference) {
+    int blocks = 0;
+    for (int i = 0; i < p.n; ++i) {
+        blocks += m.n_tokens * p.targets[i].heads;
+        p.block_end[i] = blocks;
+    }
+    if (blocks == 0) return;
+    if (reference) {
+        launch_kernel(norm_ropes_kernel<double>, static_cast<unsigned>(blocks), 256, 0, s, m, p, true);
+    } else {
+        launch_kernel(norm_ropes_kernel<float>, static_cast<unsigned>(blocks), 256, 0, s, m, p, false);
     }
 }
 

@@ -145,23 +145,60 @@ __device__ void tile_sums(const TileRows& t, BlockLoads (&even)[kChunk], const u
     }
 }
 
-// The split warps of a tile add their row sums in split order (split 0 ends with the total), through shared memory.
-// All threads of the block must call.
-__device__ __forceinline__ void sum_row_splits(float acc[2], int splits, float* partials) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (splits > 1) {
-        partials[(warp * 2) * 32 + lane] = acc[0];
-        partials[(warp * 2 + 1) * 32 + lane] = acc[1];
-    }
-    __syncthreads();
-    if (splits == 1 || warp % splits != 0) return;
-    for (int s = 1; s < splits; ++s) {
-        acc[0] += partials[((warp + s) * 2) * 32 + lane];
-        acc[1] += partials[((warp + s) * 2 + 1) * 32 + lane];
-    }
+constexpr int kGroupRows = kMmaWarps * kMmaTileRows;  // rows of a block: a 16-row tile a warp
+
+__host__ __device__ inline int64_t row_groups(int64_t rows) {
+    return (rows + kGroupRows - 1) / kGroupRows;
 }
 
-// Grid: (tile groups, pairs, weights). Every block waits for the router before it reads its pair's expert id.
+// This block's rows of the group: lane tq 0 of each warp holds its tile's rows g and g + 8.
+__device__ __forceinline__ void write_rows(float* out, int64_t group, int64_t rows, const float acc[2]) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int64_t r0 = group * kGroupRows + warp * kMmaTileRows;
+    if (tq == 0 && r0 + g < rows) out[r0 + g] = acc[0];
+    if (tq == 0 && r0 + g + 8 < rows) out[r0 + g + 8] = acc[1];
+}
+
+// The pair's row sum: its K ranges' partials ([split][row]) added in split order.
+__device__ __forceinline__ float split_sum(const float* partials, int splits, int64_t rows, int64_t row) {
+    float sum = __ldcg(partials + row);
+    for (int s = 1; s < splits; ++s) sum += __ldcg(partials + s * rows + row);
+    return sum;
+}
+
+// The rows' results. Without a combine: with one K range stored, else written as partials and added in split order by
+// the row group's last block to arrive. With the combine (W2): written as partials, and the last of the token's k x
+// splits blocks of the group to arrive adds each pair's ranges in split order, then the pairs in pair order with their
+// routing weights (launch_combine's weight-after arithmetic), then the shared expert's rows. All threads of the block
+// call.
+__device__ void store_rows(const ExpertGemvFp4Params& p, int64_t pair, int which, int64_t group, int split,
+                           const float acc[2]) {
+    const int64_t groups = row_groups(p.rows);
+    if (p.combine_y == nullptr && p.splits == 1) return write_rows(p.y[which] + pair * p.rows, group, p.rows, acc);
+    float* partials = p.partials + (which * p.pairs + pair) * p.splits * p.rows;  // [split][row]
+    write_rows(partials + split * p.rows, group, p.rows, acc);
+    const int64_t row = group * kGroupRows + threadIdx.x;
+    if (p.combine_y == nullptr) {
+        if (!last_to_arrive(p.arrivals + (which * p.pairs + pair) * groups + group, p.splits)) return;
+        if (threadIdx.x < kGroupRows && row < p.rows)
+            p.y[which][pair * p.rows + row] = split_sum(partials, p.splits, p.rows, row);
+        return;
+    }
+    const int64_t token = pair / p.combine_k;
+    if (!last_to_arrive(p.arrivals + token * groups + group, p.combine_k * p.splits)) return;
+    if (threadIdx.x >= kGroupRows || row >= p.rows) return;
+    float out = 0.0f;
+    for (int j = 0; j < p.combine_k; ++j) {
+        const int64_t pj = token * p.combine_k + j;
+        const float routed = split_sum(p.partials + pj * p.splits * p.rows, p.splits, p.rows, row);
+        out = combine_add(out, routed, p.combine_weights[pj]);
+    }
+    if (p.combine_shared != nullptr) out += p.combine_shared[token * p.rows + row];
+    p.combine_y[token * p.rows + row] = out;
+}
+
+// Grid: (128-row groups x K splits, pairs, weights). Every block waits for the router before it reads its pair's
+// expert id. A block stages only its K range of the token (its eight tiles share it).
 __global__ void __launch_bounds__(kMmaWarps * 32)
     expert_gemv_fp4_kernel(const __grid_constant__ ExpertGemvFp4Params p) {
     extern __shared__ __align__(16) uint8_t shared[];
@@ -169,18 +206,25 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     const int64_t pair = blockIdx.y;
     const int which = static_cast<int>(blockIdx.z);
     const int32_t e = p.ids[pair];
-    if (e < 0 || e >= p.n_experts) {  // uniform over the block: no thread reaches the barriers below
+    if (e < 0 || e >= p.n_experts) {  // uniform over the pair: none of its blocks counts itself in for the splits
         if (threadIdx.x == 0 && blockIdx.x == 0 && which == 0) flag_error(p.meta, kErrorExpertId);
+        // The token's combine still counts the pair's blocks (zero rows; the step fails at its check).
+        if (p.combine_y != nullptr) {
+            const float zero[2] = {0.0f, 0.0f};
+            store_rows(p, pair, 0, blockIdx.x / p.splits, static_cast<int>(blockIdx.x % p.splits), zero);
+        }
         return;
     }
     const WeightRef w = p.tables[which][e];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
-    const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (kMmaWarps / p.splits) + warp / p.splits) * kMmaTileRows;
-    const int split = warp % p.splits;
+    const int64_t group = blockIdx.x / p.splits;
+    const int split = static_cast<int>(blockIdx.x % p.splits);
+    const int64_t r0 = group * kGroupRows + warp * kMmaTileRows;
     const int blocks = static_cast<int>(p.k / kFp8ActBlock);
     const int per_split = (blocks + p.splits - 1) / p.splits;
     const int kb_begin = std::min(blocks, split * per_split);
-    const int kb_end = r0 < p.rows ? std::min(blocks, kb_begin + per_split) : kb_begin;  // tiles past the rows: none
+    const int kb_range = std::min(blocks, kb_begin + per_split) - kb_begin;  // the block's staged K blocks
+    const int kb_end = kb_begin + (r0 < p.rows ? kb_range : 0);              // tiles past the rows: none
 
     const int64_t row_bytes = p.k / 2;
     const bool aligned = w.scale_cols % 4 == 0 && (reinterpret_cast<uintptr_t>(w.scales) & 3) == 0;
@@ -201,26 +245,24 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
         }
     }
 
-    const MmaStageLayout l = mma_stage_layout(1, p.k, kCodeBytes);
-    const int64_t x_at = (pair / p.x_div) * p.k;
-    stage_tokens<StageOrder::kF16Pairs>(p.x + x_at, p.k, 1, p.k, kE2m1E4m3Factor, l, shared,
+    const int64_t k_range = static_cast<int64_t>(kb_range) * kFp8ActBlock;
+    const MmaStageLayout l = mma_stage_layout(1, k_range, kCodeBytes);
+    const int64_t x_at = (pair / p.x_div) * p.k + kb_begin * kFp8ActBlock;
+    stage_tokens<StageOrder::kF16Pairs>(p.x + x_at, k_range, 1, k_range, kE2m1E4m3Factor, l, shared,
                                         p.swiglu_up != nullptr ? p.swiglu_up + x_at : nullptr, p.limit);
     __syncthreads();
     const auto* token_scales = reinterpret_cast<const float*>(shared + l.scales_offset);
     float acc[2] = {0.0f, 0.0f};
+    // Staged block indices start at the block's K range: the sums run over [0, kb_end - kb_begin).
     if (aligned) {  // uniform over the block (one expert)
-        tile_sums<true>(t, even, shared, token_scales, kb_begin, kb_end, acc);
+        tile_sums<true>(t, even, shared, token_scales, 0, kb_end - kb_begin, acc);
     } else {
-        tile_sums<false>(t, even, shared, token_scales, kb_begin, kb_end, acc);
+        tile_sums<false>(t, even, shared, token_scales, 0, kb_end - kb_begin, acc);
     }
     // Columns 0, 1 (lane tq 0) and 2, 3 (lane tq 1): the row's four groups. Lanes tq 2, 3 hold zero columns.
     acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
     acc[1] += __shfl_xor_sync(0xffffffffu, acc[1], 1);
-    sum_row_splits(acc, p.splits, reinterpret_cast<float*>(shared + l.partials_offset));
-    if (split != 0 || tq != 0) return;
-    float* y = p.y[which] + pair * p.rows;
-    if (r0 + g < p.rows) y[r0 + g] = acc[0];
-    if (r0 + g + 8 < p.rows) y[r0 + g + 8] = acc[1];
+    store_rows(p, pair, which, group, split, acc);
 }
 
 }  // namespace
@@ -229,14 +271,22 @@ bool expert_gemv_fp4_supported(int64_t k) {
     return k > 0 && k % kFp8ActBlock == 0 && mma_stage_layout(1, k, kCodeBytes).bytes <= kMaxShared;
 }
 
+int64_t expert_gemv_fp4_partials(int64_t pairs, int n_weights, int64_t rows) {
+    return pairs * n_weights * kMaxSplits * rows;
+}
+
+int64_t expert_gemv_fp4_arrivals(int64_t pairs, int n_weights, int64_t rows) {
+    return pairs * n_weights * row_groups(rows);  // the splits' (or the combine's: one a token, fewer)
+}
+
 void launch_expert_gemv_fp4(cudaStream_t stream, ExpertGemvFp4Params p) {
     if (p.pairs <= 0 || p.rows <= 0) return;
     const int64_t tiles = (p.rows + kMmaTileRows - 1) / kMmaTileRows;
     p.splits = mma_splits(tiles * p.pairs * p.n_weights, p.k / kFp8ActBlock, kChunk, kTargetWarps);
-    const int64_t tiles_per_block = kMmaWarps / p.splits;
-    const dim3 grid(static_cast<unsigned>((tiles + tiles_per_block - 1) / tiles_per_block),
-                    static_cast<unsigned>(p.pairs), static_cast<unsigned>(p.n_weights));
-    const int64_t shared = mma_stage_layout(1, p.k, kCodeBytes).bytes;
+    const int64_t groups = row_groups(p.rows);
+    const dim3 grid(static_cast<unsigned>(groups * p.splits), static_cast<unsigned>(p.pairs),
+                    static_cast<unsigned>(p.n_weights));
+    const int64_t shared = mma_stage_layout(1, p.k / p.splits + kFp8ActBlock, kCodeBytes).bytes;  // the widest range
     if (shared > 48 * 1024) {
         cudaFuncSetAttribute(expert_gemv_fp4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(shared));

@@ -136,12 +136,22 @@ struct Fp8GemvParams {
     // apart like x (the shared expert's down projection over its up projection's two outputs).
     const float* swiglu_up = nullptr;
     float limit = 0.0f;
-    // Set by the launcher: warps sharing one 16-row tile's K blocks, and the cumulative thread blocks per target.
+    // Split sums across thread blocks: fp8_gemv_partials(...) floats, and fp8_gemv_arrivals(...) counters that are zero
+    // before the launch (and are again after it).
+    float* partials = nullptr;
+    int32_t* arrivals = nullptr;
+    // Set by the launcher: thread blocks sharing one 128-row group's K blocks (each a range of them), the cumulative
+    // thread blocks per target, and each target's first partial and counter.
     int splits = 1;
     int block_end[kMaxFp8GemvTargets] = {};
+    int64_t partial0[kMaxFp8GemvTargets] = {};
+    int arrival0[kMaxFp8GemvTargets] = {};
 };
 // Whether m tokens of k inputs fit the kernel (k a multiple of 128, the quantized input staged in shared memory).
 bool fp8_gemv_supported(int64_t m, int64_t k);
+// Scratch floats and zeroed counters a launch of these targets needs at most (p.n, p.m, p.targets set).
+int64_t fp8_gemv_partials(const Fp8GemvParams& p);
+int fp8_gemv_arrivals(const Fp8GemvParams& p);
 void launch_fp8_gemv(cudaStream_t stream, Fp8GemvParams p);
 
 }  // namespace dsv4::cuda

@@ -3,6 +3,8 @@
 // and norm_rope. Outputs are poisoned with NaN first; NaN never passes. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "op_test_support.h"
 
 namespace dsv4::ops_test {
@@ -128,6 +130,34 @@ TEST(CudaFusedOps, NormRopeEqualsNormThenRope) {
                     << numerics_name(numerics) << " heads " << heads;
             }
         }
+    }
+}
+
+// norm_ropes: a norm-only target (q_norm's shape) and a norm + rope target (the K=V head's) in one launch give the
+// bits of rms_norm and norm_rope run apart, in every numerics mode.
+TEST(CudaFusedOps, NormRopesEqualTheOpsApart) {
+    DSV4_REQUIRE_GPU();
+    for (Numerics numerics : {Numerics::kExact, Numerics::kReference, Numerics::kFast}) {
+        Pair p(numerics);
+        const int64_t n = 3;
+        StepBatch b = simple_batch(n);
+        b.positions = {70000, 9, 4100};
+        p.step(b);
+        const ModelConfig c = op_config();
+        std::vector<int64_t> shape;
+        auto w1 = random_floats(1024, 0.2f), w2 = random_floats(512, 0.2f);
+        const VecRef q_norm = upload_vec(*p.gpu, w1, shape), kv_norm = upload_vec(*p.gpu, w2, shape);
+        const auto q = random_floats(n * 1024, 3.0f), kv = random_floats(n * 512, 3.0f);
+        Tensor q_fused = make_tensor(*p.gpu, {n, 1, 1024}, q), kv_fused = make_tensor(*p.gpu, {n, 1, 512}, kv);
+        Tensor q_apart = make_tensor(*p.gpu, {n, 1, 1024}, q), kv_apart = make_tensor(*p.gpu, {n, 1, 512}, kv);
+        const NormRopeTarget targets[] = {{q_fused, &q_norm, nullptr}, {kv_fused, &kv_norm, &c.layers[1].rope}};
+        p.gpu->norm_ropes(targets, 1e-6f);
+        p.gpu->rms_norm(q_apart, &q_norm, 1e-6f, q_apart);
+        p.gpu->norm_rope(kv_apart, &kv_norm, 1e-6f, c.layers[1].rope);
+        const std::vector<float> qf = read(*p.gpu, q_fused), kf = read(*p.gpu, kv_fused);
+        for (float v : qf) ASSERT_TRUE(std::isfinite(v)) << numerics_name(numerics);
+        EXPECT_EQ(qf, read(*p.gpu, q_apart)) << numerics_name(numerics) << " norm alone";
+        EXPECT_EQ(kf, read(*p.gpu, kv_apart)) << numerics_name(numerics) << " norm + rope";
     }
 }
 

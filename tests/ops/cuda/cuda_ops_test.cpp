@@ -2,6 +2,7 @@
 // DeepSeek-V4-Flash shapes. Outputs are poisoned with NaN before each op; NaN never passes. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <deque>
 #include <numeric>
 #include <set>
@@ -324,6 +325,8 @@ TEST(CudaOps, MoeFlagsOutOfRangeExpertIds) {
         p.gpu->from_host(ids, host_ids.data());
         p.gpu->moe(h, mg, weights, ids, 10.0f, y);
         EXPECT_NO_THROW(p.gpu->synchronize()) << label;
+        const std::vector<float> valid = read(*p.gpu, y);
+        const int32_t good = host_ids[n * k / 2];
         for (int32_t bad : {c.n_routed_experts, -1}) {
             host_ids[n * k / 2] = bad;
             p.gpu->from_host(ids, host_ids.data());
@@ -335,6 +338,14 @@ TEST(CudaOps, MoeFlagsOutOfRangeExpertIds) {
                 EXPECT_NE(std::string(e.what()).find("flags 0x2"), std::string::npos) << label << ": " << e.what();
             }
         }
+        // The failed launches left nothing behind (the fused combine's and the K splits' arrival counters among it):
+        // the valid ids again give the same bits.
+        host_ids[n * k / 2] = good;
+        p.gpu->from_host(ids, host_ids.data());
+        p.gpu->moe(h, mg, weights, ids, 10.0f, y);
+        EXPECT_NO_THROW(p.gpu->synchronize()) << label;
+        const std::vector<float> again = read(*p.gpu, y);
+        EXPECT_EQ(std::memcmp(again.data(), valid.data(), valid.size() * sizeof(float)), 0) << label;
     }
 }
 

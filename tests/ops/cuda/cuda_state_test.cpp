@@ -6,6 +6,7 @@
 // its last bit crosses a bf16 / e4m3 rounding boundary. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <deque>
 #include <numeric>
 #include <set>
@@ -123,6 +124,13 @@ struct StatefulRig {
             p.cpu->attention(layer, c.layers[layer], qc, kc, sinks[0], layer == 1 ? &picks : nullptr, 0.0441942f, oc);
             p.gpu->attention(layer, c.layers[layer], qg, kg, sinks[1], layer == 1 ? &topk_g : nullptr, 0.0441942f, og);
             worst = std::max(worst, rel_l2(read(*p.gpu, og), read(*p.cpu, oc)));
+            // The fused inverse RoPE (in the split merge, fast numerics) gives the bits of attention then rope.
+            Tensor unrotated = make_tensor(*p.gpu, {n, heads, kHd});
+            p.gpu->attention_unrotated(layer, c.layers[layer], qg, kg, sinks[1], layer == 1 ? &topk_g : nullptr,
+                                       0.0441942f, unrotated);
+            p.gpu->rope(og, c.layers[layer].rope, true);
+            const std::vector<float> fused = read(*p.gpu, unrotated), separate = read(*p.gpu, og);
+            EXPECT_EQ(std::memcmp(fused.data(), separate.data(), fused.size() * sizeof(float)), 0) << "layer " << layer;
             p.cpu->store_window(layer, kc);
             p.gpu->store_window(layer, kg);
         }
