@@ -28,46 +28,82 @@ __device__ void record(const StepMeta& m, const CompressArgs& c, int seq, int64_
     }
 }
 
+// Where slot i of an entry's window reads: its kv and gate rows at the channel offset, and the ape row to add (times
+// 0 when the record has it already). The same for every channel: found once per block.
+struct SlotRows {
+    const float* kv[kMaxSlots];
+    const float* gate[kMaxSlots];
+    const float* ape[kMaxSlots];
+    float with_ape[kMaxSlots];
+};
+
+// The pooled value of channel ch over the window's n slots: softmax of the gates, then the weighted sum, in slot
+// order. kMaxN: a bound on n known at compile time, the loops unrolled so the slots stay in registers (CSA and the
+// indexer: 8 slots); 0: any n up to kMaxSlots, in local arrays (HCA, an entry every 128 tokens). The same arithmetic.
+template <typename Acc, int kMaxN>
+__device__ __forceinline__ Acc pool_channel(const SlotRows& s, int n, int ch) {
+    constexpr int kSlots = kMaxN > 0 ? kMaxN : kMaxSlots;
+    constexpr int kUnroll = kMaxN > 0 ? kMaxN : 1;
+    float vals[kSlots], gates[kSlots];
+#pragma unroll kUnroll
+    for (int i = 0; i < kSlots; ++i) {  // every slot's loads issued before any is used (unrolled)
+        if (i >= n) break;
+        vals[i] = s.kv[i][ch];
+        gates[i] = s.gate[i][ch] + s.with_ape[i] * s.ape[i][ch];
+    }
+    float mx = -INFINITY;
+#pragma unroll kUnroll
+    for (int i = 0; i < kSlots; ++i) {
+        if (i >= n) break;
+        mx = fmaxf(mx, gates[i]);
+    }
+    Acc e[kSlots];
+    Acc sum = 0;
+#pragma unroll kUnroll
+    for (int i = 0; i < kSlots; ++i) {
+        if (i >= n) break;
+        sum += (e[i] = exp_acc(Acc(gates[i]) - Acc(mx)));
+    }
+    Acc acc = 0;
+#pragma unroll kUnroll
+    for (int i = 0; i < kSlots; ++i) {
+        if (i >= n) break;
+        acc += e[i] / sum * vals[i];
+    }
+    return acc;
+}
+
 // Token t emits its entry when it completes a window (pos + 1 divisible by ratio); every thread of the block calls.
 // Acc: the numerics mode's arithmetic (double in reference numerics: cuda_common.cuh).
 template <typename Acc>
 __device__ void emit_entry(const StepMeta& m, const CompressArgs& c, int t) {
     __shared__ float entry[kMaxCompressHeadDim];
     __shared__ Acc scratch[32];
+    __shared__ SlotRows slots;
     const int64_t pos = m.positions[t];
     if ((pos + 1) % c.ratio != 0) return;
     const int seq = m.seq_of_token[t];
     const int64_t window = pos / c.ratio;
     const int hd = c.head_dim;
+    // The window's slots: with overlap, the previous window's records (their first hd channels) then this one's
+    // (channels hd..), else this window's.
+    const bool previous = c.overlap && window > 0;
+    const int n = previous ? 2 * c.ratio : c.ratio;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int64_t p = previous ? c.ratio * (window - 1) + i : c.ratio * window + i;
+        const int offset = c.overlap && !(previous && i < c.ratio) ? hd : 0;
+        const float *kv, *gate;
+        float with_ape;
+        record(m, c, seq, p, &kv, &with_ape, &gate);
+        slots.kv[i] = kv + offset;
+        slots.gate[i] = gate + offset;
+        slots.ape[i] = c.ape + (p % c.ratio) * c.width + offset;
+        slots.with_ape[i] = with_ape;
+    }
+    __syncthreads();
     // Channels are independent: each thread pools its channels over the window's slots.
     for (int ch = threadIdx.x; ch < hd; ch += blockDim.x) {
-        float vals[kMaxSlots];
-        float gates[kMaxSlots];
-        int n = 0;
-        auto add = [&](int64_t p, int offset) {
-            const float* kv;
-            const float* gate;
-            float with_ape;
-            record(m, c, seq, p, &kv, &with_ape, &gate);
-            vals[n] = kv[offset + ch];
-            gates[n] = gate[offset + ch] + with_ape * c.ape[(p % c.ratio) * c.width + offset + ch];
-            ++n;
-        };
-        if (c.overlap) {
-            if (window > 0) {
-                for (int i = 0; i < c.ratio; ++i) add(c.ratio * (window - 1) + i, 0);
-            }
-            for (int i = 0; i < c.ratio; ++i) add(c.ratio * window + i, hd);
-        } else {
-            for (int i = 0; i < c.ratio; ++i) add(c.ratio * window + i, 0);
-        }
-        float mx = -INFINITY;
-        for (int i = 0; i < n; ++i) mx = fmaxf(mx, gates[i]);
-        Acc e[kMaxSlots];
-        Acc sum = 0;
-        for (int i = 0; i < n; ++i) sum += (e[i] = exp_acc(Acc(gates[i]) - Acc(mx)));
-        Acc acc = 0;
-        for (int i = 0; i < n; ++i) acc += e[i] / sum * vals[i];
+        const Acc acc = n <= 8 ? pool_channel<Acc, 8>(slots, n, ch) : pool_channel<Acc, 0>(slots, n, ch);
         entry[ch] = store_acc(acc, c.reference);
     }
     __syncthreads();
@@ -178,9 +214,9 @@ void launch_compress(cudaStream_t s, const StepMeta& m, const CompressArgs& c) {
     if (m.n_tokens == 0) return;
     if (m.n_tokens == 1) {
         if (c.reference) {
-            launch_kernel(compress_one_token_kernel<double>, 1, 128, 0, s, m, c);
+            launch_kernel(compress_one_token_kernel<double>, 1, 256, 0, s, m, c);
         } else {
-            launch_kernel(compress_one_token_kernel<float>, 1, 128, 0, s, m, c);
+            launch_kernel(compress_one_token_kernel<float>, 1, 256, 0, s, m, c);
         }
         return;
     }

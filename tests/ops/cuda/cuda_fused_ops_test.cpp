@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "op_test_support.h"
 
@@ -101,15 +103,21 @@ const BoundaryCase kBoundaryCases[] = {
 };
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaHcPostPre, ::testing::ValuesIn(kBoundaryCases));
 
+// A step of one token a sequence at these positions on both backends; returns the token count.
+int64_t step_at(Pair& p, std::vector<int32_t> positions) {
+    const auto n = static_cast<int64_t>(positions.size());
+    StepBatch b = simple_batch(n);
+    b.positions = std::move(positions);
+    p.step(b);
+    return n;
+}
+
 // norm_rope is rms_norm then rope in one launch with the same arithmetic: the same bits in every numerics mode.
 TEST(CudaFusedOps, NormRopeEqualsNormThenRope) {
     DSV4_REQUIRE_GPU();
     for (Numerics numerics : {Numerics::kExact, Numerics::kReference, Numerics::kFast}) {
         Pair p(numerics);
-        const int64_t n = 4;
-        StepBatch b = simple_batch(n);
-        b.positions = {1048000, 5, 130000, 77};
-        p.step(b);
+        const int64_t n = step_at(p, {1048000, 5, 130000, 77});
         const ModelConfig c = op_config();
         for (int64_t heads : {int64_t{1}, int64_t{8}}) {
             for (bool weighted : {false, true}) {
@@ -139,10 +147,7 @@ TEST(CudaFusedOps, NormRopesEqualTheOpsApart) {
     DSV4_REQUIRE_GPU();
     for (Numerics numerics : {Numerics::kExact, Numerics::kReference, Numerics::kFast}) {
         Pair p(numerics);
-        const int64_t n = 3;
-        StepBatch b = simple_batch(n);
-        b.positions = {70000, 9, 4100};
-        p.step(b);
+        const int64_t n = step_at(p, {70000, 9, 4100});
         const ModelConfig c = op_config();
         std::vector<int64_t> shape;
         auto w1 = random_floats(1024, 0.2f), w2 = random_floats(512, 0.2f);
