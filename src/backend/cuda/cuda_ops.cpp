@@ -292,7 +292,7 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
         fp8_k = w.cols;
         done[i] = true;
     }
-    if (!fp8.empty()) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, x.f32(), fp8_k, fp8_k);
+    if (fp8_k > 0) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, x.f32(), fp8_k, fp8_k);  // fp8 not empty
     // The multi-weight launch streams its weights (kernels_gemv_stream.cu) whether or not single linears do.
     GemvStreamConfig merged = stream_linears_;
     merged.enabled = stream_linears_.enabled || options_.gemv_merge_linears;
