@@ -58,8 +58,11 @@ __global__ void gemv_kernel(WeightRef w, const WeightRef* table, const int32_t* 
 // Single-vector GEMV with the vector staged in shared memory: one warp per kRows consecutive rows. Loading the
 // activations from global memory after each weight load had arrived put an L2 round trip after every pass on the
 // critical path; staged, the first weight lines are prefetched into L2 while the block copies the vector. Same
-// modes and per-row arithmetic as gemv_kernel (a single vector).
-constexpr int64_t kMaxStagedCols = 12288;  // 48 KB of shared memory without opting in
+// modes and per-row arithmetic as gemv_kernel (a single vector); plain mode takes vector blockIdx.y (x + v *
+// x_stride into y + v * y_stride), so several vectors of an L2-resident weight run side by side, each block reading
+// the weight again (from L2).
+constexpr int64_t kMaxStagedCols = 12288;                // 48 KB of shared memory without opting in
+constexpr int64_t kL2ResidentBytes = int64_t{16} << 20;  // of the H200's 50 MB L2
 
 template <int kFormat, int kRows>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
@@ -70,9 +73,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     extern __shared__ float4 staged[];
     float* xs = reinterpret_cast<float*>(staged);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t pair = blockIdx.y, group = blockIdx.z;
+    const int64_t pair = blockIdx.y, group = blockIdx.z;  // pair: the (token, expert) pair, or the vector
     WeightRef wr = w;
-    const float* xv = x + group * group_x;
+    const float* xv = x + group * group_x + pair * x_stride;
     if (table != nullptr) {
         const int32_t e = ids[pair];
         if (e < 0 || e >= n_experts) {  // uniform over the block: no thread reaches the barrier below
@@ -100,8 +103,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
         const float v = warp_sum(acc[i]);
         const int64_t r = group * count + first + i;
         if (lane == 0 && first + i < rows_in_group) {
-            float* out = table != nullptr ? y + pair * y_stride + r : y + r;
-            *out = round_out ? to_bf16(v) : v;
+            y[pair * y_stride + r] = round_out ? to_bf16(v) : v;
         }
     }
 }
@@ -122,10 +124,15 @@ void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, c
     const dim3 grid(blocks_for(rows, kRowsPerBlock), static_cast<unsigned>(table != nullptr ? pairs : 1),
                     static_cast<unsigned>(groups));
     const bool single = table != nullptr || m == 1;
-    if (single && w.cols <= kMaxStagedCols) {
+    // Several vectors: one staged block row a vector where the weight stays in L2 (the router, compressors, indexer
+    // weights: 18-21 us for 8 vectors in gemv_kernel's one pass, whose lanes load the vectors from global memory at
+    // every weight load; a few us per vector staged). The same per-row arithmetic: the same bits.
+    const bool l2_resident = row_bytes<kFormat>(w.cols) * rows * groups <= kL2ResidentBytes;
+    if ((single || l2_resident) && w.cols <= kMaxStagedCols) {
+        const unsigned vectors = table != nullptr ? static_cast<unsigned>(pairs) : static_cast<unsigned>(m);
         const int64_t loads = w.cols / kLoadElems<kFormat>;
-        const int k = staged_rows_per_warp(loads, rows * groups, grid.y);
-        const dim3 staged_grid(blocks_for(rows, kRowsPerBlock * k), grid.y, grid.z);
+        const int k = staged_rows_per_warp(loads, rows * groups, vectors);
+        const dim3 staged_grid(blocks_for(rows, kRowsPerBlock * k), vectors, grid.z);
         const size_t smem = static_cast<size_t>(w.cols) * sizeof(float);
         auto go = [&](auto kernel) {
             launch_kernel(kernel, staged_grid, kRowsPerBlock * 32, smem, s, w, table, ids, n_experts, x, x_stride,
