@@ -93,6 +93,12 @@ for suite in "$@"; do
                   grep -oE '/\*[0-9a-f]{4,}\*/ +(@!?U?P[0-9T] +)?[A-Z0-9_]+' "$OUT/sass_$kernel.txt" | awk '{print $NF}' \
                       | sort | uniq -c | sort -rn | head -25 >>"$OUT/sass.log"
               done ;;
+        # Where the per-pair W4A8 GEMV's instructions go: SASS lines with their executed counts (ncu SourceCounters)
+        # for the W1+W3 and W2 launches at one token, summarised (opcode mix, loop body vs prologue).
+        ncusource) run ncusource timeout 120 ncu --clock-control none --section SourceCounters \
+                       --kernel-name regex:expert_gemv_fp4 --launch-count 2 --page source --print-source sass --csv \
+                       .devbin/dsv4 bench kernels --rows 1 --tokens 1 --filter experts \
+                       && python3 tools/device/ncu_source_summary.py "$OUT/ncusource.log" >"$OUT/ncusource.txt" ;;
         e2e_spec) E2E_MODEL=models/demo E2E_EXTRA_FLAGS='--speculative-config={"method":"mtp","num_speculative_tokens":3}' \
                       run e2e_spec timeout 200 tools/device/e2e_cuda.sh concurrency ;;
     esac
@@ -104,7 +110,7 @@ tail -5 "$OUT"/tame.log 2>/dev/null
 grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tail -30
 cat "$OUT"/demo.log 2>/dev/null
 grep -h "" "$OUT"/dist.log "$OUT"/oversize.log 2>/dev/null | tail -8
-cat "$OUT"/ncudecode.txt "$OUT"/sass.log 2>/dev/null | head -80
+cat "$OUT"/ncudecode.txt "$OUT"/ncusource.txt "$OUT"/sass.log 2>/dev/null | head -80
 for f in profile bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew e2e_spec \
     kernels_main moe2 moe3 moe6 moe6up2 ab; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
 printf '%s\n' "${summary[@]}"
