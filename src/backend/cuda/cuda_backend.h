@@ -225,15 +225,17 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // The routed pairs on the per-pair / bf16-grouped paths (weights applied before W2 in reference numerics only).
     void moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                    MoePath path, float* routed);
-    // The routed pairs on the per-pair W4A8 GEMVs (MoePath::kPerPairMma) into routed [pairs, d], weights not applied.
+    // attention / attention_unrotated (the output's inverse RoPE in the split merge).
+    void attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
+                        const Tensor* topk, float scale, Tensor out, bool unrotate);
     // The routed experts' weighted sum plus the shared expert's output, into y (fused into the down projection).
     struct MoeCombine {
         const float* weights;
         const float* shared;  // null: none
         float* y;
     };
-    void attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
-                        const Tensor* topk, float scale, Tensor out, bool unrotate);
+    // The routed pairs on the per-pair W4A8 GEMVs (MoePath::kPerPairMma): into routed [pairs, d], weights not applied,
+    // or, with `combine` (routed then unused), combined into combine->y.
     void moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tensor& ids, float limit, float* routed,
                        const MoeCombine* combine);
     void split_sums(ExpertGemvFp4Params& p);  // the partials and counters of a launch's K splits

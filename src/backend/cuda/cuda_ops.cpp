@@ -524,13 +524,6 @@ void CudaBackend::block_attention(int layer, const Tensor& q, const Tensor& kv, 
     a.q = q.f32();
     if (kv_format_.dtype == kRowF32) {
         a.kv = reinterpret_cast<const uint8_t*>(kv.f32());
-    } else if (meta_.n_tokens == meta_.n_seqs && model_.sliding_window <= ring_rows_) {
-        // One token a sequence (decode): its row goes to the ring now, store_window's write done early (the slot it
-        // takes held the position one window back, which no query of this step reads), and attention reads it there:
-        // one launch instead of an encode here and the ring write after. The same encoded bytes either way.
-        launch_store_window(stream_, meta_, kv.f32(), kv_format_, ring_rows_, layers_[layer].ring);
-        ring_written_layer_ = layer;
-        a.kv = nullptr;
     } else {  // the block rows as the ring would store them, like the step rows of attention()
         auto* encoded = static_cast<uint8_t*>(arena_.take(static_cast<size_t>(kv.size(0)) * kv_format_.bytes));
         launch_encode_rows(stream_, kv.f32(), kv.size(0), kv_format_, encoded);
@@ -630,13 +623,13 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     const MoePath path = moe_path(h, w, pairs);
     if (path == MoePath::kGroupedFp8) return moe_grouped_fp8(h, w, weights, ids, limit, y);
     if (path == MoePath::kFusedGemv) return moe_fused_decode(h, w, weights, ids, limit, y);
-    const bool ref = reference();
-    float* routed = scratch(pairs * d);
     if (path == MoePath::kPerPairMma) {  // the combine in the down projection's last blocks (weight after W2)
         const MoeCombine combine{weights.f32(), shared_output(h, nullptr, w, limit), y.f32()};
-        moe_pairs_mma(h, w, ids, limit, routed, &combine);
+        moe_pairs_mma(h, w, ids, limit, nullptr, &combine);
         return;
     }
+    const bool ref = reference();
+    float* routed = scratch(pairs * d);
     moe_pairs(h, w, weights, ids, limit, path, routed);
     const float* shared = shared_output(h, nullptr, w, limit);
     launch_combine(stream_, routed, weights.f32(), shared, n, static_cast<int>(k), d, !ref, ref, y.f32());
