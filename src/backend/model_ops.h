@@ -37,6 +37,10 @@ struct NormRopeTarget {
     Tensor x;                          // [N, heads, dim], in place
     const VecRef* weight = nullptr;    // [dim] or null
     const RopeParams* rope = nullptr;  // null: the norm alone
+    // >= 0: x holds the step's K=V rows of this state layer, which store_window(window_layer, x) stores after
+    // attention. A backend may store them here already (its store_window then skips them) where nothing changes them
+    // in between (kv_cache_sim does, in reference numerics) and no query of the step reads the ring slots they take.
+    int window_layer = -1;
 };
 
 class ModelOps {

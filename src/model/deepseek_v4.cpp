@@ -183,8 +183,10 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
 
     // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims. The single shared K=V
     // head's norm and RoPE go with q_norm (one launch where the backend can).
+    // Draft blocks store no rows.
+    const int window_layer = block.mode == BlockAttention::kDraftBlock ? -1 : layer;
     const NormRopeTarget before_wq_b[] = {{q_residual.view({n, 1, config_.q_lora_rank}), &w.q_norm, nullptr},
-                                          {kv.view({n, 1, hd}), &w.kv_norm, &lc.rope}};
+                                          {kv.view({n, 1, hd}), &w.kv_norm, &lc.rope, window_layer}};
     b.norm_ropes(before_wq_b, eps);
     Tensor q = b.alloc(DType::kF32, {n, heads, hd});
     b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);

@@ -226,6 +226,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void moe_pairs(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                    MoePath path, float* routed);
     // attention / attention_unrotated (the output's inverse RoPE in the split merge).
+    // One token a sequence and the whole window in the ring: a step's K=V rows may go to the ring before attention.
+    bool one_token_per_sequence_window() const;
+    bool window_rows_early(const Tensor& x, int layer) const;
     void attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                         const Tensor* topk, float scale, Tensor out, bool unrotate);
     // The routed experts' weighted sum plus the shared expert's output, into y (fused into the down projection).
@@ -302,7 +305,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // zero between launches; one per (target, 128-row group) of a launch, every launch on stream_ in turn.
     static constexpr int64_t kSplitArrivals = int64_t{1} << 16;
     int32_t* split_arrivals_ = nullptr;
-    // The layer whose step rows attention() already wrote to the ring (one token a sequence): its store_window is done.
+    // The layer whose step rows norm_ropes() or attention() already wrote to the ring (one token a sequence): its
+    // store_window is done.
     int ring_written_layer_ = -1;
 
     // --- Weight store: everything device_copy'd (weights, vectors, tables, state), per-layer expert handle tables ---

@@ -69,15 +69,34 @@ void CudaBackend::norm_ropes(std::span<const NormRopeTarget> targets, float eps)
         DSV4_CHECK(rope_dim % 2 == 0 && rope_dim <= dim && (t.weight == nullptr || t.weight->n == dim),
                    "norm_ropes: x [N, heads, {}] with rope dims {} and a weight of {}", dim, rope_dim,
                    t.weight != nullptr ? t.weight->n : 0);
-        p.targets[p.n++] = {t.x.f32(),
-                            t.weight != nullptr ? t.weight->data : nullptr,
-                            static_cast<int>(t.x.size(1)),
-                            static_cast<int>(dim),
-                            rope_dim,
-                            t.rope != nullptr ? inv_freq(*t.rope) : nullptr};
+        NormRopeRows& rows = p.targets[p.n++];
+        rows.x = t.x.f32();
+        rows.weight = t.weight != nullptr ? t.weight->data : nullptr;
+        rows.heads = static_cast<int>(t.x.size(1));
+        rows.dim = static_cast<int>(dim);
+        rows.rope_dim = rope_dim;
+        rows.inv_freq = t.rope != nullptr ? inv_freq(*t.rope) : nullptr;
+        if (t.window_layer >= 0 && window_rows_early(t.x, t.window_layer)) {
+            rows.ring = layers_[t.window_layer].ring;
+            rows.ring_format = kv_format_;
+            rows.ring_rows = ring_rows_;
+            ring_written_layer_ = t.window_layer;
+        }
     }
     launch_norm_ropes(stream_, meta_, p, reference());
     launched("norm_rope");
+}
+
+bool CudaBackend::one_token_per_sequence_window() const {
+    return meta_.n_tokens == meta_.n_seqs && model_.sliding_window <= ring_rows_;
+}
+
+// Whether norm_ropes stores a step's K=V rows x [N, 1, dim] of `layer` into the ring itself: encoded rows (float32
+// rows are attention's own input), one token a sequence (its slot held the position a window back, which no query of
+// the step reads) and not reference numerics (kv_cache_sim rounds the rows after the norm).
+bool CudaBackend::window_rows_early(const Tensor& x, int layer) const {
+    return kv_format_.dtype != kRowF32 && !reference() && one_token_per_sequence_window() && x.size(1) == 1 &&
+           x.size(2) == kv_format_.dim && layer >= 0 && layer < static_cast<int>(layers_.size());
 }
 
 void CudaBackend::scale(Tensor x, float factor) {
@@ -449,21 +468,26 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
     DSV4_CHECK(dim == kv_format_.dim, "attention: head_dim {} differs from the state's {}", dim, kv_format_.dim);
     AttentionArgs a;
     a.q = q.f32();
+    int kernels = 1;  // launched here: the attention kernel, an encode or ring write, then the split merge
     // This step's rows as the ring stores them, so a query reads the same values whether its keys were fed in this
     // step or an earlier one (float32: the kv tensor itself).
     if (kv_format_.dtype == kRowF32) {
         a.kv = reinterpret_cast<const uint8_t*>(kv.f32());
-    } else if (meta_.n_tokens == meta_.n_seqs && model_.sliding_window <= ring_rows_) {
+    } else if (ring_written_layer_ == layer) {  // norm_ropes stored the rows
+        a.kv = nullptr;
+    } else if (one_token_per_sequence_window()) {
         // One token a sequence (decode): its row goes to the ring now, store_window's write done early (the slot it
         // takes held the position one window back, which no query of this step reads), and attention reads it there:
         // one launch instead of an encode here and the ring write after. The same encoded bytes either way.
         launch_store_window(stream_, meta_, kv.f32(), kv_format_, ring_rows_, layers_[layer].ring);
         ring_written_layer_ = layer;
         a.kv = nullptr;
+        ++kernels;
     } else {
         auto* encoded = static_cast<uint8_t*>(arena_.take(static_cast<size_t>(kv.size(0)) * kv_format_.bytes));
         launch_encode_rows(stream_, kv.f32(), kv.size(0), kv_format_, encoded);
         a.kv = encoded;
+        ++kernels;
     }
     a.format = kv_format_;
     a.ring = layers_[layer].ring;
@@ -507,7 +531,7 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
     } else {
         launch_attention_split(stream_, meta_, a, max_keys, part_acc, part_ml);
     }
-    launched("attention", kv_format_.dtype == kRowF32 ? 2 : 3);
+    launched("attention", kernels + 1);  // and the split merge
 }
 
 void CudaBackend::block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,

@@ -55,6 +55,11 @@ struct NormRopeRows {
     const float* weight = nullptr;
     int heads = 0, dim = 0, rope_dim = 0;  // rope_dim 0: the norm alone
     const float* inv_freq = nullptr;
+    // Non-null: the rows (one head, one token a sequence) are also the step's sliding-window K=V rows, written to the
+    // ring after the norm and RoPE as store_window writes them.
+    uint8_t* ring = nullptr;
+    RowFormatDev ring_format;
+    int ring_rows = 0;
 };
 struct NormRopesParams {
     int n = 0;

@@ -5,6 +5,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_sim.cuh"
+#include "backend/cuda/state_codec.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -85,11 +86,16 @@ __global__ void norm_ropes_kernel(StepMeta m, NormRopesParams p, bool round) {
     const int r = static_cast<int>(blockIdx.x) - (i == 0 ? 0 : p.block_end[i - 1]);
     float* row = t.x + static_cast<int64_t>(r) * t.dim;
     rms_norm_row(row, t.weight, t.dim, p.eps, round, row, &scratch[0]);
-    if (t.rope_dim == 0) return;  // uniform over the block
-    __syncthreads();              // the normed row (global memory) is visible to the whole block
-    for (int j = threadIdx.x; j < t.rope_dim / 2; j += blockDim.x) {
-        rope_pair<Acc>(m, r / t.heads, j, t.inv_freq, false, round, row + (t.dim - t.rope_dim) + 2 * j);
+    if (t.rope_dim > 0) {  // uniform over the block
+        __syncthreads();   // the normed row (global memory) is visible to the whole block
+        for (int j = threadIdx.x; j < t.rope_dim / 2; j += blockDim.x) {
+            rope_pair<Acc>(m, r / t.heads, j, t.inv_freq, false, round, row + (t.dim - t.rope_dim) + 2 * j);
+        }
     }
+    if (t.ring == nullptr) return;
+    __syncthreads();  // the finished row is visible to the encoding warp
+    uint8_t* dst = ring_row(m, r / t.heads, t.ring_rows, t.ring, t.ring_format.bytes);
+    if (threadIdx.x < 32 && dst != nullptr) warp_encode_row(row, dst, t.ring_format);
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float factor) {

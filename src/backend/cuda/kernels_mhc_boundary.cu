@@ -1,12 +1,15 @@
 // The boundary between two mHC sites in one launch (ModelOps::hc_post_pre, fast numerics): the previous site's
 // hc_post X'_k = post_k y + sum_j comb[j][k] X_j (when there is one), this site's raw mixes fn . X' with the sum of
-// squares for their RMS, and then, in the last block of each token to arrive, pre / post / Sinkhorn(comb), the
-// collapse u = sum_j pre_j X'_j and the sub-layer's input RMSNorm. Five launches before (hc_post, two for the
-// mixes, hc_pre's finish, rms_norm).
+// squares for their RMS and the Gram matrix G_jk = X'_j . X'_k, then in the last block of each token to arrive pre /
+// post / Sinkhorn(comb), and the collapse u = sum_j pre_j X'_j with the sub-layer's input RMSNorm. The norm's sum of
+// squares is sum_jk pre_j pre_k G_jk, known with pre: the collapse and the norm are one pass.
 //
 // Each block owns kChannels channels of all hc streams of one token, a thread per channel: the same split at any
 // batch size, so a token's results do not depend on its batch. Block partials are summed in channel-chunk order by
-// the token's last block, found by a per-token arrival counter that block resets (graphs replay the launch).
+// the token's last block, found by a per-token arrival counter. Where the whole grid fits on the device at once
+// (decode: a few tokens), the other blocks wait for the last one to publish pre and the norm's scale and collapse
+// their own channels from registers (grid-wide); otherwise the last block collapses the token alone. Both give the
+// same bits. The counter goes back to zero within the launch (graphs replay it).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mhc_mix.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -23,6 +26,11 @@ constexpr int mix_rows() {
     return (2 + kHc) * kHc;
 }
 
+// A block's partial row: the mix rows, the sum of squares of X', the Gram entries.
+__host__ __device__ constexpr int partial_width(int hc) {
+    return (2 + hc) * hc + 1 + hc * (hc + 1) / 2;
+}
+
 // Blocks a token: its channels in kChannels chunks.
 __host__ __device__ inline int64_t hc_boundary_chunks(int64_t d) {
     return (d + kChannels - 1) / kChannels;
@@ -32,6 +40,26 @@ __host__ __device__ inline int64_t hc_boundary_chunks(int64_t d) {
 template <int kHc>
 constexpr int row_group() {
     return mix_rows<kHc>() < 96 / kHc ? mix_rows<kHc>() : 96 / kHc;
+}
+
+// The fn weights of one channel for the first row group. They are weights, not written by any kernel, so they are
+// loaded before pdl_begin(): their round trip overlaps the previous kernel's tail.
+template <int kHc>
+struct FnRows {
+    float f[row_group<kHc>()][kHc];
+};
+
+template <int kHc>
+__device__ void load_fn_rows(const HcBoundaryParams& p, int64_t ch, bool live, int r0, FnRows<kHc>& rows) {
+    constexpr int kRows = mix_rows<kHc>();
+    const int64_t width = kHc * p.d;
+#pragma unroll
+    for (int g = 0; g < row_group<kHc>(); ++g) {
+#pragma unroll
+        for (int j = 0; j < kHc; ++j) {
+            rows.f[g][j] = live && r0 + g < kRows ? __ldg(p.w.fn.data + (r0 + g) * width + j * p.d + ch) : 0.0f;
+        }
+    }
 }
 
 // The new streams of one channel (hc_post of the previous site; X unchanged when there is none), written back.
@@ -57,140 +85,258 @@ __device__ void post_mix_channel(const HcBoundaryParams& p, int64_t t, int64_t c
     }
 }
 
-// This block's partial of every mix row (fn . X' over its channels) and of the sum of squares, reduced over the
-// block into red[r] (r = mix_rows() for the squares).
-template <int kHc>
+// Warp sums of one row group's products fn_r . x into red[warp][r].
+template <int kHc, int kWidth>
+__device__ void row_group_sums(const FnRows<kHc>& rows, int r0, const float (&x)[kHc], float (*red)[kWidth]) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+    for (int g = 0; g < row_group<kHc>(); ++g) {
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kHc; ++j) s += rows.f[g][j] * x[j];
+        s = warp_sum(s);
+        if (lane == 0 && r0 + g < mix_rows<kHc>()) red[warp][r0 + g] = s;
+    }
+}
+
+// This block's partial of every mix row (fn . X' over its channels), of the sum of squares and of the Gram entries,
+// reduced over each warp into red[warp][.]. `first` holds the first row group's weights, loaded already.
+template <int kHc, int kWidth>
 __device__ void block_partials(const HcBoundaryParams& p, int64_t ch, bool live, const float (&x)[kHc],
-                               float (*red)[mix_rows<kHc>() + 1]) {
+                               const FnRows<kHc>& first, float (*red)[kWidth]) {
     constexpr int kRows = mix_rows<kHc>();
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    constexpr int kRowGroup = row_group<kHc>();
-    const int64_t width = kHc * p.d;
-    for (int r0 = 0; r0 < kRows; r0 += kRowGroup) {
-        float f[kRowGroup][kHc];
-#pragma unroll
-        for (int g = 0; g < kRowGroup; ++g) {
-#pragma unroll
-            for (int j = 0; j < kHc; ++j) {
-                f[g][j] = live && r0 + g < kRows ? __ldg(p.w.fn.data + (r0 + g) * width + j * p.d + ch) : 0.0f;
-            }
-        }
-#pragma unroll
-        for (int g = 0; g < kRowGroup; ++g) {
-            float s = 0.0f;
-#pragma unroll
-            for (int j = 0; j < kHc; ++j) s += f[g][j] * x[j];
-            s = warp_sum(s);
-            if (lane == 0 && r0 + g < kRows) red[warp][r0 + g] = s;
-        }
+    row_group_sums<kHc, kWidth>(first, 0, x, red);
+    for (int r0 = row_group<kHc>(); r0 < kRows; r0 += row_group<kHc>()) {
+        FnRows<kHc> rows;
+        load_fn_rows<kHc>(p, ch, live, r0, rows);
+        row_group_sums<kHc, kWidth>(rows, r0, x, red);
     }
     float sq = 0.0f;
 #pragma unroll
     for (int j = 0; j < kHc; ++j) sq += x[j] * x[j];
     sq = warp_sum(sq);
     if (lane == 0) red[warp][kRows] = sq;
-}
-
-// Last block of a token: u = sum_j pre_j X'_j, then u = u * rsqrt(mean(u^2) + eps) * norm (rms_norm's arithmetic).
-template <int kHc>
-__device__ void collapse_and_norm(const HcBoundaryParams& p, int64_t t, const float* pre, float* scratch) {
-    const float* xs = p.x + t * kHc * p.d;
-    float* u = p.u + t * p.d;
-    float sq = 0.0f;
-    for (int64_t i0 = threadIdx.x; i0 < p.d; i0 += kCollapseUnroll * kChannels) {
-        float v[kCollapseUnroll][kHc];
+    int e = kRows + 1;
 #pragma unroll
-        for (int k = 0; k < kCollapseUnroll; ++k) {
-            const int64_t i = i0 + k * kChannels;
+    for (int j = 0; j < kHc; ++j) {
 #pragma unroll
-            for (int j = 0; j < kHc; ++j) v[k][j] = i < p.d ? __ldcg(xs + j * p.d + i) : 0.0f;  // X' of other blocks
-        }
-#pragma unroll
-        for (int k = 0; k < kCollapseUnroll; ++k) {
-            const int64_t i = i0 + k * kChannels;
-            float acc = 0.0f;
-#pragma unroll
-            for (int j = 0; j < kHc; ++j) acc += pre[j] * v[k][j];
-            if (i < p.d) u[i] = acc;
-            sq += acc * acc;
+        for (int k = j; k < kHc; ++k, ++e) {
+            const float g = warp_sum(x[j] * x[k]);
+            if (lane == 0) red[warp][e] = g;
         }
     }
-    sq = block_sum(sq, scratch);
-    const float inv = 1.0f / sqrtf(sq / static_cast<float>(p.d) + p.norm_eps);
-    // The norm pass with kCollapseUnroll channels' loads in flight (one at a time it was a round trip a channel).
-    batched_loads<kCollapseUnroll>(
-        int64_t{threadIdx.x}, p.d, int64_t{kChannels}, [&](int64_t i) { return make_float2(u[i], p.norm_weight[i]); },
-        [&](int64_t i, float2 v) { u[i] = v.x * inv * v.y; });
 }
 
-// The token's mix rows and sum of squares: the blocks' partials added in chunk order, eight chunks' loads in flight
-// at once (a chunk at a time, 16 dependent round trips at D = 4096).
-template <int kRows>
+// The token's partial rows added in chunk order, sixteen chunks' loads in flight at once (all of them at D = 4096:
+// this is on the critical path, the other blocks of the token wait for it).
+template <int kWidth>
 __device__ void sum_partials(const float* partial, int chunks, float* mix) {
-    for (int r = threadIdx.x; r <= kRows; r += blockDim.x) {
+    for (int r = threadIdx.x; r < kWidth; r += blockDim.x) {
         float s = 0.0f;
-        batched_loads<8>(
-            0, chunks, 1, [&](int c) { return __ldcg(partial + static_cast<int64_t>(c) * (kRows + 1) + r); },
+        batched_loads<16>(
+            0, chunks, 1, [&](int c) { return __ldcg(partial + static_cast<int64_t>(c) * kWidth + r); },
             [&](int, float v) { s += v; });
         mix[r] = s;
     }
 }
 
+// 1 / RMS(u) for u = sum_j pre_j X'_j: |u|^2 = sum_jk pre_j pre_k G_jk (in double: the terms can cancel; clamped at 0).
 template <int kHc>
-__global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams p) {
-    pdl_begin();
+__device__ float collapsed_inv_rms(const float* gram, const float* pre, int64_t d, float eps) {
+    double ss = 0.0;
+    int e = 0;
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) {
+#pragma unroll
+        for (int k = j; k < kHc; ++k, ++e) {
+            const double term = static_cast<double>(pre[j]) * pre[k] * gram[e];
+            ss += j == k ? term : 2.0 * term;
+        }
+    }
+    const float mean = static_cast<float>(fmax(ss, 0.0)) / static_cast<float>(d);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+// u's channel: (sum_j pre_j X'_j) * inv * norm, the same arithmetic on both paths.
+template <int kHc>
+__device__ __forceinline__ float collapsed_channel(const float* pre, const float (&x)[kHc], float inv, float norm) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) acc += pre[j] * x[j];
+    return acc * inv * norm;
+}
+
+// Last block of a token, when the grid does not fit: every channel's collapse and norm, kCollapseUnroll channels'
+// loads in flight at once.
+template <int kHc>
+__device__ void collapse_all(const HcBoundaryParams& p, int64_t t, const float* pre, float inv) {
+    const float* xs = p.x + t * kHc * p.d;
+    float* u = p.u + t * p.d;
+    for (int64_t i0 = threadIdx.x; i0 < p.d; i0 += kCollapseUnroll * kChannels) {
+        float v[kCollapseUnroll][kHc], w[kCollapseUnroll];
+#pragma unroll
+        for (int k = 0; k < kCollapseUnroll; ++k) {
+            const int64_t i = i0 + k * kChannels;
+#pragma unroll
+            for (int j = 0; j < kHc; ++j) v[k][j] = i < p.d ? __ldcg(xs + j * p.d + i) : 0.0f;  // X' of other blocks
+            w[k] = i < p.d ? __ldg(p.norm_weight + i) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < kCollapseUnroll; ++k) {
+            const int64_t i = i0 + k * kChannels;
+            if (i < p.d) u[i] = collapsed_channel<kHc>(pre, v[k], inv, w[k]);
+        }
+    }
+}
+
+// The mix weights' base and scale in shared memory: loaded by every block before pdl_begin() (weights), so that the
+// token's last block does not wait a memory round trip for them.
+template <int kHc>
+struct MixVectors {
+    float base[mix_rows<kHc>()];
+    float scale[3];
+};
+
+template <int kHc>
+__device__ void load_mix_vectors(const MhcWeights& w, MixVectors<kHc>& v) {
+    for (int i = threadIdx.x; i < mix_rows<kHc>() + 3; i += blockDim.x) {
+        if (i < mix_rows<kHc>()) {
+            v.base[i] = __ldg(w.base.data + i);
+        } else {
+            v.scale[i - mix_rows<kHc>()] = __ldg(w.scale.data + i - mix_rows<kHc>());
+        }
+    }
+}
+
+// The token's last block: pre / post / comb from the summed mixes, and the norm's scale; published[0..hc) = pre,
+// published[hc] = the scale.
+template <int kHc>
+__device__ void finish_token(const HcBoundaryParams& p, int64_t t, const float* mix, const MixVectors<kHc>& vectors,
+                             float* published) {
+    MhcWeights w = p.w;
+    w.base.data = vectors.base;
+    w.scale.data = vectors.scale;
     constexpr int kRows = mix_rows<kHc>();
-    __shared__ float red[kWarps][kRows + 1];
-    __shared__ float mix[kRows + 1];
-    __shared__ float pre[kHc];
-    __shared__ float scratch[32];
+    const float inv = 1.0f / sqrtf(mix[kRows] / static_cast<float>(kHc * p.d) + p.norm_eps);
+    float* post_t = p.post + t * kHc;
+    float* comb_t = p.comb + t * kHc * kHc;
+    if constexpr (kHc == 4) {  // DeepSeek-V4's hc_mult
+        if (threadIdx.x < 32) mhc::mix_token_hc4<float>(mix, inv, w, p.iters, p.hc_eps, published, post_t, comb_t);
+    } else if (threadIdx.x == 0) {
+        mhc::mix_token<float>(mix, inv, kHc, w, p.iters, p.hc_eps, published, post_t, comb_t);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) published[kHc] = collapsed_inv_rms<kHc>(mix + kRows + 1, published, p.d, p.norm_eps);
+    __syncthreads();
+}
+
+// Grid-wide path, a block other than the token's last: waits until the last block has published (the counter
+// passes `chunks`), copies pre and the scale into `shared`, and counts itself out; the last to leave resets the
+// counter.
+template <int kHc>
+__device__ void await_published(unsigned* arrivals, int chunks, const float* published, float* shared) {
+    if (threadIdx.x == 0) {
+        const volatile unsigned* counter = arrivals;
+        while (*counter < static_cast<unsigned>(chunks) + 1) {
+        }
+        __threadfence();
+    }
+    __syncthreads();
+    if (threadIdx.x <= kHc) shared[threadIdx.x] = __ldcg(published + threadIdx.x);
+    __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd(arrivals, 1u) == 2u * static_cast<unsigned>(chunks) - 1u) *arrivals = 0;
+}
+
+template <int kHc, bool kGridWide>
+__global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams p) {
+    constexpr int kWidth = partial_width(kHc);
+    __shared__ float red[kWarps][kWidth];
+    __shared__ float mix[kWidth];
+    __shared__ float pre[kHc + 1];  // pre, then the norm's scale
+    __shared__ MixVectors<kHc> vectors;
     __shared__ bool last;
     const int chunks = static_cast<int>(hc_boundary_chunks(p.d));
     const int64_t t = blockIdx.x / chunks;
     const int chunk = static_cast<int>(blockIdx.x % chunks);
     const int64_t ch = static_cast<int64_t>(chunk) * kChannels + threadIdx.x;
     const bool live = ch < p.d;
+    FnRows<kHc> first;
+    load_fn_rows<kHc>(p, ch, live, 0, first);
+    const float norm = kGridWide && live ? __ldg(p.norm_weight + ch) : 0.0f;
+    load_mix_vectors<kHc>(p.w, vectors);
+    pdl_begin();
     float x[kHc] = {};
     if (live) post_mix_channel<kHc>(p, t, ch, p.x + t * kHc * p.d, x);
-    block_partials<kHc>(p, ch, live, x, red);
+    block_partials<kHc, kWidth>(p, ch, live, x, first, red);
     __syncthreads();
-    float* partial = p.partial + (t * chunks + chunk) * (kRows + 1);
-    for (int r = threadIdx.x; r <= kRows; r += blockDim.x) {
+    float* partial = p.partial + (t * chunks + chunk) * kWidth;
+    for (int r = threadIdx.x; r < kWidth; r += blockDim.x) {
         float s = 0.0f;
         for (int w = 0; w < kWarps; ++w) s += red[w][r];
         partial[r] = s;
     }
     __threadfence();  // this block's X' and partials are visible device-wide before it counts itself in
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(p.arrivals + t, 1u) == static_cast<unsigned>(chunks - 1);
+    unsigned* arrivals = p.arrivals + t;
+    if (threadIdx.x == 0) last = atomicAdd(arrivals, 1u) == static_cast<unsigned>(chunks - 1);
     __syncthreads();
-    if (!last) return;
-    __threadfence();
-    sum_partials<kRows>(p.partial + t * chunks * (kRows + 1), chunks, mix);
-    __syncthreads();
-    const float inv = 1.0f / sqrtf(mix[kRows] / static_cast<float>(kHc * p.d) + p.norm_eps);
-    float* post_t = p.post + t * kHc;
-    float* comb_t = p.comb + t * kHc * kHc;
-    if constexpr (kHc == 4) {  // DeepSeek-V4's hc_mult
-        if (threadIdx.x < 32) mhc::mix_token_hc4<float>(mix, inv, p.w, p.iters, p.hc_eps, pre, post_t, comb_t);
-    } else if (threadIdx.x == 0) {
-        mhc::mix_token<float>(mix, inv, kHc, p.w, p.iters, p.hc_eps, pre, post_t, comb_t);
+    float* published = p.partial + p.n * chunks * kWidth + t * (kHc + 1);
+    if (last) {
+        __threadfence();
+        sum_partials<kWidth>(p.partial + t * chunks * kWidth, chunks, mix);
+        __syncthreads();
+        finish_token<kHc>(p, t, mix, vectors, pre);
+        if (!kGridWide || chunks == 1) {
+            if constexpr (!kGridWide) collapse_all<kHc>(p, t, pre, pre[kHc]);
+            if (threadIdx.x == 0) *arrivals = 0;  // ready for the next launch
+            if (!kGridWide) return;
+        } else {
+            if (threadIdx.x <= kHc) published[threadIdx.x] = pre[threadIdx.x];
+            __threadfence();
+            __syncthreads();
+            if (threadIdx.x == 0) atomicAdd(arrivals, 1u);  // published: the counter passes `chunks`
+        }
+    } else if constexpr (kGridWide) {
+        await_published<kHc>(arrivals, chunks, published, pre);
+    } else {
+        return;
     }
-    __syncthreads();
-    collapse_and_norm<kHc>(p, t, pre, scratch);
-    if (threadIdx.x == 0) p.arrivals[t] = 0;  // ready for the next launch
+    if (live) p.u[t * p.d + ch] = collapsed_channel<kHc>(pre, x, pre[kHc], norm);
+}
+
+// Whether every block of the launch can be resident at once (the grid-wide path's waits then always end): blocks
+// against the kernel's occupancy times the SMs, looked up once per hc.
+template <int kHc>
+bool grid_fits(int64_t blocks) {
+    static const int64_t capacity = [] {
+        int device = 0, sms = 0, per_sm = 0;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, hc_boundary_kernel<kHc, true>, kChannels, 0) !=
+                cudaSuccess) {
+            cudaGetLastError();
+            return int64_t{0};
+        }
+        return static_cast<int64_t>(sms) * per_sm;
+    }();
+    return blocks <= capacity;
 }
 
 template <int kHc>
 void launch_boundary(cudaStream_t s, const HcBoundaryParams& p) {
-    const auto blocks = static_cast<unsigned>(p.n * hc_boundary_chunks(p.d));
-    launch_kernel(hc_boundary_kernel<kHc>, blocks, kChannels, 0, s, p);
+    const int64_t blocks = p.n * hc_boundary_chunks(p.d);
+    if (grid_fits<kHc>(blocks)) {
+        launch_kernel(hc_boundary_kernel<kHc, true>, static_cast<unsigned>(blocks), kChannels, 0, s, p);
+    } else {
+        launch_kernel(hc_boundary_kernel<kHc, false>, static_cast<unsigned>(blocks), kChannels, 0, s, p);
+    }
 }
 
 }  // namespace
 
 int64_t hc_boundary_partials(int64_t n, int hc, int64_t d) {
-    return n * hc_boundary_chunks(d) * ((2 + hc) * hc + 1);
+    return n * hc_boundary_chunks(d) * partial_width(hc) + n * (hc + 1);
 }
 
 void launch_hc_boundary(cudaStream_t s, const HcBoundaryParams& p) {

@@ -192,12 +192,8 @@ __global__ void store_window_kernel(StepMeta m, const float* kv, RowFormatDev f,
     pdl_begin();
     const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
     if (t >= m.n_tokens) return;
-    const int seq = m.seq_of_token[t];
-    const int64_t pos = m.positions[t];
-    const int64_t end = m.seq_start[seq] + m.seq_n_tokens[seq];
-    if (pos < end - ring_rows) return;
-    uint8_t* dst = ring + (static_cast<int64_t>(m.seq_slot[seq]) * ring_rows + pos % ring_rows) * f.bytes;
-    warp_encode_row(kv + t * f.dim, dst, f);
+    uint8_t* dst = ring_row(m, t, ring_rows, ring, f.bytes);
+    if (dst != nullptr) warp_encode_row(kv + t * f.dim, dst, f);
 }
 
 // One warp per row.

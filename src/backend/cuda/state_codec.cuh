@@ -90,6 +90,16 @@ __device__ __forceinline__ void warp_encode_fp8_row_registers(const float* x, ui
     __syncwarp();
 }
 
+// The ring row of step token t (the last ring_rows positions of each sequence are kept), or null where the token's
+// position falls out of its sequence's ring within this step.
+__device__ __forceinline__ uint8_t* ring_row(const StepMeta& m, int64_t t, int ring_rows, uint8_t* ring, int bytes) {
+    const int seq = m.seq_of_token[t];
+    const int64_t pos = m.positions[t];
+    const int64_t end = m.seq_start[seq] + m.seq_n_tokens[seq];
+    if (pos < end - ring_rows) return nullptr;
+    return ring + (static_cast<int64_t>(m.seq_slot[seq]) * ring_rows + pos % ring_rows) * bytes;
+}
+
 // Encodes the row x[0, f.dim) (readable by every lane) into dst[0, f.bytes). Called by all 32 lanes of one warp.
 __device__ __forceinline__ void warp_encode_row(const float* x, uint8_t* dst, const RowFormatDev& f) {
     const int lane = threadIdx.x & 31;

@@ -62,6 +62,17 @@ struct BoundaryCase {
     int64_t n, hc, d;
 };
 
+// Random streams x [n, hc, d], previous sub-layer output y [n, d], post [n, hc] (around 1) and comb [n, hc, hc].
+struct BoundaryInputs {
+    std::vector<float> x, y, post, comb;
+};
+BoundaryInputs random_boundary_inputs(int64_t n, int64_t hc, int64_t d) {
+    BoundaryInputs in{random_floats(n * hc * d, 2.0f), random_floats(n * d), random_floats(n * hc, 0.5f),
+                      random_floats(n * hc * hc, 0.3f)};
+    for (auto& v : in.post) v += 1.0f;
+    return in;
+}
+
 class CudaHcPostPre : public ::testing::TestWithParam<BoundaryCase> {};
 
 // Fast numerics: the fused kernel against the GPU's unfused ops (same float arithmetic, other summation orders) and
@@ -72,9 +83,8 @@ TEST_P(CudaHcPostPre, FusedMatchesTheUnfusedOpsAndTheCpu) {
     Pair p(Numerics::kFast);
     p.step(simple_batch(n));
     const MhcHost m = random_mhc(hc, d);
-    const auto x0 = random_floats(n * hc * d, 2.0f), y0 = random_floats(n * d);
-    auto post0 = random_floats(n * hc, 0.5f), comb0 = random_floats(n * hc * hc, 0.3f);
-    for (auto& v : post0) v += 1.0f;
+    const BoundaryInputs in = random_boundary_inputs(n, hc, d);
+    const auto& [x0, y0, post0, comb0] = in;
     for (bool with_prev : {false, true}) {
         BoundarySide fused(*p.gpu, m, n, hc, d, x0, y0, post0, comb0),
             unfused(*p.gpu, m, n, hc, d, x0, y0, post0, comb0), cpu(*p.cpu, m, n, hc, d, x0, y0, post0, comb0);
@@ -102,6 +112,34 @@ const BoundaryCase kBoundaryCases[] = {
     {3, 4, 200},  {2, 3, 130},  {1, 8, 300},   {4, 1, 257}, {7, 2, 64},
 };
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaHcPostPre, ::testing::ValuesIn(kBoundaryCases));
+
+// A token's boundary does not depend on its batch: 64 tokens (more blocks than fit on the device at once: the last
+// block collapses each token) and their first three alone (every block collapses its own channels) give the same bits.
+TEST(CudaHcPostPre, BitsDoNotDependOnTheBatch) {
+    DSV4_REQUIRE_GPU();
+    constexpr int64_t kHc = 4, kD = 4096, kBig = 64, kSmall = 3;
+    Pair p(Numerics::kFast);
+    p.step(simple_batch(kBig));
+    const MhcHost m = random_mhc(kHc, kD);
+    const BoundaryInputs in = random_boundary_inputs(kBig, kHc, kD);
+    const auto& [x0, y0, post0, comb0] = in;
+    // The first kSmall tokens' rows of a [kBig, ...] vector of `per_token` values each.
+    auto head = [](const std::vector<float>& v, int64_t per_token) {
+        return std::vector<float>(v.begin(), v.begin() + kSmall * per_token);
+    };
+    BoundarySide big(*p.gpu, m, kBig, kHc, kD, x0, y0, post0, comb0);
+    BoundarySide small(*p.gpu, m, kSmall, kHc, kD, head(x0, kHc * kD), head(y0, kD), head(post0, kHc),
+                       head(comb0, kHc * kHc));
+    big.run(*p.gpu, true, true);
+    small.run(*p.gpu, true, true);
+    const std::pair<Tensor, Tensor> outputs[] = {
+        {big.x, small.x}, {big.u, small.u}, {big.post, small.post}, {big.comb, small.comb}};
+    for (const auto& [whole, alone] : outputs) {
+        const std::vector<float> got = read(*p.gpu, alone);
+        const std::vector<float> all = read(*p.gpu, whole);
+        EXPECT_EQ(got, std::vector<float>(all.begin(), all.begin() + static_cast<int64_t>(got.size())));
+    }
+}
 
 // A step of one token a sequence at these positions on both backends; returns the token count.
 int64_t step_at(Pair& p, std::vector<int32_t> positions) {

@@ -108,14 +108,21 @@ struct StatefulRig {
     }
 
     // Attention of every layer (CSA with the CPU's picks on both sides), then the ring writes; returns the largest
-    // relative L2 difference of the outputs.
-    double attention_and_store(int64_t n, const Tensor& picks) {
+    // relative L2 difference of the outputs. norm_first: the K=V rows go through norm_ropes (weightless norm, the
+    // layer's RoPE) as the layer's window rows first, which a backend may store there already (CUDA: decode steps).
+    double attention_and_store(int64_t n, const Tensor& picks, bool norm_first = false) {
         double worst = 0.0;
         for (int layer = 0; layer < 3; ++layer) {
             const auto q = random_floats(n * heads * kHd), kv = random_floats(n * kHd);
             Tensor qc = make_tensor(*p.cpu, {n, heads, kHd}, q), qg = make_tensor(*p.gpu, {n, heads, kHd}, q);
             Tensor kc = make_tensor(*p.cpu, {n, kHd}, kv), kg = make_tensor(*p.gpu, {n, kHd}, kv);
             Tensor oc = make_tensor(*p.cpu, {n, heads, kHd}), og = make_tensor(*p.gpu, {n, heads, kHd});
+            if (norm_first) {
+                const NormRopeTarget cpu_rows[] = {{kc.view({n, 1, kHd}), nullptr, &c.layers[layer].rope, layer}};
+                const NormRopeTarget gpu_rows[] = {{kg.view({n, 1, kHd}), nullptr, &c.layers[layer].rope, layer}};
+                p.cpu->norm_ropes(cpu_rows, 1e-6f);
+                p.gpu->norm_ropes(gpu_rows, 1e-6f);
+            }
             Tensor topk_g;
             if (layer == 1) {
                 topk_g = p.gpu->alloc(DType::kI32, {n, c.index_topk});
@@ -139,8 +146,8 @@ struct StatefulRig {
 };
 
 // Two sequences of different lengths in one step, chunk boundaries inside compression windows, then decode steps.
-void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8,
-                             Fp8Dialect dialect = Fp8Dialect::kOcp) {
+void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8, Fp8Dialect dialect = Fp8Dialect::kOcp,
+                             bool norm_first = false) {
     const std::string label = dtype_label(numerics, dtype) + " / " + std::to_string(heads) + " heads / " +
                               std::string(fp8_dialect_name(dialect));
     Pair p(numerics, op_config(), 2, 16, dtype, 0, dialect);
@@ -170,7 +177,8 @@ void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8,
         // compressor sum one bit apart may change one key code): pick sets may differ on 1% of a step's tokens.
         const bool identical = numerics == Numerics::kReference || dtype == StateDtype::kF32;
         EXPECT_LE(differing, identical ? 0 : std::max<int64_t>(1, n / 100)) << label << " step " << step;
-        EXPECT_LE(rig.attention_and_store(n, picks), attention_tolerance(numerics, dtype)) << label << " step " << step;
+        EXPECT_LE(rig.attention_and_store(n, picks, norm_first), attention_tolerance(numerics, dtype))
+            << label << " step " << step << (norm_first ? " (norm_ropes first)" : "");
     }
 }
 
@@ -208,48 +216,85 @@ TEST(CudaState, StatefulAttentionFastNumerics) {
     }
 }
 
+// A decode step's K=V rows stored by norm_ropes (its window_layer) before attention reads them from the ring, in the
+// modes where the CUDA backend does that (exact, fast) and where it does not (reference: kv_cache_sim comes between).
+TEST(CudaState, WindowRowsStoredByNormRopes) {
+    DSV4_REQUIRE_GPU();
+    for (Numerics numerics : {Numerics::kExact, Numerics::kFast, Numerics::kReference}) {
+        for (StateDtype dtype : {StateDtype::kBf16, StateDtype::kFp8}) {
+            stateful_attention_case(numerics, dtype, numerics == Numerics::kFast ? 64 : 8, Fp8Dialect::kOcp, true);
+        }
+    }
+}
+
 // Boundary snapshots, slot copies and block copies move stored rows as bytes: after save / restore / copy, the three
 // resulting sequences attend over exactly the rows the CPU backend holds.
-// DSpark's draft block (ModelOps::block_attention): every row of a sequence's 5-row block attends to the window of
-// ring rows before the block and to all 5 rows. Two sequences with contexts of 200 and 90 positions.
+// DSpark's draft block (ModelOps::block_attention): every row of a sequence's block attends to the window of ring
+// rows before the block and to the block's rows, and writes no state. Two sequences with contexts of 200 and 90
+// positions; `blocks` blocks of `len` rows, the last starting after the context and each earlier one `len` positions
+// before the next (the later blocks read the ring where the earlier ones would have written, had they written).
+void draft_block_case(Numerics numerics, StateDtype dtype, int64_t len, int blocks) {
+    const std::string label = dtype_label(numerics, dtype) + " block of " + std::to_string(len);
+    Pair p(numerics, op_config(), 2, 16, dtype);
+    StatefulRig rig(p);
+    constexpr int kHd = StatefulRig::kHd;
+    const int64_t context[2] = {200, 90};
+    auto batch = [&](const int64_t* start, int64_t rows) {
+        StepBatch b;
+        for (int s = 0; s < 2; ++s) {
+            std::vector<int32_t> tok(rows, 7);
+            std::vector<int32_t> table(8);
+            std::iota(table.begin(), table.end(), s * 8);
+            b.add_sequence(s, start[s], tok, table);
+        }
+        return b;
+    };
+    for (int32_t slot : {0, 1}) {
+        p.cpu->reset_slot(slot);
+        p.gpu->reset_slot(slot);
+    }
+    StepBatch prefill;
+    for (int s = 0; s < 2; ++s) {
+        std::vector<int32_t> table(8);
+        std::iota(table.begin(), table.end(), s * 8);
+        prefill.add_sequence(s, 0, std::vector<int32_t>(context[s], 7), table);
+    }
+    p.step(prefill);  // the context rows
+    const int64_t n_ctx = context[0] + context[1];
+    const auto ctx = random_floats(n_ctx * kHd);
+    p.cpu->store_window(0, make_tensor(*p.cpu, {n_ctx, kHd}, ctx));
+    p.gpu->store_window(0, make_tensor(*p.gpu, {n_ctx, kHd}, ctx));
+    for (int block = 0; block < blocks; ++block) {
+        // The last block starts after the context; a block before it rewrites stored positions, which the last one
+        // reads from the ring.
+        const int64_t back = (blocks - 1 - block) * len;
+        const int64_t start[2] = {context[0] - back, context[1] - back};
+        p.step(batch(start, len));  // the draft blocks
+        const int64_t n = 2 * len;
+        const auto q = random_floats(n * rig.heads * kHd), kv = random_floats(n * kHd);
+        Tensor oc = make_tensor(*p.cpu, {n, rig.heads, kHd}), og = make_tensor(*p.gpu, {n, rig.heads, kHd});
+        p.cpu->block_attention(0, make_tensor(*p.cpu, {n, rig.heads, kHd}, q), make_tensor(*p.cpu, {n, kHd}, kv),
+                               rig.sinks[0], 0.0441942f, oc);
+        p.gpu->block_attention(0, make_tensor(*p.gpu, {n, rig.heads, kHd}, q), make_tensor(*p.gpu, {n, kHd}, kv),
+                               rig.sinks[1], 0.0441942f, og);
+        EXPECT_LE(rel_l2(read(*p.gpu, og), read(*p.cpu, oc)), attention_tolerance(numerics, dtype))
+            << label << ", block " << block;
+    }
+}
+
 TEST(CudaState, DraftBlockAttention) {
     DSV4_REQUIRE_GPU();
     for (StateDtype dtype : {StateDtype::kF32, StateDtype::kBf16, StateDtype::kFp8}) {
-        for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) {
-            const std::string label = dtype_label(numerics, dtype);
-            Pair p(numerics, op_config(), 2, 16, dtype);
-            StatefulRig rig(p);
-            constexpr int kHd = StatefulRig::kHd;
-            const int64_t context[2] = {200, 90};
-            auto batch = [&](const int64_t* start, int64_t len) {
-                StepBatch b;
-                for (int s = 0; s < 2; ++s) {
-                    std::vector<int32_t> tok(start == nullptr ? context[s] : len, 7);
-                    std::vector<int32_t> table(8);
-                    std::iota(table.begin(), table.end(), s * 8);
-                    b.add_sequence(s, start == nullptr ? 0 : start[s], tok, table);
-                }
-                return b;
-            };
-            for (int32_t slot : {0, 1}) {
-                p.cpu->reset_slot(slot);
-                p.gpu->reset_slot(slot);
-            }
-            p.step(batch(nullptr, 0));  // the context rows
-            const int64_t n_ctx = context[0] + context[1];
-            const auto ctx = random_floats(n_ctx * kHd);
-            p.cpu->store_window(0, make_tensor(*p.cpu, {n_ctx, kHd}, ctx));
-            p.gpu->store_window(0, make_tensor(*p.gpu, {n_ctx, kHd}, ctx));
-            p.step(batch(context, 5));  // the draft blocks
-            const int64_t n = 10;
-            const auto q = random_floats(n * rig.heads * kHd), kv = random_floats(n * kHd);
-            Tensor oc = make_tensor(*p.cpu, {n, rig.heads, kHd}), og = make_tensor(*p.gpu, {n, rig.heads, kHd});
-            p.cpu->block_attention(0, make_tensor(*p.cpu, {n, rig.heads, kHd}, q), make_tensor(*p.cpu, {n, kHd}, kv),
-                                   rig.sinks[0], 0.0441942f, oc);
-            p.gpu->block_attention(0, make_tensor(*p.gpu, {n, rig.heads, kHd}, q), make_tensor(*p.gpu, {n, kHd}, kv),
-                                   rig.sinks[1], 0.0441942f, og);
-            EXPECT_LE(rel_l2(read(*p.gpu, og), read(*p.cpu, oc)), attention_tolerance(numerics, dtype)) << label;
-        }
+        for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) draft_block_case(numerics, dtype, 5, 1);
+    }
+}
+
+// One-row blocks (one token a sequence, the shape of a decode step, whose attention writes the ring first): the
+// draft block still writes nothing, in every numerics mode.
+TEST(CudaState, OneRowDraftBlocksWriteNoState) {
+    DSV4_REQUIRE_GPU();
+    for (StateDtype dtype : {StateDtype::kBf16, StateDtype::kFp8}) {
+        for (Numerics numerics : {Numerics::kExact, Numerics::kFast}) draft_block_case(numerics, dtype, 1, 2);
     }
 }
 
