@@ -65,6 +65,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
         o.gemv_stream_linears = mode == "all";
     }
     o.gemv_merge_linears = switch_env("DSV4_MERGE_LINEARS", o.gemv_merge_linears);
+    o.shared_expert_stream = switch_env("DSV4_SHARED_STREAM", o.shared_expert_stream);
     o.pdl = switch_env("DSV4_PDL", o.pdl);
     o.fp8_gemv = switch_env("DSV4_FP8_GEMV", o.fp8_gemv);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));
@@ -134,6 +135,13 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
         DSV4_CUDA(cudaMemset(hc_arrivals_, 0, kHcBoundaryTokens * sizeof(unsigned)));
         DSV4_CUDA(cudaMalloc(&split_arrivals_, kSplitArrivals * sizeof(int32_t)));
         DSV4_CUDA(cudaMemset(split_arrivals_, 0, kSplitArrivals * sizeof(int32_t)));
+        if (options_.shared_expert_stream) {
+            DSV4_CUDA(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking));
+            DSV4_CUDA(cudaEventCreateWithFlags(&side_.fork, cudaEventDisableTiming));
+            DSV4_CUDA(cudaEventCreateWithFlags(&side_.join, cudaEventDisableTiming));
+            DSV4_CUDA(cudaMalloc(&side_.split_arrivals, kSplitArrivals * sizeof(int32_t)));
+            DSV4_CUDA(cudaMemset(side_.split_arrivals, 0, kSplitArrivals * sizeof(int32_t)));
+        }
     }
 }
 
@@ -147,6 +155,13 @@ CudaBackend::~CudaBackend() {
     if (clamp_count_ != nullptr) cudaFree(clamp_count_);
     if (hc_arrivals_ != nullptr) cudaFree(hc_arrivals_);
     if (split_arrivals_ != nullptr) cudaFree(split_arrivals_);
+    if (side_.stream != nullptr) {
+        cudaStreamSynchronize(side_.stream);
+        cudaEventDestroy(side_.fork);
+        cudaEventDestroy(side_.join);
+        cudaFree(side_.split_arrivals);
+        cudaStreamDestroy(side_.stream);
+    }
     if (meta_dev_ != nullptr) cudaFree(meta_dev_);
     if (error_flag_ != nullptr) cudaFree(error_flag_);
     if (copy_stream_ != nullptr) {
@@ -494,6 +509,7 @@ void CudaBackend::begin_capture() {
 void CudaBackend::end_capture(uint64_t key) {
     cudaGraph_t graph = nullptr;
     capturing_ = false;
+    join_side_stream();  // a capture must end with every branch joined (moe() joins its own already)
     DSV4_CUDA(cudaStreamEndCapture(stream_, &graph));
     size_t nodes = 0;
     DSV4_CUDA(cudaGraphGetNodes(graph, nullptr, &nodes));

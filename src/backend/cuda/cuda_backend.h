@@ -246,6 +246,11 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void shared_expert(const Tensor& h, const Fp8Act* x, const ExpertWeights& s, float limit, Tensor ys);
     // The shared expert's output [N, D] (scratch), or null when the layer has none.
     const float* shared_output(const Tensor& h, const Fp8Act* x, const MoeWeights& w, float limit);
+    // The same, launched on the side stream where it can run there (join_side_stream() before it is read).
+    const float* shared_output_beside(const Tensor& h, const MoeWeights& w, float limit);
+    bool shared_expert_on_gemvs(const Tensor& h, const ExpertWeights& s) const;
+    // Makes stream_ wait for the side stream's pending work, if any.
+    void join_side_stream();
     // The first routed expert resident on this device (its format and shape stand for all); fails when none is.
     static const ExpertWeights& first_resident_expert(const MoeWeights& w);
     const LinearTuning& linear_tuning() const { return tuning_; }
@@ -301,6 +306,15 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // steps of more tokens take the unfused ops.
     static constexpr int64_t kHcBoundaryTokens = int64_t{1} << 16;
     unsigned* hc_arrivals_ = nullptr;
+    // The shared expert's stream (CudaOptions::shared_expert_stream): the fork event recorded on stream_, the join
+    // event on the side, and split counters of its own (its GEMVs run beside the main stream's).
+    struct SideStream {
+        cudaStream_t stream = nullptr;
+        cudaEvent_t fork = nullptr, join = nullptr;
+        int32_t* split_arrivals = nullptr;
+        bool pending = false;  // work launched there that stream_ has not waited for
+    };
+    SideStream side_;
     // Fast numerics: arrival counters of the GEMVs whose K splits span thread blocks (kernels_fp8.h, Fp8GemvParams),
     // zero between launches; one per (target, 128-row group) of a launch, every launch on stream_ in turn.
     static constexpr int64_t kSplitArrivals = int64_t{1} << 16;

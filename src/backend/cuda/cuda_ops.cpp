@@ -648,7 +648,7 @@ void CudaBackend::moe(const Tensor& h, const MoeWeights& w, const Tensor& weight
     if (path == MoePath::kGroupedFp8) return moe_grouped_fp8(h, w, weights, ids, limit, y);
     if (path == MoePath::kFusedGemv) return moe_fused_decode(h, w, weights, ids, limit, y);
     if (path == MoePath::kPerPairMma) {  // the combine in the down projection's last blocks (weight after W2)
-        const MoeCombine combine{weights.f32(), shared_output(h, nullptr, w, limit), y.f32()};
+        const MoeCombine combine{weights.f32(), shared_output_beside(h, w, limit), y.f32()};
         moe_pairs_mma(h, w, ids, limit, nullptr, &combine);
         return;
     }
@@ -672,6 +672,48 @@ const float* CudaBackend::shared_output(const Tensor& h, const Fp8Act* x, const 
     Tensor ys = alloc(DType::kF32, {h.size(0), h.size(1)});
     shared_expert(h, x, *w.shared, limit, ys);
     return ys.f32();
+}
+
+// The side stream takes the shared expert when all its linears are FP8 GEMVs: kernels with no state but the split
+// counters, which it has its own of (cuBLASLt's workspace is one per backend). Not while ops are timed one by one.
+bool CudaBackend::shared_expert_on_gemvs(const Tensor& h, const ExpertWeights& s) const {
+    const int64_t n = h.size(0);
+    const auto gemv = [&](const WeightRef& w) {
+        return choose_linear_path({numerics_, w, n, w.cols}, tuning_, tuning_.forced_linear) == LinearPath::kFp8Gemv;
+    };
+    return gemv(s.w1) && gemv(s.w3) && gemv(s.w2);
+}
+
+const float* CudaBackend::shared_output_beside(const Tensor& h, const MoeWeights& w, float limit) {
+    if (!w.shared || side_.stream == nullptr || op_profiling_ || !shared_expert_on_gemvs(h, *w.shared)) {
+        return shared_output(h, nullptr, w, limit);
+    }
+    Tensor ys = alloc(DType::kF32, {h.size(0), h.size(1)});
+    DSV4_CUDA(cudaEventRecord(side_.fork, stream_));  // h is ready
+    DSV4_CUDA(cudaStreamWaitEvent(side_.stream, side_.fork));
+    // Every launch below goes to the side stream with its counters; swapped back however shared_expert ends.
+    struct Swap {
+        CudaBackend& b;
+        explicit Swap(CudaBackend& backend) : b(backend) { swap(); }
+        ~Swap() { swap(); }
+        void swap() {
+            std::swap(b.stream_, b.side_.stream);
+            std::swap(b.split_arrivals_, b.side_.split_arrivals);
+        }
+    };
+    {
+        const Swap on_side(*this);
+        shared_expert(h, nullptr, *w.shared, limit, ys);
+    }
+    DSV4_CUDA(cudaEventRecord(side_.join, side_.stream));
+    side_.pending = true;
+    return ys.f32();
+}
+
+void CudaBackend::join_side_stream() {
+    if (!side_.pending) return;
+    side_.pending = false;
+    DSV4_CUDA(cudaStreamWaitEvent(stream_, side_.join));
 }
 
 MoePath CudaBackend::moe_path(const Tensor& h, const MoeWeights& w, int64_t pairs) const {
@@ -805,6 +847,7 @@ void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tens
         down.combine_k = static_cast<int>(k);
     }
     split_sums(down);
+    join_side_stream();  // the shared expert's output, added in the down projection's combine
     launch_expert_gemv_fp4(stream_, down);
     launched("moe experts (mma)", 2);
 }

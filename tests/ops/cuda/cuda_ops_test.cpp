@@ -2,6 +2,8 @@
 // DeepSeek-V4-Flash shapes. Outputs are poisoned with NaN before each op; NaN never passes. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <numeric>
@@ -346,6 +348,55 @@ TEST(CudaOps, MoeFlagsOutOfRangeExpertIds) {
         EXPECT_NO_THROW(p.gpu->synchronize()) << label;
         const std::vector<float> again = read(*p.gpu, y);
         EXPECT_EQ(std::memcmp(again.data(), valid.data(), valid.size() * sizeof(float)), 0) << label;
+    }
+}
+
+// Decode's per-pair MoE with the shared expert on its side stream (CudaOptions::shared_expert_stream, joined before
+// the down projection that adds it) gives the bits of the one-stream order, at 1 and 5 tokens.
+TEST(CudaOps, SharedExpertStreamEqualsOneStream) {
+    DSV4_REQUIRE_GPU();
+    ModelConfig c = op_config();
+    c.n_routed_experts = 8;
+    const int64_t d = 4096, inter = 2048, k = 6;
+    std::deque<HostWeight> host;
+    for (int e = 0; e < 3 * c.n_routed_experts; ++e) {
+        const int64_t rows = e % 3 == 1 ? d : inter;
+        host.push_back(make_weight(WeightFormat::kFp4Row, rows, e % 3 == 1 ? inter : d));
+    }
+    const HostWeight s1 = make_weight(WeightFormat::kFp8Block, inter, d),
+                     s2 = make_weight(WeightFormat::kFp8Block, d, inter),
+                     s3 = make_weight(WeightFormat::kFp8Block, inter, d);
+    for (int64_t n : {1, 5}) {
+        const auto h = random_floats(n * d), weights = random_floats(n * k, 0.2f);
+        std::vector<int32_t> ids(n * k);
+        for (int64_t i = 0; i < n * k; ++i) ids[i] = static_cast<int32_t>((i * 5 + i / k) % c.n_routed_experts);
+        std::vector<float> out[2];
+        for (bool side : {false, true}) {
+            CudaOptions o = cuda_options_from_env({});
+            o.shared_expert_stream = side;
+            o.workspace_mib = 512;
+            std::unique_ptr<Backend> gpu = make_cuda_backend(Numerics::kFast, o);
+            StateConfig state;
+            state.max_slots = 1;
+            state.num_blocks = 8;
+            gpu->create_state(c, state);
+            gpu->begin_step(simple_batch(n));
+            MoeWeights w;
+            for (int e = 0; e < c.n_routed_experts; ++e) {
+                w.experts.push_back(
+                    {upload(*gpu, host[3 * e]), upload(*gpu, host[3 * e + 1]), upload(*gpu, host[3 * e + 2])});
+            }
+            w.shared = ExpertWeights{upload(*gpu, s1), upload(*gpu, s2), upload(*gpu, s3)};
+            Tensor hg = make_tensor(*gpu, {n, d}, h), wg = make_tensor(*gpu, {n, k}, weights),
+                   y = make_tensor(*gpu, {n, d});
+            Tensor ig = gpu->alloc(DType::kI32, {n, k});
+            gpu->from_host(ig, ids.data());
+            gpu->moe(hg, w, wg, ig, 10.0f, y);
+            out[side] = read(*gpu, y);
+        }
+        EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)), 0) << "tokens " << n;
+        EXPECT_FALSE(std::any_of(out[1].begin(), out[1].end(), [](float v) { return std::isnan(v); }))
+            << "tokens " << n;
     }
 }
 
