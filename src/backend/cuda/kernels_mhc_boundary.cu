@@ -7,9 +7,9 @@
 // Each block owns kChannels channels of all hc streams of one token, a thread per channel: the same split at any
 // batch size, so a token's results do not depend on its batch. Block partials are summed in channel-chunk order by
 // the token's last block, found by a per-token arrival counter. Where the whole grid fits on the device at once
-// (decode: a few tokens), the other blocks wait for the last one to publish pre and the norm's scale and collapse
-// their own channels from registers (grid-wide); otherwise the last block collapses the token alone. Both give the
-// same bits. The counter goes back to zero within the launch (graphs replay it).
+// (decode: a few tokens), every block waits for the token's others, then sums the partials, mixes, and collapses its
+// own channels from registers (grid-wide); otherwise the last block collapses the token alone. Both give the same
+// bits. The counter goes back to zero within the launch (graphs replay it).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mhc_mix.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -209,43 +209,39 @@ __device__ void load_mix_vectors(const MhcWeights& w, MixVectors<kHc>& v) {
     }
 }
 
-// The token's last block: pre / post / comb from the summed mixes, and the norm's scale; published[0..hc) = pre,
-// published[hc] = the scale.
+// pre / post / comb from the token's summed mixes, and the norm's scale: pre[0..hc) = pre, pre[hc] = the scale (shared
+// memory). `store`: this block writes post and comb (blocks that compute them too keep theirs in shared memory).
 template <int kHc>
 __device__ void finish_token(const HcBoundaryParams& p, int64_t t, const float* mix, const MixVectors<kHc>& vectors,
-                             float* published) {
+                             bool store, float* pre) {
+    __shared__ float discarded[kHc + kHc * kHc];
     MhcWeights w = p.w;
     w.base.data = vectors.base;
     w.scale.data = vectors.scale;
     constexpr int kRows = mix_rows<kHc>();
     const float inv = 1.0f / sqrtf(mix[kRows] / static_cast<float>(kHc * p.d) + p.norm_eps);
-    float* post_t = p.post + t * kHc;
-    float* comb_t = p.comb + t * kHc * kHc;
+    float* post_t = store ? p.post + t * kHc : discarded;
+    float* comb_t = store ? p.comb + t * kHc * kHc : discarded + kHc;
     if constexpr (kHc == 4) {  // DeepSeek-V4's hc_mult
-        if (threadIdx.x < 32) mhc::mix_token_hc4<float>(mix, inv, w, p.iters, p.hc_eps, published, post_t, comb_t);
+        if (threadIdx.x < 32) mhc::mix_token_hc4<float>(mix, inv, w, p.iters, p.hc_eps, pre, post_t, comb_t);
     } else if (threadIdx.x == 0) {
-        mhc::mix_token<float>(mix, inv, kHc, w, p.iters, p.hc_eps, published, post_t, comb_t);
+        mhc::mix_token<float>(mix, inv, kHc, w, p.iters, p.hc_eps, pre, post_t, comb_t);
     }
     __syncthreads();
-    if (threadIdx.x == 0) published[kHc] = collapsed_inv_rms<kHc>(mix + kRows + 1, published, p.d, p.norm_eps);
+    if (threadIdx.x == 0) pre[kHc] = collapsed_inv_rms<kHc>(mix + kRows + 1, pre, p.d, p.norm_eps);
     __syncthreads();
 }
 
-// Grid-wide path, a block other than the token's last: waits until the last block has published (the counter
-// passes `chunks`), copies pre and the scale into `shared`, and counts itself out; the last to leave resets the
-// counter.
-template <int kHc>
-__device__ void await_published(unsigned* arrivals, int chunks, const float* published, float* shared) {
+// Grid-wide path: counts this block in, then waits until the token's every block has (its partials are then visible).
+__device__ void await_all_blocks(unsigned* arrivals, int chunks) {
     if (threadIdx.x == 0) {
+        atomicAdd(arrivals, 1u);
         const volatile unsigned* counter = arrivals;
-        while (*counter < static_cast<unsigned>(chunks) + 1) {
+        while (*counter < static_cast<unsigned>(chunks)) {
         }
         __threadfence();
     }
     __syncthreads();
-    if (threadIdx.x <= kHc) shared[threadIdx.x] = __ldcg(published + threadIdx.x);
-    __syncthreads();
-    if (threadIdx.x == 0 && atomicAdd(arrivals, 1u) == 2u * static_cast<unsigned>(chunks) - 1u) *arrivals = 0;
 }
 
 template <int kHc, bool kGridWide>
@@ -279,30 +275,27 @@ __global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams
     __threadfence();  // this block's X' and partials are visible device-wide before it counts itself in
     __syncthreads();
     unsigned* arrivals = p.arrivals + t;
-    if (threadIdx.x == 0) last = atomicAdd(arrivals, 1u) == static_cast<unsigned>(chunks - 1);
-    __syncthreads();
-    float* published = p.partial + p.n * chunks * kWidth + t * (kHc + 1);
-    if (last) {
-        __threadfence();
-        sum_partials<kWidth>(p.partial + t * chunks * kWidth, chunks, mix);
+    const float* partials = p.partial + t * chunks * kWidth;
+    if constexpr (kGridWide) {
+        // Every block sums the partials and mixes (the same bits in each) once all have arrived: nobody waits for
+        // another block to publish. The last to leave resets the counter (it has passed `chunks` by then).
+        await_all_blocks(arrivals, chunks);
+        sum_partials<kWidth>(partials, chunks, mix);
         __syncthreads();
-        finish_token<kHc>(p, t, mix, vectors, pre);
-        if (!kGridWide || chunks == 1) {
-            if constexpr (!kGridWide) collapse_all<kHc>(p, t, pre, pre[kHc]);
-            if (threadIdx.x == 0) *arrivals = 0;  // ready for the next launch
-            if (!kGridWide) return;
-        } else {
-            if (threadIdx.x <= kHc) published[threadIdx.x] = pre[threadIdx.x];
-            __threadfence();
-            __syncthreads();
-            if (threadIdx.x == 0) atomicAdd(arrivals, 1u);  // published: the counter passes `chunks`
-        }
-    } else if constexpr (kGridWide) {
-        await_published<kHc>(arrivals, chunks, published, pre);
+        finish_token<kHc>(p, t, mix, vectors, chunk == 0, pre);
+        if (threadIdx.x == 0 && atomicAdd(arrivals, 1u) == 2u * static_cast<unsigned>(chunks) - 1u) *arrivals = 0;
+        if (live) p.u[t * p.d + ch] = collapsed_channel<kHc>(pre, x, pre[kHc], norm);
     } else {
-        return;
+        if (threadIdx.x == 0) last = atomicAdd(arrivals, 1u) == static_cast<unsigned>(chunks - 1);
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        sum_partials<kWidth>(partials, chunks, mix);
+        __syncthreads();
+        finish_token<kHc>(p, t, mix, vectors, true, pre);
+        collapse_all<kHc>(p, t, pre, pre[kHc]);
+        if (threadIdx.x == 0) *arrivals = 0;  // ready for the next launch
     }
-    if (live) p.u[t * p.d + ch] = collapsed_channel<kHc>(pre, x, pre[kHc], norm);
 }
 
 // Whether every block of the launch can be resident at once (the grid-wide path's waits then always end): blocks
@@ -336,7 +329,7 @@ void launch_boundary(cudaStream_t s, const HcBoundaryParams& p) {
 }  // namespace
 
 int64_t hc_boundary_partials(int64_t n, int hc, int64_t d) {
-    return n * hc_boundary_chunks(d) * partial_width(hc) + n * (hc + 1);
+    return n * hc_boundary_chunks(d) * partial_width(hc);
 }
 
 void launch_hc_boundary(cudaStream_t s, const HcBoundaryParams& p) {
