@@ -443,7 +443,7 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
 }
 
 void CudaBackend::store_window(int layer, const Tensor& kv) {
-    if (ring_written_layer_ == layer) {  // attention wrote this step's rows already
+    if (ring_written_layer_ == layer) {  // norm_ropes or attention wrote this step's rows already
         ring_written_layer_ = -1;
         return;
     }

@@ -47,6 +47,8 @@ void launch_rope(cudaStream_t s, const StepMeta& m, float* x, int heads, int dim
                  bool inverse, bool reference);
 // launch_rms_norm over each (token, head) row of x [n_tokens, heads, dim], then launch_rope (forward) on it, in one
 // launch with the same arithmetic.
+void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* weight, int heads, int dim,
+                      int rope_dim, float eps, const float* inv_freq, bool reference);
 // Several norm_rope / rms_norm inputs in one launch (ModelOps::norm_ropes): a block per (token, head) row of each
 // target in turn, norm_rope_kernel's arithmetic.
 constexpr int kMaxNormRopeTargets = 4;
@@ -68,8 +70,6 @@ struct NormRopesParams {
     float eps = 0.0f;
 };
 void launch_norm_ropes(cudaStream_t s, const StepMeta& m, NormRopesParams p, bool reference);
-void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* weight, int heads, int dim,
-                      int rope_dim, float eps, const float* inv_freq, bool reference);
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n);
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y);

@@ -1,6 +1,6 @@
 // The boundary between two mHC sites in one launch (ModelOps::hc_post_pre, fast numerics): the previous site's
 // hc_post X'_k = post_k y + sum_j comb[j][k] X_j (when there is one), this site's raw mixes fn . X' with the sum of
-// squares for their RMS and the Gram matrix G_jk = X'_j . X'_k, then in the last block of each token to arrive pre /
+// squares for their RMS and the Gram matrix G_jk = X'_j . X'_k, then, once a token's blocks have all arrived, pre /
 // post / Sinkhorn(comb), and the collapse u = sum_j pre_j X'_j with the sub-layer's input RMSNorm. The norm's sum of
 // squares is sum_jk pre_j pre_k G_jk, known with pre: the collapse and the norm are one pass.
 //
