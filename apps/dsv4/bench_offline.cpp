@@ -85,6 +85,7 @@ struct OfflineOptions {
     std::string routing_skew;  // Zipf exponent(s) of expert popularity (model/synthetic_routing.h)
     int gpu_experts = -1;      // expert tier: routed experts per layer on the device (-1 = all)
     int expert_fetch_min_pairs = 1;
+    int64_t expert_read_in_place_tokens = 0;
 };
 
 // flash / flash-0731 / flash-160 (model/flash_preset.h), or a `make-model` preset (tiny, tiny-mtp, mid, ...).
@@ -136,7 +137,11 @@ struct Setup {
     DeepseekV4& model() { return *loaded->model; }
     // One step as the engine runs it for greedy requests: the argmax of each logits row chosen on the backend and the
     // ids copied to the host (runtime/step_logits.h).
-    void step(const StepBatch& batch) { read_argmax_rows(model().backend(), graphs->forward(batch).logits); }
+    // One step as the engine runs it, the expert tier's work between steps included.
+    void step(const StepBatch& batch) {
+        read_argmax_rows(model().backend(), graphs->forward(batch).logits);
+        if (expert_tier) expert_tier->end_step();
+    }
 };
 
 // The capacity plan of the benchmark's state (max_batch slots, the blocks of max_context tokens each) before anything
@@ -180,6 +185,7 @@ void make_expert_tier(const OfflineOptions& o, Setup& s) {
     cache.experts = s.config.n_routed_experts;
     cache.slots = o.gpu_experts;
     cache.min_pairs_to_fetch = o.expert_fetch_min_pairs;
+    cache.read_in_place_max_tokens = o.expert_read_in_place_tokens;
     s.expert_tier = std::make_unique<dist::ExpertTierMoe>(*s.backend, *s.host_backend, cache);
 }
 
@@ -387,15 +393,20 @@ void run(const OfflineOptions& o) {
                               {"hit_rate", c.hit_rate()},
                               {"pairs", c.pairs},
                               {"host_pairs", c.host_pairs},
+                              {"in_place_pairs", c.in_place_pairs},
+                              {"in_place_pair_bytes", t.in_place_pair_bytes},
+                              {"read_in_place_tokens", o.expert_read_in_place_tokens},
                               {"fetched_bytes", t.fetched_bytes},
                               {"written_back_bytes", t.written_back_bytes},
                               {"host_expert_bytes", s.expert_tier->host_bytes()},
                               {"activation_bytes", t.activation_bytes}};
         std::printf(
             "expert tier (%d per layer on the device, %.2f GiB of experts in host memory): hit rate %.3f, %lld of "
-            "%lld pairs on the host, %.2f GB fetched, %.2f GB written back, %.2f GB of activations\n",
+            "%lld pairs on the host, %lld read in place (%.2f GB at most), %.2f GB fetched, %.2f GB written back, "
+            "%.2f GB of activations\n",
             o.gpu_experts, s.expert_tier->host_bytes() / 1073741824.0, c.hit_rate(),
-            static_cast<long long>(c.host_pairs), static_cast<long long>(c.pairs), t.fetched_bytes / 1e9,
+            static_cast<long long>(c.host_pairs), static_cast<long long>(c.pairs),
+            static_cast<long long>(c.in_place_pairs), t.in_place_pair_bytes / 1e9, t.fetched_bytes / 1e9,
             t.written_back_bytes / 1e9, t.activation_bytes / 1e9);
     }
     if (!o.json_out.empty()) std::ofstream(o.json_out) << out.dump(2) << "\n";
@@ -426,6 +437,10 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--expert-fetch-min-pairs", o->expert_fetch_min_pairs,
                        "With --gpu-experts: host experts with fewer pairs in a step run on the host CPU")
             ->check(CLI::Range(1, 1 << 30));
+        app.add_option("--expert-read-in-place-tokens", o->expert_read_in_place_tokens,
+                       "With --gpu-experts: steps of at most N tokens read host experts in place over PCIe (graphs); "
+                       "0 = never")
+            ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
         app.add_option("--synthetic-routing-skew", o->routing_skew,
                        "Zipf exponent of expert popularity (S, or S0,S1,... per layer; 0 / empty = even routing)");
         app.add_flag("--enforce-eager", o->enforce_eager, "Run decode steps eagerly (no CUDA graphs)");

@@ -60,8 +60,11 @@ struct EngineConfig {
     uint64_t seed = 0;              // seed of the engine's unseeded-request seeds (0 = random)
 
     // Host-memory tiers (docs/operations.md "Memory tiers").
-    int gpu_experts = -1;             // routed experts per layer resident on the device (-1 = all)
-    int expert_fetch_min_pairs = 1;   // a host expert with fewer pairs in a step is computed on the host CPU
+    int gpu_experts = -1;            // routed experts per layer resident on the device (-1 = all)
+    int expert_fetch_min_pairs = 1;  // a host expert with fewer pairs in a step is computed on the host CPU
+    // Steps of at most this many tokens read host experts in place over PCIe (no host round trip per layer: decode
+    // steps run as CUDA graphs) instead of fetching them or computing them on the host CPU (0 = never).
+    int64_t expert_read_in_place_tokens = 0;
     int64_t host_kv_cache_bytes = 0;  // pinned host pool for prefix-cache blocks evicted from the device (0 = off)
     std::string disk_kv_cache_dir;    // disk tier below the host pool (empty = off)
     int64_t disk_kv_cache_bytes = 0;  // size cap of the disk tier (0 = 64 GiB)
@@ -170,6 +173,8 @@ struct EngineStats {
     int64_t expert_pairs = 0;
     int64_t expert_hit_pairs = 0;
     int64_t expert_host_pairs = 0;
+    int64_t expert_in_place_pairs = 0;  // read from host memory in place (--expert-read-in-place-tokens)
+    int64_t expert_in_place_bytes = 0;  // expert bytes those pairs read (an upper bound of their PCIe bytes)
     int64_t expert_fetched_bytes = 0;
     int64_t expert_activation_bytes = 0;
     double kv_cache_usage = 0.0;  // fraction of state blocks in use

@@ -164,5 +164,14 @@ void WeightStore::store_expert(int, int, const ExpertWeights&) {
 void WeightStore::release_host_expert(const ExpertWeights&) {
     fail("this backend has no expert tier (--gpu-experts)");
 }
+void WeightStore::create_expert_pair_counters(int, int) {
+    fail("this backend has no expert tier (--gpu-experts)");
+}
+std::vector<int64_t> WeightStore::take_expert_pair_counts() {
+    fail("this backend has no expert tier (--gpu-experts)");
+}
+void ModelOps::count_expert_pairs(int, const Tensor&) {
+    fail("this backend has no expert tier (--gpu-experts)");
+}
 
 }  // namespace dsv4

@@ -144,6 +144,10 @@ class ModelOps {
     virtual void moe_shared(const Tensor& h, const ExpertWeights& shared, float limit, Tensor y) = 0;
     // y[t] = sum_j routed[t * k + j] in order j = 0 .. k-1, then + shared[t] when given, stored as moe stores.
     virtual void moe_combine(const Tensor& routed /*[N*k, D]*/, int k, const Tensor* shared, Tensor y) = 0;
+    // Expert tier, optional (the default fails): adds each of a MoE layer's routing ids to the layer's pair counters
+    // (WeightStore::create_expert_pair_counters). Ids outside [0, experts) are not counted (and set the step's error
+    // flag where the backend has one, as the MoE op does).
+    virtual void count_expert_pairs(int layer, const Tensor& ids /*[N, k] i32*/);
     // x *= factor, element-wise.
     virtual void scale(Tensor x, float factor) = 0;
     // Gathers rows of x [N, D] into y [M, D].

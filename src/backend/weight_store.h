@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/weights.h"
 #include "loader/tensor_view.h"
@@ -39,9 +40,10 @@ class WeightStore {
     virtual TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed);
 
     // --- Expert tier role (dist/expert_tier_moe.h, dist/expert_cache.h). Optional: the defaults fail, naming it.
-    // A routed-expert matrix kept in host memory in checkpoint form (pinned on a GPU, so fetches are DMA), writable (an
-    // evicted expert is written back over a fetched one's): the source of fetches into the expert cache and what the
-    // host CPU computes with. Its pointers are host addresses, valid while the backend lives or until released.
+    // A routed-expert matrix kept in host memory in checkpoint form (pinned and mapped on a GPU, so fetches are DMA and
+    // kernels may read it in place), writable (an evicted expert is written back over a fetched one's): the source of
+    // fetches into the expert cache and what the host CPU computes with. Its pointers are host addresses (on a GPU
+    // also device addresses), valid while the backend lives or until released.
     virtual WeightRef upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                          int64_t rows, int64_t cols, int block_rows, int block_cols);
     // The same made from a seed (synthetic models: as synthetic_linear, but in host memory).
@@ -55,8 +57,9 @@ class WeightStore {
     // work queued after. Call between MoE ops.
     virtual ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host);
     // Copies the expert a slot holds into `host` (host experts of the same shapes: upload_host_linear's), ordered after
-    // the fetches queued before and before those queued after; the bytes are in `host` when it returns (the host may
-    // compute with them at once). The write-back of an evicted expert: host memory keeps only experts not resident.
+    // the work queued before (fetches, and kernels that read `host` in place) and before the fetches queued after; the
+    // bytes are in `host` when it returns (the host may compute with them at once). The write-back of an evicted
+    // expert: host memory keeps only experts not resident.
     virtual void store_expert(int layer, int slot, const ExpertWeights& host);
     // Gives back the host memory of an expert made by upload_host_linear / synthetic_host_linear (one that went into a
     // slot at load). Waits for copies in flight that read it.
@@ -64,6 +67,11 @@ class WeightStore {
     // `w.experts` changed in place (the same vector, other handles): refresh anything derived from it (the CUDA
     // backend rewrites its device handle table at the same address, so recorded graphs stay valid).
     virtual void update_expert_handles(const MoeWeights& w) { (void)w; }
+    // Counters of routed (token, expert) pairs per MoE layer, for the tier's steps that read host experts in place
+    // (their routing stays on the device: ModelOps::count_expert_pairs adds to these). Made once, zeroed.
+    virtual void create_expert_pair_counters(int layers, int experts);
+    // The counts since the last call, [layer * experts + expert], after the work queued before; zeroes them.
+    virtual std::vector<int64_t> take_expert_pair_counts();
 };
 
 }  // namespace dsv4

@@ -1,6 +1,7 @@
 #include "dist/expert_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "core/error.h"
@@ -60,22 +61,64 @@ int ExpertCache::victim(int layer, const std::vector<bool>& keep) const {
 std::vector<std::vector<ExpertFetch>> ExpertCache::place(std::span<const std::vector<int64_t>> counts) {
     DSV4_CHECK(counts.empty() || static_cast<int>(counts.size()) == config_.layers,
                "expert cache: counts for {} layers, the model has {}", counts.size(), config_.layers);
-    std::fill(slot_expert_.begin(), slot_expert_.end(), -1);
-    std::fill(expert_slot_.begin(), expert_slot_.end(), -1);
     std::vector<std::vector<ExpertFetch>> out(static_cast<size_t>(config_.layers));
     for (int l = 0; l < config_.layers; ++l) {
-        std::vector<int> order(static_cast<size_t>(config_.experts));
-        std::iota(order.begin(), order.end(), 0);
+        std::vector<double> popularity(static_cast<size_t>(config_.experts), 0.0);
         if (!counts.empty()) {
             const std::vector<int64_t>& c = counts[static_cast<size_t>(l)];
             DSV4_CHECK(static_cast<int>(c.size()) == config_.experts, "expert cache: layer {} has {} counts, not {}", l,
                        c.size(), config_.experts);
-            for (int e = 0; e < config_.experts; ++e) score_[index(l, e)] = static_cast<double>(c[e]);
-            std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return c[a] > c[b]; });
+            std::copy(c.begin(), c.end(), popularity.begin());
         }
-        for (int s = 0; s < config_.slots; ++s) out[l].push_back(install(l, order[s], s));
+        out[l] = place_layer(l, popularity);
     }
     return out;
+}
+
+std::vector<ExpertFetch> ExpertCache::place_layer(int layer, std::span<const double> popularity) {
+    DSV4_CHECK(layer >= 0 && layer < config_.layers, "expert cache: layer {} is outside [0, {})", layer,
+               config_.layers);
+    DSV4_CHECK(static_cast<int>(popularity.size()) == config_.experts,
+               "expert cache: {} popularity values for layer {} of {} experts", popularity.size(), layer,
+               config_.experts);
+    for (int s = 0; s < config_.slots; ++s) {
+        const size_t at = static_cast<size_t>(layer) * config_.slots + s;
+        if (slot_expert_[at] >= 0) expert_slot_[index(layer, slot_expert_[at])] = -1;
+        slot_expert_[at] = -1;
+    }
+    std::vector<int> order(static_cast<size_t>(config_.experts));
+    std::iota(order.begin(), order.end(), 0);
+    for (int e = 0; e < config_.experts; ++e) {
+        DSV4_CHECK(std::isfinite(popularity[e]) && popularity[e] >= 0.0,
+                   "expert cache: popularity {} of expert {} in layer {} is not a count", popularity[e], e, layer);
+        score_[index(layer, e)] = popularity[e];
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return popularity[a] > popularity[b]; });
+    std::vector<ExpertFetch> out;
+    for (int s = 0; s < config_.slots; ++s) out.push_back(install(layer, order[s], s));
+    return out;
+}
+
+void ExpertCache::observe(std::span<const int64_t> counts) {
+    DSV4_CHECK(static_cast<int64_t>(counts.size()) == int64_t{config_.layers} * config_.experts,
+               "expert cache: {} pair counts for {} layers x {} experts", counts.size(), config_.layers,
+               config_.experts);
+    for (int l = 0; l < config_.layers; ++l) {
+        for (int e = 0; e < config_.experts; ++e) {
+            const int64_t pairs = counts[index(l, e)];
+            if (pairs == 0) continue;
+            DSV4_CHECK(pairs > 0, "expert cache: {} pairs counted for expert {} of layer {}", pairs, e, l);
+            score_[index(l, e)] += static_cast<double>(pairs);
+            stats_.pairs += pairs;
+            const int slot = slot_of(l, e);
+            if (slot < 0) {
+                stats_.in_place_pairs += pairs;
+                continue;
+            }
+            stats_.hit_pairs += pairs;
+            last_used_[static_cast<size_t>(l) * config_.slots + slot] = step_;
+        }
+    }
 }
 
 LayerStepPlan ExpertCache::plan_step(int layer, std::span<const int32_t> ids) {

@@ -11,6 +11,9 @@
 //   batch; host compute grows with its pairs), and never more fetches than the slots this step leaves evictable.
 //   The thresholds are to be measured on the GPU (docs/gpu-validation.md); min_pairs_to_fetch = 1 always fetches,
 //   a huge one is llama.cpp's --cpu-moe. A step never fails for lack of slots: the rest is computed on the host.
+// - Steps that read missing experts in place (the dispatcher's small steps, read_in_place_max_tokens) are not
+//   planned: their pairs are counted on the device and handed over between steps (observe), as hits or in-place
+//   pairs, and only rebalancing moves experts.
 // - Popularity is a decayed count per expert; every `rebalance_interval` steps (end_step) the resident set moves
 //   toward the most popular experts, at most `max_moves` fetches per layer at a time, between steps (serving never
 //   stops: the dispatcher swaps the slot's handles before the next step reads it). EPLB's planner (eplb.h) balances
@@ -31,6 +34,10 @@ struct ExpertCacheConfig {
     double decay = 0.5;               // popularity kept per rebalance interval
     int64_t rebalance_interval = 64;  // steps (0: never)
     int max_moves = 8;                // fetches per layer per rebalance
+    // Steps of at most this many tokens read missing experts where they are, in host memory (mapped pinned memory,
+    // over PCIe on a GPU), instead of fetching them or computing them on the host: no host round trip per layer, so
+    // a decode step can run as one CUDA graph. 0: never (every step is planned).
+    int64_t read_in_place_max_tokens = 0;
 };
 
 struct ExpertFetch {
@@ -48,11 +55,12 @@ struct LayerStepPlan {
 };
 
 struct ExpertCacheStats {
-    int64_t pairs = 0;          // (token, expert) pairs routed
-    int64_t hit_pairs = 0;      // of those, to experts resident when the step began
-    int64_t fetched_pairs = 0;  // to experts fetched for the step
-    int64_t host_pairs = 0;     // computed on the host
-    int64_t fetches = 0;        // experts fetched (steps and rebalances)
+    int64_t pairs = 0;           // (token, expert) pairs routed
+    int64_t hit_pairs = 0;       // of those, to experts resident when the step began
+    int64_t fetched_pairs = 0;   // to experts fetched for the step
+    int64_t host_pairs = 0;      // computed on the host
+    int64_t in_place_pairs = 0;  // read from host memory in place (steps of read_in_place_max_tokens or fewer)
+    int64_t fetches = 0;         // experts fetched (steps and rebalances)
     int64_t rebalance_fetches = 0;
 
     double hit_rate() const { return pairs > 0 ? static_cast<double>(hit_pairs) / static_cast<double>(pairs) : 0.0; }
@@ -72,6 +80,12 @@ class ExpertCache {
     // Resets residency to the `slots` most counted experts of each layer (counts[layer][expert]; empty or zero
     // counts: the lowest ids). Returns the fetches that fill the slots, per layer.
     std::vector<std::vector<ExpertFetch>> place(std::span<const std::vector<int64_t>> counts);
+    // Resets one layer's residency to its `slots` most popular experts (popularity[expert], e.g. a synthetic router's
+    // expected shares; ties by id), which also become the layer's popularity scores. Returns the fetches.
+    std::vector<ExpertFetch> place_layer(int layer, std::span<const double> popularity);
+    // Pairs counted on the device (counts[layer * experts + expert]) for steps that read missing experts in place:
+    // resident experts' pairs are hits, the others in-place pairs; popularity and recency as a planned step's.
+    void observe(std::span<const int64_t> counts);
     // One layer's step from its routing ids (each in [0, experts), else dsv4::Error). Updates popularity and the
     // residency (the caller carries the fetches out before the layer computes).
     LayerStepPlan plan_step(int layer, std::span<const int32_t> ids);

@@ -18,6 +18,19 @@ ExpertTierMoe::ExpertTierMoe(Backend& device, ModelOps& host_ops, const ExpertCa
       device_layers_(static_cast<size_t>(cache.layers)),
       device_layer_ready_(static_cast<size_t>(cache.layers), false) {
     cache_.place(counts);  // the slots are filled as the loader hands their experts over
+    DSV4_CHECK(cache.read_in_place_max_tokens >= 0, "expert tier: read_in_place_max_tokens {} is negative",
+               cache.read_in_place_max_tokens);
+    if (in_place_enabled()) device_.create_expert_pair_counters(cache.layers, cache.experts);
+}
+
+void ExpertTierMoe::expected_popularity(int layer, std::span<const double> shares) {
+    const ExpertCacheConfig& c = cache_.config();
+    DSV4_CHECK(layer >= 0 && layer < c.layers, "expert tier: layer {} is outside [0, {})", layer, c.layers);
+    for (int e = 0; e < c.experts; ++e) {
+        DSV4_CHECK(!put_[static_cast<size_t>(layer) * c.experts + e],
+                   "expert tier: layer {}'s expected popularity came after its experts", layer);
+    }
+    cache_.place_layer(layer, shares);
 }
 
 void ExpertTierMoe::put(int layer, int expert, const ExpertWeights& host) {
@@ -96,7 +109,7 @@ void ExpertTierMoe::apply(int layer, const std::vector<ExpertFetch>& fetches) {
         incoming = ExpertWeights{};
         if (!device_layer_ready_[layer]) continue;
         MoeWeights& w = device_layers_[layer];
-        if (f.evicted >= 0) w.experts[f.evicted] = ExpertWeights{};
+        if (f.evicted >= 0) w.experts[f.evicted] = unplaced_handles(layer, f.evicted);
         w.experts[f.expert] = slot_handles_[layer][f.slot];
     }
     if (device_layer_ready_[layer]) device_.update_expert_handles(device_layers_[layer]);
@@ -109,6 +122,7 @@ MoeWeights& ExpertTierMoe::device_weights(int layer, const MoeWeights& w) {
     if (!device_layer_ready_[layer]) {
         d = w;
         d.experts.assign(static_cast<size_t>(cache_.config().experts), ExpertWeights{});
+        for (int e = 0; e < cache_.config().experts; ++e) d.experts[e] = unplaced_handles(layer, e);
         for (int s = 0; s < cache_.config().slots; ++s) {
             const int e = cache_.expert_in(layer, s);
             if (e >= 0) d.experts[e] = slot_handles_[layer][s];
@@ -118,11 +132,24 @@ MoeWeights& ExpertTierMoe::device_weights(int layer, const MoeWeights& w) {
     return d;
 }
 
+ExpertWeights ExpertTierMoe::unplaced_handles(int layer, int expert) const {
+    return in_place_enabled() ? host_experts_[layer][expert] : ExpertWeights{};
+}
+
+bool ExpertTierMoe::device_only(int64_t tokens) const {
+    return in_place_enabled() && tokens <= cache_.config().read_in_place_max_tokens;
+}
+
 void ExpertTierMoe::moe(int layer, const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
                         float limit, Tensor y) {
     DSV4_CHECK(loaded_, "expert tier: finish_loading() was not called");
     DSV4_CHECK(layer >= 0 && layer < cache_.config().layers, "expert tier: layer {} is outside [0, {})", layer,
                cache_.config().layers);
+    if (device_only(h.size(0))) {  // every expert where it lies: the plain moe op over the full table
+        device_.count_expert_pairs(layer, ids);
+        device_.moe(h, device_weights(layer, w), weights, ids, limit, y);
+        return;
+    }
     const int64_t n = h.size(0), d = h.size(1);
     const int k = static_cast<int>(ids.size(1));
     const std::vector<int32_t> host_ids = read_i32(device_, ids);
@@ -150,15 +177,16 @@ void ExpertTierMoe::routed_with_host_pairs(int layer, const Tensor& h, const Moe
     // Pairs split by where their expert is; order[p] = the pair's row in [device rows | host rows].
     std::vector<int32_t> dev_tokens, dev_ids, host_tokens, host_ids, order(static_cast<size_t>(pairs));
     std::vector<float> dev_weights, host_weights;
+    // Residency from the cache, not the table's handles (where steps read in place, host experts have handles too).
+    const auto resident_pair = [&](int64_t p) { return cache_.slot_of(layer, ids[p]) >= 0; };
     for (int64_t p = 0; p < pairs; ++p) {
-        const bool resident = wl.experts[ids[p]].w1.valid();
+        const bool resident = resident_pair(p);
         (resident ? dev_tokens : host_tokens).push_back(static_cast<int32_t>(p / k));
         (resident ? dev_ids : host_ids).push_back(ids[p]);
         (resident ? dev_weights : host_weights).push_back(pair_weights[p]);
     }
     const auto m_dev = static_cast<int64_t>(dev_ids.size()), m_host = static_cast<int64_t>(host_ids.size());
-    for (int64_t p = 0, a = 0, b = m_dev; p < pairs; ++p)
-        order[p] = static_cast<int32_t>(wl.experts[ids[p]].w1.valid() ? a++ : b++);
+    for (int64_t p = 0, a = 0, b = m_dev; p < pairs; ++p) order[p] = static_cast<int32_t>(resident_pair(p) ? a++ : b++);
     Tensor rows = device_.alloc(DType::kF32, {pairs, d});
     if (m_dev > 0) {
         Tensor h_dev = device_.alloc(DType::kF32, {m_dev, d});
@@ -192,6 +220,11 @@ void ExpertTierMoe::routed_with_host_pairs(int layer, const Tensor& h, const Moe
 }
 
 void ExpertTierMoe::end_step() {
+    if (in_place_enabled()) {
+        const int64_t before = cache_.stats().in_place_pairs;
+        cache_.observe(device_.take_expert_pair_counts());
+        stats_.in_place_pair_bytes += (cache_.stats().in_place_pairs - before) * expert_bytes_;
+    }
     const auto moves = cache_.end_step();
     for (size_t l = 0; l < moves.size(); ++l) apply(static_cast<int>(l), moves[l]);
 }

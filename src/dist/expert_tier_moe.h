@@ -13,6 +13,11 @@
 //      (ModelOps::moe_routed of a host backend over the experts' host bytes) and their rows are copied up;
 //   4. the shared expert and the combine run on the device, in moe's order (moe_routed, moe_shared, moe_combine: the
 //      CPU moe op's exact composition).
+// Steps of at most ExpertCacheConfig::read_in_place_max_tokens tokens skip the plan: the layer's handle table holds
+// every expert, resident ones at their slots and the others at their host memory (mapped pinned memory, which the
+// kernels read over PCIe), the backend's own moe op runs over it, and the routing is counted on the device
+// (ModelOps::count_expert_pairs) and handed to the policy between steps (ExpertCache::observe). Nothing waits on the
+// host, so decode steps run as CUDA graphs (device_only), with the bits of the plain model's moe op.
 // Fetching versus computing on the host is the policy's per-expert choice (ExpertCacheConfig::min_pairs_to_fetch),
 // so both paths can be measured per batch size. Residency never changes the bits of pairs computed on the device (the
 // same bytes, the same kernels); host pairs carry the host backend's numerics: bit-identical in exact numerics on the
@@ -36,6 +41,9 @@ struct ExpertTierStats {
     int64_t activation_bytes = 0;    // activation rows down and routed rows up for host pairs
     int64_t host_pairs = 0;
     int64_t layers_with_host_pairs = 0;
+    // Expert bytes that in-place pairs read from host memory (each pair's GEMV reads its expert whole; pairs of one
+    // expert in one step may share reads through L2, so this bounds the PCIe bytes from above).
+    int64_t in_place_pair_bytes = 0;
 };
 
 class ExpertTierMoe final : public MoeDispatch, public HostExpertSink {
@@ -49,11 +57,15 @@ class ExpertTierMoe final : public MoeDispatch, public HostExpertSink {
     // An expert made in host memory by a weight loader: kept there, or moved into its slot (its host memory given
     // back, except one expert's kept for write-backs). Every expert must have the first one's size.
     void put(int layer, int expert, const ExpertWeights& host) override;
+    // Before the layer's first put: its initial placement from the experts' expected shares.
+    void expected_popularity(int layer, std::span<const double> shares) override;
     void finish_loading();
 
     void moe(int layer, const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
              Tensor y) override;
-    // Between steps: the cache's rebalancing fetches.
+    bool device_only(int64_t tokens) const override;
+    // Between steps: the pairs counted on the device (in-place steps) handed to the policy, then the cache's
+    // rebalancing fetches.
     void end_step();
 
     const ExpertCache& cache() const { return cache_; }
@@ -66,6 +78,10 @@ class ExpertTierMoe final : public MoeDispatch, public HostExpertSink {
   private:
     void apply(int layer, const std::vector<ExpertFetch>& fetches);
     MoeWeights& device_weights(int layer, const MoeWeights& w);
+    // The handles a layer's table holds for an expert not in a slot: its host memory where steps read in place,
+    // else none (planned steps never send a pair to it).
+    ExpertWeights unplaced_handles(int layer, int expert) const;
+    bool in_place_enabled() const { return cache_.config().read_in_place_max_tokens > 0; }
     // routed [pairs, d]: device pairs by moe_routed on their gathered rows, host pairs on host_ops, in pair order.
     void routed_with_host_pairs(int layer, const Tensor& h, const MoeWeights& wl, const std::vector<int32_t>& ids,
                                 const Tensor& weights, int k, float limit, Tensor routed);

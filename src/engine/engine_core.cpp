@@ -302,6 +302,8 @@ void EngineCore::publish_stats() {
         stats_.expert_pairs = c.pairs;
         stats_.expert_hit_pairs = c.hit_pairs;
         stats_.expert_host_pairs = c.host_pairs;
+        stats_.expert_in_place_pairs = c.in_place_pairs;
+        stats_.expert_in_place_bytes = expert_tier_->stats().in_place_pair_bytes;
         stats_.expert_fetched_bytes = expert_tier_->stats().fetched_bytes;
         stats_.expert_activation_bytes = expert_tier_->stats().activation_bytes;
     }

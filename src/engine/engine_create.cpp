@@ -63,6 +63,8 @@ void check_config(const EngineConfig& c) {
     DSV4_CHECK(c.host_kv_cache_bytes >= 0 && c.disk_kv_cache_bytes >= 0, "KV tier sizes must be >= 0");
     DSV4_CHECK(c.expert_fetch_min_pairs >= 1, "--expert-fetch-min-pairs must be >= 1, got {}",
                c.expert_fetch_min_pairs);
+    DSV4_CHECK(c.expert_read_in_place_tokens >= 0, "--expert-read-in-place-tokens must be >= 0, got {}",
+               c.expert_read_in_place_tokens);
     parse_routing_skew(c.synthetic_routing_skew);  // a malformed value fails before anything is loaded
     DSV4_CHECK(c.disk_kv_cache_dir.empty() || c.host_kv_cache_bytes > 0,
                "--disk-kv-cache needs --host-kv-cache-gib: the disk tier holds what the host pool evicts");
@@ -133,6 +135,7 @@ void create_expert_tier(const EngineConfig& c, const CapacityPlan& capacity, int
     cache.experts = capacity.weights.experts_per_layer;
     cache.slots = capacity.resident_experts;
     cache.min_pairs_to_fetch = c.expert_fetch_min_pairs;
+    cache.read_in_place_max_tokens = c.expert_read_in_place_tokens;
     parts.expert_tier = std::make_unique<dist::ExpertTierMoe>(*parts.backend, *host_ops, cache);
 }
 

@@ -4,6 +4,8 @@
 // memory never holds every expert at once (the full model's experts outweigh a host's memory).
 #pragma once
 
+#include <span>
+
 #include "backend/weights.h"
 
 namespace dsv4 {
@@ -13,6 +15,12 @@ class HostExpertSink {
     virtual ~HostExpertSink() = default;
     // Every routed expert of every MoE layer, once each, in any order.
     virtual void put(int layer, int expert, const ExpertWeights& host) = 0;
+    // Optional, before a layer's experts are put: each expert's expected share of the layer's routing, where the
+    // loader knows it (synthetic skewed routers), so that the sink's initial placement starts warm.
+    virtual void expected_popularity(int layer, std::span<const double> shares) {
+        (void)layer;
+        (void)shares;
+    }
 };
 
 }  // namespace dsv4

@@ -4,6 +4,8 @@
 // single-device path is exactly what it was (one pointer test per layer).
 #pragma once
 
+#include <cstdint>
+
 #include "backend/tensor.h"
 #include "backend/weights.h"
 
@@ -15,6 +17,12 @@ class MoeDispatch {
     // Must write y [N, D] as ModelOps::moe(h, w, weights, ids, limit, y) would (the same bits in exact numerics).
     virtual void moe(int layer, const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids,
                      float limit, Tensor y) = 0;
+    // Whether moe() for a step of `tokens` tokens only queues device work (no host reads, no synchronisation), so
+    // that a step graph may record it. Expert parallelism and the tier's planned steps read the routing on the host.
+    virtual bool device_only(int64_t tokens) const {
+        (void)tokens;
+        return false;
+    }
 };
 
 }  // namespace dsv4

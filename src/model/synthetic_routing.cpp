@@ -77,6 +77,16 @@ std::vector<float> zipf_router_bias(int experts, double s, uint64_t seed, int la
     return bias;
 }
 
+std::vector<double> zipf_expected_shares(int experts, double s, uint64_t seed, int layer) {
+    DSV4_CHECK(experts > 0 && s >= 0, "zipf expected shares: {} experts, exponent {}", experts, s);
+    const std::vector<int> rank = expert_popularity_ranks(experts, seed, layer);
+    std::vector<double> share(static_cast<size_t>(experts));
+    for (int e = 0; e < experts; ++e) share[e] = std::pow(rank[e] + 1.0, -s);
+    const double total = std::accumulate(share.begin(), share.end(), 0.0);
+    for (double& v : share) v /= total;
+    return share;
+}
+
 std::vector<int64_t> zipf_expert_table(int64_t vocab, int k, int experts, double s, uint64_t seed, int layer) {
     DSV4_CHECK(k >= 1 && k <= experts && s >= 0, "zipf expert table: k = {} of {} experts, exponent {}", k, experts, s);
     const std::vector<int> rank = expert_popularity_ranks(experts, seed, layer);

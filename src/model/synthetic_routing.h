@@ -36,6 +36,10 @@ std::vector<float> zipf_router_bias(int experts, double s, uint64_t seed, int la
 // A hash-routing table [vocab, k]: k distinct experts per token, drawn with probabilities proportional to
 // (rank + 1)^-s.
 std::vector<int64_t> zipf_expert_table(int64_t vocab, int k, int experts, double s, uint64_t seed, int layer);
+// Each expert's expected share of the layer's routing, (rank + 1)^-s normalised to sum 1: exact for the hash table's
+// draws (per position of a token's k), the Zipf law the bias offsets aim at for learned routing. What an expert
+// tier's initial placement starts from.
+std::vector<double> zipf_expected_shares(int experts, double s, uint64_t seed, int layer);
 // The backbone layer a tensor name belongs to ("layers.7.ffn.gate.bias" -> 7), or -1.
 int tensor_layer(std::string_view name);
 

@@ -89,11 +89,21 @@ class SyntheticBuilder {
         MoeWeights& m = l.ffn;
         m.gate = linear(WeightFormat::kBF16, c_.n_routed_experts, d);
         const double skew = routing_skew_of(skew_, layer_index_, c_.num_layers);
-        if (lc.routing == RoutingType::kHash) {
-            m.tid2eid = skew > 0 ? skewed_table(skew)
-                                 : b_.synthetic_table(c_.vocab_size, c_.n_experts_per_tok, c_.n_routed_experts, next());
+        if (skew > 0) {  // one seed drawn, as unskewed
+            const uint64_t seed = next();
+            if (lc.routing == RoutingType::kHash) {
+                m.tid2eid = skewed_table(skew, seed);
+            } else {
+                m.bias = skewed_bias(skew, seed);
+            }
+            if (host_experts_ != nullptr && layer_index_ >= 0) {  // the tier's placement starts warm
+                host_experts_->expected_popularity(layer_index_,
+                                                   zipf_expected_shares(c_.n_routed_experts, skew, seed, layer_index_));
+            }
+        } else if (lc.routing == RoutingType::kHash) {
+            m.tid2eid = b_.synthetic_table(c_.vocab_size, c_.n_experts_per_tok, c_.n_routed_experts, next());
         } else {
-            m.bias = skew > 0 ? skewed_bias(skew) : vec(c_.n_routed_experts, 0.0f, 0.1f);
+            m.bias = vec(c_.n_routed_experts, 0.0f, 0.1f);
         }
         for (int e = 0; e < c_.n_routed_experts; ++e) {
             if (layer_index_ < 0 || expert_resident(residency_, layer_index_, e)) {
@@ -169,17 +179,17 @@ class SyntheticBuilder {
     }
 
   private:
-    // Skewed routing (model/synthetic_routing.h), uploaded from host values; one seed drawn, as unskewed.
-    VecRef skewed_bias(double skew) {
-        const std::vector<float> bias = zipf_router_bias(c_.n_routed_experts, skew, next(), layer_index_);
+    // Skewed routing (model/synthetic_routing.h), uploaded from host values.
+    VecRef skewed_bias(double skew, uint64_t seed) {
+        const std::vector<float> bias = zipf_router_bias(c_.n_routed_experts, skew, seed, layer_index_);
         const std::array<int64_t, 1> shape = {c_.n_routed_experts};
         return b_.upload_vector(
             {reinterpret_cast<const uint8_t*>(bias.data()), DType::kF32, shape, bias.size() * sizeof(float)});
     }
-    TableRef skewed_table(double skew) {
+    TableRef skewed_table(double skew, uint64_t seed) {
         const int k = c_.n_experts_per_tok;
         const std::vector<int64_t> table =
-            zipf_expert_table(c_.vocab_size, k, c_.n_routed_experts, skew, next(), layer_index_);
+            zipf_expert_table(c_.vocab_size, k, c_.n_routed_experts, skew, seed, layer_index_);
         const std::array<int64_t, 2> shape = {c_.vocab_size, k};
         return b_.upload_table(
             {reinterpret_cast<const uint8_t*>(table.data()), DType::kI64, shape, table.size() * sizeof(int64_t)},

@@ -14,8 +14,10 @@ StepGraphs::StepGraphs(DeepseekV4& model, bool enforce_eager)
 
 uint64_t StepGraphs::key_of(const StepBatch& batch, const ForwardRequest& request) const {
     if (recorder_ == nullptr || !recorder_->graphs_available() || model_.debug_hook) return 0;
-    // A MoE dispatcher (expert parallelism, the expert tier) reads each layer's routing on the host: eager.
-    if (model_.moe_dispatch() != nullptr) return 0;
+    // A MoE dispatcher that reads each layer's routing on the host (expert parallelism, the expert tier's planned
+    // steps) runs eagerly; the tier's in-place steps are device work only.
+    const MoeDispatch* dispatch = model_.moe_dispatch();
+    if (dispatch != nullptr && !dispatch->device_only(static_cast<int64_t>(batch.tokens.size()))) return 0;
     const int32_t per_seq = batch.uniform_tokens_per_seq();
     if (per_seq == 0 || per_seq > kMaxGraphTokensPerSeq) return 0;  // mixed lengths or prefill chunks: eager
     uint64_t key = 0xcbf29ce484222325ull;

@@ -69,6 +69,10 @@ void add_tier_options(CLI::App& app, ServeCliValues& v) {
                    "With --gpu-experts: a host expert with fewer (token, expert) pairs in a step is computed on the "
                    "host CPU instead of fetched over PCIe")
         ->check(CLI::Range(1, 1 << 30));
+    app.add_option("--expert-read-in-place-tokens", e.expert_read_in_place_tokens,
+                   "With --gpu-experts: steps of at most N tokens read host experts in place over PCIe instead of "
+                   "fetching them (decode steps then run as CUDA graphs); 0 = never")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
     app.add_option("--host-kv-cache-gib", v.host_kv_cache_gib,
                    "Pinned host pool for prefix-cache blocks and snapshots evicted from the device (0 = off)")
         ->check(CLI::Range(0.0, 1048576.0));

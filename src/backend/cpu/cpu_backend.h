@@ -56,6 +56,8 @@ class CpuBackend final : public Backend {
     ExpertWeights fetch_expert(int layer, int slot, const ExpertWeights& host) override;
     void store_expert(int layer, int slot, const ExpertWeights& host) override;
     void release_host_expert(const ExpertWeights& host) override;
+    void create_expert_pair_counters(int layers, int experts) override;
+    std::vector<int64_t> take_expert_pair_counts() override;
 
     void create_state(const ModelConfig& config, const StateConfig& state) override;
     const StateConfig& state_config() const override { return state_; }
@@ -110,6 +112,7 @@ class CpuBackend final : public Backend {
                     Tensor routed) override;
     void moe_shared(const Tensor& h, const ExpertWeights& shared, float limit, Tensor y) override;
     void moe_combine(const Tensor& routed, int k, const Tensor* shared, Tensor y) override;
+    void count_expert_pairs(int layer, const Tensor& ids) override;
     void scale(Tensor x, float factor) override;
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
 
@@ -174,6 +177,8 @@ class CpuBackend final : public Backend {
     int expert_cache_layers_ = 0;
     int expert_cache_slots_ = 0;
     int64_t expert_slot_bytes_ = 0;
+    std::vector<int64_t> expert_pairs_;  // [layers][experts] pairs counted since the last take
+    int counted_experts_ = 0;
 };
 
 }  // namespace dsv4

@@ -67,4 +67,27 @@ void CpuBackend::store_expert(int layer, int slot, const ExpertWeights& host) {
     copy_expert(expert_placed_at(host, expert_slot(layer, slot, host)), host);
 }
 
+void CpuBackend::create_expert_pair_counters(int layers, int experts) {
+    DSV4_CHECK(layers > 0 && experts > 0, "expert pair counters: {} layers x {} experts", layers, experts);
+    counted_experts_ = experts;
+    expert_pairs_.assign(static_cast<size_t>(int64_t{layers} * experts), 0);
+}
+
+void CpuBackend::count_expert_pairs(int layer, const Tensor& ids) {
+    DSV4_CHECK(counted_experts_ > 0, "count_expert_pairs: create_expert_pair_counters was not called");
+    const int64_t layers = static_cast<int64_t>(expert_pairs_.size()) / counted_experts_;
+    DSV4_CHECK(layer >= 0 && layer < layers, "count_expert_pairs: layer {} is outside [0, {})", layer, layers);
+    const int32_t* id = ids.i32();
+    for (int64_t p = 0; p < ids.numel(); ++p) {
+        if (id[p] >= 0 && id[p] < counted_experts_)
+            ++expert_pairs_[static_cast<size_t>(layer * counted_experts_ + id[p])];
+    }
+}
+
+std::vector<int64_t> CpuBackend::take_expert_pair_counts() {
+    std::vector<int64_t> out(expert_pairs_.size(), 0);
+    out.swap(expert_pairs_);
+    return out;
+}
+
 }  // namespace dsv4

@@ -130,6 +130,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
                     Tensor routed) override;
     void moe_shared(const Tensor& h, const ExpertWeights& shared, float limit, Tensor y) override;
     void moe_combine(const Tensor& routed, int k, const Tensor* shared, Tensor y) override;
+    void count_expert_pairs(int layer, const Tensor& ids) override;
     void scale(Tensor x, float factor) override;
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
     void argmax_rows(const Tensor& x, Tensor out) override;
@@ -148,6 +149,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void store_expert(int layer, int slot, const ExpertWeights& host) override;
     void release_host_expert(const ExpertWeights& host) override;
     void update_expert_handles(const MoeWeights& w) override;
+    void create_expert_pair_counters(int layers, int experts) override;
+    std::vector<int64_t> take_expert_pair_counts() override;
     void expert_set_changed() override { expert_tables_.clear(); }  // the old tables stay allocated until teardown
     void synthetic_context(int32_t slot, int64_t length, std::span<const int32_t> block_table, uint64_t seed) override;
     // GraphRecorder
@@ -359,6 +362,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
     int expert_cache_layers_ = 0;
     int expert_cache_slots_ = 0;
     int64_t expert_slot_bytes_ = 0;
+    int32_t* expert_pairs_ = nullptr;  // [layers][experts] pairs counted on the device since the last take
+    int counted_layers_ = 0;
+    int counted_experts_ = 0;
 
     // --- The step: scratch arena and metadata (one device buffer at a fixed address; begin_step re-uploads it) ---
     DeviceArena arena_;

@@ -2,7 +2,8 @@
 // form (pieces given back at load are reused by the next experts), a device cache of slots per layer filled on the
 // copy stream (the compute stream waits for a fetch on the GPU, not the host) and written back to host memory on the
 // same stream before an eviction, and the layer's expert handle table rewritten in place after fetches (the same
-// device address, so kernels and graphs that hold it stay valid).
+// device address, so kernels and graphs that hold it stay valid). Host experts are mapped pinned memory, so the
+// tier's small steps can read them in place; their pairs are counted on the device (count_expert_pairs).
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
@@ -19,7 +20,10 @@ std::byte* CudaBackend::pinned(size_t bytes) {
         return static_cast<std::byte*>(p);
     }
     void* p = nullptr;
-    const cudaError_t status = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
+    // Mapped: kernels may read a host expert where it lies, over PCIe (the tier's in-place steps); with unified
+    // addressing the host pointer is also the device's.
+    const cudaError_t status =
+        cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable | cudaHostAllocMapped);
     DSV4_CHECK(status == cudaSuccess,
                "cannot pin {:.2f} GiB more host memory for host-resident experts ({}); raise "
                "--gpu-experts",
@@ -104,7 +108,9 @@ ExpertWeights CudaBackend::fetch_expert(int layer, int slot, const ExpertWeights
 void CudaBackend::store_expert(int layer, int slot, const ExpertWeights& host) {
     const ExpertWeights held =
         expert_placed_at(host, reinterpret_cast<const std::byte*>(expert_slot(layer, slot, host)));
-    ensure_copy_stream();  // weights are only read: no need to wait for compute, only for the fetches queued before
+    // After the compute queued before: a step that reads host experts in place may still read `host` (the free host
+    // expert this write-back overwrites held an expert that was read where it lay until its fetch).
+    copy_after_compute();
     copy_expert_async(held, host, cudaMemcpyDeviceToHost);
     DSV4_CUDA(cudaStreamSynchronize(copy_stream_));  // the host computes with these bytes next
 }
@@ -120,6 +126,35 @@ void CudaBackend::update_expert_handles(const MoeWeights& w) {
         DSV4_CUDA(cudaMemcpyAsync(const_cast<WeightRef*>(it->second), host.data(), host.size() * sizeof(WeightRef),
                                   cudaMemcpyHostToDevice, stream_));
     }
+}
+
+void CudaBackend::create_expert_pair_counters(int layers, int experts) {
+    DSV4_CHECK(layers > 0 && experts > 0 && experts <= kMaxRoutedExperts,
+               "expert pair counters: {} layers x {} experts", layers, experts);
+    counted_layers_ = layers;
+    counted_experts_ = experts;
+    const std::vector<int32_t> zeros(static_cast<size_t>(int64_t{layers} * experts), 0);
+    expert_pairs_ = static_cast<int32_t*>(device_copy(zeros.data(), zeros.size() * sizeof(int32_t)));
+}
+
+// One small kernel in the step (recorded by decode graphs); int32 counters suffice: they are taken every step.
+void CudaBackend::count_expert_pairs(int layer, const Tensor& ids) {
+    DSV4_CHECK(expert_pairs_ != nullptr, "count_expert_pairs: create_expert_pair_counters was not called");
+    DSV4_CHECK(layer >= 0 && layer < counted_layers_, "count_expert_pairs: layer {} is outside [0, {})", layer,
+               counted_layers_);
+    launch_add_expert_counts(stream_, meta_, ids.i32(), ids.numel(), counted_experts_,
+                             expert_pairs_ + int64_t{layer} * counted_experts_);
+    launched("count expert pairs");
+}
+
+std::vector<int64_t> CudaBackend::take_expert_pair_counts() {
+    if (expert_pairs_ == nullptr) return {};
+    std::vector<int32_t> counts(static_cast<size_t>(int64_t{counted_layers_} * counted_experts_));
+    DSV4_CUDA(cudaMemcpyAsync(counts.data(), expert_pairs_, counts.size() * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                              stream_));
+    DSV4_CUDA(cudaMemsetAsync(expert_pairs_, 0, counts.size() * sizeof(int32_t), stream_));
+    DSV4_CUDA(cudaStreamSynchronize(stream_));
+    return {counts.begin(), counts.end()};
 }
 
 }  // namespace dsv4::cuda

@@ -366,6 +366,9 @@ void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* ta
 // [0, n_experts) belong to no group and set the step's error flag (kErrorExpertId).
 void launch_count_experts(cudaStream_t s, const StepMeta& m, const int32_t* ids, int64_t pairs, int n_experts,
                           int32_t* counts);
+// The same counts added to `counts` (not zeroed first): the expert tier's pair counters of in-place steps.
+void launch_add_expert_counts(cudaStream_t s, const StepMeta& m, const int32_t* ids, int64_t pairs, int n_experts,
+                              int32_t* counts);
 void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,
                           int32_t* row_ids);
 // Offsets and tiles of rows_per_tile rows per expert from the counts (at most max_tiles; tile_count[0] = tiles made).

@@ -230,11 +230,16 @@ void launch_plan_tiles(cudaStream_t s, const int32_t* counts, int n_experts, int
                   tile_row0, tile_rows, tile_count);
 }
 
+void launch_add_expert_counts(cudaStream_t s, const StepMeta& m, const int32_t* ids, int64_t pairs, int n_experts,
+                              int32_t* counts) {
+    if (pairs > 0)
+        launch_kernel(count_experts_kernel, blocks_for(pairs, 256), 256, 0, s, m, ids, pairs, n_experts, counts);
+}
+
 void launch_count_experts(cudaStream_t s, const StepMeta& m, const int32_t* ids, int64_t pairs, int n_experts,
                           int32_t* counts) {
     cudaMemsetAsync(counts, 0, n_experts * sizeof(int32_t), s);
-    if (pairs > 0)
-        launch_kernel(count_experts_kernel, blocks_for(pairs, 256), 256, 0, s, m, ids, pairs, n_experts, counts);
+    launch_add_expert_counts(s, m, ids, pairs, n_experts, counts);
 }
 
 void launch_scatter_pairs(cudaStream_t s, const int32_t* ids, int64_t pairs, int n_experts, int32_t* cursor,

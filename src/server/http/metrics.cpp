@@ -92,14 +92,17 @@ void render_tiers(Writer& w, const EngineStats& s) {
               static_cast<double>(s.expert_hit_pairs));
     w.counter("dsv4:expert_host_pairs_total", "Routed pairs computed on the host CPU.",
               static_cast<double>(s.expert_host_pairs));
+    w.counter("dsv4:expert_in_place_pairs_total", "Routed pairs whose expert was read from host memory in place.",
+              static_cast<double>(s.expert_in_place_pairs));
     w.header("dsv4:tier_bytes_total", "counter", "Bytes the memory tiers moved, by direction.");
-    const std::array<std::pair<std::string_view, int64_t>, 6> moved = {{
+    const std::array<std::pair<std::string_view, int64_t>, 7> moved = {{
         {"kv_device_to_host", s.kv_offloaded_bytes},
         {"kv_host_to_device", s.kv_loaded_bytes},
         {"kv_disk_to_device", s.kv_disk_loaded_bytes},
         {"kv_host_to_disk", s.kv_disk_written_bytes},
         {"expert_host_to_device", s.expert_fetched_bytes},
         {"expert_activations", s.expert_activation_bytes},
+        {"expert_read_in_place", s.expert_in_place_bytes},
     }};
     for (const auto& [direction, bytes] : moved) {
         w.sample("dsv4:tier_bytes_total", static_cast<double>(bytes), fmt::format("direction=\"{}\"", direction));

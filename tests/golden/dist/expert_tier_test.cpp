@@ -1,7 +1,8 @@
 // The expert tier on the CPU backend (dist/expert_tier_moe.h): each routed expert in a device slot or in host memory,
 // pairs of missing experts fetched (the evicted expert written back to host memory) or computed on the host. Whatever
 // the placement (no slot, some, all), the fetch threshold and the rebalancing, the logits are bit-identical to the
-// plain model's: a resident expert and a host one are the same bytes, and the MoE is the same composition of ops.
+// plain model's: a resident expert and a host one are the same bytes, and the MoE is the same composition of ops
+// (or, in steps that read host experts in place, the plain moe op itself).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -22,6 +23,7 @@ struct TierRun {
     int64_t expert_bytes = 0;
     int layers = 0;
     int wrong_experts = 0;  // experts whose bytes (in their slot or in host memory) differ from the checkpoint's
+    bool decode_device_only = false;  // device_only() of a step of one token per sequence
 };
 
 bool same_bytes(const ExpertWeights& a, const ExpertWeights& b) {
@@ -59,6 +61,7 @@ TierRun expert_tier_run(const std::string& fixture, const std::vector<SequencePl
     }
     out.cache = tier.cache().stats();
     out.tier = tier.stats();
+    out.decode_device_only = tier.device_only(static_cast<int64_t>(seqs.size()));
     out.host_bytes = tier.host_bytes();
     out.layers = config.num_layers;
     out.expert_bytes = load_expert_weights(config, *loaded->bound, *backend, 0, 0).bytes();
@@ -117,6 +120,49 @@ TEST(ExpertTier, PlacementNeverChangesTheLogits) {
     EXPECT_EQ(resident.host_bytes, 0) << "every expert on the device: no host memory, not even a free expert";
 }
 
+// Small steps read host experts in place (the full handle table, the plain moe op, pairs counted by the backend and
+// observed between steps); larger ones are planned as before. Rebalancing every step moves experts between slots and
+// host memory under both, and the logits stay the plain model's, bit for bit.
+TEST(ExpertTier, ReadingInPlaceNeverChangesTheLogits) {
+    const std::string fixture = "flash_schedule";
+    const Schedule schedule;  // prefill chunks of 27 and 36 tokens, then decode steps of 3
+    const auto tokens = read_npy_i32((golden::fixture_dir(fixture) / "tokens.npy").string()).values;
+    const auto seqs = make_sequences(tokens, kSequences, schedule);
+    const RunLogits want = single_rank_run(fixture, seqs, schedule);
+
+    ExpertCacheConfig decode;  // decode steps in place, prefill chunks planned
+    decode.slots = 3;
+    decode.rebalance_interval = 1;
+    decode.read_in_place_max_tokens = kSequences;
+    const TierRun mixed = expert_tier_run(fixture, seqs, schedule, decode);
+    expect_same(mixed.logits, want, "decode in place");
+    EXPECT_TRUE(mixed.decode_device_only);
+    EXPECT_GT(mixed.cache.in_place_pairs, 0);
+    EXPECT_GT(mixed.cache.fetched_pairs + mixed.tier.host_pairs, 0) << "the prefill chunks were planned";
+    EXPECT_EQ(mixed.cache.pairs,
+              mixed.cache.hit_pairs + mixed.cache.fetched_pairs + mixed.cache.host_pairs + mixed.cache.in_place_pairs);
+    EXPECT_EQ(mixed.tier.in_place_pair_bytes, mixed.cache.in_place_pairs * mixed.expert_bytes);
+    EXPECT_GT(mixed.cache.rebalance_fetches, 0);
+    EXPECT_EQ(mixed.wrong_experts, 0);
+
+    ExpertCacheConfig every = decode;  // every step in place: only the placement and rebalancing move experts
+    every.read_in_place_max_tokens = 1000;
+    const TierRun in_place = expert_tier_run(fixture, seqs, schedule, every);
+    expect_same(in_place.logits, want, "every step in place");
+    EXPECT_EQ(in_place.cache.pairs, in_place.cache.hit_pairs + in_place.cache.in_place_pairs);
+    EXPECT_EQ(in_place.tier.host_pairs, 0);
+    EXPECT_EQ(in_place.cache.fetches, in_place.layers * 3 + in_place.cache.rebalance_fetches);
+    EXPECT_GT(in_place.cache.rebalance_fetches, 0);
+    EXPECT_EQ(in_place.wrong_experts, 0);
+
+    ExpertCacheConfig planned = decode;  // off: no step is device-only
+    planned.read_in_place_max_tokens = 0;
+    const TierRun off = expert_tier_run(fixture, seqs, schedule, planned);
+    expect_same(off.logits, want, "planned");
+    EXPECT_FALSE(off.decode_device_only);
+    EXPECT_EQ(off.cache.in_place_pairs, 0);
+}
+
 // What the loader hands over is checked: every expert once, of one size, before the first step.
 TEST(ExpertTier, LoadingIsChecked) {
     auto backend = make_cpu_backend(Numerics::kExact, 1);
@@ -142,6 +188,15 @@ TEST(ExpertTier, LoadingIsChecked) {
     EXPECT_NE(message([&] { tier.put(0, config.n_routed_experts, expert); }).find("outside the model"),
               std::string::npos);
     EXPECT_NE(message([&] { tier.put(1, 0, ExpertWeights{}); }).find("missing"), std::string::npos);
+    // A layer's expected popularity places it before its experts arrive, never after.
+    std::vector<double> shares(static_cast<size_t>(config.n_routed_experts), 0.0);
+    shares[6] = 0.7;
+    shares[2] = 0.2;
+    shares[4] = 0.1;
+    tier.expected_popularity(1, shares);
+    EXPECT_EQ(tier.cache().slot_of(1, 6), 0);
+    EXPECT_EQ(tier.cache().slot_of(1, 4), 2);
+    EXPECT_NE(message([&] { tier.expected_popularity(0, shares); }).find("came after its experts"), std::string::npos);
     ExpertWeights smaller = expert;
     smaller.w2.rows /= 2;
     EXPECT_NE(message([&] { tier.put(1, 0, smaller); }).find("one expert size"), std::string::npos);

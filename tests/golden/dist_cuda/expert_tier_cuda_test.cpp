@@ -3,8 +3,8 @@
 // Decode steps of one sequence route 3 experts per layer, so 4 slots serve them by fetching alone: the logits must be
 // bit-identical to the tier with every expert resident (the same kernels read the same bytes), fetches must happen, and
 // no pair may fall back to the host. Prefill steps need more experts than slots: host pairs run on a CPU backend, in
-// reference numerics on both sides, where the CPU and the GPU agree bit for bit. Skipped without a GPU; not yet run on
-// one.
+// reference numerics on both sides, where the CPU and the GPU agree bit for bit. Decode steps may instead read the
+// missing experts in place (mapped pinned memory), as graphs. Skipped without a GPU; not yet run on one.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +14,7 @@
 #include "../dist/ep_harness.h"
 #include "backend/cuda/cuda_factory.h"
 #include "dist/expert_tier_moe.h"
+#include "runtime/step_graphs.h"
 
 namespace dsv4::dist::testing {
 namespace {
@@ -22,10 +23,16 @@ struct Tier {
     std::vector<std::vector<float>> logits;  // per step: the last position's
     ExpertCacheStats cache;
     ExpertTierStats tier;
+    int64_t replays = 0;  // graph replays (decode steps)
+};
+
+struct TierOptions {
+    int64_t read_in_place_tokens = 0;  // ExpertCacheConfig::read_in_place_max_tokens
+    bool graphs = false;               // steps through StepGraphs (decode steps recorded and replayed)
 };
 
 // One sequence of the fixture: a prefill of `prefill` tokens, then single-token decode steps to `total`.
-Tier run(Numerics numerics, int slots, int64_t prefill, int64_t total) {
+Tier run(Numerics numerics, int slots, int64_t prefill, int64_t total, const TierOptions& o = {}) {
     auto device = make_cuda_backend(numerics);
     auto host = make_cpu_backend(numerics, 0);
     auto loaded = load_model(golden::fixture_dir("flash_schedule"), *device, golden::test_state(1),
@@ -36,10 +43,12 @@ Tier run(Numerics numerics, int slots, int64_t prefill, int64_t total) {
     cache.experts = c.n_routed_experts;
     cache.slots = slots;
     cache.rebalance_interval = 4;
+    cache.read_in_place_max_tokens = o.read_in_place_tokens;
     ExpertTierMoe tier(*device, *host, cache);
     load_host_experts(c, *loaded->bound, *device, tier);  // pinned copies, the placed ones moved into slots
     tier.finish_loading();
     loaded->model->set_moe_dispatch(&tier);
+    StepGraphs graphs(*loaded->model, !o.graphs);
     const auto tokens = read_npy_i32((golden::fixture_dir("flash_schedule") / "tokens.npy").string()).values;
     Tier out;
     for (int64_t start = 0; start < total;) {
@@ -47,12 +56,13 @@ Tier run(Numerics numerics, int slots, int64_t prefill, int64_t total) {
         StepBatch b;
         b.add_sequence(0, start, std::span(tokens).subspan(start, end - start), {0});
         b.logit_rows.push_back(static_cast<int32_t>(end - start - 1));
-        out.logits.push_back(loaded->model->logits(b));
+        out.logits.push_back(loaded->model->host_logits(graphs.forward(b, {})));
         tier.end_step();
         start = end;
     }
     out.cache = tier.cache().stats();
     out.tier = tier.stats();
+    out.replays = graphs.replays();
     return out;
 }
 
@@ -80,6 +90,25 @@ TEST(CudaExpertTier, HostPairsMatchInReferenceNumerics) {
     const Tier cached = run(Numerics::kReference, 2, 16, 24);
     EXPECT_GT(cached.tier.host_pairs, 0) << "the prefill needs more experts than 2 slots";
     EXPECT_TRUE(same(cached.logits, all.logits));
+}
+
+// Decode steps that read the 4 experts not in a slot where they lie (mapped pinned memory, over PCIe) compute the bits
+// of the tier with every expert resident, in exact and in fast numerics (the same kernels over the same bytes), fetch
+// nothing beyond the placement and rebalancing, and record and replay as graphs with the same bits as eager steps.
+TEST(CudaExpertTier, ReadingInPlaceNeverChangesTheLogits) {
+    DSV4_REQUIRE_GPU();
+    for (Numerics numerics : {Numerics::kExact, Numerics::kFast}) {
+        const Tier all = run(numerics, 8, 1, 24);
+        const Tier eager = run(numerics, 4, 1, 24, {.read_in_place_tokens = 1});
+        const Tier graphed = run(numerics, 4, 1, 24, {.read_in_place_tokens = 1, .graphs = true});
+        EXPECT_TRUE(same(eager.logits, all.logits)) << static_cast<int>(numerics);
+        EXPECT_TRUE(same(graphed.logits, all.logits)) << static_cast<int>(numerics);
+        EXPECT_GT(eager.cache.in_place_pairs, 0);
+        EXPECT_EQ(eager.cache.pairs, eager.cache.hit_pairs + eager.cache.in_place_pairs);
+        EXPECT_EQ(graphed.cache.pairs, eager.cache.pairs) << "replayed steps counted their pairs on the device";
+        EXPECT_EQ(eager.tier.host_pairs, 0);
+        EXPECT_GT(graphed.replays, 0) << "decode steps ran as graphs";
+    }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "core/error.h"
@@ -33,6 +34,51 @@ TEST(ExpertCache, PlacesTheMostRoutedExperts) {
     EXPECT_EQ(cache.slot_of(0, 7), -1);
     EXPECT_EQ(cache.expert_in(0, 2), 0);
     EXPECT_THROW(cache.place(std::vector<std::vector<int64_t>>{{1, 2}}), Error);
+}
+
+// A loader that knows each expert's expected share (a synthetic skewed router) places one layer at a time.
+TEST(ExpertCache, PlacesALayerByPopularity) {
+    ExpertCache cache(config(2));
+    cache.place({});
+    const auto fetches = cache.place_layer(1, std::vector<double>{0.1, 0.5, 0.0, 0.9, 0.5, 0, 0, 0});
+    EXPECT_EQ(fetches, (std::vector<ExpertFetch>{{3, 0, -1}, {1, 1, -1}}));  // ties by id; the old set is dropped
+    EXPECT_EQ(cache.slot_of(1, 0), -1);
+    EXPECT_EQ(cache.slot_of(0, 0), 0) << "the other layer keeps its placement";
+    EXPECT_DOUBLE_EQ(cache.popularity(1, 3), 0.9);
+    EXPECT_THROW(cache.place_layer(1, std::vector<double>{1.0, 2.0}), Error);
+    EXPECT_THROW(cache.place_layer(0, std::vector<double>{-1, 0, 0, 0, 0, 0, 0, 0}), Error);
+    EXPECT_THROW(cache.place_layer(0, std::vector<double>{std::nan(""), 0, 0, 0, 0, 0, 0, 0}), Error);
+    EXPECT_THROW(cache.place_layer(2, std::vector<double>(8, 1.0)), Error);
+}
+
+// Steps that read host experts in place are counted on the device and observed between steps: hits and in-place
+// pairs by residency, popularity as a planned step's, no fetch (rebalancing alone moves experts then).
+TEST(ExpertCache, ObservedCountsAreHitsOrInPlacePairs) {
+    ExpertCacheConfig c = config(2);
+    c.rebalance_interval = 1;
+    c.decay = 1.0;
+    ExpertCache cache(c);
+    cache.place({});  // experts 0 and 1 resident in both layers
+    std::vector<int64_t> counts(2 * 8, 0);
+    counts[0] = 3;      // layer 0, expert 0: resident
+    counts[5] = 4;      // layer 0, expert 5: in host memory
+    counts[8 + 7] = 6;  // layer 1, expert 7
+    cache.observe(counts);
+    const ExpertCacheStats& s = cache.stats();
+    EXPECT_EQ(s.pairs, 13);
+    EXPECT_EQ(s.hit_pairs, 3);
+    EXPECT_EQ(s.in_place_pairs, 10);
+    EXPECT_EQ(s.fetches, 4) << "only the placement's";
+    EXPECT_DOUBLE_EQ(cache.popularity(0, 5), 4.0);
+    // The next rebalance moves the popular in-place experts into the slots (never evicting a more popular one).
+    const auto moves = cache.end_step();
+    ASSERT_EQ(moves.size(), 2u);
+    EXPECT_EQ(moves[0], (std::vector<ExpertFetch>{{5, 1, 1}}));
+    EXPECT_EQ(moves[1], (std::vector<ExpertFetch>{{7, 1, 1}}));  // 0 stays: the next most popular (tie by id)
+    EXPECT_THROW(cache.observe(std::vector<int64_t>(3, 0)), Error);
+    counts.assign(16, 0);
+    counts[1] = -1;
+    EXPECT_THROW(cache.observe(counts), Error);
 }
 
 TEST(ExpertCache, StepHitsFetchesAndFallsBackToTheHost) {

@@ -38,6 +38,21 @@ TEST(MemoryTiersEngine, ExpertTierServesTheSameTokens) {
     EXPECT_GT(tier_stats.expert_pairs, 0);
     EXPECT_LT(tier_stats.expert_hit_pairs, tier_stats.expert_pairs) << "3 of 8 experts cannot serve every pair";
     EXPECT_GT(tier_stats.expert_fetched_bytes, 0);
+    EXPECT_EQ(tier_stats.expert_in_place_pairs, 0) << "off by default";
+
+    c.expert_read_in_place_tokens = 1;  // decode steps read the 5 host experts in place; the prefill is planned
+    EngineStats in_place_stats;
+    const std::vector<Completion> in_place = generate(c, prompt, &in_place_stats);
+    EXPECT_EQ(in_place[0].tokens, plain[0].tokens);
+    EXPECT_GT(in_place_stats.expert_in_place_pairs, 0);
+    EXPECT_EQ(in_place_stats.expert_pairs, tier_stats.expert_pairs) << "in-place pairs are counted too";
+    c.expert_read_in_place_tokens = -1;
+    try {
+        Engine::create(c);
+        ADD_FAILURE() << "a negative --expert-read-in-place-tokens was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--expert-read-in-place-tokens must be >= 0"), std::string::npos);
+    }
 }
 
 TEST(MemoryTiersEngine, KvTierFlagsAreCheckedAndWork) {

@@ -107,6 +107,8 @@ TEST(Metrics, MemoryTierCountersCarryTheirLabels) {
     stats.expert_host_pairs = 30;
     stats.expert_fetched_bytes = 15;
     stats.expert_activation_bytes = 16;
+    stats.expert_in_place_pairs = 40;
+    stats.expert_in_place_bytes = 17;
     const server::ServerMetrics metrics;
     const Exposition e = parse_exposition(metrics.render("m", &stats, nullptr, 0));
     double by_tier = 0;
@@ -120,6 +122,8 @@ TEST(Metrics, MemoryTierCountersCarryTheirLabels) {
     EXPECT_EQ(e.value("dsv4:expert_cache_queries_total"), 600);
     EXPECT_EQ(e.value("dsv4:expert_cache_hits_total"), 450);
     EXPECT_EQ(e.value("dsv4:expert_host_pairs_total"), 30);
+    EXPECT_EQ(e.value("dsv4:expert_in_place_pairs_total"), 40);
+    EXPECT_EQ(e.value("dsv4:tier_bytes_total", "direction=\"expert_read_in_place\""), 17);
     EXPECT_EQ(e.value("dsv4:kv_disk_corrupt_total"), 2);
     EXPECT_EQ(e.value("dsv4:tier_bytes_total", "direction=\"kv_host_to_device\""), 12);
     EXPECT_EQ(e.value("dsv4:tier_bytes_total", "direction=\"expert_host_to_device\""), 15);
