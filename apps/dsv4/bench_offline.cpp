@@ -347,6 +347,13 @@ void run(const OfflineOptions& o) {
         out["device"] = ceilings.device_name;
         std::printf("device %s: copy %.2f TB/s (read+write), bf16 GEMM %.0f TFLOP/s, free %.1f GiB\n",
                     ceilings.device_name.c_str(), copy_tbps, gemm_tflops, ceilings.free_bytes / 1073741824.0);
+        if (o.gpu_experts >= 0) {  // the expert tier's ceilings, measured before the model takes the memory
+            const PcieCeilings pcie = measure_pcie_ceilings();
+            out["pcie_copy_gb_per_s"] = pcie.copy_gb_per_s;
+            out["pcie_read_in_place_gb_per_s"] = pcie.read_in_place_gb_per_s;
+            std::printf("PCIe host -> device: copy %.1f GB/s, kernels reading host memory in place %.1f GB/s\n",
+                        pcie.copy_gb_per_s, pcie.read_in_place_gb_per_s);
+        }
     }
 #endif
     out["copy_tb_per_s"] = copy_tbps;

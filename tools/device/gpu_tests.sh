@@ -58,6 +58,11 @@ for suite in "$@"; do
                    --prefill 0 --steps 4 --json "$OUT/tiers.json" ;;
         tierskew) run tierskew timeout 300 "${fast[@]/flash-160/flash}" --gpu-experts 200 --synthetic-routing-skew 1 \
                       --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tierskew.json" ;;
+        # Issue 19's batch-1 target: decode steps of up to 8 tokens read the host experts in place (graphs), batch
+        # 64 is planned (fetches); the PCIe ceilings are measured in the same run.
+        tierplace) run tierplace timeout 300 "${fast[@]/flash-160/flash}" --gpu-experts 200 --synthetic-routing-skew 1 \
+                       --expert-read-in-place-tokens 8 --batch 1,8,64 --context 1000 --prefill 0 --steps 12 \
+                       --json "$OUT/tierplace.json" ;;
         # A candidate build staged as .devbin/dsv4_next (stage.sh PATH/dsv4_next): decode A/B against main's dsv4, and
         # the fused MoE down kernel's pair groups (DSV4_MOE_DOWN_GROUP) in the kernel bench.
         ab) [[ -x .devbin/dsv4_next ]] && run ab timeout 420 tools/device/ab_bench.sh .devbin/dsv4 .devbin/dsv4_next 2 \
@@ -111,6 +116,6 @@ grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tai
 cat "$OUT"/demo.log 2>/dev/null
 grep -h "" "$OUT"/dist.log "$OUT"/oversize.log 2>/dev/null | tail -8
 cat "$OUT"/ncudecode.txt "$OUT"/ncusource.txt "$OUT"/sass.log 2>/dev/null | head -80
-for f in profile bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew e2e_spec \
+for f in profile bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew tierplace e2e_spec \
     kernels_main moe2 moe3 moe6 moe6up2 ab; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
 printf '%s\n' "${summary[@]}"

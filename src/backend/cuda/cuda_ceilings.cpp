@@ -4,10 +4,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
+#include "backend/cuda/kernels.h"
 #include "core/error.h"
 
 namespace dsv4 {
@@ -78,6 +80,31 @@ DeviceCeilings measure_device_ceilings() {
     DSV4_CUDA(cudaFree(b));
     DSV4_CUDA(cudaFree(d));
     DSV4_CUDA(cudaMemGetInfo(&c.free_bytes, &c.total_bytes));
+    return c;
+}
+
+PcieCeilings measure_pcie_ceilings() {
+    PcieCeilings c;
+    const size_t bytes = size_t{1} << 30;
+    void *host = nullptr, *device = nullptr;
+    DSV4_CUDA(cudaHostAlloc(&host, bytes, cudaHostAllocPortable | cudaHostAllocMapped));
+    DSV4_CUDA(cudaMalloc(&device, bytes + 64));
+    std::memset(host, 0x5a, bytes);
+    const double copy_ms =
+        median_ms([&] { DSV4_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice)); }, 2, 7);
+    c.copy_gb_per_s = static_cast<double>(bytes) / (copy_ms * 1e-3) / 1e9;
+    int sms = 0;
+    DSV4_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    auto* sink = reinterpret_cast<uint32_t*>(static_cast<std::byte*>(device) + bytes);
+    const double read_ms = median_ms(
+        [&] {
+            cuda::launch_read_words(nullptr, host, static_cast<int64_t>(bytes), sms * 8, sink);
+            DSV4_CUDA(cudaGetLastError());
+        },
+        2, 7);
+    c.read_in_place_gb_per_s = static_cast<double>(bytes) / (read_ms * 1e-3) / 1e9;
+    DSV4_CUDA(cudaFree(device));
+    DSV4_CUDA(cudaFreeHost(host));
     return c;
 }
 

@@ -89,6 +89,13 @@ struct DeviceCeilings {
     size_t total_bytes = 0;
 };
 DeviceCeilings measure_device_ceilings();
+// Host -> device over PCIe, the expert tier's two ways to use a host expert: a copy-engine copy of pinned memory
+// (a fetch), and kernels reading mapped pinned memory in place (--expert-read-in-place-tokens). GB/s, medians.
+struct PcieCeilings {
+    double copy_gb_per_s = 0.0;
+    double read_in_place_gb_per_s = 0.0;
+};
+PcieCeilings measure_pcie_ceilings();
 
 // `dsv4 bench kernels` (cuda_kernel_bench.cpp): every GEMM shape of DeepSeek-V4-Flash and the grouped routed experts
 // on each kernel path that can run them, timed on synthetic weights (rotated over copies larger than the L2), with

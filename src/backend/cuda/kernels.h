@@ -71,6 +71,9 @@ struct NormRopesParams {
 };
 void launch_norm_ropes(cudaStream_t s, const StepMeta& m, NormRopesParams p, bool reference);
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
+// Reads `bytes` (a multiple of 16, 16-byte aligned) with `blocks` blocks of 256 threads and discards them (sink: a
+// word it never writes in practice): the bandwidth probe of memory the GPU reads in place (mapped pinned host memory).
+void launch_read_words(cudaStream_t s, const void* p, int64_t bytes, int blocks, uint32_t* sink);
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n);
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y);
 // out[r] = argmax_of_row(x[r]) (backend/model_ops.h; -1 where a row has no choice) for each of `rows` rows of `cols`

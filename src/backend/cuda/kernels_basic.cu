@@ -104,6 +104,22 @@ __global__ void scale_kernel(float* x, int64_t n, float factor) {
     if (i < n) x[i] *= factor;
 }
 
+// Reads n 16-byte words (four loads of a thread in flight), folding them into a word that is stored only in a case
+// that never happens, so that the loads stay. The read-bandwidth probe of mapped host memory (PCIe ceilings).
+__global__ void read_words_kernel(const uint4* p, int64_t n, uint32_t* sink) {
+    pdl_begin();
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    uint32_t fold = 0;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[j] = i + j * stride < n ? p[i + j * stride] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) fold ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+    }
+    if (fold == 0x9e3779b9u && threadIdx.x == 1023) *sink = fold;
+}
+
 __global__ void round_bf16_kernel(float* x, int64_t n) {
     pdl_begin();
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -229,6 +245,11 @@ void launch_norm_ropes(cudaStream_t s, const StepMeta& m, NormRopesParams p, boo
 
 void launch_scale(cudaStream_t s, float* x, int64_t n, float factor) {
     if (n > 0) launch_kernel(scale_kernel, blocks_for(n, 256), 256, 0, s, x, n, factor);
+}
+
+void launch_read_words(cudaStream_t s, const void* p, int64_t bytes, int blocks, uint32_t* sink) {
+    if (bytes >= 16)
+        launch_kernel(read_words_kernel, blocks, 256, 0, s, static_cast<const uint4*>(p), bytes / 16, sink);
 }
 
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n) {
