@@ -159,9 +159,11 @@ class ModelOps {
     // out[d] = one token drawn from logits row args.draws[d].row as backend/sample_rows.h defines it (processors as
     // edits, temperature, min_p, top_k, top_p, the given uniform), or kNoSample: sampling without bringing whole rows
     // to the host. logprobs (null when no draw asks for them): row d holds draw d's DrawLogprobs where it asked and a
-    // token was drawn. Optional: the default reads the rows to the host and runs sample_row_reference.
+    // token was drawn. probes (null when no draw probes): row d holds draw d's ProbeMasses where it probes and a token
+    // was drawn. Optional: the default reads the rows to the host and runs sample_row_reference.
     virtual void sample_rows(const Tensor& logits /*[N, V] f32*/, const SampleRowsArgs& args, Tensor out /*[D] i32*/,
-                             const Tensor* logprobs /*[D, kDrawLogprobsWords] i32*/ = nullptr);
+                             const Tensor* logprobs /*[D, kDrawLogprobsWords] i32*/ = nullptr,
+                             const Tensor* probes /*[D, kProbeMassWords] i32*/ = nullptr);
 };
 
 // argmax_rows' answer for a row with no greedy choice.
@@ -172,7 +174,9 @@ int32_t argmax_of_row(std::span<const float> row);
 int64_t argmax_row_width(const Tensor& x, const Tensor& out);
 // Checks sample_rows' arguments against logits [rows, vocab], out [draws] i32 and logprobs: rows, tokens, edits and
 // masks in range, each token edited at most once per draw, temperatures, uniform, probabilities and logprob counts in
-// range, a logprobs output of the right shape exactly when some draw asks for logprobs. Returns vocab.
-int64_t check_sample_rows(const Tensor& logits, const SampleRowsArgs& args, const Tensor& out, const Tensor* logprobs);
+// range, a logprobs output of the right shape exactly when some draw asks for logprobs, a probes output of the right
+// shape when some draw probes (probe tokens in range, never with greedy). Returns vocab.
+int64_t check_sample_rows(const Tensor& logits, const SampleRowsArgs& args, const Tensor& out, const Tensor* logprobs,
+                          const Tensor* probes = nullptr);
 
 }  // namespace dsv4

@@ -29,6 +29,9 @@ void check_draw(const RowDraw& d, size_t index, int64_t rows, int64_t vocab, con
     DSV4_CHECK(d.logprobs >= -1 && d.logprobs <= kMaxDrawLogprobs,
                "sample_rows: draw {} asks for {} logprobs; at most {} are reported", index, d.logprobs,
                kMaxDrawLogprobs);
+    DSV4_CHECK(d.probe >= -1 && d.probe < vocab, "sample_rows: draw {} probes token {} outside [0, {})", index, d.probe,
+               vocab);
+    DSV4_CHECK(d.probe < 0 || !d.greedy, "sample_rows: draw {} probes a token but is greedy", index);
     if (d.greedy) return;
     DSV4_CHECK(d.temperature > 0.0 && std::isfinite(d.temperature), "sample_rows: draw {}'s temperature is {}", index,
                d.temperature);
@@ -117,9 +120,9 @@ DrawLogprobs draw_logprobs(std::span<const float> row, int32_t token, int32_t co
     return out;
 }
 
-// The draw itself (sample_row_reference without the logprobs).
+// The draw itself (sample_row_reference without the logprobs); a probing draw's masses in *probe.
 int32_t choose_token(std::span<const float> row, const RowDraw& draw, std::span<const LogitEdit> edits,
-                     std::span<const uint64_t> mask) {
+                     std::span<const uint64_t> mask, ProbeMasses& probe) {
     for (float v : row) {
         if (!(v < std::numeric_limits<float>::infinity())) return kNoSample;  // NaN or +inf: a model fault
     }
@@ -138,11 +141,17 @@ int32_t choose_token(std::span<const float> row, const RowDraw& draw, std::span<
     }
     const float cutoff = top_p_cutoff(candidates, draw.top_p);
     uint64_t kept = 0;
-    for (const Candidate& c : candidates) kept += c.logit >= cutoff ? c.mass : 0;
-    const uint64_t target = draw_target(draw.uniform, kept);
-    uint64_t mass = 0;
     for (const Candidate& c : candidates) {
         if (c.logit < cutoff) continue;
+        kept += c.mass;
+        if (c.id == draw.probe) probe.probe = c.mass;
+    }
+    probe.kept = kept;
+    if (draw.probe >= 0 && probe.probe == kept) return draw.probe;  // nothing left beside the probe
+    const uint64_t target = draw_target(draw.uniform, kept - probe.probe);
+    uint64_t mass = 0;
+    for (const Candidate& c : candidates) {
+        if (c.logit < cutoff || c.id == draw.probe) continue;
         mass += c.mass;
         if (mass > target) return c.id;
     }
@@ -151,7 +160,8 @@ int32_t choose_token(std::span<const float> row, const RowDraw& draw, std::span<
 
 }  // namespace
 
-int64_t check_sample_rows(const Tensor& logits, const SampleRowsArgs& args, const Tensor& out, const Tensor* logprobs) {
+int64_t check_sample_rows(const Tensor& logits, const SampleRowsArgs& args, const Tensor& out, const Tensor* logprobs,
+                          const Tensor* probes) {
     DSV4_CHECK(logits.dtype == DType::kF32 && logits.rank == 2 && logits.size(0) > 0 && logits.size(1) > 0,
                "sample_rows: logits must be [rows, vocab] f32 with rows, vocab >= 1");
     DSV4_CHECK(out.dtype == DType::kI32 && out.numel() == std::ssize(args.draws),
@@ -171,34 +181,47 @@ int64_t check_sample_rows(const Tensor& logits, const SampleRowsArgs& args, cons
                    "sample_rows: the logprobs output holds {} words, not {} draws of {}", logprobs->numel(),
                    args.draws.size(), kDrawLogprobsWords);
     }
+    DSV4_CHECK(!wants_probes(args) || probes != nullptr,
+               "sample_rows: draws probe tokens but no output was given for their masses");
+    if (probes != nullptr) {
+        DSV4_CHECK(probes->dtype == DType::kI32 && probes->numel() == std::ssize(args.draws) * kProbeMassWords,
+                   "sample_rows: the probes output holds {} words, not {} draws of {}", probes->numel(),
+                   args.draws.size(), kProbeMassWords);
+    }
     return vocab;
 }
 
 int32_t sample_row_reference(std::span<const float> row, const RowDraw& draw, std::span<const LogitEdit> edits,
-                             std::span<const uint64_t> mask, DrawLogprobs* logprobs) {
-    const int32_t token = choose_token(row, draw, edits, mask);
+                             std::span<const uint64_t> mask, DrawLogprobs* logprobs, ProbeMasses* probe) {
+    ProbeMasses masses;
+    const int32_t token = choose_token(row, draw, edits, mask, masses);
     if (logprobs != nullptr && draw.logprobs >= 0 && token != kNoSample)
         *logprobs = draw_logprobs(row, token, draw.logprobs);
+    if (probe != nullptr && draw.probe >= 0 && token != kNoSample) *probe = masses;
     return token;
 }
 
-void ModelOps::sample_rows(const Tensor& logits, const SampleRowsArgs& args, Tensor out, const Tensor* logprobs) {
-    const int64_t vocab = check_sample_rows(logits, args, out, logprobs);
+void ModelOps::sample_rows(const Tensor& logits, const SampleRowsArgs& args, Tensor out, const Tensor* logprobs,
+                           const Tensor* probes) {
+    const int64_t vocab = check_sample_rows(logits, args, out, logprobs, probes);
     if (args.draws.empty()) return;
     const std::vector<float> host = read_f32(*this, logits);
     const auto words = static_cast<size_t>(sample_mask_words(vocab));
     std::vector<int32_t> ids;
     std::vector<DrawLogprobs> reported(logprobs != nullptr ? args.draws.size() : 0);
+    std::vector<ProbeMasses> probed(probes != nullptr ? args.draws.size() : 0);
     ids.reserve(args.draws.size());
     for (size_t i = 0; i < args.draws.size(); ++i) {
         const RowDraw& d = args.draws[i];
         const auto row =
             std::span<const float>(host).subspan(static_cast<size_t>(d.row * vocab), static_cast<size_t>(vocab));
         const auto mask = d.mask < 0 ? std::span<const uint64_t>() : args.masks.subspan(d.mask * words, words);
-        ids.push_back(sample_row_reference(row, d, args.edits, mask, reported.empty() ? nullptr : &reported[i]));
+        ids.push_back(sample_row_reference(row, d, args.edits, mask, reported.empty() ? nullptr : &reported[i],
+                                           probed.empty() ? nullptr : &probed[i]));
     }
     from_host(out, ids.data());
     if (logprobs != nullptr) from_host(*logprobs, reported.data());
+    if (probes != nullptr) from_host(*probes, probed.data());
 }
 
 }  // namespace dsv4

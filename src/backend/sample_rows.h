@@ -44,7 +44,22 @@ struct RowDraw {
     int64_t mask = -1;  // index of its mask in SampleRowsArgs::masks (mask_words words each; bit t: token t allowed)
     int32_t logprobs =
         -1;  // raw logprobs to report with the token: that many top tokens (<= kMaxDrawLogprobs); -1: none
+    // A speculative verify row's draft (spec_verify.h, a one-hot draft): the draw leaves it out of the candidates (the
+    // residual max(p - q, 0) of a one-hot q is p without the draft) and reports its kept mass (ProbeMasses), whose
+    // share of the row's kept mass is p(draft). When the draft holds all the kept mass the draw returns the draft
+    // (a rejection then had probability 0). -1: none. Not with greedy.
+    int32_t probe = -1;
 };
+
+// A probing draw's masses (RowDraw::probe): the probe's kept mass and the row's whole kept mass, probe included, in
+// the fixed-point units of kSampleMassBits (exact integers: p(probe) = probe / kept).
+struct ProbeMasses {
+    uint64_t probe = 0;
+    uint64_t kept = 0;
+};
+// ProbeMasses in 32-bit words (sample_rows' probes output is an i32 tensor [draws, kProbeMassWords]).
+inline constexpr int64_t kProbeMassWords = sizeof(ProbeMasses) / 4;
+static_assert(sizeof(ProbeMasses) % 4 == 0);
 
 // The raw logprobs of a draw that asks for them (core/logprobs.h's compute_raw_logprobs of the raw row at the drawn
 // token: its logprob and rank, and the `count` most likely tokens, most likely first, ties: the lower id first).
@@ -74,6 +89,14 @@ inline bool wants_logprobs(const SampleRowsArgs& args) {
     return false;
 }
 
+// Some draw probes a token: sample_rows then needs its probes output.
+inline bool wants_probes(const SampleRowsArgs& args) {
+    for (const RowDraw& d : args.draws) {
+        if (d.probe >= 0) return true;
+    }
+    return false;
+}
+
 // A draw's answer when the row has no choice: the raw row holds NaN or +inf, or every processed logit is -inf (the
 // caller reads the row and lets the host sampler report why).
 inline constexpr int32_t kNoSample = -1;
@@ -88,8 +111,10 @@ constexpr int64_t sample_mask_words(int64_t vocab) {
 }
 
 // The definition: one draw from `row` (the raw logits row); with draw.logprobs >= 0 and a token drawn, its raw
-// logprobs in *logprobs (when given).
+// logprobs in *logprobs (when given); with draw.probe >= 0 and a token drawn, the probe's masses in *probe (when
+// given).
 int32_t sample_row_reference(std::span<const float> row, const RowDraw& draw, std::span<const LogitEdit> edits,
-                             std::span<const uint64_t> mask, DrawLogprobs* logprobs = nullptr);
+                             std::span<const uint64_t> mask, DrawLogprobs* logprobs = nullptr,
+                             ProbeMasses* probe = nullptr);
 
 }  // namespace dsv4

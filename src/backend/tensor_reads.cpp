@@ -37,12 +37,19 @@ SampledRows read_sampled_rows(ModelOps& ops, const Tensor& logits, const SampleR
     Tensor ids = ops.alloc(DType::kI32, {draws});
     const bool wanted = wants_logprobs(args);
     Tensor logprobs = wanted ? ops.alloc(DType::kI32, {draws, kDrawLogprobsWords}) : Tensor();
-    ops.sample_rows(logits, args, ids, wanted ? &logprobs : nullptr);
+    const bool probing = wants_probes(args);
+    Tensor probes = probing ? ops.alloc(DType::kI32, {draws, kProbeMassWords}) : Tensor();
+    ops.sample_rows(logits, args, ids, wanted ? &logprobs : nullptr, probing ? &probes : nullptr);
     out.ids = read_i32(ops, ids);
     if (wanted) {
         const std::vector<int32_t> words = read_i32(ops, logprobs);
         out.logprobs.resize(args.draws.size());
         std::memcpy(static_cast<void*>(out.logprobs.data()), words.data(), words.size() * sizeof(int32_t));
+    }
+    if (probing) {
+        const std::vector<int32_t> words = read_i32(ops, probes);
+        out.probes.resize(args.draws.size());
+        std::memcpy(static_cast<void*>(out.probes.data()), words.data(), words.size() * sizeof(int32_t));
     }
     ops.scratch_release(mark);
     return out;

@@ -19,6 +19,7 @@ std::vector<int32_t> read_argmax_rows(ModelOps& ops, const Tensor& x);
 struct SampledRows {
     std::vector<int32_t> ids;
     std::vector<DrawLogprobs> logprobs;  // empty when no draw asked
+    std::vector<ProbeMasses> probes;     // empty when no draw probed
 };
 SampledRows read_sampled_rows(ModelOps& ops, const Tensor& logits, const SampleRowsArgs& args);
 

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "sample/logits_processors.h"
 #include "sample/sampling_params.h"
+#include "sample/spec_verify.h"
 
 namespace dsv4 {
 
@@ -75,6 +76,24 @@ void DeviceDraws::add(int64_t row, const SamplingParams& params, SamplerState& s
     draw.uniform = uniform_at(state.seed(), static_cast<uint64_t>(state.num_output_tokens()));
     draw.logprobs = params.logprobs ? *params.logprobs : -1;
     draws_.push_back(draw);
+}
+
+void DeviceDraws::add_verify(int64_t row, std::span<const int32_t> drafts, const SamplingParams& params,
+                             SamplerState& state) {
+    const double residual_uniform =
+        uniform_at(state.seed(), static_cast<uint64_t>(state.num_output_tokens()), kResidualLane);
+    std::vector<int64_t> walked;  // the drafts recorded so far: the history of the next row's edits
+    for (size_t i = 0; i < drafts.size(); ++i) {
+        add(row + static_cast<int64_t>(i), params, state);
+        RowDraw& d = draws_.back();
+        d.probe = drafts[i];
+        d.uniform = residual_uniform;
+        d.logprobs = -1;
+        state.record_output(drafts[i]);
+        walked.push_back(drafts[i]);
+    }
+    add(row + static_cast<int64_t>(drafts.size()), params, state);
+    state.unrecord_outputs(walked);
 }
 
 SampledLogprobs to_sampled_logprobs(const DrawLogprobs& logprobs) {

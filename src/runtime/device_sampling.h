@@ -27,6 +27,10 @@ class DeviceDraws {
     // Adds one draw from logits row `row` for the request's next token (its constraint mask is prepared here), with its
     // raw logprobs when the request asks for them.
     void add(int64_t row, const SamplingParams& params, SamplerState& state);
+    // Adds the k + 1 draws of a verify entry with one-hot drafts (sample/spec_verify.h verify_device_rows): draft row
+    // row + i probes drafts[i] with the residual lane's uniform, under the history with drafts 0..i-1; row row + k is
+    // the bonus draw at position base + k. The state is as it was afterwards. Not for greedy requests.
+    void add_verify(int64_t row, std::span<const int32_t> drafts, const SamplingParams& params, SamplerState& state);
 
     size_t size() const { return draws_.size(); }
     SampleRowsArgs args() const { return {draws_, edits_, masks_}; }

@@ -9,6 +9,8 @@
 #include "runtime/device_sampling.h"
 #include "runtime/step_logits.h"
 #include "sample/sampler.h"
+#include "sample/sampling_params.h"
+#include "sample/spec_verify.h"
 
 namespace dsv4 {
 namespace {
@@ -123,6 +125,36 @@ bool samples_on_device(const ScheduledSequence& entry, int64_t vocab) {
     return entry.drafts.empty() && every_sampler(entry, [&](const SamplingParams& params, const SamplerState& state) {
                return draws_on_device(params, state, vocab);
            });
+}
+
+// Whether the entry's drafts are verified where the logits are (DeviceDraws::add_verify, verify_device_rows): one
+// sequence sampling (not greedy: greedy requests compare argmax ids), one-hot drafts (draft_sample_method greedy),
+// no logprobs or constraint (the accepted drafts' logprobs and the constraint's walk need the rows), and a sampler
+// the device supports. Only k + 1 ids and k pairs of masses then reach the host.
+bool verifies_on_device(const ScheduledSequence& entry, int64_t vocab) {
+    if (entry.drafts.empty() || !entry.fork_children.empty() || !entry.seq->draft.probs.empty()) return false;
+    if (static_cast<int64_t>(entry.drafts.size()) > kMaxVerifyDrafts) return false;
+    const SamplingParams& params = entry.seq->group->params;
+    const SamplerState& state = entry.seq->sampler;
+    if (is_greedy(params) || params.logprobs || state.has_constraint() || !draws_on_device(params, state, vocab))
+        return false;
+    return std::all_of(entry.drafts.begin(), entry.drafts.end(), [&](int32_t t) { return t >= 0 && t < vocab; });
+}
+
+// A verify entry decided from its device rows: draws [0, k) are the drafts' residual draws with their probe masses,
+// draw k the bonus.
+SequenceSample verify_entry_on_device(const ScheduledSequence& entry, std::span<const int32_t> ids,
+                                      std::span<const ProbeMasses> probes, VerifyMethod method) {
+    return guarded([&](SequenceSample& out) {
+        const size_t k = entry.drafts.size();
+        std::vector<DeviceDraftRow> rows(k);
+        for (size_t i = 0; i < k; ++i) {
+            const ProbeMasses& m = probes[i];
+            rows[i].p_draft = m.kept > 0 ? static_cast<double>(m.probe) / static_cast<double>(m.kept) : 0.0;
+            rows[i].residual = ids[i];
+        }
+        add_outcome(verify_device_rows(rows, ids[k], entry.drafts, entry.seq->sampler, method), out);
+    });
 }
 
 // Whether the oracle (ModelRunner::set_oracle_acceptance) verifies the entry: a verify entry of one sequence whose next
@@ -251,6 +283,7 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
     DeviceDraws draws(vocab);
     std::vector<int64_t> first_draw;   // per sampling entry: its first draw, or -1
     std::vector<int> oracle_accepted;  // per sampling entry: the drafts the oracle accepted, or -1
+    std::vector<bool> device_verify;   // per sampling entry: verified from its device draws
     int64_t row = 0;
     for (size_t j = 0; j < output.seqs.size(); ++j) {
         const ScheduledSequence& entry = output.seqs[j];
@@ -259,6 +292,7 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
         RequestRows r{entry.drafts.empty() ? 1 : entry.num_tokens, RowsRead::kRows};
         first_draw.push_back(-1);
         oracle_accepted.push_back(-1);
+        device_verify.push_back(false);
         if (!logits_hook && oracle_verifies(entry, vocab, oracle_alpha_)) {
             SamplerState& state = entry.seq->sampler;
             const int accepted = oracle_accepted_drafts(oracle_alpha_, static_cast<int>(entry.drafts.size()),
@@ -270,6 +304,11 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
             draws.add(row + accepted, entry.seq->group->params, state);
         } else if (!logits_hook && samples_by_argmax(entry)) {
             r.read = RowsRead::kArgmax;
+        } else if (!logits_hook && verifies_on_device(entry, vocab)) {
+            r.read = RowsRead::kNothing;
+            first_draw.back() = static_cast<int64_t>(draws.size());
+            device_verify.back() = true;
+            draws.add_verify(row, entry.drafts, entry.seq->group->params, entry.seq->sampler);
         } else if (!logits_hook && samples_on_device(entry, vocab)) {
             r.read = RowsRead::kNothing;
             first_draw.back() = static_cast<int64_t>(draws.size());
@@ -282,9 +321,15 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
     }
     const SampledRows sampled = read_sampled_rows(model_.backend(), logits_dev, draws.args());
     const auto n = static_cast<int64_t>(entries.size());
+    auto draw_count = [&](int64_t i) {  // a verify entry's k + 1, else one for the sequence and each fork child
+        const ScheduledSequence& entry = output.seqs[entries[i]];
+        return device_verify[i] ? entry.drafts.size() + 1 : 1 + entry.fork_children.size();
+    };
     auto draws_of = [&](int64_t i) {
-        const size_t count = 1 + output.seqs[entries[i]].fork_children.size();
-        return std::span<const int32_t>(sampled.ids).subspan(static_cast<size_t>(first_draw[i]), count);
+        return std::span<const int32_t>(sampled.ids).subspan(static_cast<size_t>(first_draw[i]), draw_count(i));
+    };
+    auto probes_of = [&](int64_t i) {
+        return std::span<const ProbeMasses>(sampled.probes).subspan(static_cast<size_t>(first_draw[i]), draw_count(i));
     };
     auto logprobs_of = [&](int64_t i) {
         if (sampled.logprobs.empty()) return std::span<const DrawLogprobs>();
@@ -302,6 +347,7 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
             entry.seq->sampler.unrecord_outputs(recorded);
         }
         oracle_accepted[i] = -1;
+        device_verify[i] = false;
     }
     const StepLogits logits(model_.backend(), logits_dev, rows);
     if (logits_hook) {
@@ -317,8 +363,12 @@ void ModelRunner::sample_all(const SchedulerOutput& output, const Tensor& logits
         SequenceSample& out = result.samples[entries[i]];
         switch (logits.got(i)) {
             case RowsRead::kNothing:
-                out = oracle_accepted[i] >= 0 ? oracle_entry(entry, oracle_accepted[i], draws_of(i)[0])
-                                              : sample_entry_on_device(entry, draws_of(i), logprobs_of(i));
+                if (device_verify[i]) {
+                    out = verify_entry_on_device(entry, draws_of(i), probes_of(i), verify_method_);
+                } else {
+                    out = oracle_accepted[i] >= 0 ? oracle_entry(entry, oracle_accepted[i], draws_of(i)[0])
+                                                  : sample_entry_on_device(entry, draws_of(i), logprobs_of(i));
+                }
                 break;
             case RowsRead::kArgmax:
                 out = entry.drafts.empty() ? sample_entry_by_argmax(entry, logits.argmax(i)[0])

@@ -197,7 +197,48 @@ VerifyOutcome verify_block(const VerifyRows& rows, const SamplingParams& params,
     return out;
 }
 
+// Row i's correction or the bonus draw, recorded after the accepted drafts.
+VerifyOutcome emit_device_rows(std::span<const int32_t> drafts, int accepted, int32_t last, SamplerState& state) {
+    VerifyOutcome out;
+    for (int i = 0; i < accepted; ++i) out.tokens.push_back(record_chosen(drafts[static_cast<size_t>(i)], state));
+    out.tokens.push_back(record_chosen(last, state));
+    out.accepted = accepted;
+    return out;
+}
+
 }  // namespace
+
+VerifyOutcome verify_device_rows(std::span<const DeviceDraftRow> rows, int32_t bonus, std::span<const int32_t> drafts,
+                                 SamplerState& state, VerifyMethod method) {
+    const int k = static_cast<int>(drafts.size());
+    DSV4_CHECK(static_cast<int>(rows.size()) == k, "verify: {} device rows for {} drafts", rows.size(), k);
+    check_draft_tokens(drafts, state.vocab_size());
+    for (const DeviceDraftRow& r : rows) {
+        DSV4_CHECK(r.p_draft >= 0.0 && r.p_draft <= 1.0, "verify: a draft probability of {} from the device",
+                   r.p_draft);
+    }
+    const auto base = static_cast<uint64_t>(state.num_output_tokens());
+    const auto coin = [&](int i) { return verify_uniform(state.seed(), base, kAcceptLane + static_cast<uint64_t>(i)); };
+    if (method == VerifyMethod::kStandard) {
+        for (int i = 0; i < k; ++i) {
+            if (!(coin(i) < rows[i].p_draft)) return emit_device_rows(drafts, i, rows[i].residual, state);
+        }
+        return emit_device_rows(drafts, k, bonus, state);
+    }
+    double weight = 1.0;  // w_i = w_{i-1} p_{i-1}(d_{i-1}): min(1, .) never binds for a one-hot q
+    int tau = 0;
+    for (int i = 1; i <= k; ++i) {
+        weight *= rows[i - 1].p_draft;
+        double h = weight;
+        if (i < k) {
+            const double z = weight * (1.0 - rows[i].p_draft);
+            const double denom = z + 1.0 - weight;
+            h = denom > 0.0 ? z / denom : 1.0;
+        }
+        if (h > 0.0 && coin(i - 1) <= h) tau = i;
+    }
+    return emit_device_rows(drafts, tau, tau == k ? bonus : rows[tau].residual, state);
+}
 
 std::string_view verify_method_name(VerifyMethod method) {
     return method == VerifyMethod::kBlock ? "block" : "standard";

@@ -64,6 +64,24 @@ struct VerifyOutcome {
 VerifyOutcome verify_drafts(std::span<const float> target_logits, const DraftProposal& draft,
                             const SamplingParams& params, SamplerState& state, VerifyMethod method);
 
+// What a device computed for one draft row of a verify step (ModelOps::sample_rows with RowDraw::probe at the draft,
+// one-hot drafts only): the draft's probability under the row's processed target distribution, p_i(d_i) (its
+// probe mass over the kept mass), and a draw from that distribution without the draft, made with the residual lane's
+// uniform (uniform_at(seed, base, kResidualLane)) and the edits of the history up to the row.
+struct DeviceDraftRow {
+    double p_draft = 0.0;
+    int32_t residual = 0;
+};
+
+// verify_drafts for one-hot drafts (an empty DraftProposal::probs) from the device's rows: rows[i] for draft i and
+// `bonus`, row k's normal draw at output position base + k. The decisions are verify_drafts' on p_i(d_i) alone: for a
+// one-hot q the standard rule accepts draft i when its coin is below p_i(d_i) and corrects from p_i without d_i;
+// block verification's Z_i = w_i (1 - p_i(d_i)) and its residual is the same draw. Records the emitted tokens in
+// `state`; the same random numbers as verify_drafts, so the same tokens but where a device's fixed-point masses and
+// the host's doubles round across a boundary. Not for greedy requests (verify_greedy_argmax).
+VerifyOutcome verify_device_rows(std::span<const DeviceDraftRow> rows, int32_t bonus, std::span<const int32_t> drafts,
+                                 SamplerState& state, VerifyMethod method);
+
 // verify_drafts for a samples_raw_argmax request (sampler.h) from the argmax of each of its k + 1 verify rows, chosen
 // where the logits are: the same tokens, accepted count and records as verify_drafts on the rows themselves.
 VerifyOutcome verify_greedy_argmax(std::span<const int32_t> row_argmax, std::span<const int32_t> drafts,

@@ -134,7 +134,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void scale(Tensor x, float factor) override;
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) override;
     void argmax_rows(const Tensor& x, Tensor out) override;
-    void sample_rows(const Tensor& logits, const SampleRowsArgs& args, Tensor out, const Tensor* logprobs) override;
+    void sample_rows(const Tensor& logits, const SampleRowsArgs& args, Tensor out, const Tensor* logprobs,
+                     const Tensor* probes) override;
 
     WeightRef synthetic_linear(WeightFormat format, int64_t rows, int64_t cols, float stddev, uint64_t seed) override;
     VecRef synthetic_vector(int64_t n, float mean, float stddev, uint64_t seed) override;

@@ -139,8 +139,9 @@ const T* CudaBackend::upload_scratch(std::span<const T> values) {
     return copy;
 }
 
-void CudaBackend::sample_rows(const Tensor& logits, const SampleRowsArgs& args, Tensor out, const Tensor* logprobs) {
-    const int64_t vocab = check_sample_rows(logits, args, out, logprobs);
+void CudaBackend::sample_rows(const Tensor& logits, const SampleRowsArgs& args, Tensor out, const Tensor* logprobs,
+                              const Tensor* probes) {
+    const int64_t vocab = check_sample_rows(logits, args, out, logprobs, probes);
     if (args.draws.empty()) return;
     DSV4_CHECK(!capturing_, "sample_rows: draws are chosen per step and cannot be recorded in a graph");
     cuda::SampleRowsDev p;
@@ -154,6 +155,7 @@ void CudaBackend::sample_rows(const Tensor& logits, const SampleRowsArgs& args, 
     if (processed) p.processed = scratch(static_cast<size_t>(p.draw_count * vocab));
     p.out = out.i32();
     if (logprobs != nullptr) p.logprobs = static_cast<DrawLogprobs*>(logprobs->data);
+    if (probes != nullptr) p.probes = static_cast<ProbeMasses*>(probes->data);
     launch_sample_rows(stream_, p);
     launched("sample_rows");
 }

@@ -92,6 +92,7 @@ struct SampleRowsDev {
     float* processed = nullptr;        // [draw_count, vocab] scratch; null when no draw has edits or a mask
     int32_t* out = nullptr;            // [draw_count]
     DrawLogprobs* logprobs = nullptr;  // [draw_count]; null when no draw asks for logprobs
+    ProbeMasses* probes = nullptr;     // [draw_count]; null when no draw probes
 };
 void launch_sample_rows(cudaStream_t s, const SampleRowsDev& p);
 void launch_kv_cache_sim(cudaStream_t s, float* kv, int64_t rows, int dim, int nope, Fp8QuantDev quant);

@@ -8,7 +8,8 @@
 //   5. top_p: the largest logit c whose upper tail holds top_p of the fixed-point mass, by the same radix select
 //      weighted by mass;
 //   6. the draw: each thread sums the kept mass of a contiguous slice of ids, a block scan orders the slices, and the
-//      thread whose slice holds floor(u * kept) walks it;
+//      thread whose slice holds floor(u * kept) walks it (a probing draw leaves its probe out of the slices and
+//      reports the probe's and the row's kept mass);
 //   7. when asked, the raw logprobs (core/logprobs.h): log-sum-exp of the raw row in double (a fixed reduction order),
 //      the token's rank, and the top tokens by a count-weighted select of the n-th largest logit and an ordered
 //      compaction of the ties at it.
@@ -201,20 +202,31 @@ __device__ unsigned long long kept_mass(float x, const SampleShape& shape, float
     return x < cutoff ? 0 : candidate_mass(x, shape);
 }
 
-// The draw: the token where the kept mass, summed in id order, first exceeds floor(u * kept).
+// The draw: the token where the kept mass, summed in id order, first exceeds floor(u * kept). A probing draw
+// (probe >= 0) sums every token but the probe, writes the masses to *probe_out and, when nothing but the probe is
+// kept, draws the probe.
 __device__ void draw_token(const float* x, int64_t vocab, const SampleShape& shape, float cutoff, double uniform,
-                           SampleShared& sm, int32_t* out) {
+                           int32_t probe, SampleShared& sm, int32_t* out, ProbeMasses* probe_out) {
     const int64_t slice = (vocab + kSampleThreads - 1) / kSampleThreads;
     const int64_t begin = min64(vocab, threadIdx.x * slice), end = min64(vocab, begin + slice);
+    auto mass_of = [&](int64_t i) { return i == probe ? 0ull : kept_mass(x[i], shape, cutoff); };
     unsigned long long mine = 0;
-    for (int64_t i = begin; i < end; ++i) mine += kept_mass(x[i], shape, cutoff);
+    for (int64_t i = begin; i < end; ++i) mine += mass_of(i);
     unsigned long long kept = 0;
     const unsigned long long before = block_exclusive_scan(mine, sm, kept);
+    if (probe >= 0) {
+        const unsigned long long probe_mass = kept_mass(x[probe], shape, cutoff);
+        if (threadIdx.x == 0 && probe_out != nullptr) *probe_out = ProbeMasses{probe_mass, kept + probe_mass};
+        if (kept == 0) {  // the probe holds all the kept mass
+            if (threadIdx.x == 0) *out = sm.drawn = probe;
+            return;
+        }
+    }
     const unsigned long long target = draw_target(uniform, kept);
     if (target < before || target >= before + mine) return;  // exactly one thread's slice holds the target
     unsigned long long mass = before;
     for (int64_t i = begin; i < end; ++i) {
-        mass += kept_mass(x[i], shape, cutoff);
+        mass += mass_of(i);
         if (mass > target) {
             *out = sm.drawn = static_cast<int32_t>(i);
             return;
@@ -299,7 +311,7 @@ __device__ void report_logprobs(const float* raw, int64_t vocab, int32_t token, 
 
 // Steps 4-6 for a draw that is not greedy; returns the token in every thread.
 __device__ int32_t draw_from(const float* x, const RowDraw& d, float best, int64_t vocab, SampleShared& sm,
-                             int32_t* out) {
+                             int32_t* out, ProbeMasses* probe_out) {
     SampleShape shape;
     shape.best = best;
     shape.inv_temperature = 1.0 / d.temperature;
@@ -308,7 +320,7 @@ __device__ int32_t draw_from(const float* x, const RowDraw& d, float best, int64
     const float cutoff = d.top_p < 1.0 ? select_logit<true>(x, vocab, shape, d.top_p, sm) : -INFINITY;
     if (threadIdx.x == 0) *out = sm.drawn = kNoSample;  // replaced by the one thread that finds the token
     __syncthreads();
-    draw_token(x, vocab, shape, cutoff, d.uniform, sm, out);
+    draw_token(x, vocab, shape, cutoff, d.uniform, d.probe, sm, out, probe_out);
     __syncthreads();
     const int32_t token = sm.drawn;
     __syncthreads();  // read before sm is reused
@@ -334,7 +346,8 @@ __global__ void __launch_bounds__(kSampleThreads) sample_rows_kernel(SampleRowsD
         if (threadIdx.x == 0) *out = kNoSample;
         return;
     }
-    const int32_t token = d.greedy ? best_i : draw_from(x, d, best, p.vocab, sm, out);
+    ProbeMasses* probe_out = p.probes != nullptr ? p.probes + blockIdx.x : nullptr;
+    const int32_t token = d.greedy ? best_i : draw_from(x, d, best, p.vocab, sm, out, probe_out);
     if (d.greedy && threadIdx.x == 0) *out = token;
     if (d.logprobs >= 0 && p.logprobs != nullptr && token != kNoSample)
         report_logprobs(raw, p.vocab, token, d.logprobs, sm, p.logprobs + blockIdx.x);

@@ -1,9 +1,10 @@
 // ModelOps::sample_rows on the CUDA backend against its definition, backend/sample_rows.h's sample_row_reference,
 // on fresh random rows and draws: every shaping parameter, sparse edits of every kind, structured-output masks,
-// several draws of one row, ties, banned and faulty rows, vocabularies from 1 to the model's 129,280, raw logprobs of
-// 0 to 20 top tokens. The ids must be equal (both sides sum integer masses, so no tolerance is needed), and so must the
-// logprob ranks and top tokens (their values within float rounding); the outputs are poisoned first, so a draw the
-// kernel never answers fails. Skipped without a GPU.
+// several draws of one row, ties, banned and faulty rows, probes (a verify row's draft left out, its masses reported),
+// vocabularies from 1 to the model's 129,280, raw logprobs of 0 to 20 top tokens. The ids and probe masses must be
+// equal (both sides sum integer masses, so no tolerance is needed), and so must the logprob ranks and top tokens
+// (their values within float rounding); the outputs are poisoned first, so a draw the kernel never answers fails.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -99,6 +100,11 @@ RowDraw random_draw(int64_t rows) {
     return d;
 }
 
+// A draw probes a token (a verify row's draft: left out of the draw, its masses reported) unless it is greedy.
+void maybe_probe(int64_t vocab, RowDraw& d) {
+    if (!d.greedy && pick({false, true})) d.probe = std::uniform_int_distribution<int32_t>(0, vocab - 1)(rng());
+}
+
 TEST(CudaSampleRows, MatchesTheReferenceOnFreshRandomDraws) {
     DSV4_REQUIRE_GPU();
     auto gpu = make_cuda_backend(Numerics::kFast);
@@ -114,6 +120,7 @@ TEST(CudaSampleRows, MatchesTheReferenceOnFreshRandomDraws) {
         std::vector<uint64_t> masks;
         for (int64_t i = 0; i < draws; ++i) {
             RowDraw d = random_draw(rows);
+            maybe_probe(vocab, d);
             add_edits(vocab, pick({0, 0, 3, 300}), d, edits);
             if (pick({false, false, true})) {
                 d.mask = static_cast<int64_t>(masks.size()) / words;
@@ -130,8 +137,14 @@ TEST(CudaSampleRows, MatchesTheReferenceOnFreshRandomDraws) {
         std::vector<DrawLogprobs> poisoned(static_cast<size_t>(draws));
         for (DrawLogprobs& l : poisoned) l.rank = -7, l.count = -7;
         gpu->from_host(logprobs, poisoned.data());
+        Tensor probes = gpu->alloc(DType::kI32, {draws, kProbeMassWords});
         const SampleRowsArgs args{ds, edits, masks};
-        gpu->sample_rows(logits, args, out, &logprobs);
+        gpu->sample_rows(logits, args, out, &logprobs, &probes);
+        Tensor probe_bits = probes;
+        probe_bits.dtype = DType::kF32;
+        const std::vector<float> probe_words = read(*gpu, probe_bits);
+        std::vector<ProbeMasses> got_probes(static_cast<size_t>(draws));
+        std::memcpy(static_cast<void*>(got_probes.data()), probe_words.data(), probe_words.size() * sizeof(float));
         Tensor logprob_bits = logprobs;
         logprob_bits.dtype = DType::kF32;
         const std::vector<float> logprob_words = read(*gpu, logprob_bits);
@@ -150,7 +163,8 @@ TEST(CudaSampleRows, MatchesTheReferenceOnFreshRandomDraws) {
             const auto mask = d.mask < 0 ? std::span<const uint64_t>()
                                          : std::span<const uint64_t>(masks).subspan(d.mask * words, words);
             DrawLogprobs want_logprobs;
-            const int32_t want = sample_row_reference(row, d, edits, mask, &want_logprobs);
+            ProbeMasses want_probe;
+            const int32_t want = sample_row_reference(row, d, edits, mask, &want_logprobs, &want_probe);
             EXPECT_EQ(got[static_cast<size_t>(i)], want)
                 << "draw " << i << " of vocab " << vocab << " row " << d.row << ": greedy " << d.greedy << " T "
                 << d.temperature << " top_k " << d.top_k << " top_p " << d.top_p << " min_p " << d.min_p << " u "
@@ -160,6 +174,10 @@ TEST(CudaSampleRows, MatchesTheReferenceOnFreshRandomDraws) {
                 << (d.edit_count > 0 && edits[static_cast<size_t>(d.edit_begin)].masked) << " bias "
                 << (d.edit_count > 0 ? edits[static_cast<size_t>(d.edit_begin)].bias : 0.0f);
             if (d.logprobs >= 0 && want >= 0) expect_logprobs(got_logprobs[static_cast<size_t>(i)], want_logprobs);
+            if (d.probe >= 0 && want >= 0) {  // integer masses: the same on both sides
+                EXPECT_EQ(got_probes[static_cast<size_t>(i)].probe, want_probe.probe) << "draw " << i;
+                EXPECT_EQ(got_probes[static_cast<size_t>(i)].kept, want_probe.kept) << "draw " << i;
+            }
             sampled += want >= 0 && !d.greedy ? 1 : 0;
         }
         if (vocab >= 700) {

@@ -247,6 +247,44 @@ TEST(SpecDecode, DsparkConfidenceShortensTheDrafts) {
     EXPECT_LT(s.spec_draft_tokens_total, 4 * s.spec_drafts_total);
 }
 
+// Sampled requests with one-hot (greedy) drafts are verified where the logits are (sample_rows with probes, the CPU
+// backend's being the definition): the same tokens as the host's verification of the same rows (the harness keeps
+// the rows and verifies on the host when it records logits), for standard and block verification, with the trained
+// MTP drafter so that drafts are accepted and corrected.
+TEST(SpecDecode, SampledRequestsVerifyOnTheDeviceAsOnTheHost) {
+    const std::string dir = demo_dir("demo");
+    for (VerifyMethod method : {VerifyMethod::kStandard, VerifyMethod::kBlock}) {
+        auto run = [&](bool host_verify) {
+            HarnessOptions o = options_for(dir, "mtp");
+            o.block_tokens = 64;
+            o.spec_probabilistic = false;
+            o.verify = method;
+            o.record_logits = host_verify;
+            RuntimeHarness h(o);
+            for (int r = 0; r < 3; ++r) {
+                SamplingParams p;
+                p.temperature = r == 2 ? 1.0 : 0.7;
+                p.top_p = r == 1 ? 0.9 : 1.0;
+                p.frequency_penalty = r == 2 ? 0.3 : 0.0;
+                p.max_tokens = 24;
+                p.ignore_eos = true;
+                p.seed = 90 + r;
+                h.add("r" + std::to_string(r), demo_prompt(30, 10 + r), p);
+            }
+            h.run();
+            std::vector<std::vector<int32_t>> outputs;
+            for (int r = 0; r < 3; ++r) outputs.push_back(h.output("r" + std::to_string(r), 0).tokens);
+            return std::make_pair(outputs, h.scheduler().stats().spec_accepted_tokens_total);
+        };
+        const auto [device, device_accepted] = run(false);
+        const auto [host, host_accepted] = run(true);
+        EXPECT_EQ(device, host) << verify_method_name(method);
+        EXPECT_EQ(device_accepted, host_accepted);
+        EXPECT_GT(device_accepted, 5) << "drafts were accepted";
+        for (const std::vector<int32_t>& tokens : device) EXPECT_EQ(tokens.size(), 24u);
+    }
+}
+
 // Oracle acceptance (a benchmark mode for drafters that accept nothing, like these random weights): a verify step emits
 // the chosen tokens on average whatever the logits say (k = 3, length 2.5: 1.5 accepted drafts a step), with the real
 // verify and draft steps; greedy and sampled requests (the next token drawn through sample_rows) complete, and seeded
