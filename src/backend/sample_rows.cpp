@@ -55,6 +55,15 @@ void check_edits(const RowDraw& d, size_t index, int64_t vocab, const SampleRows
                twice == tokens.end() ? 0 : *twice);
 }
 
+// An optional per-draw output of `words` i32 words a draw (logprobs, probes): given when some draw needs it, and
+// of the right size when given.
+void check_draw_words(const Tensor* output, bool needed, size_t draws, int64_t words, const char* what) {
+    DSV4_CHECK(!needed || output != nullptr, "sample_rows: draws need {} but no output was given for them", what);
+    if (output == nullptr) return;
+    DSV4_CHECK(output->dtype == DType::kI32 && output->numel() == static_cast<int64_t>(draws) * words,
+               "sample_rows: the {} output holds {} words, not {} draws of {}", what, output->numel(), draws, words);
+}
+
 // The processed row: the mask's banned tokens at -inf, then the edits.
 std::vector<float> processed_row(std::span<const float> row, const RowDraw& draw, std::span<const LogitEdit> edits,
                                  std::span<const uint64_t> mask) {
@@ -174,20 +183,8 @@ int64_t check_sample_rows(const Tensor& logits, const SampleRowsArgs& args, cons
         check_draw(args.draws[i], i, logits.size(0), vocab, args);
         check_edits(args.draws[i], i, vocab, args);
     }
-    DSV4_CHECK(!wants_logprobs(args) || logprobs != nullptr,
-               "sample_rows: draws ask for logprobs but no output was given for them");
-    if (logprobs != nullptr) {
-        DSV4_CHECK(logprobs->dtype == DType::kI32 && logprobs->numel() == std::ssize(args.draws) * kDrawLogprobsWords,
-                   "sample_rows: the logprobs output holds {} words, not {} draws of {}", logprobs->numel(),
-                   args.draws.size(), kDrawLogprobsWords);
-    }
-    DSV4_CHECK(!wants_probes(args) || probes != nullptr,
-               "sample_rows: draws probe tokens but no output was given for their masses");
-    if (probes != nullptr) {
-        DSV4_CHECK(probes->dtype == DType::kI32 && probes->numel() == std::ssize(args.draws) * kProbeMassWords,
-                   "sample_rows: the probes output holds {} words, not {} draws of {}", probes->numel(),
-                   args.draws.size(), kProbeMassWords);
-    }
+    check_draw_words(logprobs, wants_logprobs(args), args.draws.size(), kDrawLogprobsWords, "logprobs");
+    check_draw_words(probes, wants_probes(args), args.draws.size(), kProbeMassWords, "probes");
     return vocab;
 }
 

@@ -72,10 +72,7 @@ class ModuloConstraint final : public TokenConstraint {
 };
 
 SamplingParams random_params(std::mt19937_64& rng, uint64_t seed) {
-    auto pick = [&](auto... values) {
-        const std::vector<std::common_type_t<decltype(values)...>> options{values...};
-        return options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)];
-    };
+    auto pick = [&](auto... values) { return pick_one(rng, values...); };
     SamplingParams p;
     p.seed = seed;
     p.temperature = pick(0.0, 0.3, 0.7, 1.0, 1.6);

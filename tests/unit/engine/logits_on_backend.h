@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <random>
+#include <type_traits>
 #include <vector>
 
 #include "backend/backend.h"
@@ -19,5 +21,12 @@ struct LogitsOnBackend {
         return t;
     }
 };
+
+// One of `values`, uniformly (the random parameter choices of the sampling tests).
+template <typename... T>
+std::common_type_t<T...> pick_one(std::mt19937_64& rng, T... values) {
+    const std::vector<std::common_type_t<T...>> options{values...};
+    return options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)];
+}
 
 }  // namespace dsv4
