@@ -42,6 +42,7 @@ struct GenerateOptions {
     int max_model_len = 0;
     int64_t kv_cache_bytes = 0;
     int gpu_experts = -1;
+    int64_t expert_read_in_place_tokens = 0;
     double host_kv_cache_gib = 0.0;
     std::string kv_cache_dtype = "auto";
     std::string fp8_dialect;
@@ -115,6 +116,7 @@ EngineConfig engine_config(const GenerateOptions& o) {
     c.max_model_len = o.max_model_len;
     c.kv_cache_bytes = o.kv_cache_bytes;
     c.gpu_experts = o.gpu_experts;
+    c.expert_read_in_place_tokens = o.expert_read_in_place_tokens;
     c.host_kv_cache_bytes = static_cast<int64_t>(o.host_kv_cache_gib * 1024.0 * 1024.0 * 1024.0);
     c.kv_cache_dtype = o.kv_cache_dtype;
     c.fp8_dialect = o.fp8_dialect;
@@ -274,6 +276,9 @@ const CommandRegistrar kRegistrar{
         app.add_option("--kv-cache-bytes", o->kv_cache_bytes, "Bytes for the sequence state (0 = automatic)");
         app.add_option("--gpu-experts", o->gpu_experts,
                        "Routed experts per layer on the device, the others in host memory (-1 = all)");
+        app.add_option("--expert-read-in-place-tokens", o->expert_read_in_place_tokens,
+                       "With --gpu-experts: steps of at most N tokens read host experts in place (0 = never)")
+            ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
         app.add_option("--host-kv-cache-gib", o->host_kv_cache_gib, "Host pool for evicted prefix-cache blocks");
         app.add_option("--kv-cache-dtype", o->kv_cache_dtype,
                        "K=V rows and indexer keys as auto | f32 | bf16 | fp8 (auto: f32 in exact numerics, else fp8)");
