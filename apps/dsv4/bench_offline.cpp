@@ -203,6 +203,8 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     check_capacity(o, s.config, state);
     const auto t0 = Clock::now();
     const bool tiered = o.gpu_experts >= 0 && o.gpu_experts < s.config.n_routed_experts;
+    DSV4_CHECK(o.expert_read_in_place_tokens == 0 || o.gpu_experts >= 0,
+               "--expert-read-in-place-tokens needs --gpu-experts: it says how the expert tier uses host experts");
     if (tiered) make_expert_tier(o, s);
     s.loaded = make_synthetic_model(s.config, *s.backend, state, o.seed,  // state sized after the weights
                                     tiered ? ExpertResidency([](int, int) { return false; }) : ExpertResidency{}, {},

@@ -65,6 +65,8 @@ void check_config(const EngineConfig& c) {
                c.expert_fetch_min_pairs);
     DSV4_CHECK(c.expert_read_in_place_tokens >= 0, "--expert-read-in-place-tokens must be >= 0, got {}",
                c.expert_read_in_place_tokens);
+    DSV4_CHECK(c.expert_read_in_place_tokens == 0 || c.gpu_experts >= 0,
+               "--expert-read-in-place-tokens needs --gpu-experts: it says how the expert tier uses host experts");
     parse_routing_skew(c.synthetic_routing_skew);  // a malformed value fails before anything is loaded
     DSV4_CHECK(c.disk_kv_cache_dir.empty() || c.host_kv_cache_bytes > 0,
                "--disk-kv-cache needs --host-kv-cache-gib: the disk tier holds what the host pool evicts");

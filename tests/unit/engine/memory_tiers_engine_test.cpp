@@ -46,6 +46,14 @@ TEST(MemoryTiersEngine, ExpertTierServesTheSameTokens) {
     EXPECT_EQ(in_place[0].tokens, plain[0].tokens);
     EXPECT_GT(in_place_stats.expert_in_place_pairs, 0);
     EXPECT_EQ(in_place_stats.expert_pairs, tier_stats.expert_pairs) << "in-place pairs are counted too";
+    c.gpu_experts = -1;  // no tier: the flag would do nothing
+    try {
+        Engine::create(c);
+        ADD_FAILURE() << "--expert-read-in-place-tokens without --gpu-experts was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("needs --gpu-experts"), std::string::npos);
+    }
+    c.gpu_experts = 3;
     c.expert_read_in_place_tokens = -1;
     try {
         Engine::create(c);
