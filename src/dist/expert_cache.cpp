@@ -83,8 +83,10 @@ std::vector<ExpertFetch> ExpertCache::place_layer(int layer, std::span<const dou
                config_.experts);
     for (int s = 0; s < config_.slots; ++s) {
         const size_t at = static_cast<size_t>(layer) * config_.slots + s;
-        if (slot_expert_[at] >= 0) expert_slot_[index(layer, slot_expert_[at])] = -1;
+        if (slot_expert_[at] < 0) continue;
+        expert_slot_[index(layer, slot_expert_[at])] = -1;
         slot_expert_[at] = -1;
+        --stats_.fetches;  // a placement replaced before it was carried out: its installs never became fetches
     }
     std::vector<int> order(static_cast<size_t>(config_.experts));
     std::iota(order.begin(), order.end(), 0);

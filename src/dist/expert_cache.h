@@ -81,7 +81,8 @@ class ExpertCache {
     // counts: the lowest ids). Returns the fetches that fill the slots, per layer.
     std::vector<std::vector<ExpertFetch>> place(std::span<const std::vector<int64_t>> counts);
     // Resets one layer's residency to its `slots` most popular experts (popularity[expert], e.g. a synthetic router's
-    // expected shares; ties by id), which also become the layer's popularity scores. Returns the fetches.
+    // expected shares; ties by id), which also become the layer's popularity scores. Returns the fetches; the
+    // replaced placement's are taken back from the stats (it is meant for placements not yet carried out).
     std::vector<ExpertFetch> place_layer(int layer, std::span<const double> popularity);
     // Pairs counted on the device (counts[layer * experts + expert]) for steps that read missing experts in place:
     // resident experts' pairs are hits, the others in-place pairs; popularity and recency as a planned step's.

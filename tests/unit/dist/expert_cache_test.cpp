@@ -45,6 +45,7 @@ TEST(ExpertCache, PlacesALayerByPopularity) {
     EXPECT_EQ(cache.slot_of(1, 0), -1);
     EXPECT_EQ(cache.slot_of(0, 0), 0) << "the other layer keeps its placement";
     EXPECT_DOUBLE_EQ(cache.popularity(1, 3), 0.9);
+    EXPECT_EQ(cache.stats().fetches, 2 * 2) << "the replaced placement of layer 1 is not counted";
     EXPECT_THROW(cache.place_layer(1, std::vector<double>{1.0, 2.0}), Error);
     EXPECT_THROW(cache.place_layer(0, std::vector<double>{-1, 0, 0, 0, 0, 0, 0, 0}), Error);
     EXPECT_THROW(cache.place_layer(0, std::vector<double>{std::nan(""), 0, 0, 0, 0, 0, 0, 0}), Error);
