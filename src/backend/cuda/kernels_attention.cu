@@ -115,24 +115,29 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
 }
 
 // Merges the splits with the sink: out = sum_s e^(m_s - M) acc_s / (sum_s e^(m_s - M) l_s + e^(sink - M)).
-// The splits' (max, sum) pairs go to shared memory first, a thread per split (one round trip for all of them); each
-// output element then reads its splits' partials eight at a time. The sums keep split order. Above
-// kMaxCombineSplits splits the pairs are read from global memory where they lie.
+// The splits' (max, sum) pairs go to shared memory first, a thread per split (one round trip for all of them), and
+// with them each split's factor exp(max_s - mx), computed once a row instead of once an element; each output element
+// then reads its splits' partials eight at a time. The sums keep split order. Above kMaxCombineSplits splits the pairs
+// are read from global memory where they lie and the factors computed in place.
 constexpr int kMaxCombineSplits = 512;
+constexpr int kCombineThreads = 128;
+constexpr float kNoKeys = -1.0f;  // the factor of a split that saw no key (max -inf): skipped
+
 __global__ void attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t rows, int splits, const float* part_acc,
                                          const float* part_ml) {
+    const int64_t th = blockIdx.x;
+    const float sink = th < rows ? a.sinks[th % a.heads] : 0.0f;  // a weight: read before the wait
     pdl_begin();
     __shared__ float2 staged[kMaxCombineSplits];
-    const int64_t th = blockIdx.x;
+    __shared__ float factor[kMaxCombineSplits];
     if (th >= rows) return;
     const auto* pairs = reinterpret_cast<const float2*>(part_ml) + th * splits;
-    if (splits <= kMaxCombineSplits) {
+    const bool in_shared = splits <= kMaxCombineSplits;
+    if (in_shared) {
         for (int s = threadIdx.x; s < splits; s += blockDim.x) staged[s] = pairs[s];
         __syncthreads();
         pairs = staged;
     }
-    const int h = static_cast<int>(th % a.heads);
-    const float sink = a.sinks[h];
     float mx = sink;
     for (int s = 0; s < splits; ++s) mx = fmaxf(mx, pairs[s].x);
     float denom = expf(sink - mx);
@@ -140,19 +145,42 @@ __global__ void attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t ro
         const float ms = pairs[s].x;
         if (ms != -INFINITY) denom += pairs[s].y * expf(ms - mx);
     }
+    const auto split_factor = [&](int s) {
+        const float ms = pairs[s].x;
+        return ms != -INFINITY ? expf(ms - mx) : kNoKeys;
+    };
+    if (in_shared) {
+        for (int s = threadIdx.x; s < splits; s += blockDim.x) factor[s] = split_factor(s);
+        __syncthreads();
+    }
+    // The output's inverse RoPE from registers where the rotated pairs are neighbouring lanes of one iteration.
+    const int rot0 = a.dim - a.unrotate_dims;
+    const bool unrotate = a.unrotate_inv_freq != nullptr;
+    const bool in_registers = unrotate && a.dim % kCombineThreads == 0 && rot0 % 2 == 0;
     for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
         float acc = 0.0f;
         batched_loads<8>(
             0, splits, 1, [&](int s) { return part_acc[(th * splits + s) * a.dim + i]; },
             [&](int s, float v) {
-                const float ms = pairs[s].x;
-                if (ms != -INFINITY) acc += v * expf(ms - mx);
+                const float f = in_shared ? factor[s] : split_factor(s);
+                if (f != kNoKeys) acc += v * f;
             });
-        a.out[th * a.dim + i] = acc / denom;
+        float out = acc / denom;
+        if (in_registers) {
+            const float partner = __shfl_xor_sync(0xffffffffu, out, 1);  // every lane: the whole warp is here
+            if (i >= rot0) {
+                const bool even = (i - rot0) % 2 == 0;
+                float v0, v1;
+                rope_values<float>(m, static_cast<int>(th / a.heads), (i - rot0) / 2, a.unrotate_inv_freq, true, false,
+                                   even ? out : partner, even ? partner : out, v0, v1);
+                out = even ? v0 : v1;
+            }
+        }
+        a.out[th * a.dim + i] = out;
     }
-    if (a.unrotate_inv_freq == nullptr) return;
+    if (!unrotate || in_registers) return;
     __syncthreads();  // the row's outputs (global memory) are visible to the whole block
-    float* rotated = a.out + th * a.dim + (a.dim - a.unrotate_dims);
+    float* rotated = a.out + th * a.dim + rot0;
     for (int i = threadIdx.x; i < a.unrotate_dims / 2; i += blockDim.x) {
         rope_pair<float>(m, static_cast<int>(th / a.heads), i, a.unrotate_inv_freq, true, false, rotated + 2 * i);
     }
@@ -374,8 +402,8 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
 void launch_attention_combine(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int64_t rows, int splits,
                               const float* part_acc, const float* part_ml) {
     if (rows > 0)
-        launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), 128, 0, s, m, a, rows, splits, part_acc,
-                      part_ml);
+        launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), kCombineThreads, 0, s, m, a, rows, splits,
+                      part_acc, part_ml);
 }
 
 template <typename Acc>
