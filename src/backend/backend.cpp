@@ -131,6 +131,18 @@ void ModelOps::norm_ropes(std::span<const NormRopeTarget> targets, float eps) {
     }
 }
 
+bool ModelOps::indexer_picks_all(int ratio, int k) const {
+    (void)ratio;
+    (void)k;
+    return false;
+}
+
+void ModelOps::indexer_all_entries(int ratio, Tensor topk) {
+    (void)ratio;
+    (void)topk;
+    DSV4_CHECK(false, "indexer_all_entries: this backend scores every step (indexer_picks_all is false)");
+}
+
 void ModelOps::attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
                                    const VecRef& sinks, const Tensor* topk, float scale, Tensor out) {
     attention(layer, lc, q, kv, sinks, topk, scale, out);

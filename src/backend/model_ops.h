@@ -110,6 +110,13 @@ class ModelOps {
     // Lightning indexer: for each step token, the top-min(k, eligible) entries by sum_h w_h relu(q_h . K_e) over the
     // entries e < floor((pos + 1) / ratio); unused picks are -1. q [N, Hi, d], weights [N, Hi] (already scaled).
     virtual void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk /*[N,k]*/) = 0;
+    // Whether no step token sees more than k entries at this ratio, so that its top-k is every entry it sees, in index
+    // order (what indexer_topk gives then): the model skips the indexer's query and scores and calls
+    // indexer_all_entries. Optional: false by default (a top-k that orders its picks by score keeps scoring).
+    virtual bool indexer_picks_all(int ratio, int k) const;
+    // indexer_topk's result where indexer_picks_all: each token's entries 0 .. eligible - 1, then -1. Optional: the
+    // default fails (it is called only where indexer_picks_all is true).
+    virtual void indexer_all_entries(int ratio, Tensor topk /*[N,k]*/);
     // Sparse attention with sinks over the window rows (this step's kv + the ring) and compressed rows (all
     // complete HCA entries, or the CSA top-k picks). q [N, H, d], kv [N, d]; out [N, H, d].
     virtual void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,

@@ -174,13 +174,26 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
         const int64_t dim = config_.index_head_dim;
         ix.a = b.alloc(DType::kF32, {n, 2 * dim});
         ix.g = b.alloc(DType::kF32, {n, 2 * dim});
-        ix.weights = b.alloc(DType::kF32, {n, config_.index_n_heads});
         from_x.push_back({&w.indexer->compressor.wkv, LinearKind::kF32Out, ix.a});
         from_x.push_back({&w.indexer->compressor.wgate, LinearKind::kF32Out, ix.g});
-        from_x.push_back({&w.indexer->weights_proj, LinearKind::kF32Out, ix.weights});
+        if (!b.indexer_picks_all(lc.compress_ratio, config_.index_topk)) {  // else the head weights go unused
+            ix.weights = b.alloc(DType::kF32, {n, config_.index_n_heads});
+            from_x.push_back({&w.indexer->weights_proj, LinearKind::kF32Out, ix.weights});
+        }
     }
     b.linears(x, from_x);
+    // The compressors need only their projections: issued first, so that a backend may run them beside the query
+    // path (they write the compressed entries and indexer keys the attention and the indexer read).
+    if (w.compressor) {
+        b.region("compressor");
+        b.compress(layer, CompressorRole::kMain, ca, cg, *w.compressor, lc.rope, eps);
+    }
+    if (w.indexer) {
+        b.region("indexer");
+        b.compress(layer, CompressorRole::kIndexer, ix.a, ix.g, w.indexer->compressor, lc.rope, eps);
+    }
 
+    b.region("attention");
     // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims. The single shared K=V
     // head's norm and RoPE go with q_norm (one launch where the backend can).
     // Draft blocks store no rows.
@@ -194,10 +207,6 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     b.kv_cache_sim(kv, config_.nope_head_dim());
 
     Tensor topk;
-    if (w.compressor) {
-        b.region("compressor");
-        b.compress(layer, CompressorRole::kMain, ca, cg, *w.compressor, lc.rope, eps);
-    }
     if (w.indexer) topk = indexer(block, ix, q_residual);
 
     b.region("attention");
@@ -225,18 +234,19 @@ Tensor DeepseekV4::indexer(const BlockRef& block, const IndexerInputs& in, const
     const IndexerWeights& w = *block.w.attn.indexer;
     const int64_t n = q_residual.size(0), heads = config_.index_n_heads, dim = config_.index_head_dim;
     b.region("indexer");
-    b.compress(layer, CompressorRole::kIndexer, in.a, in.g, w.compressor, lc.rope,
-               static_cast<float>(config_.rms_norm_eps));
-
-    Tensor q = b.alloc(DType::kF32, {n, heads, dim});
-    b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
-    b.rope(q, lc.rope, false);
-    b.indexer_query_sim(q);
-    // relu(q.k) * dim^-1/2 * w * heads^-1/2: both scales folded into the head weights.
-    Tensor weights = in.weights;
-    b.scale(weights, 1.0f / std::sqrt(static_cast<float>(dim) * static_cast<float>(heads)));
     Tensor topk = b.alloc(DType::kI32, {n, config_.index_topk});
-    b.indexer_topk(layer, q, weights, lc.compress_ratio, topk);
+    if (b.indexer_picks_all(lc.compress_ratio, config_.index_topk)) {  // short contexts: nothing to select
+        b.indexer_all_entries(lc.compress_ratio, topk);
+    } else {
+        Tensor q = b.alloc(DType::kF32, {n, heads, dim});
+        b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
+        b.rope(q, lc.rope, false);
+        b.indexer_query_sim(q);
+        // relu(q.k) * dim^-1/2 * w * heads^-1/2: both scales folded into the head weights.
+        Tensor weights = in.weights;
+        b.scale(weights, 1.0f / std::sqrt(static_cast<float>(dim) * static_cast<float>(heads)));
+        b.indexer_topk(layer, q, weights, lc.compress_ratio, topk);
+    }
     if (debug_hook) debug_hook("topk" + std::to_string(layer), topk);
     return topk;
 }

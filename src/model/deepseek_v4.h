@@ -100,9 +100,10 @@ class DeepseekV4 {
     // The indexer's projections of the sub-layer input (computed with the attention's, ModelOps::linears).
     struct IndexerInputs {
         Tensor a, g;     // compressor kv / gate [N, 2 * index_head_dim]
-        Tensor weights;  // per-head weights [N, index_n_heads]
+        Tensor weights;  // per-head weights [N, index_n_heads]; not computed where the backend picks all entries
     };
-    // The layer's top-k compressed entries per token [N, index_topk].
+    // The layer's top-k compressed entries per token [N, index_topk], after its indexer compressor has run (attention()
+    // issues both compressors ahead of the query path).
     Tensor indexer(const BlockRef& block, const IndexerInputs& in, const Tensor& q_residual);
 
     ModelConfig config_;

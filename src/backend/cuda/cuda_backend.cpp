@@ -365,6 +365,7 @@ Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
 }
 
 void CudaBackend::begin_step(const StepBatch& batch) {
+    join_side_stream();  // the previous step's side work (joined by its readers already; this covers ops called alone)
     check_error_flag();
     if (!capturing_) order_step_after_tier_copies(batch);
     arena_.reset();
@@ -454,12 +455,14 @@ void CudaBackend::check_error_flag() {
 }
 
 void CudaBackend::synchronize() {
+    join_side_stream();
     DSV4_CUDA(cudaStreamSynchronize(stream_));
     check_error_flag();
 }
 
 void CudaBackend::to_host(const Tensor& t, float* out) {
     DSV4_CHECK(t.dtype == DType::kF32, "to_host: float32 tensors only");
+    join_side_stream();
     DSV4_CUDA(cudaMemcpyAsync(out, t.data, t.numel() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     synchronize();
 }

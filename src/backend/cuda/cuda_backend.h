@@ -115,6 +115,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
                   const RopeParams& rope, float norm_eps) override;
     void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
+    bool indexer_picks_all(int ratio, int k) const override;
+    void indexer_all_entries(int ratio, Tensor topk) override;
     void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                    const Tensor* topk, float scale, Tensor out) override;
     void attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
@@ -251,6 +253,12 @@ class CudaBackend final : public Backend, public GraphRecorder {
     bool shared_expert_on_gemvs(const Tensor& h, const ExpertWeights& s) const;
     // Makes stream_ wait for the side stream's pending work, if any.
     void join_side_stream();
+    // Issues launch() on the side stream after all that stream_ has issued (a fork), with the side's split counters;
+    // stream_ waits for it at join_side_stream().
+    void on_side_stream(const std::function<void()>& launch);
+    // Whether compress() runs on the side stream, beside the query path (joined by the attention and the indexer that
+    // read what it writes): a side stream, a decode-sized step, ops not timed one by one.
+    bool compress_beside(int64_t tokens) const;
     // The first routed expert resident on this device (its format and shape stand for all); fails when none is.
     static const ExpertWeights& first_resident_expert(const MoeWeights& w);
     const LinearTuning& linear_tuning() const { return tuning_; }
@@ -315,6 +323,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
         bool pending = false;  // work launched there that stream_ has not waited for
     };
     SideStream side_;
+    static constexpr int64_t kCompressBesideTokens = 64;  // compress_beside(): decode-sized steps
     // Fast numerics: arrival counters of the GEMVs whose K splits span thread blocks (kernels_fp8.h, Fp8GemvParams),
     // zero between launches; one per (target, 128-row group) of a launch, every launch on stream_ in turn.
     static constexpr int64_t kSplitArrivals = int64_t{1} << 16;

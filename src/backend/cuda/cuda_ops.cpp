@@ -438,8 +438,16 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
     c.indexer = indexer;
     c.reference = reference();
     c.norm_eps = norm_eps;
-    launch_compress(stream_, meta_, c);
+    if (compress_beside(a.size(0))) {
+        on_side_stream([&] { launch_compress(stream_, meta_, c); });
+    } else {
+        launch_compress(stream_, meta_, c);
+    }
     launched("compress", 2);
+}
+
+bool CudaBackend::compress_beside(int64_t tokens) const {
+    return side_.stream != nullptr && !op_profiling_ && tokens <= kCompressBesideTokens;
 }
 
 void CudaBackend::store_window(int layer, const Tensor& kv) {
@@ -463,6 +471,7 @@ void CudaBackend::attention_unrotated(int layer, const LayerConfig& lc, const Te
 
 void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
                                  const VecRef& sinks, const Tensor* topk, float scale, Tensor out, bool unrotate) {
+    join_side_stream();  // the compressed entries (compress_beside)
     const int64_t dim = q.size(2);
     DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
     DSV4_CHECK(dim == kv_format_.dim, "attention: head_dim {} differs from the state's {}", dim, kv_format_.dim);
@@ -570,6 +579,7 @@ void CudaBackend::block_attention(int layer, const Tensor& q, const Tensor& kv, 
 void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
     const int64_t n = q.size(0);
     if (n == 0) return;
+    join_side_stream();  // the indexer keys (compress_beside)
     // Entries any query of this step can see, rounded up to a power-of-two bucket (graph shapes); the kernels
     // skip the entries past each query's own count.
     const int64_t max_entries = indexer_entry_bucket(ratio);
@@ -580,6 +590,19 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
                         static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores,
                         static_cast<int>(topk.size(1)), topk.i32(), fast(), reference());
     launched("indexer_topk", 2);
+}
+
+// The step's entry bucket bounds every token's eligible entries (and is part of the graph key).
+bool CudaBackend::indexer_picks_all(int ratio, int k) const {
+    return indexer_entry_bucket(ratio) <= k;
+}
+
+void CudaBackend::indexer_all_entries(int ratio, Tensor topk) {
+    DSV4_CHECK(indexer_picks_all(ratio, static_cast<int>(topk.size(1))),
+               "indexer_all_entries: tokens of this step see more than {} entries", topk.size(1));
+    launch_topk(stream_, meta_, nullptr, indexer_entry_bucket(ratio), ratio, static_cast<int>(topk.size(1)),
+                topk.i32());
+    launched("indexer all entries");
 }
 
 const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {
@@ -689,9 +712,14 @@ const float* CudaBackend::shared_output_beside(const Tensor& h, const MoeWeights
         return shared_output(h, nullptr, w, limit);
     }
     Tensor ys = alloc(DType::kF32, {h.size(0), h.size(1)});
-    DSV4_CUDA(cudaEventRecord(side_.fork, stream_));  // h is ready
+    on_side_stream([&] { shared_expert(h, nullptr, *w.shared, limit, ys); });  // h is ready
+    return ys.f32();
+}
+
+void CudaBackend::on_side_stream(const std::function<void()>& launch) {
+    DSV4_CUDA(cudaEventRecord(side_.fork, stream_));
     DSV4_CUDA(cudaStreamWaitEvent(side_.stream, side_.fork));
-    // Every launch below goes to the side stream with its counters; swapped back however shared_expert ends.
+    // Every launch goes to the side stream with its counters; swapped back however launch() ends.
     struct Swap {
         CudaBackend& b;
         explicit Swap(CudaBackend& backend) : b(backend) { swap(); }
@@ -703,11 +731,10 @@ const float* CudaBackend::shared_output_beside(const Tensor& h, const MoeWeights
     };
     {
         const Swap on_side(*this);
-        shared_expert(h, nullptr, *w.shared, limit, ys);
+        launch();
     }
     DSV4_CUDA(cudaEventRecord(side_.join, side_.stream));
     side_.pending = true;
-    return ys.f32();
 }
 
 void CudaBackend::join_side_stream() {

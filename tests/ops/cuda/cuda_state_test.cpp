@@ -33,13 +33,14 @@ double attention_tolerance(Numerics n, StateDtype d) {
 struct StatefulRig {
     static constexpr int kHd = 512, kIhd = 128, kIheads = 64;
     const int heads;  // attention heads (the config's 8, or the Flash model's 64)
-    const ModelConfig c = op_config();
+    const ModelConfig c;
     Pair& p;
     std::deque<std::vector<int64_t>> shapes;  // upload_vec shape storage
     CompressorWeights csa[2], hca[2], ix[2];  // [cpu, gpu]
     VecRef sinks[2];
 
-    explicit StatefulRig(Pair& pair, int n_heads = 8) : heads(n_heads), p(pair) {
+    explicit StatefulRig(Pair& pair, int n_heads = 8, const ModelConfig& config = op_config())
+        : heads(n_heads), c(config), p(pair) {
         const std::vector<float> ape_csa = random_floats(4 * 2 * kHd, 0.5f), ape_hca = random_floats(128 * kHd, 0.5f),
                                  ape_ix = random_floats(4 * 2 * kIhd, 0.5f);
         std::vector<float> norm = random_floats(kHd, 0.1f), norm_ix = random_floats(kIhd, 0.1f);
@@ -179,6 +180,60 @@ void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8,
         EXPECT_LE(differing, identical ? 0 : std::max<int64_t>(1, n / 100)) << label << " step " << step;
         EXPECT_LE(rig.attention_and_store(n, picks, norm_first), attention_tolerance(numerics, dtype))
             << label << " step " << step << (norm_first ? " (norm_ropes first)" : "");
+    }
+}
+
+// Short contexts: where no token of a step sees more than k entries (its entry bucket <= k), the CUDA backend takes
+// every entry without scoring: entries 0 .. eligible - 1 then -1, bit for bit what its scored top-k returns there;
+// a step past that bucket scores again.
+TEST(CudaState, IndexerPicksAllAtShortContexts) {
+    DSV4_REQUIRE_GPU();
+    ModelConfig c = op_config();
+    c.index_topk = 64;  // the smallest entry bucket: positions below 256 at ratio 4
+    Pair p(Numerics::kFast, c, 2, 16, StateDtype::kFp8);
+    for (int32_t slot : {0, 1}) {
+        p.cpu->reset_slot(slot);
+        p.gpu->reset_slot(slot);
+    }
+    StatefulRig rig(p, 8, c);
+    const int64_t lengths[3][2] = {{201, 97}, {54, 1}, {300, 1}};
+    const bool picks_all[3] = {true, true, false};  // largest positions 200, 254, 554
+    int64_t pos[2] = {0, 0};
+    for (int step = 0; step < 3; ++step) {
+        StepBatch b;
+        std::vector<int64_t> eligible;
+        for (int s = 0; s < 2; ++s) {
+            std::vector<int32_t> table(8);
+            std::iota(table.begin(), table.end(), s * 8);
+            b.add_sequence(s, pos[s], std::vector<int32_t>(lengths[step][s], 7), table);
+            for (int64_t i = 0; i < lengths[step][s]; ++i) eligible.push_back((pos[s] + i + 1) / 4);
+            pos[s] += lengths[step][s];
+        }
+        p.step(b);
+        const int64_t n = b.n_tokens(), k = c.index_topk;
+        rig.compress(n);
+        ASSERT_EQ(p.gpu->indexer_picks_all(4, static_cast<int>(k)), picks_all[step]) << "step " << step;
+        if (!picks_all[step]) {
+            int64_t differing = 0;
+            rig.indexer(n, &differing);  // scored again, on both backends
+            continue;
+        }
+        const auto qi = random_floats(n * StatefulRig::kIheads * StatefulRig::kIhd);
+        const auto wi = random_floats(n * StatefulRig::kIheads, 0.05f);
+        Tensor q = make_tensor(*p.gpu, {n, StatefulRig::kIheads, StatefulRig::kIhd}, qi);
+        Tensor w = make_tensor(*p.gpu, {n, StatefulRig::kIheads}, wi);
+        Tensor scored = p.gpu->alloc(DType::kI32, {n, k}), all = p.gpu->alloc(DType::kI32, {n, k});
+        p.gpu->indexer_topk(1, q, w, 4, scored);
+        p.gpu->indexer_all_entries(4, all);
+        std::vector<int32_t> scored_host(n * k), all_host(n * k);  // the int32 codes read back as float32 words
+        p.gpu->to_host(Tensor(scored.data, DType::kF32, {n, k}), reinterpret_cast<float*>(scored_host.data()));
+        p.gpu->to_host(Tensor(all.data, DType::kF32, {n, k}), reinterpret_cast<float*>(all_host.data()));
+        EXPECT_EQ(scored_host, all_host) << "step " << step;
+        for (int64_t t = 0; t < n; ++t) {
+            for (int64_t i = 0; i < k; ++i) {
+                ASSERT_EQ(all_host[t * k + i], i < eligible[t] ? i : -1) << "step " << step << " token " << t;
+            }
+        }
     }
 }
 
