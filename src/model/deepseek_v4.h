@@ -97,14 +97,10 @@ class DeepseekV4 {
     void ffn_site(const BlockRef& block, Tensor streams, SiteCarry& carry);
     // x [N, D] (normed sub-layer input) -> attention output y [N, D].
     void attention(const BlockRef& block, const Tensor& x, Tensor y);
-    // The indexer's projections of the sub-layer input (computed with the attention's, ModelOps::linears).
-    struct IndexerInputs {
-        Tensor a, g;     // compressor kv / gate [N, 2 * index_head_dim]
-        Tensor weights;  // per-head weights [N, index_n_heads]; not computed where the backend picks all entries
-    };
     // The layer's top-k compressed entries per token [N, index_topk], after its indexer compressor has run (attention()
-    // issues both compressors ahead of the query path).
-    Tensor indexer(const BlockRef& block, const IndexerInputs& in, const Tensor& q_residual);
+    // issues the compressors ahead of the query path). head_weights [N, index_n_heads]: the sub-layer input's
+    // weights_proj, computed with the attention's projections (none where the backend picks every entry).
+    Tensor indexer(const BlockRef& block, const Tensor& head_weights, const Tensor& q_residual);
 
     ModelConfig config_;
     ModelWeights weights_;

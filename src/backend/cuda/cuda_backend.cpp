@@ -65,7 +65,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
         o.gemv_stream_linears = mode == "all";
     }
     o.gemv_merge_linears = switch_env("DSV4_MERGE_LINEARS", o.gemv_merge_linears);
-    o.shared_expert_stream = switch_env("DSV4_SHARED_STREAM", o.shared_expert_stream);
+    o.side_stream = switch_env("DSV4_SIDE_STREAM", switch_env("DSV4_SHARED_STREAM", o.side_stream));
     o.pdl = switch_env("DSV4_PDL", o.pdl);
     o.fp8_gemv = switch_env("DSV4_FP8_GEMV", o.fp8_gemv);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));
@@ -135,7 +135,7 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
         DSV4_CUDA(cudaMemset(hc_arrivals_, 0, kHcBoundaryTokens * sizeof(unsigned)));
         DSV4_CUDA(cudaMalloc(&split_arrivals_, kSplitArrivals * sizeof(int32_t)));
         DSV4_CUDA(cudaMemset(split_arrivals_, 0, kSplitArrivals * sizeof(int32_t)));
-        if (options_.shared_expert_stream) {
+        if (options_.side_stream) {
             DSV4_CUDA(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking));
             DSV4_CUDA(cudaEventCreateWithFlags(&side_.fork, cudaEventDisableTiming));
             DSV4_CUDA(cudaEventCreateWithFlags(&side_.join, cudaEventDisableTiming));

@@ -438,16 +438,22 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
     c.indexer = indexer;
     c.reference = reference();
     c.norm_eps = norm_eps;
-    if (compress_beside(a.size(0))) {
-        on_side_stream([&] { launch_compress(stream_, meta_, c); });
-    } else {
-        launch_compress(stream_, meta_, c);
-    }
+    launch_compress(stream_, meta_, c);
     launched("compress", 2);
 }
 
-bool CudaBackend::compress_beside(int64_t tokens) const {
-    return side_.stream != nullptr && !op_profiling_ && tokens <= kCompressBesideTokens;
+void CudaBackend::compressors(int layer, const Tensor& x, std::span<const CompressTarget> targets,
+                              const RopeParams& rope, float norm_eps) {
+    const bool beside = std::all_of(targets.begin(), targets.end(), [&](const CompressTarget& t) {
+        return side_stream_takes(x.size(0), {&t.w->wkv, &t.w->wgate});
+    });
+    if (!beside) return ModelOps::compressors(layer, x, targets, rope, norm_eps);
+    on_side_stream([&] { ModelOps::compressors(layer, x, targets, rope, norm_eps); });  // x is ready
+}
+
+bool CudaBackend::side_stream_takes(int64_t tokens, std::initializer_list<const WeightRef*> weights) const {
+    if (side_.stream == nullptr || op_profiling_ || tokens > kBesideTokens) return false;
+    return std::all_of(weights.begin(), weights.end(), [&](const WeightRef* w) { return on_gemv(*w, tokens, false); });
 }
 
 void CudaBackend::store_window(int layer, const Tensor& kv) {
@@ -471,7 +477,7 @@ void CudaBackend::attention_unrotated(int layer, const LayerConfig& lc, const Te
 
 void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
                                  const VecRef& sinks, const Tensor* topk, float scale, Tensor out, bool unrotate) {
-    join_side_stream();  // the compressed entries (compress_beside)
+    join_side_stream();  // the compressors' entries and the indexer's picks, where run beside
     const int64_t dim = q.size(2);
     DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
     DSV4_CHECK(dim == kv_format_.dim, "attention: head_dim {} differs from the state's {}", dim, kv_format_.dim);
@@ -579,7 +585,7 @@ void CudaBackend::block_attention(int layer, const Tensor& q, const Tensor& kv, 
 void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
     const int64_t n = q.size(0);
     if (n == 0) return;
-    join_side_stream();  // the indexer keys (compress_beside)
+    join_side_stream();  // the indexer keys, where the compressors ran beside
     // Entries any query of this step can see, rounded up to a power-of-two bucket (graph shapes); the kernels
     // skip the entries past each query's own count.
     const int64_t max_entries = indexer_entry_bucket(ratio);
@@ -595,6 +601,15 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
 // The step's entry bucket bounds every token's eligible entries (and is part of the graph key).
 bool CudaBackend::indexer_picks_all(int ratio, int k) const {
     return indexer_entry_bucket(ratio) <= k;
+}
+
+void CudaBackend::indexer_picks(int layer, const Tensor& q_residual, const Tensor& head_weights,
+                                const IndexerWeights& w, const RopeParams& rope, int ratio, int heads, Tensor topk) {
+    const bool beside =
+        !indexer_picks_all(ratio, static_cast<int>(topk.size(1))) && side_stream_takes(q_residual.size(0), {&w.wq_b});
+    if (!beside) return ModelOps::indexer_picks(layer, q_residual, head_weights, w, rope, ratio, heads, topk);
+    // After the compressors' side work (the indexer keys), beside the query's up projection; attention joins it.
+    on_side_stream([&] { ModelOps::indexer_picks(layer, q_residual, head_weights, w, rope, ratio, heads, topk); });
 }
 
 void CudaBackend::indexer_all_entries(int ratio, Tensor topk) {
@@ -701,10 +716,12 @@ const float* CudaBackend::shared_output(const Tensor& h, const Fp8Act* x, const 
 // counters, which it has its own of (cuBLASLt's workspace is one per backend). Not while ops are timed one by one.
 bool CudaBackend::shared_expert_on_gemvs(const Tensor& h, const ExpertWeights& s) const {
     const int64_t n = h.size(0);
-    const auto gemv = [&](const WeightRef& w) {
-        return choose_linear_path({numerics_, w, n, w.cols}, tuning_, tuning_.forced_linear) == LinearPath::kFp8Gemv;
-    };
-    return gemv(s.w1) && gemv(s.w3) && gemv(s.w2);
+    return on_gemv(s.w1, n, true) && on_gemv(s.w3, n, true) && on_gemv(s.w2, n, true);
+}
+
+bool CudaBackend::on_gemv(const WeightRef& w, int64_t rows, bool fp8_only) const {
+    const LinearPath path = choose_linear_path({numerics_, w, rows, w.cols}, tuning_, tuning_.forced_linear);
+    return path == LinearPath::kFp8Gemv || (!fp8_only && path == LinearPath::kGemv);
 }
 
 const float* CudaBackend::shared_output_beside(const Tensor& h, const MoeWeights& w, float limit) {

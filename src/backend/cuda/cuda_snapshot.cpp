@@ -47,7 +47,7 @@ void CudaBackend::create_snapshot_state() {
 
 void CudaBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot) {
     const char* op = to_snapshot ? "save_snapshot" : "restore_snapshot";
-    join_side_stream();  // state the side stream may still be writing (compress_beside)
+    join_side_stream();  // state the side stream may still be writing (compressors beside)
     DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "{}: slot {} is outside [0, {})", op, slot, state_.max_slots);
     DSV4_CHECK(snapshot >= 0 && snapshot < state_.num_snapshots, "{}: snapshot {} is outside [0, {})", op, snapshot,
                state_.num_snapshots);

@@ -351,7 +351,7 @@ TEST(CudaOps, MoeFlagsOutOfRangeExpertIds) {
     }
 }
 
-// Decode's per-pair MoE with the shared expert on its side stream (CudaOptions::shared_expert_stream, joined before
+// Decode's per-pair MoE with the shared expert on its side stream (CudaOptions::side_stream, joined before
 // the down projection that adds it) gives the bits of the one-stream order, at 1 and 5 tokens.
 TEST(CudaOps, SharedExpertStreamEqualsOneStream) {
     DSV4_REQUIRE_GPU();
@@ -373,7 +373,7 @@ TEST(CudaOps, SharedExpertStreamEqualsOneStream) {
         std::vector<float> out[2];
         for (bool side : {false, true}) {
             CudaOptions o = cuda_options_from_env({});
-            o.shared_expert_stream = side;
+            o.side_stream = side;
             o.workspace_mib = 512;
             std::unique_ptr<Backend> gpu = make_cuda_backend(Numerics::kFast, o);
             StateConfig state;

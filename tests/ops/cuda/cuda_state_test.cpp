@@ -6,8 +6,11 @@
 // its last bit crosses a bf16 / e4m3 rounding boundary. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <numeric>
 #include <set>
 
@@ -235,6 +238,109 @@ TEST(CudaState, IndexerPicksAllAtShortContexts) {
             }
         }
     }
+}
+
+// The compressors and the indexer on the side stream beside the query path (CudaBackend::side_stream_takes:
+// decode-sized steps whose projections run on the GEMV kernels) give what they give on one stream, bit for bit: the
+// indexer's picks and the attention of a CSA and an HCA layer after a prefill chunk (projections on the GEMM: one
+// stream) and decode steps that complete compression windows (beside), with and without the side stream.
+TEST(CudaState, CompressorsBesideEqualOneStream) {
+    DSV4_REQUIRE_GPU();
+    const ModelConfig c = op_config();
+    const int64_t d = c.hidden_size, hd = 512, ihd = 128, iheads = 64, heads = 8, k = c.index_topk;
+    const HostWeight wq_b = make_weight(WeightFormat::kFp8Block, iheads * ihd, c.q_lora_rank);
+    const HostWeight csa_kv = make_weight(WeightFormat::kBF16, 2 * hd, d),
+                     csa_gate = make_weight(WeightFormat::kBF16, 2 * hd, d),
+                     hca_kv = make_weight(WeightFormat::kBF16, hd, d),
+                     hca_gate = make_weight(WeightFormat::kBF16, hd, d),
+                     ix_kv = make_weight(WeightFormat::kBF16, 2 * ihd, d),
+                     ix_gate = make_weight(WeightFormat::kBF16, 2 * ihd, d);
+    const auto ape_csa = random_floats(4 * 2 * hd, 0.5f), ape_hca = random_floats(128 * hd, 0.5f),
+               ape_ix = random_floats(4 * 2 * ihd, 0.5f), sinks = random_floats(heads, 0.5f);
+    auto norm_weight = [](int64_t n) {
+        std::vector<float> v = random_floats(n, 0.1f);
+        for (auto& x : v) x += 1.0f;
+        return v;
+    };
+    const auto norm = norm_weight(hd), norm_ix = norm_weight(ihd);
+    const int64_t lengths[] = {21, 1, 1, 1, 1, 1, 1};  // positions 0 .. 26: decode steps complete windows 5 and 6
+    struct StepInputs {
+        std::vector<float> x, q, kv, q_residual, wi;
+    };
+    std::vector<StepInputs> inputs;
+    for (int64_t n : lengths) {
+        inputs.push_back({random_floats(n * d), random_floats(n * heads * hd), random_floats(n * hd),
+                          random_floats(n * c.q_lora_rank), random_floats(n * iheads, 0.05f)});
+    }
+    std::vector<float> outputs[2];
+    std::vector<int32_t> picks[2];
+    for (bool side : {false, true}) {
+        CudaOptions options = cuda_options_from_env({});
+        options.side_stream = side;
+        std::unique_ptr<Backend> gpu = make_cuda_backend(Numerics::kFast, options);
+        StateConfig state;
+        state.max_slots = 1;
+        state.num_blocks = 8;
+        state.kv_dtype = StateDtype::kFp8;
+        gpu->create_state(c, state);
+        gpu->reset_slot(0);
+        std::deque<std::vector<int64_t>> shapes;
+        auto compressor = [&](int ratio, int64_t head_dim, const std::vector<float>& ape, const std::vector<float>& nw,
+                              const HostWeight& wkv, const HostWeight& wgate) {
+            CompressorWeights w;
+            w.ratio = ratio;
+            w.head_dim = head_dim;
+            w.overlap = ratio == 4;
+            w.ape = upload_vec(*gpu, ape, shapes.emplace_back());
+            w.norm = upload_vec(*gpu, nw, shapes.emplace_back());
+            w.wkv = upload(*gpu, wkv);
+            w.wgate = upload(*gpu, wgate);
+            return w;
+        };
+        const CompressorWeights csa = compressor(4, hd, ape_csa, norm, csa_kv, csa_gate),
+                                hca = compressor(128, hd, ape_hca, norm, hca_kv, hca_gate);
+        IndexerWeights indexer;
+        indexer.compressor = compressor(4, ihd, ape_ix, norm_ix, ix_kv, ix_gate);
+        indexer.wq_b = upload(*gpu, wq_b);
+        const VecRef sink = upload_vec(*gpu, sinks, shapes.emplace_back());
+        int64_t pos = 0;
+        for (size_t step = 0; step < std::size(lengths); ++step) {
+            const int64_t n = lengths[step];
+            const StepInputs& in = inputs[step];
+            gpu->begin_step(simple_batch(n, pos));
+            pos += n;
+            auto target = [&](CompressorRole role, const CompressorWeights& w) {
+                const int64_t width = w.overlap ? 2 * w.head_dim : w.head_dim;
+                return CompressTarget{role, &w, gpu->alloc(DType::kF32, {n, width}),
+                                      gpu->alloc(DType::kF32, {n, width})};
+            };
+            Tensor x = make_tensor(*gpu, {n, d}, in.x);
+            const CompressTarget csa_layer[] = {target(CompressorRole::kMain, csa),
+                                                target(CompressorRole::kIndexer, indexer.compressor)};
+            const CompressTarget hca_layer[] = {target(CompressorRole::kMain, hca)};
+            gpu->compressors(1, x, csa_layer, c.layers[1].rope, 1e-6f);
+            gpu->compressors(2, x, hca_layer, c.layers[2].rope, 1e-6f);
+            Tensor topk = gpu->alloc(DType::kI32, {n, k});
+            gpu->indexer_picks(1, make_tensor(*gpu, {n, c.q_lora_rank}, in.q_residual),
+                               make_tensor(*gpu, {n, iheads}, in.wi), indexer, c.layers[1].rope, 4,
+                               static_cast<int>(iheads), topk);
+            for (int layer : {1, 2}) {
+                Tensor kv = make_tensor(*gpu, {n, hd}, in.kv), o = make_tensor(*gpu, {n, heads, hd});
+                gpu->attention(layer, c.layers[layer], make_tensor(*gpu, {n, heads, hd}, in.q), kv, sink,
+                               layer == 1 ? &topk : nullptr, 0.05f, o);
+                gpu->store_window(layer, kv);
+                const std::vector<float> got = read(*gpu, o);
+                outputs[side].insert(outputs[side].end(), got.begin(), got.end());
+            }
+            std::vector<int32_t> step_picks(n * k);  // read after the attention, which joined the side stream
+            gpu->to_host(Tensor(topk.data, DType::kF32, {n, k}), reinterpret_cast<float*>(step_picks.data()));
+            picks[side].insert(picks[side].end(), step_picks.begin(), step_picks.end());
+        }
+    }
+    EXPECT_EQ(picks[0], picks[1]);
+    ASSERT_EQ(outputs[0].size(), outputs[1].size());
+    EXPECT_EQ(std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].size() * sizeof(float)), 0);
+    EXPECT_FALSE(std::any_of(outputs[1].begin(), outputs[1].end(), [](float v) { return std::isnan(v); }));
 }
 
 TEST(CudaState, StatefulAttentionFlashDims) {
