@@ -148,16 +148,9 @@ bool ModelOps::indexer_picks_all(int ratio, int k) const {
     return false;
 }
 
-void ModelOps::indexer_all_entries(int ratio, Tensor topk) {
-    (void)ratio;
-    (void)topk;
-    DSV4_CHECK(false, "indexer_all_entries: this backend scores every step (indexer_picks_all is false)");
-}
-
 void ModelOps::indexer_picks(int layer, const Tensor& q_residual, const Tensor& head_weights, const IndexerWeights& w,
                              const RopeParams& rope, int ratio, int heads, Tensor topk) {
-    const int64_t n = q_residual.size(0), k = topk.size(1), dim = w.wq_b.rows / heads;
-    if (indexer_picks_all(ratio, static_cast<int>(k))) return indexer_all_entries(ratio, topk);
+    const int64_t n = q_residual.size(0), dim = w.wq_b.rows / heads;
     Tensor q = alloc(DType::kF32, {n, heads, dim});
     linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
     this->rope(q, rope, false);

@@ -122,22 +122,21 @@ class ModelOps {
     // Lightning indexer: for each step token, the top-min(k, eligible) entries by sum_h w_h relu(q_h . K_e) over the
     // entries e < floor((pos + 1) / ratio); unused picks are -1. q [N, Hi, d], weights [N, Hi] (already scaled).
     virtual void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk /*[N,k]*/) = 0;
-    // Whether no step token sees more than k entries at this ratio, so that its top-k is every entry it sees, in index
-    // order (what indexer_topk gives then): the model skips the indexer's query and scores and calls
-    // indexer_all_entries. Optional: false by default (a top-k that orders its picks by score keeps scoring).
+    // Whether no step token sees more than k entries at this ratio: its top-k would be every entry it sees, so the
+    // model runs no indexer and gives attention no picks (every complete entry, in index order: the picks the top-k
+    // would give, in the order it gives them). Optional: false by default (a top-k that orders its picks by score keeps
+    // scoring).
     virtual bool indexer_picks_all(int ratio, int k) const;
-    // indexer_topk's result where indexer_picks_all: each token's entries 0 .. eligible - 1, then -1. Optional: the
-    // default fails (it is called only where indexer_picks_all is true).
-    virtual void indexer_all_entries(int ratio, Tensor topk /*[N,k]*/);
-    // A layer's lightning indexer from the query's low-rank residual (after q_norm): indexer_all_entries where
-    // indexer_picks_all, else q = wq_b q_residual per head, RoPE, indexer_query_sim, head_weights [N, heads] scaled in
-    // place by (heads * head dim)^-1/2 (relu(q.k)'s two scales) and indexer_topk. It reads only q_residual,
+    // A layer's lightning indexer from the query's low-rank residual (after q_norm): q = wq_b q_residual per head,
+    // RoPE, indexer_query_sim, head_weights [N, heads] scaled in place by (heads * head dim)^-1/2 (relu(q.k)'s two
+    // scales) and indexer_topk. It reads only q_residual,
     // head_weights and the indexer keys, and only attention reads topk, so a backend may run it beside the query path.
     // Optional: the default runs those ops.
     virtual void indexer_picks(int layer, const Tensor& q_residual, const Tensor& head_weights, const IndexerWeights& w,
                                const RopeParams& rope, int ratio, int heads, Tensor topk /*[N,k]*/);
     // Sparse attention with sinks over the window rows (this step's kv + the ring) and compressed rows (all
-    // complete HCA entries, or the CSA top-k picks). q [N, H, d], kv [N, d]; out [N, H, d].
+    // complete HCA entries, or the CSA top-k picks; every complete entry where a CSA layer gets no topk:
+    // indexer_picks_all). q [N, H, d], kv [N, d]; out [N, H, d].
     virtual void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                            const Tensor* topk, float scale, Tensor out) = 0;
     // attention, then the inverse RoPE of out at each query's position (rope(out, lc.rope, true)): the output with

@@ -174,8 +174,10 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     Tensor kv = b.alloc(DType::kF32, {n, hd});
     std::vector<LinearTarget> from_x = {{&w.wq_a, LinearKind::kQuantized, q_residual},
                                         {&w.wkv, LinearKind::kQuantized, kv}};
+    // Short contexts (no token sees more than index_topk entries): no indexer, the attention takes every entry.
+    const bool scored = w.indexer && !b.indexer_picks_all(lc.compress_ratio, config_.index_topk);
     Tensor head_weights;
-    if (w.indexer && !b.indexer_picks_all(lc.compress_ratio, config_.index_topk)) {  // else they go unused
+    if (scored) {
         head_weights = b.alloc(DType::kF32, {n, config_.index_n_heads});
         from_x.push_back({&w.indexer->weights_proj, LinearKind::kF32Out, head_weights});
     }
@@ -190,7 +192,7 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     b.norm_ropes(before_wq_b, eps);
     // The indexer needs q_residual only: issued before the up projection, a backend may run it beside.
     Tensor topk;
-    if (w.indexer) topk = indexer(block, head_weights, q_residual);
+    if (scored) topk = indexer(block, head_weights, q_residual);
 
     b.region("attention");
     Tensor q = b.alloc(DType::kF32, {n, heads, hd});
@@ -206,7 +208,7 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
         b.block_attention(layer, q, kv, w.sinks, scale, o);
         b.rope(o, lc.rope, true);
     } else {
-        b.attention_unrotated(layer, lc, q, kv, w.sinks, w.indexer ? &topk : nullptr, scale, o);
+        b.attention_unrotated(layer, lc, q, kv, w.sinks, scored ? &topk : nullptr, scale, o);
         b.store_window(layer, kv);
     }
     const int64_t groups = config_.o_groups;

@@ -57,6 +57,9 @@ struct CudaOptions {
     // and the lightning indexer while the query path runs (joined by the attention) (DSV4_SIDE_STREAM, formerly
     // DSV4_SHARED_STREAM; the same kernels and bits either way).
     bool side_stream = true;
+    // Steps whose tokens see at most index_topk compressed entries attend to every entry without the lightning indexer
+    // (ModelOps::indexer_picks_all: the picks its top-k would give) (DSV4_INDEXER_ALL_ENTRIES; 0: always score).
+    bool indexer_all_entries = true;
     // Kernels captured into graphs launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh):
     // process-wide, the last backend constructed sets it.
     bool pdl = true;
@@ -71,8 +74,8 @@ struct CudaOptions {
 // DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GROUPED_FP8_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS,
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
-// (0: off; DSV4_SHARED_STREAM, its former name, still read). A value that is not a positive integer (0 or 1 for the
-// switch) is a dsv4::Error naming the variable.
+// (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off). A value that is not a
+// positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

@@ -517,7 +517,7 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
     a.per_block = layers_[layer].per_block;
     a.ratio = lc.compress_ratio;
     a.topk_k = topk != nullptr ? static_cast<int>(topk->size(1)) : 0;
-    a.csa = lc.attention == AttentionType::kCsa;
+    a.csa = lc.attention == AttentionType::kCsa && topk != nullptr;  // none: every complete entry (picks_all)
     a.scale = scale;
     a.reference = reference();
     if (reference()) {
@@ -600,24 +600,15 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
 
 // The step's entry bucket bounds every token's eligible entries (and is part of the graph key).
 bool CudaBackend::indexer_picks_all(int ratio, int k) const {
-    return indexer_entry_bucket(ratio) <= k;
+    return options_.indexer_all_entries && indexer_entry_bucket(ratio) <= k;
 }
 
 void CudaBackend::indexer_picks(int layer, const Tensor& q_residual, const Tensor& head_weights,
                                 const IndexerWeights& w, const RopeParams& rope, int ratio, int heads, Tensor topk) {
-    const bool beside =
-        !indexer_picks_all(ratio, static_cast<int>(topk.size(1))) && side_stream_takes(q_residual.size(0), {&w.wq_b});
+    const bool beside = side_stream_takes(q_residual.size(0), {&w.wq_b});
     if (!beside) return ModelOps::indexer_picks(layer, q_residual, head_weights, w, rope, ratio, heads, topk);
     // After the compressors' side work (the indexer keys), beside the query's up projection; attention joins it.
     on_side_stream([&] { ModelOps::indexer_picks(layer, q_residual, head_weights, w, rope, ratio, heads, topk); });
-}
-
-void CudaBackend::indexer_all_entries(int ratio, Tensor topk) {
-    DSV4_CHECK(indexer_picks_all(ratio, static_cast<int>(topk.size(1))),
-               "indexer_all_entries: tokens of this step see more than {} entries", topk.size(1));
-    launch_topk(stream_, meta_, nullptr, indexer_entry_bucket(ratio), ratio, static_cast<int>(topk.size(1)),
-                topk.i32());
-    launched("indexer all entries");
 }
 
 const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {

@@ -341,8 +341,7 @@ void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, cons
                          const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
                          float* scores, int k, int32_t* topk, bool tensor_cores, bool f64);
 // Top-k of scores [N, max_entries] over each token's (position + 1) / ratio eligible entries: the picks in index
-// order, exact ties at the k-th score lowest index first, -1 padded (one block per token; reads m.positions). A token
-// with at most k eligible entries takes them all without reading scores: null scores where every token has.
+// order, exact ties at the k-th score lowest index first, -1 padded (one block per token; reads m.positions).
 void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
                  int32_t* topk);
 // kernels_indexer_mma.cu: the scores on tensor cores (fast numerics; fp8 index keys or bf16 keys, <= 64 heads).

@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kTopkThreads)
     const int picks = static_cast<int>(min64(k, eligible));
     const float* s = scores + static_cast<int64_t>(t) * max_entries;
     int32_t* dst = out + static_cast<int64_t>(t) * k;
-    if (picks == eligible) {  // every entry (the only case without scores): the picks in index order, no select
+    if (picks == eligible) {  // every entry: the picks in index order without a select
         for (int i = threadIdx.x; i < k; i += blockDim.x) dst[i] = i < picks ? i : -1;
         return;
     }

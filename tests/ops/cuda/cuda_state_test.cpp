@@ -186,9 +186,10 @@ void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8,
     }
 }
 
-// Short contexts: where no token of a step sees more than k entries (its entry bucket <= k), the CUDA backend takes
-// every entry without scoring: entries 0 .. eligible - 1 then -1, bit for bit what its scored top-k returns there;
-// a step past that bucket scores again.
+// Short contexts: where no token of a step sees more than k entries (its entry bucket <= k), the GPU top-k is every
+// entry in index order, so a CSA layer's attention without picks (every complete entry: what the model gives it there,
+// ModelOps::indexer_picks_all) equals its attention with them, bit for bit, on both backends; a step past that bucket
+// scores again.
 TEST(CudaState, IndexerPicksAllAtShortContexts) {
     DSV4_REQUIRE_GPU();
     ModelConfig c = op_config();
@@ -213,9 +214,10 @@ TEST(CudaState, IndexerPicksAllAtShortContexts) {
             pos[s] += lengths[step][s];
         }
         p.step(b);
-        const int64_t n = b.n_tokens(), k = c.index_topk;
+        const int64_t n = b.n_tokens(), k = c.index_topk, heads = rig.heads, hd = StatefulRig::kHd;
         rig.compress(n);
         ASSERT_EQ(p.gpu->indexer_picks_all(4, static_cast<int>(k)), picks_all[step]) << "step " << step;
+        ASSERT_FALSE(p.cpu->indexer_picks_all(4, static_cast<int>(k)));  // its top-k orders picks by score
         if (!picks_all[step]) {
             int64_t differing = 0;
             rig.indexer(n, &differing);  // scored again, on both backends
@@ -223,19 +225,30 @@ TEST(CudaState, IndexerPicksAllAtShortContexts) {
         }
         const auto qi = random_floats(n * StatefulRig::kIheads * StatefulRig::kIhd);
         const auto wi = random_floats(n * StatefulRig::kIheads, 0.05f);
-        Tensor q = make_tensor(*p.gpu, {n, StatefulRig::kIheads, StatefulRig::kIhd}, qi);
-        Tensor w = make_tensor(*p.gpu, {n, StatefulRig::kIheads}, wi);
-        Tensor scored = p.gpu->alloc(DType::kI32, {n, k}), all = p.gpu->alloc(DType::kI32, {n, k});
-        p.gpu->indexer_topk(1, q, w, 4, scored);
-        p.gpu->indexer_all_entries(4, all);
-        std::vector<int32_t> scored_host(n * k), all_host(n * k);  // the int32 codes read back as float32 words
-        p.gpu->to_host(Tensor(scored.data, DType::kF32, {n, k}), reinterpret_cast<float*>(scored_host.data()));
-        p.gpu->to_host(Tensor(all.data, DType::kF32, {n, k}), reinterpret_cast<float*>(all_host.data()));
-        EXPECT_EQ(scored_host, all_host) << "step " << step;
+        Tensor scored = p.gpu->alloc(DType::kI32, {n, k});
+        p.gpu->indexer_topk(1, make_tensor(*p.gpu, {n, StatefulRig::kIheads, StatefulRig::kIhd}, qi),
+                            make_tensor(*p.gpu, {n, StatefulRig::kIheads}, wi), 4, scored);
+        std::vector<int32_t> picks(n * k);  // the int32 codes read back as float32 words
+        p.gpu->to_host(Tensor(scored.data, DType::kF32, {n, k}), reinterpret_cast<float*>(picks.data()));
         for (int64_t t = 0; t < n; ++t) {
             for (int64_t i = 0; i < k; ++i) {
-                ASSERT_EQ(all_host[t * k + i], i < eligible[t] ? i : -1) << "step " << step << " token " << t;
+                ASSERT_EQ(picks[t * k + i], i < eligible[t] ? i : -1) << "step " << step << " token " << t;
             }
+        }
+        const auto q = random_floats(n * heads * hd), kv = random_floats(n * hd);
+        Backend* backends[2] = {p.cpu.get(), p.gpu.get()};
+        for (int i = 0; i < 2; ++i) {
+            Backend& be = *backends[i];
+            Tensor given = be.alloc(DType::kI32, {n, k});
+            be.from_host(given, picks.data());
+            Tensor with = make_tensor(be, {n, heads, hd}), without = make_tensor(be, {n, heads, hd});
+            be.attention(1, c.layers[1], make_tensor(be, {n, heads, hd}, q), make_tensor(be, {n, hd}, kv), rig.sinks[i],
+                         &given, 0.05f, with);
+            be.attention(1, c.layers[1], make_tensor(be, {n, heads, hd}, q), make_tensor(be, {n, hd}, kv), rig.sinks[i],
+                         nullptr, 0.05f, without);
+            const std::vector<float> a = read(be, with), none = read(be, without);
+            EXPECT_EQ(std::memcmp(a.data(), none.data(), a.size() * sizeof(float)), 0) << be.name() << " step " << step;
+            EXPECT_FALSE(std::any_of(a.begin(), a.end(), [](float v) { return std::isnan(v); })) << be.name();
         }
     }
 }
