@@ -148,14 +148,15 @@ bool ModelOps::indexer_picks_all(int ratio, int k) const {
     return false;
 }
 
-void ModelOps::indexer_picks(int layer, const Tensor& q_residual, const Tensor& head_weights, const IndexerWeights& w,
+void ModelOps::indexer_picks(int layer, const Tensor& x, const Tensor& q_residual, const IndexerWeights& w,
                              const RopeParams& rope, int ratio, int heads, Tensor topk) {
     const int64_t n = q_residual.size(0), dim = w.wq_b.rows / heads;
+    Tensor weights = alloc(DType::kF32, {n, heads});
+    linear(x, w.weights_proj, LinearKind::kF32Out, weights);
     Tensor q = alloc(DType::kF32, {n, heads, dim});
     linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
     this->rope(q, rope, false);
     indexer_query_sim(q);
-    Tensor weights = head_weights;
     scale(weights, 1.0f / std::sqrt(static_cast<float>(dim) * static_cast<float>(heads)));
     indexer_topk(layer, q, weights, ratio, topk);
 }

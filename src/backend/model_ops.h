@@ -127,12 +127,12 @@ class ModelOps {
     // would give, in the order it gives them). Optional: false by default (a top-k that orders its picks by score keeps
     // scoring).
     virtual bool indexer_picks_all(int ratio, int k) const;
-    // A layer's lightning indexer from the query's low-rank residual (after q_norm): q = wq_b q_residual per head,
-    // RoPE, indexer_query_sim, head_weights [N, heads] scaled in place by (heads * head dim)^-1/2 (relu(q.k)'s two
-    // scales) and indexer_topk. It reads only q_residual,
-    // head_weights and the indexer keys, and only attention reads topk, so a backend may run it beside the query path.
-    // Optional: the default runs those ops.
-    virtual void indexer_picks(int layer, const Tensor& q_residual, const Tensor& head_weights, const IndexerWeights& w,
+    // A layer's lightning indexer from the sub-layer input x [N, D] and the query's low-rank residual (after
+    // q_norm): head weights = weights_proj x scaled by (heads * head dim)^-1/2 (relu(q.k)'s two scales), q = wq_b
+    // q_residual per head, RoPE, indexer_query_sim, indexer_topk. It reads only x, q_residual and the indexer keys,
+    // and only attention reads topk, so a backend may run it beside the query path. Optional: the default runs
+    // those ops.
+    virtual void indexer_picks(int layer, const Tensor& x, const Tensor& q_residual, const IndexerWeights& w,
                                const RopeParams& rope, int ratio, int heads, Tensor topk /*[N,k]*/);
     // Sparse attention with sinks over the window rows (this step's kv + the ring) and compressed rows (all
     // complete HCA entries, or the CSA top-k picks; every complete entry where a CSA layer gets no topk:

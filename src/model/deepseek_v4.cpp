@@ -168,19 +168,12 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     }
 
     // The projections of x that the query path needs, at once (one launch per weight format where the backend can):
-    // the query's low-rank path, the K=V head, the indexer's head weights.
+    // the query's low-rank path and the K=V head.
     b.region("attention");
     Tensor q_residual = b.alloc(DType::kF32, {n, config_.q_lora_rank});
     Tensor kv = b.alloc(DType::kF32, {n, hd});
     std::vector<LinearTarget> from_x = {{&w.wq_a, LinearKind::kQuantized, q_residual},
                                         {&w.wkv, LinearKind::kQuantized, kv}};
-    // Short contexts (no token sees more than index_topk entries): no indexer, the attention takes every entry.
-    const bool scored = w.indexer && !b.indexer_picks_all(lc.compress_ratio, config_.index_topk);
-    Tensor head_weights;
-    if (scored) {
-        head_weights = b.alloc(DType::kF32, {n, config_.index_n_heads});
-        from_x.push_back({&w.indexer->weights_proj, LinearKind::kF32Out, head_weights});
-    }
     b.linears(x, from_x);
 
     // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims. The single shared K=V
@@ -190,9 +183,11 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     const NormRopeTarget before_wq_b[] = {{q_residual.view({n, 1, config_.q_lora_rank}), &w.q_norm, nullptr},
                                           {kv.view({n, 1, hd}), &w.kv_norm, &lc.rope, window_layer}};
     b.norm_ropes(before_wq_b, eps);
-    // The indexer needs q_residual only: issued before the up projection, a backend may run it beside.
+    // The indexer needs x and q_residual only: issued before the up projection, a backend may run it beside. Short
+    // contexts (no token sees more than index_topk entries): no indexer, the attention takes every entry.
+    const bool scored = w.indexer && !b.indexer_picks_all(lc.compress_ratio, config_.index_topk);
     Tensor topk;
-    if (scored) topk = indexer(block, head_weights, q_residual);
+    if (scored) topk = indexer(block, x, q_residual);
 
     b.region("attention");
     Tensor q = b.alloc(DType::kF32, {n, heads, hd});
@@ -217,12 +212,12 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     b.linear(z, w.wo_b, LinearKind::kQuantized, y);
 }
 
-Tensor DeepseekV4::indexer(const BlockRef& block, const Tensor& head_weights, const Tensor& q_residual) {
+Tensor DeepseekV4::indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual) {
     Backend& b = backend_;
     const LayerConfig& lc = block.lc;
     b.region("indexer");
     Tensor topk = b.alloc(DType::kI32, {q_residual.size(0), config_.index_topk});
-    b.indexer_picks(block.state_layer, q_residual, head_weights, *block.w.attn.indexer, lc.rope, lc.compress_ratio,
+    b.indexer_picks(block.state_layer, x, q_residual, *block.w.attn.indexer, lc.rope, lc.compress_ratio,
                     static_cast<int>(config_.index_n_heads), topk);
     if (debug_hook) debug_hook("topk" + std::to_string(block.state_layer), topk);
     return topk;

@@ -97,10 +97,9 @@ class DeepseekV4 {
     void ffn_site(const BlockRef& block, Tensor streams, SiteCarry& carry);
     // x [N, D] (normed sub-layer input) -> attention output y [N, D].
     void attention(const BlockRef& block, const Tensor& x, Tensor y);
-    // The layer's top-k compressed entries per token [N, index_topk], after its indexer compressor has run (attention()
-    // issues the compressors ahead of the query path). head_weights [N, index_n_heads]: the sub-layer input's
-    // weights_proj, computed with the attention's projections (none where the backend picks every entry).
-    Tensor indexer(const BlockRef& block, const Tensor& head_weights, const Tensor& q_residual);
+    // The layer's top-k compressed entries per token [N, index_topk] from the sub-layer input x and the query's
+    // low-rank residual, after its indexer compressor has run (attention() issues the compressors first).
+    Tensor indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual);
 
     ModelConfig config_;
     ModelWeights weights_;

@@ -118,7 +118,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
                      float norm_eps) override;
     void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
     bool indexer_picks_all(int ratio, int k) const override;
-    void indexer_picks(int layer, const Tensor& q_residual, const Tensor& head_weights, const IndexerWeights& w,
+    void indexer_picks(int layer, const Tensor& x, const Tensor& q_residual, const IndexerWeights& w,
                        const RopeParams& rope, int ratio, int heads, Tensor topk) override;
     void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                    const Tensor* topk, float scale, Tensor out) override;

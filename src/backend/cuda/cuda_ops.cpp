@@ -603,12 +603,13 @@ bool CudaBackend::indexer_picks_all(int ratio, int k) const {
     return options_.indexer_all_entries && indexer_entry_bucket(ratio) <= k;
 }
 
-void CudaBackend::indexer_picks(int layer, const Tensor& q_residual, const Tensor& head_weights,
-                                const IndexerWeights& w, const RopeParams& rope, int ratio, int heads, Tensor topk) {
-    const bool beside = side_stream_takes(q_residual.size(0), {&w.wq_b});
-    if (!beside) return ModelOps::indexer_picks(layer, q_residual, head_weights, w, rope, ratio, heads, topk);
+void CudaBackend::indexer_picks(int layer, const Tensor& x, const Tensor& q_residual, const IndexerWeights& w,
+                                const RopeParams& rope, int ratio, int heads, Tensor topk) {
+    if (!side_stream_takes(q_residual.size(0), {&w.wq_b, &w.weights_proj})) {
+        return ModelOps::indexer_picks(layer, x, q_residual, w, rope, ratio, heads, topk);
+    }
     // After the compressors' side work (the indexer keys), beside the query's up projection; attention joins it.
-    on_side_stream([&] { ModelOps::indexer_picks(layer, q_residual, head_weights, w, rope, ratio, heads, topk); });
+    on_side_stream([&] { ModelOps::indexer_picks(layer, x, q_residual, w, rope, ratio, heads, topk); });
 }
 
 const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {

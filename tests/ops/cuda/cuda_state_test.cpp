@@ -261,7 +261,8 @@ TEST(CudaState, CompressorsBesideEqualOneStream) {
     DSV4_REQUIRE_GPU();
     const ModelConfig c = op_config();
     const int64_t d = c.hidden_size, hd = 512, ihd = 128, iheads = 64, heads = 8, k = c.index_topk;
-    const HostWeight wq_b = make_weight(WeightFormat::kFp8Block, iheads * ihd, c.q_lora_rank);
+    const HostWeight wq_b = make_weight(WeightFormat::kFp8Block, iheads * ihd, c.q_lora_rank),
+                     weights_proj = make_weight(WeightFormat::kBF16, iheads, d);
     const HostWeight csa_kv = make_weight(WeightFormat::kBF16, 2 * hd, d),
                      csa_gate = make_weight(WeightFormat::kBF16, 2 * hd, d),
                      hca_kv = make_weight(WeightFormat::kBF16, hd, d),
@@ -278,12 +279,12 @@ TEST(CudaState, CompressorsBesideEqualOneStream) {
     const auto norm = norm_weight(hd), norm_ix = norm_weight(ihd);
     const int64_t lengths[] = {21, 1, 1, 1, 1, 1, 1};  // positions 0 .. 26: decode steps complete windows 5 and 6
     struct StepInputs {
-        std::vector<float> x, q, kv, q_residual, wi;
+        std::vector<float> x, q, kv, q_residual;
     };
     std::vector<StepInputs> inputs;
     for (int64_t n : lengths) {
         inputs.push_back({random_floats(n * d), random_floats(n * heads * hd), random_floats(n * hd),
-                          random_floats(n * c.q_lora_rank), random_floats(n * iheads, 0.05f)});
+                          random_floats(n * c.q_lora_rank)});
     }
     std::vector<float> outputs[2];
     std::vector<int32_t> picks[2];
@@ -315,6 +316,7 @@ TEST(CudaState, CompressorsBesideEqualOneStream) {
         IndexerWeights indexer;
         indexer.compressor = compressor(4, ihd, ape_ix, norm_ix, ix_kv, ix_gate);
         indexer.wq_b = upload(*gpu, wq_b);
+        indexer.weights_proj = upload(*gpu, weights_proj);
         const VecRef sink = upload_vec(*gpu, sinks, shapes.emplace_back());
         int64_t pos = 0;
         for (size_t step = 0; step < std::size(lengths); ++step) {
@@ -334,8 +336,7 @@ TEST(CudaState, CompressorsBesideEqualOneStream) {
             gpu->compressors(1, x, csa_layer, c.layers[1].rope, 1e-6f);
             gpu->compressors(2, x, hca_layer, c.layers[2].rope, 1e-6f);
             Tensor topk = gpu->alloc(DType::kI32, {n, k});
-            gpu->indexer_picks(1, make_tensor(*gpu, {n, c.q_lora_rank}, in.q_residual),
-                               make_tensor(*gpu, {n, iheads}, in.wi), indexer, c.layers[1].rope, 4,
+            gpu->indexer_picks(1, x, make_tensor(*gpu, {n, c.q_lora_rank}, in.q_residual), indexer, c.layers[1].rope, 4,
                                static_cast<int>(iheads), topk);
             for (int layer : {1, 2}) {
                 Tensor kv = make_tensor(*gpu, {n, hd}, in.kv), o = make_tensor(*gpu, {n, heads, hd});
