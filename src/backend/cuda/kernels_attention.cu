@@ -115,22 +115,37 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
 }
 
 // Merges the splits with the sink: out = sum_s e^(m_s - M) acc_s / (sum_s e^(m_s - M) l_s + e^(sink - M)).
-// The splits' (max, sum) pairs go to shared memory first, a thread per split (one round trip for all of them), and
-// with them each split's factor exp(max_s - mx), computed once a row instead of once an element; each output element
-// then reads its splits' partials eight at a time. The sums keep split order. Above kMaxCombineSplits splits the pairs
-// are read from global memory where they lie and the factors computed in place.
+// The splits' (max, sum) pairs go to shared memory first, a thread per split, and with them each split's factor
+// exp(max_s - mx), computed once a row instead of once an element. Where a row has at most kEarlySplits splits and a
+// thread per element (decode), each thread requests its element's partials together with the pairs, so the kernel
+// waits one round trip for all its loads; otherwise each element reads its splits' partials eight at a time after the
+// factors. The sums keep split order either way. Above kMaxCombineSplits splits the pairs are read from global memory
+// where they lie and the factors computed in place.
 constexpr int kMaxCombineSplits = 512;
-constexpr int kCombineThreads = 128;
+// Threads of a row's block: a thread per element of a Flash head (512 dims) where the rows fit the device in one wave
+// at one block an SM (decode at batch 1), else a quarter of that.
+constexpr int kCombineWideThreads = 512, kCombineThreads = 128;
+constexpr int64_t kCombineWideRows = 132;
+constexpr int kEarlySplits = 12;  // decode: 640 keys (window + 512 picks) in chunks of 64 make 10
 constexpr float kNoKeys = -1.0f;  // the factor of a split that saw no key (max -inf): skipped
 
-__global__ void attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t rows, int splits, const float* part_acc,
-                                         const float* part_ml) {
+__global__ void __launch_bounds__(kCombineWideThreads, 1)
+    attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t rows, int splits, const float* part_acc,
+                             const float* part_ml) {
     const int64_t th = blockIdx.x;
     const float sink = th < rows ? a.sinks[th % a.heads] : 0.0f;  // a weight: read before the wait
     pdl_begin();
     __shared__ float2 staged[kMaxCombineSplits];
     __shared__ float factor[kMaxCombineSplits];
     if (th >= rows) return;
+    const float* row_acc = part_acc + th * splits * a.dim;  // [split][dim]
+    // Uniform over the block: this thread's element's partials requested now (loads past the last split re-read it).
+    const bool early = splits <= kEarlySplits && a.dim <= static_cast<int>(blockDim.x);
+    float mine[kEarlySplits];
+    if (early && static_cast<int>(threadIdx.x) < a.dim) {
+#pragma unroll
+        for (int s = 0; s < kEarlySplits; ++s) mine[s] = row_acc[min(s, splits - 1) * a.dim + threadIdx.x];
+    }
     const auto* pairs = reinterpret_cast<const float2*>(part_ml) + th * splits;
     const bool in_shared = splits <= kMaxCombineSplits;
     if (in_shared) {
@@ -156,15 +171,22 @@ __global__ void attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t ro
     // The output's inverse RoPE from registers where the rotated pairs are neighbouring lanes of one iteration.
     const int rot0 = a.dim - a.unrotate_dims;
     const bool unrotate = a.unrotate_inv_freq != nullptr;
-    const bool in_registers = unrotate && a.dim % kCombineThreads == 0 && rot0 % 2 == 0;
+    const bool in_registers = unrotate && a.dim % static_cast<int>(blockDim.x) == 0 && rot0 % 2 == 0;
     for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
         float acc = 0.0f;
-        batched_loads<8>(
-            0, splits, 1, [&](int s) { return part_acc[(th * splits + s) * a.dim + i]; },
-            [&](int s, float v) {
-                const float f = in_shared ? factor[s] : split_factor(s);
-                if (f != kNoKeys) acc += v * f;
-            });
+        const auto add = [&](int s, float v) {
+            const float f = in_shared ? factor[s] : split_factor(s);
+            if (f != kNoKeys) acc += v * f;
+        };
+        if (early) {  // in_shared too (kEarlySplits <= kMaxCombineSplits)
+#pragma unroll
+            for (int s = 0; s < kEarlySplits; ++s) {
+                if (s < splits) add(s, mine[s]);
+            }
+        } else {
+            batched_loads<8>(
+                0, splits, 1, [&](int s) { return row_acc[s * a.dim + i]; }, add);
+        }
         float out = acc / denom;
         if (in_registers) {
             const float partner = __shfl_xor_sync(0xffffffffu, out, 1);  // every lane: the whole warp is here
@@ -404,9 +426,10 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
 
 void launch_attention_combine(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int64_t rows, int splits,
                               const float* part_acc, const float* part_ml) {
-    if (rows > 0)
-        launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), kCombineThreads, 0, s, m, a, rows, splits,
-                      part_acc, part_ml);
+    if (rows <= 0) return;
+    const int threads = rows <= kCombineWideRows ? kCombineWideThreads : kCombineThreads;
+    launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), threads, 0, s, m, a, rows, splits, part_acc,
+                  part_ml);
 }
 
 template <typename Acc>
