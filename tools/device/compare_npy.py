@@ -29,4 +29,5 @@ except ImportError:
     x, y = struct.unpack("<%df" % (len(a) // 4), a), struct.unpack("<%df" % (len(b) // 4), b)
     differ = sum(1 for i in range(0, len(a), 4) if a[i : i + 4] != b[i : i + 4])
     diff, scale = max(abs(p - q) for p, q in zip(x, y)), max(abs(p) for p in x)
-print(f"{name}: {differ} of {len(a) // 4} values differ, max |diff| {diff:.3e} ({diff / scale if scale else 0:.2e} of the largest)")
+relative = diff / scale if scale else 0.0
+print(f"{name}: {differ} of {len(a) // 4} values differ, max |diff| {diff:.3e} ({relative:.2e} of the largest)")
