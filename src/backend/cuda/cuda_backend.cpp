@@ -365,6 +365,11 @@ Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
     return t;
 }
 
+void CudaBackend::scratch_release(size_t mark) {
+    join_side_stream();  // work on the side stream may still use what is released
+    arena_.release_to(mark);
+}
+
 void CudaBackend::begin_step(const StepBatch& batch) {
     join_side_stream();  // the previous step's side work (joined by its readers already; this covers ops called alone)
     check_error_flag();

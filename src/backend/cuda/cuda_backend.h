@@ -88,7 +88,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.used(); }
-    void scratch_release(size_t mark) override { arena_.release_to(mark); }
+    void scratch_release(size_t mark) override;
     void begin_step(const StepBatch& batch) override;
     void begin_substep(const StepBatch& batch) override;
     void to_host(const Tensor& t, float* out) override;
