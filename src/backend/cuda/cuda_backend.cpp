@@ -67,6 +67,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.gemv_merge_linears = switch_env("DSV4_MERGE_LINEARS", o.gemv_merge_linears);
     o.side_stream = switch_env("DSV4_SIDE_STREAM", switch_env("DSV4_SHARED_STREAM", o.side_stream));
     o.indexer_all_entries = switch_env("DSV4_INDEXER_ALL_ENTRIES", o.indexer_all_entries);
+    o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
     o.pdl = switch_env("DSV4_PDL", o.pdl);
     o.fp8_gemv = switch_env("DSV4_FP8_GEMV", o.fp8_gemv);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));

@@ -60,6 +60,12 @@ struct CudaOptions {
     // Steps whose tokens see at most index_topk compressed entries attend to every entry without the lightning indexer
     // (ModelOps::indexer_picks_all: the picks its top-k would give) (DSV4_INDEXER_ALL_ENTRIES; 0: always score).
     bool indexer_all_entries = true;
+    // Fast numerics, steps whose attention needs no key split (prefill): one block per token and all its heads, the
+    // sink merge in the same kernel (kernels_attention_wide.cu) (DSV4_MQA_WIDE; 0: the split kernel and its merge).
+    bool mqa_wide = true;
+    // Its key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for any value: tests
+    // use 64 to cross segment boundaries at short contexts).
+    int mqa_wide_segment = 1024;
     // Kernels captured into graphs launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh):
     // process-wide, the last backend constructed sets it.
     bool pdl = true;
@@ -74,8 +80,8 @@ struct CudaOptions {
 // DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GROUPED_FP8_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS,
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
-// (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off). A value that is not a
-// positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
+// (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
+// off). A value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

@@ -538,6 +538,11 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
     const bool mqa = fast() && mqa_attention_supported(kv_format_, a.dim);  // tensor cores
     const int splits =
         mqa ? mqa_attention_splits(q.size(0), a.heads, max_keys) : attention_splits(q.size(0), a.heads, max_keys);
+    if (mqa && splits == 1 && options_.mqa_wide && mqa_wide_supported(kv_format_, a.dim, a.heads)) {
+        launch_attention_mqa_wide(stream_, meta_, a, options_.mqa_wide_segment);  // a block per token, own merge
+        launched("attention", kernels);
+        return;
+    }
     const int64_t parts = q.size(0) * a.heads * splits;
     float* part_acc = scratch(static_cast<size_t>(parts * dim));
     float* part_ml = scratch(static_cast<size_t>(parts * 2));

@@ -333,6 +333,13 @@ bool mqa_attention_supported(const RowFormatDev& f, int dim);
 int mqa_attention_splits(int64_t n_tokens, int heads, int max_keys);
 void launch_attention_mqa(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                           float* part_ml);
+// kernels_attention_wide.cu: the same numerics for steps of many tokens: a block per token and all its heads (33 to
+// 64), no key split, the sink merge and inverse RoPE in the kernel (a.out written directly, no partials). fp8_ds_mla
+// rows only. A token's key rows are resolved segment_keys at a time (rounded to whole chunks of 64, at most 1024;
+// the same bits for any value).
+bool mqa_wide_supported(const RowFormatDev& f, int dim, int heads);
+int mqa_wide_segment_keys(int64_t keys);
+void launch_attention_mqa_wide(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int segment_keys);
 // scores [N, max_entries] of sum_h w_h relu(q_h . K_e) (tensor_cores: the MMA kernel where supported); then top-k per
 // token (-1 padded; ties lowest index first).
 // keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
