@@ -6,6 +6,9 @@
 // 1x128 block) copied with cp.async, four wgmma k32 steps accumulate the block's partial sums, and the partials are
 // promoted into float32 accumulators scaled by (weight row scale x token scale) — DeepSeek's per-128 promotion.
 // Three shared-memory stages: block kb computes while kb + 1 is expanded and kb + 2 is in flight.
+// The two warpgroups share nothing inside the K loop: each expands its own 64 weight rows (of W1 and of W3), copies
+// its own activation tile and synchronizes on its own named barrier, so one warpgroup's promotion, expansion and
+// barrier overlap the other's wgmma (with a block barrier per K block they all sat on the tensor cores' path).
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -18,19 +21,22 @@ namespace dsv4::cuda {
 namespace {
 
 constexpr int kThreads = 256;  // 2 warpgroups
+constexpr int kWgThreads = 128;
 constexpr int kStages = 3;
 constexpr int kLutMin = -13;  // offsets below: every e2m1 value times 2^k rounds to e4m3 zero
 constexpr int kLutRows = 6 - kLutMin + 1;
 
-// Shared-memory carve-up of one stage (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle).
+// Shared-memory carve-up of one stage (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle). The
+// activation tile and its token scales are there once per warpgroup (each copies its own).
 template <int BN, int MB>
 struct StageLayout {
     static constexpr int kWRows = 128 * MB;
     static constexpr int kW = 0;
-    static constexpr int kX = kWRows * 128;
-    static constexpr int kWScale = kX + BN * 128;
-    static constexpr int kXScale = kWScale + kWRows * 4;
-    static constexpr int kBytes = (kXScale + BN * 4 + 1023) / 1024 * 1024;
+    static constexpr int kX = kWRows * 128;  // [2][BN][128]
+    static constexpr int kWScale = kX + 2 * BN * 128;
+    static constexpr int kXScale = kWScale + kWRows * 4;  // [2][BN]
+    static constexpr int kBytes = (kXScale + 2 * BN * 4 + 1023) / 1024 * 1024;
+    static_assert(BN * 128 % 1024 == 0, "the second warpgroup's activation tile stays 1024-aligned");
     static constexpr int kTotal = kStages * kBytes + kLutRows * 8 + 1024;  // + alignment slack
 };
 
@@ -100,7 +106,7 @@ struct RawWeights {
 
 template <int MB>
 struct WeightSlot {
-    static constexpr int kGroups = 2 * MB;  // 512 * MB groups per stage over 256 threads
+    static constexpr int kGroups = 2 * MB;  // a warpgroup's 64 * MB rows x 4 groups over its 128 threads
     int tile_row = 0;                       // row in the stage's weight tile (MB = 2: W1 rows, then W3 rows)
     int group0 = 0;
     int64_t feature = 0;
@@ -109,11 +115,16 @@ struct WeightSlot {
     int64_t scale_cols = 0;
 };
 
+// Tile row of a warpgroup's local row (0 .. 64 MB): its W1 rows 64 wg .., then (SwiGLU) its W3 rows 128 + 64 wg ...
+__device__ __forceinline__ int warpgroup_row(int wg, int local) {
+    return (local / 64) * 128 + 64 * wg + local % 64;
+}
+
 template <int MB>
 __device__ __forceinline__ WeightSlot<MB> weight_slot(const TileInfo& t, int64_t n0) {
     WeightSlot<MB> s;
-    const int f = threadIdx.x * WeightSlot<MB>::kGroups;
-    s.tile_row = f / 4;
+    const int f = (threadIdx.x % kWgThreads) * WeightSlot<MB>::kGroups;
+    s.tile_row = warpgroup_row(static_cast<int>(threadIdx.x / kWgThreads), f / 4);
     s.group0 = f % 4;
     s.feature = n0 + s.tile_row % 128;
     s.data = s.tile_row < 128 ? t.data1 : t.data3;
@@ -179,14 +190,15 @@ __device__ __forceinline__ void store_fp4(const WeightSlot<MB>& s, const RawWeig
     if (below > 0 && clamp_count != nullptr) atomicAdd(clamp_count, below);
 }
 
-// FP8 weights: the stage's rows by cp.async (4 * MB 16-byte chunks per thread) and each row's block scale.
+// FP8 weights: the warpgroup's rows of the stage by cp.async (4 * MB 16-byte chunks per thread) and each row's block
+// scale.
 template <int MB>
 __device__ __forceinline__ void issue_fp8_weights(const TileInfo& t, int64_t n0, int64_t rows, int64_t k, int kb,
                                                   uint8_t* stage_w, float* stage_wscale) {
 #pragma unroll
     for (int i = 0; i < 4 * MB; ++i) {
-        const int f = threadIdx.x + i * kThreads;
-        const int tile_row = f / 8, chunk = f % 8;
+        const int f = static_cast<int>(threadIdx.x % kWgThreads) + i * kWgThreads;
+        const int tile_row = warpgroup_row(static_cast<int>(threadIdx.x / kWgThreads), f / 8), chunk = f % 8;
         const int64_t feature = n0 + tile_row % 128;
         const uint8_t* data = tile_row < 128 ? t.data1 : t.data3;
         const uint8_t* scales = tile_row < 128 ? t.scales1 : t.scales3;
@@ -199,24 +211,36 @@ __device__ __forceinline__ void issue_fp8_weights(const TileInfo& t, int64_t n0,
     }
 }
 
-// The stage's activation rows (BN tokens x 128 bytes) and token scales by cp.async; absent tokens are zero-filled.
+// The warpgroup's copy of the stage's activation rows (BN tokens x 128 bytes) and token scales by cp.async; absent
+// tokens are zero-filled.
 template <int BN>
 __device__ __forceinline__ void issue_x(const ExpertGemmArgs& a,
-                                        const int64_t (&x_rows)[(BN * 8 + kThreads - 1) / kThreads], int64_t scale_row,
-                                        int kb, uint8_t* stage_x, float* stage_xscale) {
-    constexpr int kPerThread = (BN * 8 + kThreads - 1) / kThreads;
+                                        const int64_t (&x_rows)[(BN * 8 + kWgThreads - 1) / kWgThreads],
+                                        int64_t scale_row, int kb, uint8_t* stage_x, float* stage_xscale) {
+    constexpr int kPerThread = (BN * 8 + kWgThreads - 1) / kWgThreads;
+    const int tid = static_cast<int>(threadIdx.x % kWgThreads);
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-        const int f = threadIdx.x + i * kThreads;
+        const int f = tid + i * kWgThreads;
         if (f >= BN * 8) break;
         const int r = f / 8, chunk = f % 8;
         const bool valid = x_rows[i] >= 0;
         const uint8_t* src = a.x_codes + (valid ? x_rows[i] * a.x_stride + kb * 128 + chunk * 16 : 0);
         cp_async16(stage_x + sw128_offset(r, chunk), src, valid ? 16 : 0);
     }
-    if (threadIdx.x < BN) {
+    if (tid < BN) {
         const bool valid = scale_row >= 0;
-        cp_async4(stage_xscale + threadIdx.x, a.x_scales + (valid ? kb * a.x_rows_pad + scale_row : 0), valid ? 4 : 0);
+        cp_async4(stage_xscale + tid, a.x_scales + (valid ? kb * a.x_rows_pad + scale_row : 0), valid ? 4 : 0);
+    }
+}
+
+// Barrier of one warpgroup's 128 threads (ids 1 and 2; 0 is __syncthreads'), immediate ids so that ptxas reserves
+// only those.
+__device__ __forceinline__ void warpgroup_barrier(int wg) {
+    if (wg == 0) {
+        asm volatile("bar.sync 1, 128;" ::: "memory");
+    } else {
+        asm volatile("bar.sync 2, 128;" ::: "memory");
     }
 }
 
@@ -335,20 +359,23 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     const int nk = static_cast<int>(a.k / 128);
     if constexpr (FP4) build_lut(reinterpret_cast<uint8_t*>(lut));
 
-    // This thread's activation rows (-1: absent token) and its token-scale row.
-    constexpr int kXPer = (BN * 8 + kThreads - 1) / kThreads;
+    // This thread's activation rows in its warpgroup's copy (-1: absent token) and its token-scale row.
+    const int tid = static_cast<int>(threadIdx.x % kWgThreads);
+    constexpr int kXPer = (BN * 8 + kWgThreads - 1) / kWgThreads;
     int64_t x_rows[kXPer];
 #pragma unroll
     for (int i = 0; i < kXPer; ++i) {
-        const int r = (threadIdx.x + i * kThreads) / 8;
+        const int r = (tid + i * kWgThreads) / 8;
         x_rows[i] = r < t.ntok ? slot_row(a, t, r) / a.x_div : -1;
     }
-    const int64_t scale_row = static_cast<int>(threadIdx.x) < t.ntok ? slot_row(a, t, threadIdx.x) / a.x_div : -1;
+    const int64_t scale_row = tid < t.ntok ? slot_row(a, t, tid) / a.x_div : -1;
     auto stage = [&](int kb) { return smem + (kb % kStages) * L::kBytes; };
+    auto stage_x = [&](int kb) { return stage(kb) + L::kX + wg * BN * 128; };
+    auto stage_xscale = [&](int kb) { return reinterpret_cast<float*>(stage(kb) + L::kXScale) + wg * BN; };
     auto issue = [&](int kb) {
         if (kb < nk) {
             uint8_t* s = stage(kb);
-            issue_x<BN>(a, x_rows, scale_row, kb, s + L::kX, reinterpret_cast<float*>(s + L::kXScale));
+            issue_x<BN>(a, x_rows, scale_row, kb, stage_x(kb), stage_xscale(kb));
             if constexpr (!FP4) {
                 issue_fp8_weights<MB>(t, n0, a.rows, a.k, kb, s + L::kW, reinterpret_cast<float*>(s + L::kWScale));
             }
@@ -395,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
 #pragma unroll
         for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
         wgmma_fence();
-        const uint64_t desc_x = smem_desc_sw128(s + L::kX);
+        const uint64_t desc_x = smem_desc_sw128(stage_x(kb));
 #pragma unroll
         for (int mb = 0; mb < MB; ++mb) {
             const uint64_t desc_w = smem_desc_sw128(s + L::kW + (mb * 128 + 64 * wg) * 128);
@@ -411,12 +438,12 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
         for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
 #pragma unroll
         for (int mb = 0; mb < MB; ++mb) {
-            promote<BN>(acc[mb], part[mb], reinterpret_cast<const float*>(s + L::kWScale) + mb * 128,
-                        reinterpret_cast<const float*>(s + L::kXScale), row_base);
+            promote<BN>(acc[mb], part[mb], reinterpret_cast<const float*>(s + L::kWScale) + mb * 128, stage_xscale(kb),
+                        row_base);
         }
         cp_async_wait<1>();
         fence_proxy_async();
-        __syncthreads();
+        warpgroup_barrier(wg);  // this warpgroup's stage kb + 1 is complete; the other warpgroup goes its own pace
     }
     if constexpr (MB == 2) {
         cp_async_wait<0>();
