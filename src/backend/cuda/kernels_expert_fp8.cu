@@ -26,9 +26,13 @@ constexpr int kStages = 3;
 constexpr int kLutMin = -13;  // offsets below: every e2m1 value times 2^k rounds to e4m3 zero
 constexpr int kLutRows = 6 - kLutMin + 1;
 
+constexpr int kMaxSmem = 227 * 1024;  // the per-block opt-in maximum
+
 // Shared-memory carve-up of one stage (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle). The
-// activation tile and its token scales are there once per warpgroup (each copies its own).
-template <int BN, int MB>
+// activation tile and its token scales are there once per warpgroup (each copies its own). After the stages, FP4
+// weights have kRawStages K blocks of codes in flight (each thread's groups, then each thread's copy of its row's
+// four scale bytes); then the byte table.
+template <int BN, int MB, bool FP4>
 struct StageLayout {
     static constexpr int kWRows = 128 * MB;
     static constexpr int kW = 0;
@@ -37,7 +41,15 @@ struct StageLayout {
     static constexpr int kXScale = kWScale + kWRows * 4;  // [2][BN]
     static constexpr int kBytes = (kXScale + 2 * BN * 4 + 1023) / 1024 * 1024;
     static_assert(BN * 128 % 1024 == 0, "the second warpgroup's activation tile stays 1024-aligned");
-    static constexpr int kTotal = kStages * kBytes + kLutRows * 8 + 1024;  // + alignment slack
+    static constexpr int kRawCodes = kThreads * 2 * MB * 16;
+    static constexpr int kRawBytes = kRawCodes + kThreads * 4;
+    static constexpr int kFixed = kStages * kBytes + kLutRows * 8 + 1024;  // + alignment slack
+    // Blocks of codes in flight: four where they fit, else three (the fewest the loop's group counts allow).
+    static constexpr int kRawStages = !FP4 ? 0 : kFixed + 4 * kRawBytes <= kMaxSmem ? 4 : 3;
+    static constexpr int kRaw = kStages * kBytes;
+    static constexpr int kLut = kRaw + kRawStages * kRawBytes;
+    static constexpr int kTotal = kFixed + kRawStages * kRawBytes;
+    static_assert(kTotal <= kMaxSmem, "shared memory");
 };
 
 // The tile this block computes: its token slots and the fields of its weights (W1 and, in SwiGLU mode, W3; same
@@ -95,8 +107,9 @@ __device__ __forceinline__ uint2 expand_word(uint32_t w, uint32_t lo, uint32_t h
     return expand_e2m1_word(w, lo, hi);
 }
 
-// One thread's share of a stage's weight rows: G consecutive 32-element groups of one row (FP4: read into registers
-// one K block ahead, expanded into shared memory the next iteration).
+// One thread's share of a stage's weight rows: G consecutive 32-element groups of one row (FP4: copied into a raw
+// stage kRawStages - 1 K blocks ahead, read into registers and expanded into the stage the iteration before its
+// wgmma).
 template <int G>
 struct RawWeights {
     uint4 groups[G];
@@ -133,17 +146,31 @@ __device__ __forceinline__ WeightSlot<MB> weight_slot(const TileInfo& t, int64_t
     return s;
 }
 
+// Starts copying this thread's FP4 groups of K block kb (and its row's four scale bytes) into its slot of a raw
+// stage; rows past the weight's copy nothing (store_fp4 zero-fills them).
 template <int MB>
-__device__ __forceinline__ void load_fp4(const WeightSlot<MB>& s, int64_t rows, int64_t k, int kb,
-                                         RawWeights<WeightSlot<MB>::kGroups>& raw) {
+__device__ __forceinline__ void issue_fp4_raw(const WeightSlot<MB>& s, int64_t rows, int64_t k, int kb,
+                                              uint8_t* raw_stage) {
+    constexpr int G = WeightSlot<MB>::kGroups;
+    if (s.feature >= rows) return;
+    const uint8_t* row = s.data + s.feature * (k / 2) + kb * 64;
+    uint8_t* codes = raw_stage + threadIdx.x * G * 16;
+#pragma unroll
+    for (int i = 0; i < G; ++i) cp_async16(codes + 16 * i, row + 16 * (s.group0 + i), 16);
+    cp_async4(raw_stage + kThreads * G * 16 + threadIdx.x * 4, s.scales + s.feature * s.scale_cols + kb * 4, 4);
+}
+
+// This thread's copied groups and scale bytes (its own copies, landed: cp_async_wait) into registers.
+template <int MB>
+__device__ __forceinline__ void read_fp4_raw(const WeightSlot<MB>& s, int64_t rows, const uint8_t* raw_stage,
+                                             RawWeights<WeightSlot<MB>::kGroups>& raw) {
+    constexpr int G = WeightSlot<MB>::kGroups;
     raw.valid = s.feature < rows;
     if (!raw.valid) return;
-    const uint8_t* row = s.data + s.feature * (k / 2) + kb * 64;
+    const uint8_t* codes = raw_stage + threadIdx.x * G * 16;
 #pragma unroll
-    for (int i = 0; i < WeightSlot<MB>::kGroups; ++i) {
-        raw.groups[i] = __ldg(reinterpret_cast<const uint4*>(row) + s.group0 + i);
-    }
-    raw.scales = __ldg(reinterpret_cast<const uint32_t*>(s.scales + s.feature * s.scale_cols + kb * 4));
+    for (int i = 0; i < G; ++i) raw.groups[i] = *reinterpret_cast<const uint4*>(codes + 16 * i);
+    raw.scales = *reinterpret_cast<const uint32_t*>(raw_stage + kThreads * G * 16 + threadIdx.x * 4);
 }
 
 // Expands raw FP4 groups into the stage's swizzled e4m3 tile and writes the row's scale (2^(max_e - 133); NaN when
@@ -347,10 +374,10 @@ __device__ __forceinline__ void store_swiglu(const ExpertGemmArgs& a, const Tile
 template <int BN, int MB, bool FP4>
 __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemmArgs a) {
     pdl_begin();
-    using L = StageLayout<BN, MB>;
+    using L = StageLayout<BN, MB, FP4>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-    auto* lut = reinterpret_cast<uint2*>(smem + kStages * L::kBytes);
+    auto* lut = reinterpret_cast<uint2*>(smem + L::kLut);
     TileInfo t;
     if (!load_tile(a, BN, t)) return;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kExpertGemmFeatures;
@@ -372,7 +399,9 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     auto stage = [&](int kb) { return smem + (kb % kStages) * L::kBytes; };
     auto stage_x = [&](int kb) { return stage(kb) + L::kX + wg * BN * 128; };
     auto stage_xscale = [&](int kb) { return reinterpret_cast<float*>(stage(kb) + L::kXScale) + wg * BN; };
-    auto issue = [&](int kb) {
+    const WeightSlot<MB> slot = weight_slot<MB>(t, n0);
+    auto raw_stage = [&](int kb) { return smem + L::kRaw + (kb % (FP4 ? L::kRawStages : 1)) * L::kRawBytes; };
+    auto issue_block = [&](int kb) {  // block kb's activations (and FP8 weights) into its stage
         if (kb < nk) {
             uint8_t* s = stage(kb);
             issue_x<BN>(a, x_rows, scale_row, kb, stage_x(kb), stage_xscale(kb));
@@ -380,33 +409,36 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
                 issue_fp8_weights<MB>(t, n0, a.rows, a.k, kb, s + L::kW, reinterpret_cast<float*>(s + L::kWScale));
             }
         }
-        cp_async_commit();  // an empty group past the end keeps the wait counts uniform
     };
-
-    const WeightSlot<MB> slot = weight_slot<MB>(t, n0);
-    RawWeights<WeightSlot<MB>::kGroups> raw;
-    auto expand = [&](int kb) {  // raw (block kb) -> its stage
+    auto issue_codes = [&](int kb) {  // block kb's FP4 codes into its raw stage
+        if constexpr (FP4) {
+            if (kb < nk) issue_fp4_raw<MB>(slot, a.rows, a.k, kb, raw_stage(kb));
+        }
+    };
+    auto expand = [&](int kb) {  // block kb's landed codes -> its stage, as e4m3
         if constexpr (FP4) {
             if (kb < nk) {
+                RawWeights<WeightSlot<MB>::kGroups> raw;
+                read_fp4_raw<MB>(slot, a.rows, raw_stage(kb), raw);
                 uint8_t* s = stage(kb);
                 store_fp4<MB>(slot, raw, s + L::kW, reinterpret_cast<float*>(s + L::kWScale), lut, a.clamp_count);
             }
         }
     };
-    auto fetch = [&](int kb) {  // block kb's FP4 words into registers
-        if constexpr (FP4) {
-            if (kb < nk) load_fp4<MB>(slot, a.rows, a.k, kb, raw);
-        }
-    };
 
-    // Prologue: blocks 0 and 1 in flight, block 0 expanded.
-    issue(0);
-    issue(1);
+    // Prologue: one commit group with block 0's activations and the codes of blocks 0 .. kRawStages - 1, one with
+    // block 1's activations; block 0 expanded. Iteration kb commits one group: block kb + 2's activations and block
+    // kb + kRawStages's codes (an empty group past the end keeps the wait counts uniform). Iteration kb expands block
+    // kb + 1, whose codes are in a group at least two back: complete since the previous iteration's wait.
+    constexpr int kAhead = FP4 ? L::kRawStages : 0;
+    issue_block(0);
+    for (int r = 0; r < kAhead; ++r) issue_codes(r);
+    cp_async_commit();
+    issue_block(1);
+    cp_async_commit();
     __syncthreads();  // the byte table
-    fetch(0);
-    expand(0);
-    fetch(1);
     cp_async_wait<1>();
+    expand(0);
     fence_proxy_async();
     __syncthreads();
 
@@ -431,8 +463,9 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
         }
         wgmma_commit();
         expand(kb + 1);  // while the tensor cores work
-        fetch(kb + 2);
-        issue(kb + 2);
+        issue_block(kb + 2);
+        if constexpr (FP4) issue_codes(kb + kAhead);
+        cp_async_commit();
         wgmma_wait_all();
 #pragma unroll
         for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
@@ -456,8 +489,9 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
 
 template <int BN, int MB, bool FP4>
 void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    constexpr int kSmem = StageLayout<BN, MB>::kTotal;
-    static_assert(8 * BN * 4 + BN * 4 + BN * 128 <= kStages * StageLayout<BN, MB>::kBytes, "epilogue staging");
+    using L = StageLayout<BN, MB, FP4>;
+    constexpr int kSmem = L::kTotal;
+    static_assert(8 * BN * 4 + BN * 4 + BN * 128 <= kStages * L::kBytes, "epilogue staging");
     static bool configured = false;  // host-side, once per instantiation
     if (!configured) {
         cudaFuncSetAttribute(expert_gemm_fp8_kernel<BN, MB, FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
