@@ -165,16 +165,6 @@ __device__ void chunk_outputs(const Smem& s, int dim, int head0, int dim0, int n
     }
 }
 
-__device__ __forceinline__ float quad_max(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 // The running softmax state of a lane's two head rows (g and g + 8 of its warp row).
 struct RowState {
     float mx[2] = {-INFINITY, -INFINITY};

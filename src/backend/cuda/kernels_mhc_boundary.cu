@@ -213,6 +213,16 @@ __device__ void block_partials(const HcBoundaryParams& p, int64_t ch, bool live,
     }
 }
 
+// The block's partial row: the warps' sums added in warp order.
+template <int kWidth>
+__device__ void store_block_partial(const float (*red)[kWidth], float* partial) {
+    for (int r = threadIdx.x; r < kWidth; r += blockDim.x) {
+        float s = 0.0f;
+        for (int w = 0; w < kWarps; ++w) s += red[w][r];
+        partial[r] = s;
+    }
+}
+
 // The token's partial rows added in chunk order, sixteen chunks' loads in flight at once (all of them at D = 4096:
 // this is on the critical path, the other blocks of the token wait for it).
 template <int kWidth>
@@ -351,12 +361,7 @@ __global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams
     if (live) post_mix_channel<kHc>(p, t, ch, x);
     block_partials<kHc, kWidth>(p, ch, live, x, first, red);
     __syncthreads();
-    float* partial = p.partial + (t * chunks + chunk) * kWidth;
-    for (int r = threadIdx.x; r < kWidth; r += blockDim.x) {
-        float s = 0.0f;
-        for (int w = 0; w < kWarps; ++w) s += red[w][r];
-        partial[r] = s;
-    }
+    store_block_partial<kWidth>(red, p.partial + (t * chunks + chunk) * kWidth);
     __threadfence();  // this block's X' and partials are visible device-wide before it counts itself in
     __syncthreads();
     unsigned* arrivals = p.arrivals + t;
@@ -418,12 +423,7 @@ __global__ void __launch_bounds__(kChannels, kHc <= 4 ? 2 : 1) hc_boundary_tiled
         if (live) post_mix_inputs<kHc>(p, t, ch, in, x);
         block_partials<kHc, kWidth>(p, ch, live, x, first, red);
         __syncthreads();
-        float* partial = p.partial + (t * chunks + chunk) * kWidth;
-        for (int r = threadIdx.x; r < kWidth; r += blockDim.x) {
-            float s = 0.0f;
-            for (int w = 0; w < kWarps; ++w) s += red[w][r];
-            partial[r] = s;
-        }
+        store_block_partial<kWidth>(red, p.partial + (t * chunks + chunk) * kWidth);
         __syncthreads();  // red is the next token's
     }
     __threadfence();  // this block's X' and partials are visible device-wide before it counts itself in

@@ -73,21 +73,10 @@ struct WideRig {
             b.create_state(c, s);
             b.reset_slot(0);
             b.reset_slot(1);
-            csa[i] = weights(b, 4, true, ape_csa, norm);
-            hca[i] = weights(b, 128, false, ape_hca, norm);
+            csa[i] = upload_compressor(b, 4, kHd, true, ape_csa, norm, shapes);
+            hca[i] = upload_compressor(b, 128, kHd, false, ape_hca, norm, shapes);
             sinks[i] = upload_vec(b, sink_values, shapes.emplace_back());
         }
-    }
-
-    CompressorWeights weights(Backend& b, int ratio, bool overlap, const std::vector<float>& ape,
-                              const std::vector<float>& norm) {
-        CompressorWeights w;
-        w.ratio = ratio;
-        w.head_dim = kHd;
-        w.overlap = overlap;
-        w.ape = upload_vec(b, ape, shapes.emplace_back());
-        w.norm = upload_vec(b, norm, shapes.emplace_back());
-        return w;
     }
 
     // One step: two sequences of lengths[0], lengths[1] tokens from their current positions; the compressors, then

@@ -52,22 +52,11 @@ struct StatefulRig {
         const std::vector<float> sink_values = random_floats(heads, 0.5f);
         Backend* backends[2] = {p.cpu.get(), p.gpu.get()};
         for (int i = 0; i < 2; ++i) {
-            csa[i] = weights(*backends[i], 4, kHd, true, ape_csa, norm);
-            hca[i] = weights(*backends[i], 128, kHd, false, ape_hca, norm);
-            ix[i] = weights(*backends[i], 4, kIhd, true, ape_ix, norm_ix);
+            csa[i] = upload_compressor(*backends[i], 4, kHd, true, ape_csa, norm, shapes);
+            hca[i] = upload_compressor(*backends[i], 128, kHd, false, ape_hca, norm, shapes);
+            ix[i] = upload_compressor(*backends[i], 4, kIhd, true, ape_ix, norm_ix, shapes);
             sinks[i] = upload_vec(*backends[i], sink_values, shapes.emplace_back());
         }
-    }
-
-    CompressorWeights weights(Backend& b, int ratio, int hd, bool overlap, const std::vector<float>& ape,
-                              const std::vector<float>& norm) {
-        CompressorWeights w;
-        w.ratio = ratio;
-        w.head_dim = hd;
-        w.overlap = overlap;
-        w.ape = upload_vec(b, ape, shapes.emplace_back());
-        w.norm = upload_vec(b, norm, shapes.emplace_back());
-        return w;
     }
 
     void compress(int64_t n) {
@@ -301,12 +290,8 @@ TEST(CudaState, CompressorsBesideEqualOneStream) {
         std::deque<std::vector<int64_t>> shapes;
         auto compressor = [&](int ratio, int64_t head_dim, const std::vector<float>& ape, const std::vector<float>& nw,
                               const HostWeight& wkv, const HostWeight& wgate) {
-            CompressorWeights w;
-            w.ratio = ratio;
-            w.head_dim = head_dim;
-            w.overlap = ratio == 4;
-            w.ape = upload_vec(*gpu, ape, shapes.emplace_back());
-            w.norm = upload_vec(*gpu, nw, shapes.emplace_back());
+            CompressorWeights w =
+                upload_compressor(*gpu, ratio, static_cast<int>(head_dim), ratio == 4, ape, nw, shapes);
             w.wkv = upload(*gpu, wkv);
             w.wgate = upload(*gpu, wgate);
             return w;
