@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <deque>
 #include <numeric>
 #include <random>
@@ -22,12 +22,14 @@ constexpr int64_t kHd = 512;  // DeepSeek-V4's head dim (the wide kernel's large
 // A CSA layer's picks on the host: for a token at position p, min(k, (p + 1) / 4) distinct entries below (p + 1) / 4
 // in random order, the rest -1.
 std::vector<int32_t> random_picks(const std::vector<int64_t>& positions, int k, std::mt19937& gen) {
-    std::vector<int32_t> picks(positions.size() * k, -1);
-    for (size_t t = 0; t < positions.size(); ++t) {
+    const auto n = static_cast<int64_t>(positions.size());
+    std::vector<int32_t> picks(n * k, -1);
+    for (int64_t t = 0; t < n; ++t) {
         std::vector<int32_t> entries((positions[t] + 1) / 4);
-        for (size_t e = 0; e < entries.size(); ++e) entries[e] = static_cast<int32_t>(e);
+        std::iota(entries.begin(), entries.end(), 0);
         std::shuffle(entries.begin(), entries.end(), gen);
-        std::copy_n(entries.begin(), std::min<size_t>(entries.size(), k), picks.begin() + t * k);
+        const auto taken = std::min<int64_t>(static_cast<int64_t>(entries.size()), k);
+        std::copy_n(entries.begin(), taken, picks.begin() + t * k);
     }
     return picks;
 }
@@ -36,7 +38,7 @@ std::vector<int32_t> random_picks(const std::vector<int64_t>& positions, int k, 
 int64_t differing_bits(const std::vector<float>& a, const std::vector<float>& b) {
     if (a.size() != b.size()) return static_cast<int64_t>(std::max(a.size(), b.size()));
     int64_t n = 0;
-    for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    for (size_t i = 0; i < a.size(); ++i) n += std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(b[i]);
     return n;
 }
 
@@ -64,7 +66,7 @@ struct WideRig {
         s.block_tokens = 256;
         s.rewind_capacity = 8;
         s.kv_dtype = StateDtype::kFp8;
-        const auto ape_csa = random_floats(4 * 2 * kHd, 0.5f), ape_hca = random_floats(128 * kHd, 0.5f);
+        const auto ape_csa = random_floats(int64_t{4} * 2 * kHd, 0.5f), ape_hca = random_floats(128 * kHd, 0.5f);
         auto norm = random_floats(kHd, 0.1f);
         for (auto& v : norm) v += 1.0f;
         const auto sink_values = random_floats(heads, 2.0f);  // some sinks dominate their rows
