@@ -340,8 +340,8 @@ void launch_attention_mqa(cudaStream_t s, const StepMeta& m, const AttentionArgs
 bool mqa_wide_supported(const RowFormatDev& f, int dim, int heads);
 int mqa_wide_segment_keys(int64_t keys);
 void launch_attention_mqa_wide(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int segment_keys);
-// scores [N, max_entries] of sum_h w_h relu(q_h . K_e) (tensor_cores: the MMA kernel where supported); then top-k per
-// token (-1 padded; ties lowest index first).
+// scores [N, max_entries] of sum_h w_h relu(q_h . K_e) for each token's eligible entries (the rest is not written;
+// tensor_cores: the MMA kernel where supported); then top-k per token (-1 padded; ties lowest index first).
 // keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
 constexpr int kMaxIndexDim = 256;
 void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,

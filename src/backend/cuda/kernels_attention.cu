@@ -210,8 +210,9 @@ __global__ void __launch_bounds__(kCombineWideThreads, 1)
 
 constexpr int kMaxIndexPerLane = kMaxIndexDim / 32;
 
-// Index scores: one warp per (token, entry): sum_h w_h relu(q_h . K_e); ineligible entries get -inf. The key is
-// decoded once into registers (lane holds dims lane + 32 r).
+// Index scores: one warp per (token, entry): sum_h w_h relu(q_h . K_e); entries past the token's eligible count are not
+// written (the top-k reads eligible entries only: at long contexts they were most of the buffer). The key is decoded
+// once into registers (lane holds dims lane + 32 r).
 template <int D, typename Acc>
 __global__ void index_scores_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys,
                                     RowFormatDev f, int heads, int ratio, int per_block, int64_t max_entries,
@@ -222,34 +223,33 @@ __global__ void index_scores_kernel(StepMeta m, const float* q, const float* wei
     const int t = static_cast<int>(id / max_entries);
     const int64_t e = id % max_entries;
     const int64_t eligible = (m.positions[t] + 1) / ratio;
+    if (e >= eligible) return;
     float s = -INFINITY;
-    if (e < eligible) {
-        const int64_t row = paged_row(m, m.seq_of_token[t], e, per_block);
-        if (row < 0) {
-            if (threadIdx.x % 32 == 0) flag_error(m, kErrorBlockTable);
-        } else {
-            Acc sum = 0;
-            const uint8_t* key = keys + row * f.bytes;
-            const int lane = threadIdx.x % 32, dim = f.dim;
-            float kr[kMaxIndexPerLane];
+    const int64_t row = paged_row(m, m.seq_of_token[t], e, per_block);
+    if (row < 0) {
+        if (threadIdx.x % 32 == 0) flag_error(m, kErrorBlockTable);
+    } else {
+        Acc sum = 0;
+        const uint8_t* key = keys + row * f.bytes;
+        const int lane = threadIdx.x % 32, dim = f.dim;
+        float kr[kMaxIndexPerLane];
+#pragma unroll
+        for (int r = 0; r < kMaxIndexPerLane; ++r) {
+            const int i = lane + 32 * r;
+            kr[r] = i < dim ? row_elem<D>(key, i, f) : 0.0f;
+        }
+        for (int h = 0; h < heads; ++h) {
+            const float* qh = q + (static_cast<int64_t>(t) * heads + h) * dim;
+            Acc part = 0;
 #pragma unroll
             for (int r = 0; r < kMaxIndexPerLane; ++r) {
                 const int i = lane + 32 * r;
-                kr[r] = i < dim ? row_elem<D>(key, i, f) : 0.0f;
+                if (i < dim) part += Acc(qh[i]) * kr[r];
             }
-            for (int h = 0; h < heads; ++h) {
-                const float* qh = q + (static_cast<int64_t>(t) * heads + h) * dim;
-                Acc part = 0;
-#pragma unroll
-                for (int r = 0; r < kMaxIndexPerLane; ++r) {
-                    const int i = lane + 32 * r;
-                    if (i < dim) part += Acc(qh[i]) * kr[r];
-                }
-                part = warp_sum(part);
-                sum += Acc(weights[static_cast<int64_t>(t) * heads + h]) * (part > Acc(0) ? part : Acc(0));
-            }
-            s = static_cast<float>(sum);
+            part = warp_sum(part);
+            sum += Acc(weights[static_cast<int64_t>(t) * heads + h]) * (part > Acc(0) ? part : Acc(0));
         }
+        s = static_cast<float>(sum);
     }
     if (threadIdx.x % 32 == 0) scores[id] = s;
 }

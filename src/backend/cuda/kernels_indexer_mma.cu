@@ -1,6 +1,7 @@
 // Lightning-indexer scores on tensor cores (fast numerics): score[t][e] = sum_h w[t][h] relu(q[t][h] . K[e]) for the
-// eligible entries, -inf for the rest (the same output as index_scores_kernel, for the same top-k kernel). One block
-// per (token, range of up to 256 entries): the token's query heads stay in shared memory while chunks of 64 keys pass.
+// eligible entries (the same output as index_scores_kernel, for the same top-k kernel, which reads no others). One
+// block per (token, range of up to 256 entries): the token's query heads stay in shared memory while chunks of 64 keys
+// pass.
 //
 // Numerics: the keys enter the MMA as their stored codes (an e4m3 or bf16 value is exact in bf16) and an fp8 key's
 // float scale multiplies the dot product afterwards; the query is split into a bf16 high part and a bf16 remainder
@@ -107,7 +108,7 @@ __device__ void stage_queries(const float* q, int t, int heads, int dim, int ld,
 }
 
 template <int D>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, 4)
     index_scores_mma_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys, RowFormatDev f,
                             int heads, int ratio, int per_block, int64_t max_entries, int range, float* scores) {
     pdl_begin();
@@ -125,10 +126,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t e_end = min64(e_begin + range, max_entries);
     const int64_t eligible = (m.positions[t] + 1) / ratio;
     float* out = scores + static_cast<int64_t>(t) * max_entries;
-    if (e_begin >= eligible) {  // nothing visible in this range
-        for (int64_t e = e_begin + threadIdx.x; e < e_end; e += blockDim.x) out[e] = -INFINITY;
-        return;
-    }
+    if (e_begin >= eligible) return;  // nothing visible in this range (the top-k reads eligible entries only)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     stage_queries(q, t, heads, dim, ld, q_hi, q_lo);
     for (int h = threadIdx.x; h < kHeads; h += blockDim.x)
@@ -199,7 +197,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                     s = 0.0f;
                     for (int wi = 0; wi < kWarps; ++wi) s += partial[wi * kKeys + threadIdx.x];
                 }
-                out[e] = s;
+                if (e < eligible) out[e] = s;
             }
         }
     }
