@@ -262,7 +262,7 @@ __device__ uint32_t float_key(float v) {
 
 // Exclusive prefix sum of v over the block's threads in thread order (blockDim.x a multiple of 32, <= 1024);
 // scratch: 32 ints of shared memory. Every thread must call it.
-__device__ int32_t block_exclusive_scan(int32_t v, int32_t* scratch) {
+__device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t* scratch) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int32_t inclusive = v;
 #pragma unroll
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kTopkThreads)
     __shared__ uint32_t prefix, prefix_mask;
     __shared__ int32_t remaining, digit;
     __shared__ int32_t scan_scratch[32];
-    const int t = blockIdx.x;
+    const int t = blockIdx.x, lane = static_cast<int>(threadIdx.x % 32);
     const int64_t eligible = min64((m.positions[t] + 1) / ratio, max_entries);
     const int picks = static_cast<int>(min64(k, eligible));
     const float* s = scores + static_cast<int64_t>(t) * max_entries;
@@ -308,9 +308,21 @@ __global__ void __launch_bounds__(kTopkThreads)
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = threadIdx.x; i < 256; i += blockDim.x) histogram[i] = 0;
         __syncthreads();
-        for (int64_t e = threadIdx.x; e < eligible; e += blockDim.x) {
-            const uint32_t key = float_key(s[e]);
-            if ((key & prefix_mask) == prefix) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
+        // The lanes sharing the digit of the warp's first counted lane add once (scores cluster in a few top bytes:
+        // 32 lanes' atomics on one bin serialise), the others one by one; the trip count is the warp's, so every lane
+        // takes part in the ballots. (__match_any_sync would group every digit, but its convergence barrier spilled.)
+        for (int64_t base = threadIdx.x - lane; base < eligible; base += blockDim.x) {
+            const int64_t e = base + lane;
+            const uint32_t key = e < eligible ? float_key(s[e]) : 0u;
+            const bool counted = e < eligible && (key & prefix_mask) == prefix;
+            const uint32_t bin = (key >> shift) & 0xffu;
+            const unsigned counted_lanes = __ballot_sync(0xffffffffu, counted);
+            if (counted_lanes == 0u) continue;
+            const int first = __ffs(static_cast<int>(counted_lanes)) - 1;
+            const uint32_t common = __shfl_sync(0xffffffffu, bin, first);
+            const unsigned sharing = __ballot_sync(0xffffffffu, counted && bin == common);
+            if (lane == first) atomicAdd(&histogram[common], static_cast<uint32_t>(__popc(sharing)));
+            if (counted && bin != common) atomicAdd(&histogram[bin], 1u);
         }
         if (threadIdx.x == 0) digit = 0;
         __syncthreads();
@@ -331,23 +343,35 @@ __global__ void __launch_bounds__(kTopkThreads)
         __syncthreads();
     }
     // prefix is now the k-th largest key; `remaining` of the entries equal to it are taken (lowest index first).
-    // Parallel compaction in index order: thread i owns the contiguous segment i of the entries; exclusive scans of
-    // the per-thread counts give each thread its first output slot and its first tie's rank.
-    const int64_t seg = (eligible + blockDim.x - 1) / blockDim.x;
-    const int64_t e0 = min64(threadIdx.x * seg, eligible), e1 = min64(e0 + seg, eligible);
+    // Compaction in index order: warp w owns the contiguous segment w of the entries and reads it 32 entries at a
+    // time (coalesced); exclusive scans of the warps' counts give each warp its first output slot and first tie's
+    // rank, ballots each lane its place within the warp's 32.
+    const int warps = static_cast<int>(blockDim.x / 32);
+    const int64_t seg = (eligible + warps - 1) / warps;
+    const int64_t e0 = min64(static_cast<int64_t>(threadIdx.x / 32) * seg, eligible), e1 = min64(e0 + seg, eligible);
+    const unsigned lanes_below = (1u << lane) - 1u;
     int32_t above = 0, ties = 0;
-    for (int64_t e = e0; e < e1; ++e) {
-        const uint32_t key = float_key(s[e]);
-        above += key > prefix;
-        ties += key == prefix;
+    for (int64_t base = e0; base < e1; base += 32) {
+        const int64_t e = base + lane;
+        const uint32_t key = e < e1 ? float_key(s[e]) : 0u;
+        above += __popc(__ballot_sync(0xffffffffu, e < e1 && key > prefix));
+        ties += __popc(__ballot_sync(0xffffffffu, e < e1 && key == prefix));
     }
-    const int32_t above_before = block_exclusive_scan(above, scan_scratch);
-    const int32_t ties_before = block_exclusive_scan(ties, scan_scratch);
+    // Lane 0 carries its warp's counts into the scans (the other lanes add nothing); every lane takes lane 0's result.
+    const int32_t above_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? above : 0, scan_scratch), 0);
+    const int32_t ties_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? ties : 0, scan_scratch), 0);
     const int32_t take = remaining;
     int32_t w = above_before + min(ties_before, take), tie_rank = ties_before;
-    for (int64_t e = e0; e < e1; ++e) {
-        const uint32_t key = float_key(s[e]);
-        if (key > prefix || (key == prefix && tie_rank++ < take)) dst[w++] = static_cast<int32_t>(e);
+    for (int64_t base = e0; base < e1; base += 32) {
+        const int64_t e = base + lane;
+        const uint32_t key = e < e1 ? float_key(s[e]) : 0u;
+        const bool is_tie = e < e1 && key == prefix;
+        const unsigned tie_lanes = __ballot_sync(0xffffffffu, is_tie);
+        const bool taken = (e < e1 && key > prefix) || (is_tie && tie_rank + __popc(tie_lanes & lanes_below) < take);
+        const unsigned taken_lanes = __ballot_sync(0xffffffffu, taken);
+        if (taken) dst[w + __popc(taken_lanes & lanes_below)] = static_cast<int32_t>(e);
+        w += __popc(taken_lanes);
+        tie_rank += __popc(tie_lanes);
     }
 }
 
