@@ -367,6 +367,32 @@ TEST(CudaState, StatefulAttentionFnuzRowsAndKeys) {
     stateful_attention_case(Numerics::kFast, StateDtype::kFp8, 64, Fp8Dialect::kFnuz);
 }
 
+// A prefill-sized step (1,100 tokens of two sequences): the indexer's scores in ranges of 1,024 entries (the long
+// range, taken where the step has blocks enough) and the wide attention kernel (one split a token), both against the
+// CPU.
+TEST(CudaState, LongIndexerRangesAndWideAttention) {
+    DSV4_REQUIRE_GPU();
+    Pair p(Numerics::kFast, op_config(), 2, 16, StateDtype::kFp8);
+    for (int32_t slot : {0, 1}) {
+        p.cpu->reset_slot(slot);
+        p.gpu->reset_slot(slot);
+    }
+    StatefulRig rig(p, 64);
+    StepBatch b;
+    for (int s = 0; s < 2; ++s) {
+        std::vector<int32_t> table(8);
+        std::iota(table.begin(), table.end(), s * 8);
+        b.add_sequence(s, 0, std::vector<int32_t>(s == 0 ? 600 : 500, 7), table);
+    }
+    p.step(b);
+    const int64_t n = b.n_tokens();
+    rig.compress(n);
+    int64_t differing = 0;
+    const Tensor picks = rig.indexer(n, &differing);
+    EXPECT_LE(differing, n / 100);
+    EXPECT_LE(rig.attention_and_store(n, picks), attention_tolerance(Numerics::kFast, StateDtype::kFp8));
+}
+
 // Fast numerics attention runs on tensor cores (kernels_attention_mqa.cu): 8 heads (one partial block of 32) and the
 // Flash model's 64, every storage dtype, prefill chunks and decode steps.
 TEST(CudaState, StatefulAttentionFastNumerics) {
