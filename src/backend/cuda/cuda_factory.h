@@ -60,8 +60,9 @@ struct CudaOptions {
     // Steps whose tokens see at most index_topk compressed entries attend to every entry without the lightning indexer
     // (ModelOps::indexer_picks_all: the picks its top-k would give) (DSV4_INDEXER_ALL_ENTRIES; 0: always score).
     bool indexer_all_entries = true;
-    // Fast numerics, steps whose attention needs no key split (prefill): one block per token and all its heads, the
-    // sink merge in the same kernel (kernels_attention_wide.cu) (DSV4_MQA_WIDE; 0: the split kernel and its merge).
+    // Fast numerics, steps of 32 tokens or more: one block per token (and key split) and all its heads; with one
+    // split (prefill) the sink merge in the same kernel (kernels_attention_wide.cu) (DSV4_MQA_WIDE; 0: the 32-head
+    // split kernel and its merge).
     bool mqa_wide = true;
     // Its key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for any value: tests
     // use 64 to cross segment boundaries at short contexts).

@@ -536,13 +536,23 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
     int max_keys = model_.sliding_window;
     if (lc.compress_ratio > 0) max_keys += a.csa ? a.topk_k : static_cast<int>(indexer_entry_bucket(lc.compress_ratio));
     const bool mqa = fast() && mqa_attention_supported(kv_format_, a.dim);  // tensor cores
-    const int splits =
-        mqa ? mqa_attention_splits(q.size(0), a.heads, max_keys) : attention_splits(q.size(0), a.heads, max_keys);
-    if (mqa && splits == 1 && options_.mqa_wide && mqa_wide_supported(kv_format_, a.dim, a.heads)) {
-        launch_attention_mqa_wide(stream_, meta_, a, options_.mqa_wide_segment);  // a block per token, own merge
-        launched("attention", kernels);
+    if (mqa && options_.mqa_wide && q.size(0) >= kMqaWideMinTokens &&
+        mqa_wide_supported(kv_format_, a.dim, a.heads)) {  // every head in one block; one split: its own merge
+        MqaWideLaunch w;
+        w.segment_keys = options_.mqa_wide_segment;
+        w.splits = mqa_wide_splits(q.size(0), max_keys);
+        w.keys_per_split = mqa_wide_keys_per_split(q.size(0), max_keys);
+        if (w.splits > 1) {
+            const int64_t parts = q.size(0) * a.heads * w.splits;
+            w.part_acc = scratch(static_cast<size_t>(parts * dim));
+            w.part_ml = scratch(static_cast<size_t>(parts * 2));
+        }
+        launch_attention_mqa_wide(stream_, meta_, a, w);
+        launched("attention", kernels + (w.splits > 1 ? 1 : 0));
         return;
     }
+    const int splits =
+        mqa ? mqa_attention_splits(q.size(0), a.heads, max_keys) : attention_splits(q.size(0), a.heads, max_keys);
     const int64_t parts = q.size(0) * a.heads * splits;
     float* part_acc = scratch(static_cast<size_t>(parts * dim));
     float* part_ml = scratch(static_cast<size_t>(parts * 2));

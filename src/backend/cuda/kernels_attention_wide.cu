@@ -1,8 +1,10 @@
 // Tensor-core sparse attention for `fast` numerics at prefill sizes (MQA: every head attends over the same K=V rows).
 // One block per token with all its heads (up to 64: four warp rows of 16), so a chunk of 64 key rows is decoded once
-// for every head, and no key split: the block applies the sink, the normalisation and the inverse RoPE itself and
-// writes the output rows (no partials, no merge launch). While a chunk computes, the next chunk's stored bytes are on
-// their way into a staging buffer (cp.async); the token's key rows are resolved kSegmentKeys at a time beforehand.
+// for every head. With one key split (prefill sizes) the block applies the sink, the normalisation and the inverse
+// RoPE itself and writes the output rows (no partials, no merge launch); with several (batched decode) a block per
+// (token, split) writes the split kernel's partials for attention_combine_kernel. While a chunk computes, the next
+// chunk's stored bytes are on their way into a staging buffer (cp.async); the token's key rows are resolved
+// kSegmentKeys at a time beforehand.
 //
 // A chunk: staged fp8_ds_mla bytes -> bf16 tile; scores S = q . K^T (warp (r, c): heads 16 r.., keys 16 c..); the
 // chunk's row maxima through shared memory; P = exp(S - m) rounded to bf16 into shared memory; O += P . V (warp (r,
@@ -223,11 +225,8 @@ __device__ void chunk_softmax(const AttentionArgs& a, const Smem& s, int c0, int
     __syncthreads();
 }
 
-// The lane's output rows: the denominators (the warp columns' shares in order) with the sink, attention_combine's
-// arithmetic for one split, the inverse RoPE of the trailing dims where asked (rope_values, on the pairs the lane
-// holds), written to a.out.
-__device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const Smem& s, int t, int head0, int dim0,
-                              int wc, int n_tiles, const RowState& st, const float (&out)[kMaxTiles][4]) {
+// Each warp column's share of the lane's rows' denominators into shared memory (block barrier at the end).
+__device__ void publish_column_sums(const Smem& s, int head0, int wc, const RowState& st) {
     const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -235,14 +234,28 @@ __device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const S
         if (tq == 0) s.row_sum[(head0 + g + 8 * half) * kColWarps + wc] = total;
     }
     __syncthreads();
+}
+
+// Head h's denominator: the warp columns' shares added in order.
+__device__ __forceinline__ float row_denominator(const Smem& s, int h) {
+    float l = s.row_sum[h * kColWarps];
+#pragma unroll
+    for (int c = 1; c < kColWarps; ++c) l += s.row_sum[h * kColWarps + c];
+    return l;
+}
+
+// One split: the lane's output rows, the denominators with the sink (attention_combine's arithmetic for one split),
+// the inverse RoPE of the trailing dims where asked (rope_values, on the pairs the lane holds), written to a.out.
+__device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const Smem& s, int t, int head0, int dim0,
+                              int wc, int n_tiles, const RowState& st, const float (&out)[kMaxTiles][4]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    publish_column_sums(s, head0, wc, st);
     const int rope0 = a.unrotate_inv_freq != nullptr ? a.dim - a.unrotate_dims : a.dim;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int h = head0 + g + 8 * half;
         if (h >= a.heads) continue;
-        float l = s.row_sum[h * kColWarps];
-#pragma unroll
-        for (int c = 1; c < kColWarps; ++c) l += s.row_sum[h * kColWarps + c];
+        const float l = row_denominator(s, h);
         const float mx = st.mx[half], sink = a.sinks[h], top = fmaxf(sink, mx);
         float denom = expf(sink - top), factor = 0.0f;
         if (mx != -INFINITY) {
@@ -261,25 +274,53 @@ __device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const S
     }
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
-    attention_mqa_wide_kernel(StepMeta m, AttentionArgs a, int segment_keys) {
+// Several splits: the lane's rows of this split's partials in the split kernel's layout (the accumulators
+// unnormalised, (max, sum) per (token, head, split)).
+__device__ void write_partials(const AttentionArgs& a, const MqaWideLaunch& w, const Smem& s, int t, int split,
+                               int head0, int dim0, int wc, int n_tiles, const RowState& st,
+                               const float (&out)[kMaxTiles][4]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    publish_column_sums(s, head0, wc, st);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int h = head0 + g + 8 * half;
+        if (h >= a.heads) continue;
+        const int64_t part = (static_cast<int64_t>(t) * a.heads + h) * w.splits + split;
+        float* acc = w.part_acc + part * a.dim + dim0 + 2 * tq;
+#pragma unroll
+        for (int nt = 0; nt < kMaxTiles; ++nt) {
+            if (nt < n_tiles)
+                *reinterpret_cast<float2*>(acc + 8 * nt) = make_float2(out[nt][2 * half], out[nt][2 * half + 1]);
+        }
+        if (wc == 0 && tq == 0) {
+            w.part_ml[2 * part] = st.mx[half];
+            w.part_ml[2 * part + 1] = row_denominator(s, h);
+        }
+    }
+}
+
+// Grid: (token, split).
+__global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMeta m, AttentionArgs a, MqaWideLaunch w) {
     pdl_begin();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const Smem s = carve(smem_raw, a.dim);
-    const int t = blockIdx.x, warp = threadIdx.x / 32;
+    const int t = blockIdx.x, split = blockIdx.y, warp = threadIdx.x / 32;
     const int wr = warp / kColWarps, wc = warp % kColWarps;
     const int head0 = 16 * wr, key0 = 16 * wc, n_tiles = a.dim / kColWarps / 8, dim0 = wc * (a.dim / kColWarps);
     const int64_t pos = m.positions[t];
     const int n_window = static_cast<int>(min64(a.window, pos + 1));
     int n_keys = n_window;
     if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
+    // This split's keys (all of them with one split); a split past the token's keys writes an empty partial.
+    const int begin = w.splits > 1 ? split * w.keys_per_split : 0;
+    const int end = w.splits > 1 ? min(n_keys, begin + w.keys_per_split) : n_keys;
     load_queries(a, t, s);
     float out[kMaxTiles][4] = {};
     RowState st;
-    for (int seg0 = 0; seg0 < n_keys; seg0 += segment_keys) {
-        const int seg_keys = min(n_keys - seg0, segment_keys);
+    for (int seg0 = begin; seg0 < end; seg0 += w.segment_keys) {
+        const int seg_keys = min(end - seg0, w.segment_keys);
         __syncthreads();  // the previous segment's chunks are done with the row pointers
-        resolve_rows(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, n_keys, n_window, s);
+        resolve_rows(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, end, n_window, s);
         __syncthreads();
         stage_chunk(s, 0, a.format.bytes);
         for (int c0 = 0; c0 < seg_keys; c0 += kKeys) {
@@ -294,7 +335,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             chunk_outputs(s, a.dim, head0, dim0, n_tiles, out);
         }
     }
-    write_outputs(m, a, s, t, head0, dim0, wc, n_tiles, st, out);
+    if (w.splits > 1) {
+        write_partials(a, w, s, t, split, head0, dim0, wc, n_tiles, st, out);
+    } else {
+        write_outputs(m, a, s, t, head0, dim0, wc, n_tiles, st, out);
+    }
 }
 
 }  // namespace
@@ -308,7 +353,20 @@ int mqa_wide_segment_keys(int64_t keys) {
     return static_cast<int>(std::clamp<int64_t>((keys + kKeys - 1) / kKeys * kKeys, kKeys, kSegmentKeys));
 }
 
-void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const AttentionArgs& a, int segment_keys) {
+// Splits so that the grid has about two blocks per SM (one resident at a time), in whole chunks of 64 keys.
+int mqa_wide_keys_per_split(int64_t n_tokens, int max_keys) {
+    const int64_t chunks = std::max<int64_t>(1, (max_keys + kKeys - 1) / kKeys);
+    const int64_t want = std::max<int64_t>(1, 264 / std::max<int64_t>(1, n_tokens));
+    const int64_t splits = std::min(chunks, want);
+    return static_cast<int>(kKeys * ((chunks + splits - 1) / splits));
+}
+
+int mqa_wide_splits(int64_t n_tokens, int max_keys) {
+    const int per = mqa_wide_keys_per_split(n_tokens, max_keys);
+    return std::max(1, (max_keys + per - 1) / per);
+}
+
+void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const AttentionArgs& a, const MqaWideLaunch& w) {
     if (m.n_tokens == 0) return;
     static bool configured = false;  // once: every supported shape fits kMaxSmem
     if (!configured) {
@@ -316,8 +374,13 @@ void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const Attenti
                              static_cast<int>(kMaxSmem));
         configured = true;
     }
-    launch_kernel(attention_mqa_wide_kernel, static_cast<unsigned>(m.n_tokens), kThreads,
-                  smem_bytes(a.dim, a.format.bytes), st, m, a, mqa_wide_segment_keys(segment_keys));
+    MqaWideLaunch launch = w;
+    launch.segment_keys = mqa_wide_segment_keys(w.segment_keys);
+    const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));
+    launch_kernel(attention_mqa_wide_kernel, grid, kThreads, smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
+    if (w.splits > 1) {
+        launch_attention_combine(st, m, a, static_cast<int64_t>(m.n_tokens) * a.heads, w.splits, w.part_acc, w.part_ml);
+    }
 }
 
 }  // namespace dsv4::cuda

@@ -1,8 +1,8 @@
-// The wide attention kernel (fast numerics, steps of many tokens: a block per token and all its heads, its own sink
-// merge and inverse RoPE; kernels_attention_wide.cu) against the split kernel and its merge (CudaOptions::mqa_wide
-// off) on the same stored rows and queries, every (token, head) row compared on its own, and against the CPU's exact
-// numerics; with key rows resolved 64 at a time (every chunk its own segment) it must give the same bits. Skipped
-// without a GPU.
+// The wide attention kernel (fast numerics, steps of 32 tokens or more: a block per token, or per token and key split,
+// with all its heads; with one split its own sink merge and inverse RoPE; kernels_attention_wide.cu) against the
+// 32-head split kernel and its merge (CudaOptions::mqa_wide off) on the same stored rows and queries, every (token,
+// head) row compared on its own, and against the CPU's exact numerics; with key rows resolved 64 at a time (every
+// chunk its own segment) it must give the same bits. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -148,9 +148,10 @@ struct WideRig {
     }
 };
 
-// Two prefill-sized steps (440 and 330 tokens: one key split a token, so the wide kernel runs): the second reads
-// the first's ring rows and compressed entries; CSA picks with -1 padding; 64 heads (Flash) and 40 (a partial warp
-// row); sinks large enough to dominate some rows.
+// Two prefill-sized steps (440 and 330 tokens: one key split a token, the kernel's own merge): the second reads the
+// first's ring rows and compressed entries; then batched-decode-sized steps (40 and 41 tokens: several key splits a
+// token, partials and the merge kernel); CSA picks with -1 padding; 64 heads (Flash) and 40 (a partial warp row);
+// sinks large enough to dominate some rows.
 TEST(CudaAttentionWide, MatchesTheSplitKernelRowByRow) {
     DSV4_REQUIRE_GPU();
     std::mt19937 gen(20261205);
@@ -159,6 +160,8 @@ TEST(CudaAttentionWide, MatchesTheSplitKernelRowByRow) {
         int64_t pos[2] = {0, 0};
         rig.step({301, 139}, pos, gen);
         rig.step({290, 40}, pos, gen);
+        rig.step({20, 20}, pos, gen);
+        rig.step({1, 40}, pos, gen);
     }
 }
 
