@@ -283,8 +283,10 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (path == LinearPath::kGemmBf16) {
-        launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
+    if (path == LinearPath::kGemmBf16) {  // tensor cores; K split where the grid is small
+        const int splits = gemm_bf16_splits(w.rows, m, w.cols);
+        float* partial = splits > 1 ? scratch(static_cast<size_t>(splits * m * w.rows)) : nullptr;
+        launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out, splits, partial);
     } else if (path == LinearPath::kGemv) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out, 1, 0, stream_linears_);  // decode sizes
     } else {  // reference numerics always: double accumulation

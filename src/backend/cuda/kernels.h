@@ -240,8 +240,12 @@ struct GemvStreamParams {
 bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, GemvStreamParams p);
 
 // kernels_gemm.cu: tensor-core GEMM (fast numerics): bf16 activations x bf16-decoded weights, float32 accumulation.
+// Grids of few blocks (skinny weights at decode-sized batches: the router's 160-row gate makes two) split K:
+// gemm_bf16_splits(rows, m, cols) splits, and with more than one `partial` holds splits * m * rows floats (scratch)
+// and a second launch adds the splits' sums in order.
+int gemm_bf16_splits(int64_t rows, int64_t m, int64_t cols);
 void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
-                      int64_t y_stride, bool round_out);
+                      int64_t y_stride, bool round_out, int splits = 1, float* partial = nullptr);
 // Routed experts over pairs grouped by expert: tile t covers rows [tile_row0[t], + tile_rows[t]) of row_ids, all of
 // expert tile_expert[t]; x row of pair p is x[(p / x_div) * x_stride], output row y[p * y_stride]. The grid covers
 // max_tiles tiles; those at or past tile_count[0] (device) do nothing.
