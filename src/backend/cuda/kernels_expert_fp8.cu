@@ -26,7 +26,8 @@ constexpr int kStages = 3;
 constexpr int kLutMin = -13;  // offsets below: every e2m1 value times 2^k rounds to e4m3 zero
 constexpr int kLutRows = 6 - kLutMin + 1;
 
-constexpr int kMaxSmem = 227 * 1024;  // the per-block opt-in maximum
+constexpr int kMaxSmem = 227 * 1024;    // the per-block opt-in maximum
+constexpr int kSmemPerSm = 228 * 1024;  // an SM's shared memory (a block reserves 1 KB of it)
 
 // Shared-memory carve-up of one stage (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle). The
 // activation tile and its token scales are there once per warpgroup (each copies its own). After the stages, FP4
@@ -44,8 +45,12 @@ struct StageLayout {
     static constexpr int kRawCodes = kThreads * 2 * MB * 16;
     static constexpr int kRawBytes = kRawCodes + kThreads * 4;
     static constexpr int kFixed = kStages * kBytes + kLutRows * 8 + 1024;  // + alignment slack
-    // Blocks of codes in flight: four where they fit, else three (the fewest the loop's group counts allow).
-    static constexpr int kRawStages = !FP4 ? 0 : kFixed + 4 * kRawBytes <= kMaxSmem ? 4 : 3;
+    // K blocks of codes in flight: four where two blocks still fit an SM (the small tiles: eight in flight per SM);
+    // where one block fills it anyway, as many as fit (at most eight, at least three: the fewest the loop's group
+    // counts allow).
+    static constexpr int kRawFit = (kMaxSmem - kFixed) / kRawBytes;
+    static constexpr bool kTwoBlocksFit = 2 * (kFixed + 4 * kRawBytes) <= kSmemPerSm;
+    static constexpr int kRawStages = !FP4 ? 0 : kTwoBlocksFit ? 4 : kRawFit < 3 ? 3 : kRawFit > 8 ? 8 : kRawFit;
     static constexpr int kRaw = kStages * kBytes;
     static constexpr int kLut = kRaw + kRawStages * kRawBytes;
     static constexpr int kTotal = kFixed + kRawStages * kRawBytes;
