@@ -64,8 +64,11 @@ struct CudaOptions {
     // split (prefill) the sink merge in the same kernel (kernels_attention_wide.cu) (DSV4_MQA_WIDE; 0: the 32-head
     // split kernel and its merge).
     bool mqa_wide = true;
-    // Its key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for any value: tests
-    // use 64 to cross segment boundaries at short contexts).
+    // Fast numerics: the bf16 tensor-core GEMM splits K where its grid has few blocks (the router's gate at decode
+    // batch sizes), the splits' sums added in order (DSV4_GEMM_SPLIT_K; 0: one block a tile over all of K).
+    bool gemm_split_k = true;
+    // The wide attention's key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for
+    // any value: tests use 64 to cross segment boundaries at short contexts).
     int mqa_wide_segment = 1024;
     // Kernels captured into graphs launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh):
     // process-wide, the last backend constructed sets it.
@@ -82,7 +85,8 @@ struct CudaOptions {
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
 // (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
-// off). A value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
+// off), DSV4_GEMM_SPLIT_K (0: off). A value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error
+// naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

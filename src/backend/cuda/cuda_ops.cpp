@@ -284,7 +284,7 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
     if (path == LinearPath::kGemmBf16) {  // tensor cores; K split where the grid is small
-        const int splits = gemm_bf16_splits(w.rows, m, w.cols);
+        const int splits = options_.gemm_split_k ? gemm_bf16_splits(w.rows, m, w.cols) : 1;
         float* partial = splits > 1 ? scratch(static_cast<size_t>(splits * m * w.rows)) : nullptr;
         launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out, splits, partial);
     } else if (path == LinearPath::kGemv) {
