@@ -94,9 +94,11 @@ __device__ void post_mix_inputs(const HcBoundaryParams& p, int64_t t, int64_t ch
     float out[kHc];
 #pragma unroll
     for (int k = 0; k < kHc; ++k) {
-        float acc = p.prev_post[t * kHc + k] * y;
+        // Explicit roundings: post * y + c * x could be contracted into either fma, and the kernels that inline this
+        // must all give the same bits (tiles and single tokens).
+        float acc = __fmul_rn(p.prev_post[t * kHc + k], y);
 #pragma unroll
-        for (int j = 0; j < kHc; ++j) acc += c[j * kHc + k] * x[j];
+        for (int j = 0; j < kHc; ++j) acc = __fmaf_rn(c[j * kHc + k], x[j], acc);
         out[k] = acc;
     }
 #pragma unroll
@@ -119,7 +121,7 @@ __device__ void row_group_sums(const FnRows<kHc>& rows, int r0, const float (&x)
     for (int g = 0; g < row_group<kHc>(); ++g) {
         float s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kHc; ++j) s += rows.f[g][j] * x[j];
+        for (int j = 0; j < kHc; ++j) s = __fmaf_rn(rows.f[g][j], x[j], s);
         s = warp_sum(s);
         if (lane == 0 && r0 + g < mix_rows<kHc>()) red[warp][r0 + g] = s;
     }
@@ -156,12 +158,12 @@ __device__ void block_partials_scattered(const float (&x)[kHc], const FnRows<kHc
     for (int g = 0; g < kRows; ++g) {
         float s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kHc; ++j) s += first.f[g][j] * x[j];
+        for (int j = 0; j < kHc; ++j) s = __fmaf_rn(first.f[g][j], x[j], s);
         v[g] = s;
     }
     float sq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kHc; ++j) sq += x[j] * x[j];
+    for (int j = 0; j < kHc; ++j) sq = __fmaf_rn(x[j], x[j], sq);
     v[kRows] = sq;
     int e = kRows + 1;
 #pragma unroll
@@ -199,7 +201,7 @@ __device__ void block_partials(const HcBoundaryParams& p, int64_t ch, bool live,
     }
     float sq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kHc; ++j) sq += x[j] * x[j];
+    for (int j = 0; j < kHc; ++j) sq = __fmaf_rn(x[j], x[j], sq);
     sq = warp_sum(sq);
     if (lane == 0) red[warp][kRows] = sq;
     int e = kRows + 1;
@@ -258,7 +260,7 @@ template <int kHc>
 __device__ __forceinline__ float collapsed_channel(const float* pre, const float (&x)[kHc], float inv, float norm) {
     float acc = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kHc; ++j) acc += pre[j] * x[j];
+    for (int j = 0; j < kHc; ++j) acc = __fmaf_rn(pre[j], x[j], acc);
     return acc * inv * norm;
 }
 

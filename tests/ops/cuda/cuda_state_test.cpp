@@ -231,13 +231,15 @@ TEST(CudaState, IndexerPicksAllAtShortContexts) {
             Tensor given = be.alloc(DType::kI32, {n, k});
             be.from_host(given, picks.data());
             Tensor with = make_tensor(be, {n, heads, hd}), without = make_tensor(be, {n, heads, hd});
-            be.attention(1, c.layers[1], make_tensor(be, {n, heads, hd}, q), make_tensor(be, {n, hd}, kv), rig.sinks[i],
-                         &given, 0.05f, with);
-            be.attention(1, c.layers[1], make_tensor(be, {n, heads, hd}, q), make_tensor(be, {n, hd}, kv), rig.sinks[i],
-                         nullptr, 0.05f, without);
+            Tensor kv_rows = make_tensor(be, {n, hd}, kv);
+            be.attention(1, c.layers[1], make_tensor(be, {n, heads, hd}, q), kv_rows, rig.sinks[i], &given, 0.05f,
+                         with);
+            be.attention(1, c.layers[1], make_tensor(be, {n, heads, hd}, q), kv_rows, rig.sinks[i], nullptr, 0.05f,
+                         without);
             const std::vector<float> a = read(be, with), none = read(be, without);
             EXPECT_EQ(std::memcmp(a.data(), none.data(), a.size() * sizeof(float)), 0) << be.name() << " step " << step;
             EXPECT_FALSE(std::any_of(a.begin(), a.end(), [](float v) { return std::isnan(v); })) << be.name();
+            be.store_window(1, kv_rows);  // the next step's window reads these rows from the ring
         }
     }
 }
