@@ -431,16 +431,22 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
         }
     };
 
-    // Prologue: one commit group with block 0's activations and the codes of blocks 0 .. kRawStages - 1, one with
-    // block 1's activations; block 0 expanded. Iteration kb commits one group: block kb + 2's activations and block
-    // kb + kRawStages's codes (an empty group past the end keeps the wait counts uniform). Iteration kb expands block
-    // kb + 1, whose codes are in a group at least two back: complete since the previous iteration's wait.
+    // Prologue: commit group A = block 0's activations and codes, B = block 1's, C = the codes of blocks 2 ..
+    // kRawStages - 1 (FP4 only); A and B landed, block 0 expanded, C still in flight. Iteration kb commits one group:
+    // block kb + 2's activations and block kb + kRawStages's codes (an empty group past the end keeps the wait counts
+    // uniform); its closing wait leaves only that group pending, so iteration kb + 1 finds block kb + 2's codes (in C
+    // or in a group at least two back) and block kb + 1's activations landed.
     constexpr int kAhead = FP4 ? L::kRawStages : 0;
     issue_block(0);
-    for (int r = 0; r < kAhead; ++r) issue_codes(r);
+    issue_codes(0);
     cp_async_commit();
     issue_block(1);
+    issue_codes(1);
     cp_async_commit();
+    if constexpr (FP4) {
+        for (int r = 2; r < kAhead; ++r) issue_codes(r);
+        cp_async_commit();
+    }
     __syncthreads();  // the byte table
     cp_async_wait<1>();
     expand(0);
