@@ -12,7 +12,6 @@
 // exponent window. Lanes tq 0 and 1 hold columns 0..3; their two column sums meet by one shuffle at the end.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "backend/cuda/gemv_mma.cuh"
 #include "backend/cuda/kernels.h"
@@ -312,11 +311,7 @@ int64_t expert_gemv_fp4_arrivals(int64_t pairs, int n_weights, int64_t rows) {
 void launch_expert_gemv_fp4(cudaStream_t stream, ExpertGemvFp4Params p) {
     if (p.pairs <= 0 || p.rows <= 0) return;
     const int64_t tiles = (p.rows + kMmaTileRows - 1) / kMmaTileRows;
-    static const int target = [] {  // EXPERIMENT (not for main): DSV4_EXPERT_TARGET_WARPS
-        const char* v = std::getenv("DSV4_EXPERT_TARGET_WARPS");
-        return v != nullptr ? std::atoi(v) : kTargetWarps;
-    }();
-    p.splits = mma_splits(tiles * p.pairs * p.n_weights, p.k / kFp8ActBlock, kChunk, target);
+    p.splits = mma_splits(tiles * p.pairs * p.n_weights, p.k / kFp8ActBlock, kChunk, kTargetWarps);
     const int64_t groups = row_groups(p.rows);
     const dim3 grid(static_cast<unsigned>(groups * p.splits), static_cast<unsigned>(p.pairs),
                     static_cast<unsigned>(p.n_weights));
