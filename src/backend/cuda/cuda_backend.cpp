@@ -69,6 +69,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.indexer_all_entries = switch_env("DSV4_INDEXER_ALL_ENTRIES", o.indexer_all_entries);
     o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
     o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);
+    o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);
     o.pdl = switch_env("DSV4_PDL", o.pdl);
     o.fp8_gemv = switch_env("DSV4_FP8_GEMV", o.fp8_gemv);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));

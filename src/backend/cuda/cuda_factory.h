@@ -67,6 +67,10 @@ struct CudaOptions {
     // Fast numerics: the bf16 tensor-core GEMM splits K where its grid has few blocks (the router's gate at decode
     // batch sizes), the splits' sums added in order (DSV4_GEMM_SPLIT_K; 0: one block a tile over all of K).
     bool gemm_split_k = true;
+    // Fast numerics: the routed FP4 experts' grouped GEMMs on the warp-specialized kernel (a producer warpgroup
+    // copies and expands, two consumers run wgmma; kernels_expert_ws.cu; the same bits) (DSV4_EXPERT_WS; 0: the
+    // two-warpgroup kernel). Off until measured on the H200.
+    bool expert_ws = false;
     // The wide attention's key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for
     // any value: tests use 64 to cross segment boundaries at short contexts).
     int mqa_wide_segment = 1024;
@@ -85,8 +89,8 @@ struct CudaOptions {
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
 // (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
-// off), DSV4_GEMM_SPLIT_K (0: off). A value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error
-// naming the variable.
+// off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on). A value that is not a positive integer (0 or 1 for the
+// switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);
