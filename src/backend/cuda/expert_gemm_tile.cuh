@@ -136,6 +136,43 @@ __device__ __forceinline__ void promote(float (&acc)[BN / 2], const float (&part
     }
 }
 
+// Zeroed accumulators and partial sums of a warpgroup's MB weight halves.
+template <int BN, int MB>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[MB][BN / 2], float (&part)[MB][BN / 2]) {
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[mb][i] = part[mb][i] = 0.0f;
+    }
+}
+
+// The wgmma steps of one 128-wide K block (not committed): part[mb] = rows 64 wg .. 64 wg + 63 of weight half mb of
+// the stage's tile (`w_tile`, 128-row halves) times the activation tile's BN tokens.
+template <int BN, int MB>
+__device__ __forceinline__ void issue_block_wgmma(float (&part)[MB][BN / 2], const uint8_t* w_tile,
+                                                  const uint8_t* x_tile, int wg) {
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
+    wgmma_fence();
+    const uint64_t desc_x = smem_desc_sw128(x_tile);
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+        const uint64_t desc_w = smem_desc_sw128(w_tile + (mb * 128 + 64 * wg) * 128);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) wgmma_m64k32<BN>(part[mb], desc_w + 2 * j, desc_x + 2 * j, j > 0 ? 1 : 0);
+    }
+}
+
+// After the block's wgmma_wait_all: every half's partial sums promoted with the stage's row and token scales.
+template <int BN, int MB>
+__device__ __forceinline__ void promote_block(float (&acc)[MB][BN / 2], float (&part)[MB][BN / 2], const float* wscale,
+                                              const float* xscale, int row_base) {
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) promote<BN>(acc[mb], part[mb], wscale + mb * 128, xscale, row_base);
+}
+
 template <int BN>
 __device__ __forceinline__ void store_plain(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0,
                                             const float (&acc)[BN / 2], int row_base) {

@@ -262,37 +262,18 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     __syncthreads();
 
     float acc[MB][BN / 2], part[MB][BN / 2];
-#pragma unroll
-    for (int mb = 0; mb < MB; ++mb) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[mb][i] = part[mb][i] = 0.0f;
-    }
+    zero_accumulators<BN, MB>(acc, part);
     const int row_base = 64 * wg + 16 * warp_in_wg;  // this warp's first fragment row within each 128-row half
     for (int kb = 0; kb < nk; ++kb) {
         uint8_t* s = stage(kb);
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
-        wgmma_fence();
-        const uint64_t desc_x = smem_desc_sw128(stage_x(kb));
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-            const uint64_t desc_w = smem_desc_sw128(s + L::kW + (mb * 128 + 64 * wg) * 128);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) wgmma_m64k32<BN>(part[mb], desc_w + 2 * j, desc_x + 2 * j, j > 0 ? 1 : 0);
-        }
+        issue_block_wgmma<BN, MB>(part, s + L::kW, stage_x(kb), wg);
         wgmma_commit();
         expand(kb + 1);  // while the tensor cores work
         issue_block(kb + 2);
         if constexpr (FP4) issue_codes(kb + kAhead);
         cp_async_commit();
         wgmma_wait_all();
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-            promote<BN>(acc[mb], part[mb], reinterpret_cast<const float*>(s + L::kWScale) + mb * 128, stage_xscale(kb),
-                        row_base);
-        }
+        promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(s + L::kWScale), stage_xscale(kb), row_base);
         cp_async_wait<1>();
         fence_proxy_async();
         warpgroup_barrier(wg);  // this warpgroup's stage kb + 1 is complete; the other warpgroup goes its own pace

@@ -193,35 +193,17 @@ __device__ __forceinline__ void consume(const ExpertGemmArgs& a, const TileInfo&
     const int ct = static_cast<int>(threadIdx.x) - kProducerThreads;
     const int c = ct / 128, warp_in_wg = (ct / 32) % 4;
     float acc[MB][BN / 2], part[MB][BN / 2];
-#pragma unroll
-    for (int mb = 0; mb < MB; ++mb) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[mb][i] = part[mb][i] = 0.0f;
-    }
+    zero_accumulators<BN, MB>(acc, part);
     const int row_base = 64 * c + 16 * warp_in_wg;  // this warp's first fragment row within each 128-row half
     for (int kb = 0; kb < nk; ++kb) {
         const int s = kb % kStages;
         uint8_t* stage = smem + s * L::kStageBytes;
         mbarrier_wait(&full[s], static_cast<uint32_t>(kb / kStages) & 1u);
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
-        wgmma_fence();
-        const uint64_t desc_x = smem_desc_sw128(stage + L::kX);
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-            const uint64_t desc_w = smem_desc_sw128(stage + L::kW + (mb * 128 + 64 * c) * 128);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) wgmma_m64k32<BN>(part[mb], desc_w + 2 * j, desc_x + 2 * j, j > 0 ? 1 : 0);
-        }
+        issue_block_wgmma<BN, MB>(part, stage + L::kW, stage + L::kX, c);
         wgmma_commit();
         wgmma_wait_all();
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-            promote<BN>(acc[mb], part[mb], reinterpret_cast<const float*>(stage + L::kWScale) + mb * 128,
-                        reinterpret_cast<const float*>(stage + L::kXScale), row_base);
-        }
+        promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(stage + L::kWScale),
+                              reinterpret_cast<const float*>(stage + L::kXScale), row_base);
         mbarrier_arrive(&empty[s]);
     }
     if constexpr (MB == 2) {
