@@ -6,9 +6,6 @@
 // 1x128 block) copied with cp.async, four wgmma k32 steps accumulate the block's partial sums, and the partials are
 // promoted into float32 accumulators scaled by (weight row scale x token scale) — DeepSeek's per-128 promotion.
 // Three shared-memory stages: block kb computes while kb + 1 is expanded and kb + 2 is in flight.
-// The two warpgroups share nothing inside the K loop: each expands its own 64 weight rows (of W1 and of W3), copies
-// its own activation tile and synchronizes on its own named barrier, so one warpgroup's promotion, expansion and
-// barrier overlap the other's wgmma (with a block barrier per K block they all sat on the tensor cores' path).
 #include <cuda_fp8.h>
 
 #include "backend/cuda/expert_gemm_tile.cuh"
@@ -20,43 +17,22 @@ namespace {
 using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file's own pieces, shared with the WS kernel
 
 constexpr int kThreads = 256;  // 2 warpgroups
-constexpr int kWgThreads = 128;
 constexpr int kStages = 3;
 
-constexpr int kMaxSmem = 227 * 1024;    // the per-block opt-in maximum
-constexpr int kSmemPerSm = 228 * 1024;  // an SM's shared memory (a block reserves 1 KB of it)
-
-// Shared-memory carve-up of one stage (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle). The
-// activation tile and its token scales are there once per warpgroup (each copies its own). After the stages, FP4
-// weights have kRawStages K blocks of codes in flight (each thread's groups, then each thread's copy of its row's
-// four scale bytes); then the byte table.
-template <int BN, int MB, bool FP4>
+// Shared-memory carve-up of one stage (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle).
+template <int BN, int MB>
 struct StageLayout {
     static constexpr int kWRows = 128 * MB;
     static constexpr int kW = 0;
-    static constexpr int kX = kWRows * 128;  // [2][BN][128]
-    static constexpr int kWScale = kX + 2 * BN * 128;
-    static constexpr int kXScale = kWScale + kWRows * 4;  // [2][BN]
-    static constexpr int kBytes = (kXScale + 2 * BN * 4 + 1023) / 1024 * 1024;
-    static_assert(BN * 128 % 1024 == 0, "the second warpgroup's activation tile stays 1024-aligned");
-    static constexpr int kRawCodes = kThreads * 2 * MB * 16;
-    static constexpr int kRawBytes = kRawCodes + kThreads * 4;
-    static constexpr int kFixed = kStages * kBytes + kLutRows * 8 + 1024;  // + alignment slack
-    // K blocks of codes in flight: four where two blocks still fit an SM (the small tiles: eight in flight per SM);
-    // where one block fills it anyway, as many as fit (at most eight, at least three: the fewest the loop's group
-    // counts allow).
-    static constexpr int kRawFit = (kMaxSmem - kFixed) / kRawBytes;
-    static constexpr bool kTwoBlocksFit = 2 * (kFixed + 4 * kRawBytes) <= kSmemPerSm;
-    static constexpr int kRawStages = !FP4 ? 0 : kTwoBlocksFit ? 4 : kRawFit < 3 ? 3 : kRawFit > 8 ? 8 : kRawFit;
-    static constexpr int kRaw = kStages * kBytes;
-    static constexpr int kLut = kRaw + kRawStages * kRawBytes;
-    static constexpr int kTotal = kFixed + kRawStages * kRawBytes;
-    static_assert(kTotal <= kMaxSmem, "shared memory");
+    static constexpr int kX = kWRows * 128;
+    static constexpr int kWScale = kX + BN * 128;
+    static constexpr int kXScale = kWScale + kWRows * 4;
+    static constexpr int kBytes = (kXScale + BN * 4 + 1023) / 1024 * 1024;
+    static constexpr int kTotal = kStages * kBytes + kLutRows * 8 + 1024;  // + alignment slack
 };
 
-// One thread's share of a stage's weight rows: G consecutive 32-element groups of one row (FP4: copied into a raw
-// stage kRawStages - 1 K blocks ahead, read into registers and expanded into the stage the iteration before its
-// wgmma).
+// One thread's share of a stage's weight rows: G consecutive 32-element groups of one row (FP4: read into registers
+// one K block ahead, expanded into shared memory the next iteration).
 template <int G>
 struct RawWeights {
     uint4 groups[G];
@@ -66,7 +42,7 @@ struct RawWeights {
 
 template <int MB>
 struct WeightSlot {
-    static constexpr int kGroups = 2 * MB;  // a warpgroup's 64 * MB rows x 4 groups over its 128 threads
+    static constexpr int kGroups = 2 * MB;  // 512 * MB groups per stage over 256 threads
     int tile_row = 0;                       // row in the stage's weight tile (MB = 2: W1 rows, then W3 rows)
     int group0 = 0;
     int64_t feature = 0;
@@ -75,16 +51,11 @@ struct WeightSlot {
     int64_t scale_cols = 0;
 };
 
-// Tile row of a warpgroup's local row (0 .. 64 MB): its W1 rows 64 wg .., then (SwiGLU) its W3 rows 128 + 64 wg ...
-__device__ __forceinline__ int warpgroup_row(int wg, int local) {
-    return (local / 64) * 128 + 64 * wg + local % 64;
-}
-
 template <int MB>
 __device__ __forceinline__ WeightSlot<MB> weight_slot(const TileInfo& t, int64_t n0) {
     WeightSlot<MB> s;
-    const int f = (threadIdx.x % kWgThreads) * WeightSlot<MB>::kGroups;
-    s.tile_row = warpgroup_row(static_cast<int>(threadIdx.x / kWgThreads), f / 4);
+    const int f = threadIdx.x * WeightSlot<MB>::kGroups;
+    s.tile_row = f / 4;
     s.group0 = f % 4;
     s.feature = n0 + s.tile_row % 128;
     s.data = s.tile_row < 128 ? t.data1 : t.data3;
@@ -93,31 +64,17 @@ __device__ __forceinline__ WeightSlot<MB> weight_slot(const TileInfo& t, int64_t
     return s;
 }
 
-// Starts copying this thread's FP4 groups of K block kb (and its row's four scale bytes) into its slot of a raw
-// stage; rows past the weight's copy nothing (store_fp4 zero-fills them).
 template <int MB>
-__device__ __forceinline__ void issue_fp4_raw(const WeightSlot<MB>& s, int64_t rows, int64_t k, int kb,
-                                              uint8_t* raw_stage) {
-    constexpr int G = WeightSlot<MB>::kGroups;
-    if (s.feature >= rows) return;
-    const uint8_t* row = s.data + s.feature * (k / 2) + kb * 64;
-    uint8_t* codes = raw_stage + threadIdx.x * G * 16;
-#pragma unroll
-    for (int i = 0; i < G; ++i) cp_async16(codes + 16 * i, row + 16 * (s.group0 + i), 16);
-    cp_async4(raw_stage + kThreads * G * 16 + threadIdx.x * 4, s.scales + s.feature * s.scale_cols + kb * 4, 4);
-}
-
-// This thread's copied groups and scale bytes (its own copies, landed: cp_async_wait) into registers.
-template <int MB>
-__device__ __forceinline__ void read_fp4_raw(const WeightSlot<MB>& s, int64_t rows, const uint8_t* raw_stage,
-                                             RawWeights<WeightSlot<MB>::kGroups>& raw) {
-    constexpr int G = WeightSlot<MB>::kGroups;
+__device__ __forceinline__ void load_fp4(const WeightSlot<MB>& s, int64_t rows, int64_t k, int kb,
+                                         RawWeights<WeightSlot<MB>::kGroups>& raw) {
     raw.valid = s.feature < rows;
     if (!raw.valid) return;
-    const uint8_t* codes = raw_stage + threadIdx.x * G * 16;
+    const uint8_t* row = s.data + s.feature * (k / 2) + kb * 64;
 #pragma unroll
-    for (int i = 0; i < G; ++i) raw.groups[i] = *reinterpret_cast<const uint4*>(codes + 16 * i);
-    raw.scales = *reinterpret_cast<const uint32_t*>(raw_stage + kThreads * G * 16 + threadIdx.x * 4);
+    for (int i = 0; i < WeightSlot<MB>::kGroups; ++i) {
+        raw.groups[i] = __ldg(reinterpret_cast<const uint4*>(row) + s.group0 + i);
+    }
+    raw.scales = __ldg(reinterpret_cast<const uint32_t*>(s.scales + s.feature * s.scale_cols + kb * 4));
 }
 
 // Expands this thread's raw FP4 groups into the stage's swizzled e4m3 tile (expand_fp4_groups).
@@ -128,15 +85,14 @@ __device__ __forceinline__ void store_fp4(const WeightSlot<MB>& s, const RawWeig
     expand_fp4_groups(s.tile_row, s.group0, raw.groups, raw.scales, raw.valid, stage_w, stage_wscale, lut, clamp_count);
 }
 
-// FP8 weights: the warpgroup's rows of the stage by cp.async (4 * MB 16-byte chunks per thread) and each row's block
-// scale.
+// FP8 weights: the stage's rows by cp.async (4 * MB 16-byte chunks per thread) and each row's block scale.
 template <int MB>
 __device__ __forceinline__ void issue_fp8_weights(const TileInfo& t, int64_t n0, int64_t rows, int64_t k, int kb,
                                                   uint8_t* stage_w, float* stage_wscale) {
 #pragma unroll
     for (int i = 0; i < 4 * MB; ++i) {
-        const int f = static_cast<int>(threadIdx.x % kWgThreads) + i * kWgThreads;
-        const int tile_row = warpgroup_row(static_cast<int>(threadIdx.x / kWgThreads), f / 8), chunk = f % 8;
+        const int f = threadIdx.x + i * kThreads;
+        const int tile_row = f / 8, chunk = f % 8;
         const int64_t feature = n0 + tile_row % 128;
         const uint8_t* data = tile_row < 128 ? t.data1 : t.data3;
         const uint8_t* scales = tile_row < 128 ? t.scales1 : t.scales3;
@@ -149,36 +105,24 @@ __device__ __forceinline__ void issue_fp8_weights(const TileInfo& t, int64_t n0,
     }
 }
 
-// The warpgroup's copy of the stage's activation rows (BN tokens x 128 bytes) and token scales by cp.async; absent
-// tokens are zero-filled.
+// The stage's activation rows (BN tokens x 128 bytes) and token scales by cp.async; absent tokens are zero-filled.
 template <int BN>
 __device__ __forceinline__ void issue_x(const ExpertGemmArgs& a,
-                                        const int64_t (&x_rows)[(BN * 8 + kWgThreads - 1) / kWgThreads],
-                                        int64_t scale_row, int kb, uint8_t* stage_x, float* stage_xscale) {
-    constexpr int kPerThread = (BN * 8 + kWgThreads - 1) / kWgThreads;
-    const int tid = static_cast<int>(threadIdx.x % kWgThreads);
+                                        const int64_t (&x_rows)[(BN * 8 + kThreads - 1) / kThreads], int64_t scale_row,
+                                        int kb, uint8_t* stage_x, float* stage_xscale) {
+    constexpr int kPerThread = (BN * 8 + kThreads - 1) / kThreads;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-        const int f = tid + i * kWgThreads;
+        const int f = threadIdx.x + i * kThreads;
         if (f >= BN * 8) break;
         const int r = f / 8, chunk = f % 8;
         const bool valid = x_rows[i] >= 0;
         const uint8_t* src = a.x_codes + (valid ? x_rows[i] * a.x_stride + kb * 128 + chunk * 16 : 0);
         cp_async16(stage_x + sw128_offset(r, chunk), src, valid ? 16 : 0);
     }
-    if (tid < BN) {
+    if (threadIdx.x < BN) {
         const bool valid = scale_row >= 0;
-        cp_async4(stage_xscale + tid, a.x_scales + (valid ? kb * a.x_rows_pad + scale_row : 0), valid ? 4 : 0);
-    }
-}
-
-// Barrier of one warpgroup's 128 threads (ids 1 and 2; 0 is __syncthreads'), immediate ids so that ptxas reserves
-// only those.
-__device__ __forceinline__ void warpgroup_barrier(int wg) {
-    if (wg == 0) {
-        asm volatile("bar.sync 1, 128;" ::: "memory");
-    } else {
-        asm volatile("bar.sync 2, 128;" ::: "memory");
+        cp_async4(stage_xscale + threadIdx.x, a.x_scales + (valid ? kb * a.x_rows_pad + scale_row : 0), valid ? 4 : 0);
     }
 }
 
@@ -187,10 +131,10 @@ __device__ __forceinline__ void warpgroup_barrier(int wg) {
 template <int BN, int MB, bool FP4>
 __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemmArgs a) {
     pdl_begin();
-    using L = StageLayout<BN, MB, FP4>;
+    using L = StageLayout<BN, MB>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-    auto* lut = reinterpret_cast<uint2*>(smem + L::kLut);
+    auto* lut = reinterpret_cast<uint2*>(smem + kStages * L::kBytes);
     TileInfo t;
     if (!load_tile(a, BN, t)) return;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kExpertGemmFeatures;
@@ -199,65 +143,51 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     const int nk = static_cast<int>(a.k / 128);
     if constexpr (FP4) build_lut(reinterpret_cast<uint8_t*>(lut));
 
-    // This thread's activation rows in its warpgroup's copy (-1: absent token) and its token-scale row.
-    const int tid = static_cast<int>(threadIdx.x % kWgThreads);
-    constexpr int kXPer = (BN * 8 + kWgThreads - 1) / kWgThreads;
+    // This thread's activation rows (-1: absent token) and its token-scale row.
+    constexpr int kXPer = (BN * 8 + kThreads - 1) / kThreads;
     int64_t x_rows[kXPer];
 #pragma unroll
     for (int i = 0; i < kXPer; ++i) {
-        const int r = (tid + i * kWgThreads) / 8;
+        const int r = (threadIdx.x + i * kThreads) / 8;
         x_rows[i] = r < t.ntok ? slot_row(a, t, r) / a.x_div : -1;
     }
-    const int64_t scale_row = tid < t.ntok ? slot_row(a, t, tid) / a.x_div : -1;
+    const int64_t scale_row = static_cast<int>(threadIdx.x) < t.ntok ? slot_row(a, t, threadIdx.x) / a.x_div : -1;
     auto stage = [&](int kb) { return smem + (kb % kStages) * L::kBytes; };
-    auto stage_x = [&](int kb) { return stage(kb) + L::kX + wg * BN * 128; };
-    auto stage_xscale = [&](int kb) { return reinterpret_cast<float*>(stage(kb) + L::kXScale) + wg * BN; };
-    const WeightSlot<MB> slot = weight_slot<MB>(t, n0);
-    auto raw_stage = [&](int kb) { return smem + L::kRaw + (kb % (FP4 ? L::kRawStages : 1)) * L::kRawBytes; };
-    auto issue_block = [&](int kb) {  // block kb's activations (and FP8 weights) into its stage
+    auto issue = [&](int kb) {
         if (kb < nk) {
             uint8_t* s = stage(kb);
-            issue_x<BN>(a, x_rows, scale_row, kb, stage_x(kb), stage_xscale(kb));
+            issue_x<BN>(a, x_rows, scale_row, kb, s + L::kX, reinterpret_cast<float*>(s + L::kXScale));
             if constexpr (!FP4) {
                 issue_fp8_weights<MB>(t, n0, a.rows, a.k, kb, s + L::kW, reinterpret_cast<float*>(s + L::kWScale));
             }
         }
+        cp_async_commit();  // an empty group past the end keeps the wait counts uniform
     };
-    auto issue_codes = [&](int kb) {  // block kb's FP4 codes into its raw stage
-        if constexpr (FP4) {
-            if (kb < nk) issue_fp4_raw<MB>(slot, a.rows, a.k, kb, raw_stage(kb));
-        }
-    };
-    auto expand = [&](int kb) {  // block kb's landed codes -> its stage, as e4m3
+
+    const WeightSlot<MB> slot = weight_slot<MB>(t, n0);
+    RawWeights<WeightSlot<MB>::kGroups> raw;
+    auto expand = [&](int kb) {  // raw (block kb) -> its stage
         if constexpr (FP4) {
             if (kb < nk) {
-                RawWeights<WeightSlot<MB>::kGroups> raw;
-                read_fp4_raw<MB>(slot, a.rows, raw_stage(kb), raw);
                 uint8_t* s = stage(kb);
                 store_fp4<MB>(slot, raw, s + L::kW, reinterpret_cast<float*>(s + L::kWScale), lut, a.clamp_count);
             }
         }
     };
+    auto fetch = [&](int kb) {  // block kb's FP4 words into registers
+        if constexpr (FP4) {
+            if (kb < nk) load_fp4<MB>(slot, a.rows, a.k, kb, raw);
+        }
+    };
 
-    // Prologue: commit group A = block 0's activations and codes, B = block 1's, C = the codes of blocks 2 ..
-    // kRawStages - 1 (FP4 only); A and B landed, block 0 expanded, C still in flight. Iteration kb commits one group:
-    // block kb + 2's activations and block kb + kRawStages's codes (an empty group past the end keeps the wait counts
-    // uniform); its closing wait leaves only that group pending, so iteration kb + 1 finds block kb + 2's codes (in C
-    // or in a group at least two back) and block kb + 1's activations landed.
-    constexpr int kAhead = FP4 ? L::kRawStages : 0;
-    issue_block(0);
-    issue_codes(0);
-    cp_async_commit();
-    issue_block(1);
-    issue_codes(1);
-    cp_async_commit();
-    if constexpr (FP4) {
-        for (int r = 2; r < kAhead; ++r) issue_codes(r);
-        cp_async_commit();
-    }
+    // Prologue: blocks 0 and 1 in flight, block 0 expanded.
+    issue(0);
+    issue(1);
     __syncthreads();  // the byte table
-    cp_async_wait<1>();
+    fetch(0);
     expand(0);
+    fetch(1);
+    cp_async_wait<1>();
     fence_proxy_async();
     __syncthreads();
 
@@ -266,17 +196,17 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     const int row_base = 64 * wg + 16 * warp_in_wg;  // this warp's first fragment row within each 128-row half
     for (int kb = 0; kb < nk; ++kb) {
         uint8_t* s = stage(kb);
-        issue_block_wgmma<BN, MB>(part, s + L::kW, stage_x(kb), wg);
+        issue_block_wgmma<BN, MB>(part, s + L::kW, s + L::kX, wg);
         wgmma_commit();
         expand(kb + 1);  // while the tensor cores work
-        issue_block(kb + 2);
-        if constexpr (FP4) issue_codes(kb + kAhead);
-        cp_async_commit();
+        fetch(kb + 2);
+        issue(kb + 2);
         wgmma_wait_all();
-        promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(s + L::kWScale), stage_xscale(kb), row_base);
+        promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(s + L::kWScale),
+                              reinterpret_cast<const float*>(s + L::kXScale), row_base);
         cp_async_wait<1>();
         fence_proxy_async();
-        warpgroup_barrier(wg);  // this warpgroup's stage kb + 1 is complete; the other warpgroup goes its own pace
+        __syncthreads();
     }
     if constexpr (MB == 2) {
         cp_async_wait<0>();
@@ -290,9 +220,8 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
 
 template <int BN, int MB, bool FP4>
 void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    using L = StageLayout<BN, MB, FP4>;
-    constexpr int kSmem = L::kTotal;
-    static_assert(8 * BN * 4 + BN * 4 + BN * 128 <= kStages * L::kBytes, "epilogue staging");
+    constexpr int kSmem = StageLayout<BN, MB>::kTotal;
+    static_assert(8 * BN * 4 + BN * 4 + BN * 128 <= kStages * StageLayout<BN, MB>::kBytes, "epilogue staging");
     static bool configured = false;  // host-side, once per instantiation
     if (!configured) {
         cudaFuncSetAttribute(expert_gemm_fp8_kernel<BN, MB, FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
