@@ -40,19 +40,26 @@ __device__ __forceinline__ void set_weights(TileInfo& t, const WeightRef& w1, co
     t.scales3 = w3 != nullptr ? w3->scales : t.scales1;
 }
 
-__device__ __forceinline__ bool load_tile(const ExpertGemmArgs& a, int bn, TileInfo& t) {
+// Tile `tile` of the launch (expert mode: from the device-side plan; dense: consecutive rows); false past the plan's
+// count or when the tile has no tokens.
+__device__ __forceinline__ bool load_tile(const ExpertGemmArgs& a, int bn, int tile, TileInfo& t) {
     if (a.tile_expert != nullptr) {
-        if (static_cast<int>(blockIdx.y) >= a.tile_count[0]) return false;
-        const int e = a.tile_expert[blockIdx.y];
-        t.row0 = a.tile_row0[blockIdx.y];
-        t.ntok = a.tile_rows[blockIdx.y];
+        if (tile >= a.tile_count[0]) return false;
+        const int e = a.tile_expert[tile];
+        t.row0 = a.tile_row0[tile];
+        t.ntok = a.tile_rows[tile];
         set_weights(t, a.table[e], a.table_up != nullptr ? &a.table_up[e] : nullptr);
     } else {
-        t.row0 = static_cast<int64_t>(blockIdx.y) * bn;
+        t.row0 = static_cast<int64_t>(tile) * bn;
         t.ntok = static_cast<int>(min64(bn, a.dense_m - t.row0));
         set_weights(t, a.dense, nullptr);
     }
     return t.ntok > 0;
+}
+
+// Tiles of the launch: the plan's count (expert mode) or the dense rows' tiles.
+__device__ __forceinline__ int tile_count(const ExpertGemmArgs& a, int bn) {
+    return a.tile_expert != nullptr ? a.tile_count[0] : static_cast<int>((a.dense_m + bn - 1) / bn);
 }
 
 // Output / activation row of token slot i of the tile.

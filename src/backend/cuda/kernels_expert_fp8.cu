@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
     auto* lut = reinterpret_cast<uint2*>(smem + kStages * L::kBytes);
     TileInfo t;
-    if (!load_tile(a, BN, t)) return;
+    if (!load_tile(a, BN, static_cast<int>(blockIdx.y), t)) return;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kExpertGemmFeatures;
     if (n0 >= a.rows) return;
     const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;

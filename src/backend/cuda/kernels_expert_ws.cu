@@ -1,13 +1,18 @@
-// Grouped (routed-expert) W4A8 GEMM on FP8 tensor cores, warp-specialized: the same tiles, wgmma steps, promotions
-// and epilogues as the two-warpgroup kernel (kernels_expert_fp8.cu; the same bits for the same tile width), with
-// the work split by role instead of by weight rows. A producer warpgroup copies each 128-wide K block's FP4 codes,
-// row scale bytes, activation tile and token scales into a raw ring (cp.async, kRawStages - 1 blocks ahead),
-// expands the codes to e4m3 into the block's stage (one activation tile for both consumers) and signals the stage
-// full on an mbarrier; two consumer warpgroups (64 weight rows of each 128 each, as before) wait for it, run the
+// Grouped (routed-expert) W4A8 GEMM on FP8 tensor cores, warp-specialized and persistent: the same tiles, wgmma
+// steps, promotions and epilogues as the two-warpgroup kernel (kernels_expert_fp8.cu; the same bits for the same tile
+// width), with the work split by role instead of by weight rows. A producer warpgroup copies each 128-wide K block's
+// FP4 codes, row scale bytes, activation tile and token scales into a raw ring (cp.async, kRawStages - 1 blocks
+// ahead), expands the codes to e4m3 into the block's stage (one activation tile for both consumers) and signals the
+// stage full on an mbarrier; two consumer warpgroups (64 weight rows of each 128 each, as before) wait for it, run the
 // wgmma steps, promote their partial sums and signal the stage empty. The consumers never expand, copy or wait on
 // copies: one consumer's promotion overlaps the other's wgmma, and the producer's expansion overlaps both (in the
-// two-warpgroup kernel each warpgroup did all three in turn, 16.9% of the FP8 ceiling at 8K tokens, H200).
-// FP4 weights only (FP8 experts keep the two-warpgroup kernel). DSV4_EXPERT_WS=1 (CudaOptions::expert_ws) selects it.
+// two-warpgroup kernel each warpgroup did all three in turn, 16.9% of the FP8 ceiling at 8K tokens, H200). A block
+// keeps one feature block and takes every gridDim.y-th tile: the producer runs on into the next tile's K blocks while
+// the consumers write the last one's outputs (their SwiGLU epilogue has its own shared memory), so no tile pays for
+// filling the pipeline. FP4 weights only (FP8 experts keep the two-warpgroup kernel). DSV4_EXPERT_WS=1
+// (CudaOptions::expert_ws) selects it.
+#include <algorithm>
+
 #include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/expert_gemm_tile.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -27,10 +32,11 @@ constexpr int round_up(int v, int to) {
     return (v + to - 1) / to * to;
 }
 
-// Shared memory: kStages e4m3 stages (1024-aligned for the 128-byte swizzle), the raw ring, the barriers, the byte
-// table. A stage: weight tile [128 MB rows][128], activation tile [BN][128], row scales, token scales. A raw slot:
-// codes [MB rows x 4 groups][128 producer threads][16 bytes] (a warp's loads are consecutive 16-byte chunks), row
-// scale bytes [MB][128][4], activation chunks [BN x 8][16] (chunk f: token f / 8, 16 bytes f % 8), token scales [BN].
+// Shared memory: kStages e4m3 stages (1024-aligned for the 128-byte swizzle), the SwiGLU epilogue's staging, the raw
+// ring, the barriers, the byte table. A stage: weight tile [128 MB rows][128], activation tile [BN][128], row scales,
+// token scales. A raw slot: codes [MB rows x 4 groups][128 producer threads][16 bytes] (a warp's loads are consecutive
+// 16-byte chunks), row scale bytes [MB][128][4], activation chunks [BN x 8][16] (chunk f: token f / 8, 16 bytes f % 8),
+// token scales [BN].
 template <int BN, int MB>
 struct WsLayout {
     static constexpr int kWRows = 128 * MB;
@@ -44,7 +50,9 @@ struct WsLayout {
     static constexpr int kRawX = kRawScales + MB * kProducerThreads * 4;
     static constexpr int kRawXScale = kRawX + BN * 128;
     static constexpr int kRawBytes = round_up(kRawXScale + BN * 4, 128);
-    static constexpr int kRaw = kStages * kStageBytes;
+    static constexpr int kEpilogue = kStages * kStageBytes;  // store_swiglu's [8][BN] amax, [BN] scales, [BN][128]
+    static constexpr int kEpilogueBytes = MB == 2 ? round_up(8 * BN * 4 + BN * 4 + BN * 128, 128) : 0;
+    static constexpr int kRaw = kEpilogue + kEpilogueBytes;
     static constexpr int kBarriers = 2 * kStages * 8;
     static constexpr int kFixed = kRaw + kBarriers + kLutRows * 8 + 1024;  // + alignment slack
     static constexpr int kRawFit = (kMaxSmem - kFixed) / kRawBytes;
@@ -55,7 +63,6 @@ struct WsLayout {
     static constexpr int kTotal = kFixed + kRawStages * kRawBytes;
     static_assert(kRawStages >= 2, "shared memory: two raw blocks at least");
     static_assert(kTotal <= kMaxSmem, "shared memory");
-    static_assert(8 * BN * 4 + BN * 4 + BN * 128 <= kStages * kStageBytes, "epilogue staging");
     static constexpr int kXChunksPerThread = BN * 8 / kProducerThreads;  // BN is a multiple of 16
     static_assert(BN * 8 % kProducerThreads == 0, "whole activation chunks a producer thread");
 };
@@ -125,8 +132,8 @@ __device__ __forceinline__ void issue_raw(const ExpertGemmArgs& a, const Produce
 // A landed raw slot (this thread's own copies) into a stage: the weight rows expanded to e4m3 with their scales, the
 // activation chunks swizzled, the token scale.
 template <int BN, int MB>
-__device__ __forceinline__ void fill_stage(const ExpertGemmArgs& a, const ProducerSlots<BN, MB>& s, int p,
-                                           const uint8_t* raw, uint8_t* stage, const uint2* lut) {
+__device__ __forceinline__ void fill_stage(const ExpertGemmArgs& a, bool row_valid, int p, const uint8_t* raw,
+                                           uint8_t* stage, const uint2* lut) {
     using L = WsLayout<BN, MB>;
 #pragma unroll
     for (int m = 0; m < MB; ++m) {
@@ -138,7 +145,7 @@ __device__ __forceinline__ void fill_stage(const ExpertGemmArgs& a, const Produc
         }
         const uint32_t scales =
             *reinterpret_cast<const uint32_t*>(raw + L::kRawScales + (m * kProducerThreads + p) * 4);
-        expand_fp4_groups(m * 128 + p, 0, groups, scales, s.row_valid, stage + L::kW,
+        expand_fp4_groups(m * 128 + p, 0, groups, scales, row_valid, stage + L::kW,
                           reinterpret_cast<float*>(stage + L::kWScale), lut, a.clamp_count);
     }
 #pragma unroll
@@ -152,29 +159,52 @@ __device__ __forceinline__ void fill_stage(const ExpertGemmArgs& a, const Produc
     }
 }
 
-// The producer warpgroup: raw blocks kRawStages - 1 ahead; block kb goes into stage kb % kStages once the consumers
-// have released that stage's previous block (kb - kStages).
+// This block's tiles: blockIdx.y, blockIdx.y + gridDim.y, ... below the launch's count.
+__device__ __forceinline__ int block_tiles(int count) {
+    const int y = static_cast<int>(blockIdx.y), step = static_cast<int>(gridDim.y);
+    return count > y ? (count - 1 - y) / step + 1 : 0;
+}
+
+__device__ __forceinline__ int block_tile(int i) {
+    return static_cast<int>(blockIdx.y) + i * static_cast<int>(gridDim.y);
+}
+
+// The producer warpgroup over the block's units (tile i, K block kb) = i * nk + kb in order: raw units kRawStages - 1
+// ahead (across tile boundaries); unit g goes into stage g % kStages once the consumers have released that stage's
+// previous unit (g - kStages).
 template <int BN, int MB>
-__device__ __forceinline__ void produce(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0, int nk, uint8_t* smem,
+__device__ __forceinline__ void produce(const ExpertGemmArgs& a, int64_t n0, int nk, int units, uint8_t* smem,
                                         uint64_t* full, uint64_t* empty, const uint2* lut) {
     using L = WsLayout<BN, MB>;
     constexpr int R = L::kRawStages;
     const int p = static_cast<int>(threadIdx.x);
-    const ProducerSlots<BN, MB> slots = producer_slots<BN, MB>(a, t, n0, p);
-    auto raw = [&](int kb) { return smem + L::kRaw + (kb % R) * L::kRawBytes; };
-    // Group j holds raw block j (empty groups past the last block keep the counts uniform): after iteration kb's
-    // commit, kb + R groups exist and waiting until R - 1 are pending leaves block kb landed.
+    auto raw = [&](int g) { return smem + L::kRaw + (g % R) * L::kRawBytes; };
+    int issue_tile = -1;
+    ProducerSlots<BN, MB> slots;
+    auto issue = [&](int g) {  // unit g's copies (none past the last unit)
+        if (g >= units) return;
+        const int i = g / nk;
+        if (i != issue_tile) {
+            TileInfo t;
+            load_tile(a, BN, block_tile(i), t);
+            slots = producer_slots<BN, MB>(a, t, n0, p);
+            issue_tile = i;
+        }
+        issue_raw<BN, MB>(a, slots, g % nk, p, raw(g));
+    };
+    // Group j holds raw unit j (empty groups past the last unit keep the counts uniform): after iteration g's
+    // commit, g + R groups exist and waiting until R - 1 are pending leaves unit g landed.
     for (int r = 0; r < R - 1; ++r) {
-        if (r < nk) issue_raw<BN, MB>(a, slots, r, p, raw(r));
+        issue(r);
         cp_async_commit();
     }
-    for (int kb = 0; kb < nk; ++kb) {
-        if (kb + R - 1 < nk) issue_raw<BN, MB>(a, slots, kb + R - 1, p, raw(kb + R - 1));  // the slot kb - 1 used
+    for (int g = 0; g < units; ++g) {
+        issue(g + R - 1);  // into the slot unit g - 1 used
         cp_async_commit();
         cp_async_wait<R - 1>();
-        const int s = kb % kStages;
-        if (kb >= kStages) mbarrier_wait(&empty[s], static_cast<uint32_t>(kb / kStages - 1) & 1u);
-        fill_stage<BN, MB>(a, slots, p, raw(kb), smem + s * L::kStageBytes, lut);
+        const int s = g % kStages;
+        if (g >= kStages) mbarrier_wait(&empty[s], static_cast<uint32_t>(g / kStages - 1) & 1u);
+        fill_stage<BN, MB>(a, slots.row_valid, p, raw(g), smem + s * L::kStageBytes, lut);
         fence_proxy_async();  // the stage's generic writes before the consumers' wgmma reads them
         mbarrier_arrive(&full[s]);
     }
@@ -185,46 +215,52 @@ __device__ __forceinline__ void consumer_barrier() {
     asm volatile("bar.sync 1, 256;" ::: "memory");
 }
 
-// A consumer warpgroup (c = 0, 1): rows 64 c .. of each 128-row half of the stage, every token of the tile.
+// A consumer warpgroup (c = 0, 1): rows 64 c .. of each 128-row half of the stage, every token of the tile, tile
+// after tile.
 template <int BN, int MB>
-__device__ __forceinline__ void consume(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0, int nk, uint8_t* smem,
+__device__ __forceinline__ void consume(const ExpertGemmArgs& a, int64_t n0, int nk, int tiles, uint8_t* smem,
                                         uint64_t* full, uint64_t* empty) {
     using L = WsLayout<BN, MB>;
     const int ct = static_cast<int>(threadIdx.x) - kProducerThreads;
     const int c = ct / 128, warp_in_wg = (ct / 32) % 4;
-    float acc[MB][BN / 2], part[MB][BN / 2];
-    zero_accumulators<BN, MB>(acc, part);
     const int row_base = 64 * c + 16 * warp_in_wg;  // this warp's first fragment row within each 128-row half
-    for (int kb = 0; kb < nk; ++kb) {
-        const int s = kb % kStages;
-        uint8_t* stage = smem + s * L::kStageBytes;
-        mbarrier_wait(&full[s], static_cast<uint32_t>(kb / kStages) & 1u);
-        issue_block_wgmma<BN, MB>(part, stage + L::kW, stage + L::kX, c);
-        wgmma_commit();
-        wgmma_wait_all();
-        promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(stage + L::kWScale),
-                              reinterpret_cast<const float*>(stage + L::kXScale), row_base);
-        mbarrier_arrive(&empty[s]);
-    }
-    if constexpr (MB == 2) {
-        consumer_barrier();  // both consumers are past their last wgmma: the epilogue stages through stage memory
-        store_swiglu<BN>(a, t, n0, acc[0], acc[1], row_base, smem, ct, [] { consumer_barrier(); });
-    } else {
-        store_plain<BN>(a, t, n0, acc[0], row_base);
+    for (int i = 0; i < tiles; ++i) {
+        float acc[MB][BN / 2], part[MB][BN / 2];
+        zero_accumulators<BN, MB>(acc, part);
+        for (int kb = 0; kb < nk; ++kb) {
+            const int g = i * nk + kb, s = g % kStages;
+            uint8_t* stage = smem + s * L::kStageBytes;
+            mbarrier_wait(&full[s], static_cast<uint32_t>(g / kStages) & 1u);
+            issue_block_wgmma<BN, MB>(part, stage + L::kW, stage + L::kX, c);
+            wgmma_commit();
+            wgmma_wait_all();
+            promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(stage + L::kWScale),
+                                  reinterpret_cast<const float*>(stage + L::kXScale), row_base);
+            mbarrier_arrive(&empty[s]);
+        }
+        // The epilogue's staging is its own (the producer is filling stages for the next tile). Its barriers order a
+        // tile's staging reads before the next tile's writes: a thread writes a region again only after every thread
+        // has passed the barrier that follows the last reads of it.
+        TileInfo t;  // read here, not held through the K loop (registers)
+        load_tile(a, BN, block_tile(i), t);
+        if constexpr (MB == 2) {
+            store_swiglu<BN>(a, t, n0, acc[0], acc[1], row_base, smem + L::kEpilogue, ct, [] { consumer_barrier(); });
+        } else {
+            store_plain<BN>(a, t, n0, acc[0], row_base);
+        }
     }
 }
 
-// Grid: (rows / 128 feature blocks, tiles); threads: the producer warpgroup, then the two consumers.
+// Grid: (rows / 128 feature blocks, persistent tile slots); threads: the producer warpgroup, then the two consumers.
 template <int BN, int MB>
 __global__ void __launch_bounds__(kThreads, 1) expert_gemm_ws_kernel(ExpertGemmArgs a) {
     pdl_begin();
     using L = WsLayout<BN, MB>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-    TileInfo t;
-    if (!load_tile(a, BN, t)) return;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kExpertGemmFeatures;
-    if (n0 >= a.rows) return;
+    const int tiles = block_tiles(tile_count(a, BN));
+    if (n0 >= a.rows || tiles == 0) return;
     auto* full = reinterpret_cast<uint64_t*>(smem + L::kBar);
     uint64_t* empty = full + kStages;
     auto* lut = reinterpret_cast<uint2*>(smem + L::kLut);
@@ -238,10 +274,15 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_ws_kernel(ExpertGemmA
     }
     __syncthreads();  // the byte table and the barriers; the roles part here
     const int nk = static_cast<int>(a.k / 128);
+    // Registers move from the producer (copies and byte permutes) to the consumers (accumulators and partial sums of
+    // 64 x BN x MB each): 128 x 104 + 256 x 192 = 62,464 of the 64,512 held at launch (384 x 168). ptxas allocates
+    // each role within its count (-warn-spills: none at these counts; 56 / 224 spilled the producer).
     if (threadIdx.x < kProducerThreads) {
-        produce<BN, MB>(a, t, n0, nk, smem, full, empty, lut);
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 104;\n" ::: "memory");
+        produce<BN, MB>(a, n0, nk, tiles * nk, smem, full, empty, lut);
     } else {
-        consume<BN, MB>(a, t, n0, nk, smem, full, empty);
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 192;\n" ::: "memory");
+        consume<BN, MB>(a, n0, nk, tiles, smem, full, empty);
     }
 }
 
@@ -253,8 +294,11 @@ void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) 
         cudaFuncSetAttribute(expert_gemm_ws_kernel<BN, MB>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
         configured = true;
     }
-    const dim3 grid(blocks_for(a.rows, kExpertGemmFeatures), tiles);
-    launch_kernel(expert_gemm_ws_kernel<BN, MB>, grid, kThreads, kSmem, stream, a);
+    // One block an SM: each feature block gets SMs / feature blocks tile slots (at least one, at most the tiles).
+    const unsigned features = blocks_for(a.rows, kExpertGemmFeatures);
+    static const int sms = device_sms();
+    const unsigned slots = std::max(1u, std::min(tiles, static_cast<unsigned>(std::max(sms, 1)) / features));
+    launch_kernel(expert_gemm_ws_kernel<BN, MB>, dim3(features, slots), kThreads, kSmem, stream, a);
 }
 
 }  // namespace
