@@ -18,6 +18,18 @@ constexpr int kComputeThreads = 256;  // the two warpgroups that run wgmma (64 w
 constexpr int kLutMin = -13;          // offsets below: every e2m1 value times 2^k rounds to e4m3 zero
 constexpr int kLutRows = 6 - kLutMin + 1;
 
+// One shared-memory stage of a K block (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle): the weight
+// tile [128 MB rows][128] (MB = 2: W1's rows, then W3's), the activation tile [BN][128], row scales, token scales.
+template <int BN, int MB>
+struct StageTile {
+    static constexpr int kWRows = 128 * MB;
+    static constexpr int kW = 0;
+    static constexpr int kX = kWRows * 128;
+    static constexpr int kWScale = kX + BN * 128;
+    static constexpr int kXScale = kWScale + kWRows * 4;
+    static constexpr int kBytes = (kXScale + BN * 4 + 1023) / 1024 * 1024;
+};
+
 // The tile this block computes: its token slots and the fields of its weights (W1 and, in SwiGLU mode, W3; same
 // shapes) that the loads read, by value so that nothing lands in local memory.
 struct TileInfo {

@@ -19,16 +19,10 @@ using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file
 constexpr int kThreads = 256;  // 2 warpgroups
 constexpr int kStages = 3;
 
-// Shared-memory carve-up of one stage (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle).
+// Shared memory: kStages stages (StageTile), then the byte table.
 template <int BN, int MB>
-struct StageLayout {
-    static constexpr int kWRows = 128 * MB;
-    static constexpr int kW = 0;
-    static constexpr int kX = kWRows * 128;
-    static constexpr int kWScale = kX + BN * 128;
-    static constexpr int kXScale = kWScale + kWRows * 4;
-    static constexpr int kBytes = (kXScale + BN * 4 + 1023) / 1024 * 1024;
-    static constexpr int kTotal = kStages * kBytes + kLutRows * 8 + 1024;  // + alignment slack
+struct StageLayout : StageTile<BN, MB> {
+    static constexpr int kTotal = kStages * StageTile<BN, MB>::kBytes + kLutRows * 8 + 1024;  // + alignment slack
 };
 
 // One thread's share of a stage's weight rows: G consecutive 32-element groups of one row (FP4: read into registers

@@ -32,19 +32,13 @@ constexpr int round_up(int v, int to) {
     return (v + to - 1) / to * to;
 }
 
-// Shared memory: kStages e4m3 stages (1024-aligned for the 128-byte swizzle), the SwiGLU epilogue's staging, the raw
-// ring, the barriers, the byte table. A stage: weight tile [128 MB rows][128], activation tile [BN][128], row scales,
-// token scales. A raw slot: codes [MB rows x 4 groups][128 producer threads][16 bytes] (a warp's loads are consecutive
-// 16-byte chunks), row scale bytes [MB][128][4], activation chunks [BN x 8][16] (chunk f: token f / 8, 16 bytes f % 8),
-// token scales [BN].
+// Shared memory: kStages e4m3 stages (StageTile, 1024-aligned for the 128-byte swizzle), the SwiGLU epilogue's
+// staging, the raw ring, the barriers, the byte table. A raw slot: codes [MB rows x 4 groups][128 producer
+// threads][16 bytes] (a warp's loads are consecutive 16-byte chunks), row scale bytes [MB][128][4], activation chunks
+// [BN x 8][16] (chunk f: token f / 8, 16 bytes f % 8), token scales [BN].
 template <int BN, int MB>
-struct WsLayout {
-    static constexpr int kWRows = 128 * MB;
-    static constexpr int kW = 0;
-    static constexpr int kX = kWRows * 128;
-    static constexpr int kWScale = kX + BN * 128;
-    static constexpr int kXScale = kWScale + kWRows * 4;
-    static constexpr int kStageBytes = round_up(kXScale + BN * 4, 1024);
+struct WsLayout : StageTile<BN, MB> {
+    static constexpr int kStageBytes = StageTile<BN, MB>::kBytes;
     static constexpr int kRawCodes = 0;
     static constexpr int kRawScales = MB * kGroupsPerRow * kProducerThreads * 16;
     static constexpr int kRawX = kRawScales + MB * kProducerThreads * 4;
