@@ -282,6 +282,47 @@ __device__ __forceinline__ void rows_partials(const RowRef<kFormat> (&rows)[kRow
     }
 }
 
+// Partial dot products of kRows rows with nv (<= kVectors) vectors staged in shared memory ([v][cols] at xs): each
+// lane step's activations are read once for all kRows rows (not once a row), its weight words issued for every row
+// before any is decoded (256 bytes in flight a lane for BF16, 128 for the other formats: registers). Each (row,
+// vector)'s arithmetic is row_partials' (the same words per lane in the same order, the same dots and scaled adds): the
+// same bits as gemv_kernel, whatever kRows and nv.
+template <int kFormat, int kRows, int kVectors>
+__device__ __forceinline__ void rows_vectors_partials(const RowRef<kFormat> (&rows)[kRows], int loads, const float* xs,
+                                                      int64_t cols, int nv, Fp8Dialect dialect,
+                                                      float (&acc)[kRows][kVectors]) {
+    constexpr int kElems = kLoadElems<kFormat>;
+    constexpr int kPerRow = (is_bf16(kFormat) ? 64 : 32) / (kLoadWords<kFormat> * kRows);  // registers
+    constexpr int kUnroll = kPerRow > 0 ? kPerRow : 1;
+    const int lane = threadIdx.x % 32;
+    for (int c0 = lane; c0 < loads; c0 += 32 * kUnroll) {
+        Load<kFormat> raw[kRows][kUnroll] = {};
+        load_rows<kFormat, kRows, kUnroll, true>(rows, c0, loads, raw);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            const int c = c0 + 32 * u;
+            if (c >= loads) break;
+            float vals[kRows][kElems], scale[kRows];
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+                decode_load<kFormat>(raw[i][u], dialect, vals[i]);
+                scale[i] = rows[i].data != nullptr ? rows[i].scales.at(c) : 0.0f;
+            }
+#pragma unroll
+            for (int v = 0; v < kVectors; ++v) {
+                if (v >= nv) break;
+                const auto* xr = reinterpret_cast<const float4*>(xs + v * cols + c * kElems);
+                float4 xx[kElems / 4];
+#pragma unroll
+                for (int q = 0; q < kElems / 4; ++q) xx[q] = xr[q];
+#pragma unroll
+                for (int i = 0; i < kRows; ++i)
+                    acc[i][v] = add_scaled(acc[i][v], word_dot<kElems>(vals[i], xx), scale[i]);
+            }
+        }
+    }
+}
+
 // Copies n floats (n a multiple of 4, 16-byte aligned) to shared memory with the whole block; the caller syncs.
 __device__ __forceinline__ void stage_vector(const float* x, int64_t n, float* xs) {
     const auto* src = reinterpret_cast<const float4*>(x);
