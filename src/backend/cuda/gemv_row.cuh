@@ -210,6 +210,20 @@ __device__ __forceinline__ void load_rows(const RowRef<kFormat> (&rows)[kRows], 
     }
 }
 
+// One checked pass of kRows rows from load c0: every row's loads c0 + 32 u below `loads` issued, then step(raw, u, c)
+// for each of them in order.
+template <int kFormat, int kRows, int kUnroll, typename Step>
+__device__ __forceinline__ void checked_pass(const RowRef<kFormat> (&rows)[kRows], int c0, int loads, Step&& step) {
+    Load<kFormat> raw[kRows][kUnroll] = {};
+    load_rows<kFormat, kRows, kUnroll, true>(rows, c0, loads, raw);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + 32 * u;
+        if (c >= loads) break;
+        step(raw, u, c);
+    }
+}
+
 // rows_partials with the FP8 dialect fixed at compile time (a per-load branch on it cost instructions). Full passes
 // (32 kUnroll loads of every row in range) run without bounds checks; where a scale covers 32 or more consecutive
 // loads (FP8's 128-wide blocks) it is the same for the whole warp at each unrolled step, so lane u looks up step u's
@@ -251,13 +265,7 @@ __device__ __forceinline__ void rows_partials_in(const RowRef<kFormat> (&rows)[k
     }
     if (full_end == loads) return;
     // The last, partial pass: checked loads, scales per load.
-    const int c0 = full_end + lane;
-    Load<kFormat> raw[kRows][kUnroll] = {};
-    load_rows<kFormat, kRows, kUnroll, true>(rows, c0, loads, raw);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int c = c0 + 32 * u;
-        if (c >= loads) break;
+    checked_pass<kFormat, kRows, kUnroll>(rows, full_end + lane, loads, [&](const auto& raw, int u, int c) {
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
             if (rows[i].data == nullptr) continue;
@@ -265,7 +273,7 @@ __device__ __forceinline__ void rows_partials_in(const RowRef<kFormat> (&rows)[k
             decode_load<kFormat>(raw[i][u], kDialect, vals);
             acc[i] = add_scaled(acc[i], load_dot<kElems, kSharedX>(vals, rows[i].x + c * kElems), rows[i].scales.at(c));
         }
-    }
+    });
 }
 
 // Single-vector partial dot products of kRows rows of `loads` loads each (acc[i] for rows[i]), the loads of every row
@@ -296,12 +304,7 @@ __device__ __forceinline__ void rows_vectors_partials(const RowRef<kFormat> (&ro
     constexpr int kUnroll = kPerRow > 0 ? kPerRow : 1;
     const int lane = threadIdx.x % 32;
     for (int c0 = lane; c0 < loads; c0 += 32 * kUnroll) {
-        Load<kFormat> raw[kRows][kUnroll] = {};
-        load_rows<kFormat, kRows, kUnroll, true>(rows, c0, loads, raw);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int c = c0 + 32 * u;
-            if (c >= loads) break;
+        checked_pass<kFormat, kRows, kUnroll>(rows, c0, loads, [&](const auto& raw, int u, int c) {
             float vals[kRows][kElems], scale[kRows];
 #pragma unroll
             for (int i = 0; i < kRows; ++i) {
@@ -319,7 +322,7 @@ __device__ __forceinline__ void rows_vectors_partials(const RowRef<kFormat> (&ro
                 for (int i = 0; i < kRows; ++i)
                     acc[i][v] = add_scaled(acc[i][v], word_dot<kElems>(vals[i], xx), scale[i]);
             }
-        }
+        });
     }
 }
 

@@ -4,9 +4,9 @@
 // backends that differ only in CudaOptions::gemv_stream. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
@@ -49,7 +49,7 @@ void expect_same_bits(const std::vector<float>& streamed, const std::vector<floa
     ASSERT_EQ(streamed.size(), reg.size()) << label;
     for (size_t i = 0; i < reg.size(); ++i) {
         ASSERT_TRUE(std::isfinite(streamed[i])) << label << " element " << i;
-        ASSERT_EQ(std::memcmp(&streamed[i], &reg[i], sizeof(float)), 0)
+        ASSERT_EQ(std::bit_cast<uint32_t>(streamed[i]), std::bit_cast<uint32_t>(reg[i]))
             << label << " element " << i << ": streamed " << streamed[i] << " register " << reg[i];
     }
 }
