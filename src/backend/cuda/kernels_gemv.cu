@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
 // (rows_vectors_partials). gemv_kernel's lanes read every vector's activations at every weight load, from L1: the lm
 // head at 8 vectors ran at 0.86 TB/s (1,230 us, H200, performance-log 2026-12-03). The same bits as gemv_kernel.
 constexpr int kVectorRows = 4;
-constexpr int kVectorWarps = 8;  // one block an SM (its staged vectors): 64 KB of weight loads in flight
+constexpr int kVectorPasses = 4;  // row groups a block: its staging (up to 200 KB from L2) amortized over 128 rows
+constexpr int kVectorWarps = 8;   // one block an SM (its staged vectors): 64 KB of weight loads in flight
 constexpr int64_t kMaxVectorStage = 200 * 1024;  // bytes of staged vectors (opt-in shared memory)
 
 template <int kFormat>
@@ -126,26 +127,29 @@ __global__ void __launch_bounds__(kVectorWarps * 32)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t group = blockIdx.z, cols = w.cols;
     const int nv = static_cast<int>(m);
-    const int64_t first = (blockIdx.x * int64_t{kVectorWarps} + warp) * kVectorRows;
-    RowRef<kFormat> rows[kVectorRows];
-#pragma unroll
-    for (int i = 0; i < kVectorRows; ++i) {
-        if (first + i < count) rows[i] = row_ref<kFormat>(w, group * count + first + i, xs);
-    }
     for (int v = 0; v < nv; ++v) stage_vector(x + group * group_x + v * x_stride, cols, xs + v * cols);
     __syncthreads();
-    if (first >= count) return;
-    float acc[kVectorRows][kMaxGemvVectors] = {};
-    rows_vectors_partials<kFormat, kVectorRows, kMaxGemvVectors>(rows, static_cast<int>(cols / kLoadElems<kFormat>), xs,
-                                                                 cols, nv, w.fp8_dialect, acc);
+    for (int pass = 0; pass < kVectorPasses; ++pass) {  // the staged vectors serve kVectorPasses row groups
+        const int64_t first = ((blockIdx.x * int64_t{kVectorPasses} + pass) * kVectorWarps + warp) * kVectorRows;
+        if (first >= count) return;
+        RowRef<kFormat> rows[kVectorRows];
 #pragma unroll
-    for (int i = 0; i < kVectorRows; ++i) {
+        for (int i = 0; i < kVectorRows; ++i) {
+            if (first + i < count) rows[i] = row_ref<kFormat>(w, group * count + first + i, xs);
+        }
+        float acc[kVectorRows][kMaxGemvVectors] = {};
+        rows_vectors_partials<kFormat, kVectorRows, kMaxGemvVectors>(rows, static_cast<int>(cols / kLoadElems<kFormat>),
+                                                                     xs, cols, nv, w.fp8_dialect, acc);
 #pragma unroll
-        for (int v = 0; v < kMaxGemvVectors; ++v) {
-            if (v >= nv) break;
-            const float sum = warp_sum(acc[i][v]);
-            if (lane == 0 && first + i < count)
-                y[v * y_stride + group * count + first + i] = round_out ? to_bf16(sum) : sum;
+        for (int i = 0; i < kVectorRows; ++i) {
+#pragma unroll
+            for (int v = 0; v < kMaxGemvVectors; ++v) {
+                if (v >= nv) break;
+                const float sum = warp_sum(acc[i][v]);
+                if (lane == 0 && first + i < count) {
+                    y[v * y_stride + group * count + first + i] = round_out ? to_bf16(sum) : sum;
+                }
+            }
         }
     }
 }
@@ -175,7 +179,7 @@ bool launch_vectors(cudaStream_t s, const WeightRef& w, int64_t rows, int groups
                                  static_cast<int>(kMaxVectorStage));
             configured = true;
         }
-        const dim3 grid(blocks_for(rows, kVectorWarps * kVectorRows), 1, static_cast<unsigned>(groups));
+        const dim3 grid(blocks_for(rows, kVectorWarps * kVectorRows * kVectorPasses), 1, static_cast<unsigned>(groups));
         launch_kernel(gemv_vectors_kernel<kFormat>, grid, kVectorWarps * 32, static_cast<size_t>(stage), s, w, x,
                       x_stride, rows, group_x, m, y, y_stride, round_out);
         return true;
