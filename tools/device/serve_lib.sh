@@ -4,6 +4,7 @@
 start_device_server() {
   local log=$1
   shift
+  : >"$log"  # exists before the first read below (the background redirection happens in the child)
   .devbin/dsv4 serve "$@" --port 0 >"$log" 2>&1 &
   SERVER_PID=$!
   trap 'kill -TERM $SERVER_PID 2>/dev/null; wait $SERVER_PID 2>/dev/null || true' EXIT

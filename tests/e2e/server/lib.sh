@@ -56,6 +56,9 @@ start_server() {
     shift
   fi
   SERVER_LOG=$E2E_WORK/server-$((++SERVER_COUNT)).log
+  # The background command's redirection happens in the child, after the fork: created here, the log exists before
+  # the first read below (a loaded machine once ran that sed first: "can't read server-1.log", exit under set -e).
+  : >"$SERVER_LOG"
   local args=(--model "$MODEL_DIR" --port 0 --served-model-name dsv4-e2e)
   if [[ $E2E_MODE == engine ]]; then
     # DSV4_E2E_SERVE_FLAGS: extra engine flags, e.g. "--device cuda --numerics exact" (tools/device/e2e_cuda.sh).
