@@ -131,6 +131,36 @@ void ModelOps::norm_ropes(std::span<const NormRopeTarget> targets, float eps) {
     }
 }
 
+void ModelOps::compressors(int layer, const Tensor& x, std::span<const CompressTarget> targets, const RopeParams& rope,
+                           float norm_eps) {
+    std::vector<LinearTarget> projections;
+    for (const CompressTarget& t : targets) {
+        projections.push_back({&t.w->wkv, LinearKind::kF32Out, t.a});
+        projections.push_back({&t.w->wgate, LinearKind::kF32Out, t.g});
+    }
+    linears(x, projections);
+    for (const CompressTarget& t : targets) compress(layer, t.role, t.a, t.g, *t.w, rope, norm_eps);
+}
+
+bool ModelOps::indexer_picks_all(int ratio, int k) const {
+    (void)ratio;
+    (void)k;
+    return false;
+}
+
+void ModelOps::indexer_picks(int layer, const Tensor& x, const Tensor& q_residual, const IndexerWeights& w,
+                             const RopeParams& rope, int ratio, int heads, Tensor topk) {
+    const int64_t n = q_residual.size(0), dim = w.wq_b.rows / heads;
+    Tensor weights = alloc(DType::kF32, {n, heads});
+    linear(x, w.weights_proj, LinearKind::kF32Out, weights);
+    Tensor q = alloc(DType::kF32, {n, heads, dim});
+    linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
+    this->rope(q, rope, false);
+    indexer_query_sim(q);
+    scale(weights, 1.0f / std::sqrt(static_cast<float>(dim) * static_cast<float>(heads)));
+    indexer_topk(layer, q, weights, ratio, topk);
+}
+
 void ModelOps::attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
                                    const VecRef& sinks, const Tensor* topk, float scale, Tensor out) {
     attention(layer, lc, q, kv, sinks, topk, scale, out);

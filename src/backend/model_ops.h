@@ -43,6 +43,13 @@ struct NormRopeTarget {
     int window_layer = -1;
 };
 
+// One compressor of ModelOps::compressors: its role and weights, and its projections' outputs.
+struct CompressTarget {
+    CompressorRole role = CompressorRole::kMain;
+    const CompressorWeights* w = nullptr;
+    Tensor a, g;  // [N, width]: W_kv x and W_gate x
+};
+
 class ModelOps {
   public:
     virtual ~ModelOps() = default;
@@ -107,11 +114,29 @@ class ModelOps {
     // reference roundings), and keeps the per-token data needed by later steps.
     virtual void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
                           const RopeParams& rope, float norm_eps) = 0;
+    // A sub-layer's compressors from its input x [N, D]: every target's projections, then compress() of each in order.
+    // What they write is read by attention and the indexer only, so a backend may run them beside the query path.
+    // Optional: the default runs linears() and compress().
+    virtual void compressors(int layer, const Tensor& x, std::span<const CompressTarget> targets,
+                             const RopeParams& rope, float norm_eps);
     // Lightning indexer: for each step token, the top-min(k, eligible) entries by sum_h w_h relu(q_h . K_e) over the
     // entries e < floor((pos + 1) / ratio); unused picks are -1. q [N, Hi, d], weights [N, Hi] (already scaled).
     virtual void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk /*[N,k]*/) = 0;
+    // Whether no step token sees more than k entries at this ratio: its top-k would be every entry it sees, so the
+    // model runs no indexer and gives attention no picks (every complete entry, in index order: the picks the top-k
+    // would give, in the order it gives them). Optional: false by default (a top-k that orders its picks by score keeps
+    // scoring).
+    virtual bool indexer_picks_all(int ratio, int k) const;
+    // A layer's lightning indexer from the sub-layer input x [N, D] and the query's low-rank residual (after
+    // q_norm): head weights = weights_proj x scaled by (heads * head dim)^-1/2 (relu(q.k)'s two scales), q = wq_b
+    // q_residual per head, RoPE, indexer_query_sim, indexer_topk. It reads only x, q_residual and the indexer keys,
+    // and only attention reads topk, so a backend may run it beside the query path. Optional: the default runs
+    // those ops.
+    virtual void indexer_picks(int layer, const Tensor& x, const Tensor& q_residual, const IndexerWeights& w,
+                               const RopeParams& rope, int ratio, int heads, Tensor topk /*[N,k]*/);
     // Sparse attention with sinks over the window rows (this step's kv + the ring) and compressed rows (all
-    // complete HCA entries, or the CSA top-k picks). q [N, H, d], kv [N, d]; out [N, H, d].
+    // complete HCA entries, or the CSA top-k picks; every complete entry where a CSA layer gets no topk:
+    // indexer_picks_all). q [N, H, d], kv [N, d]; out [N, H, d].
     virtual void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                            const Tensor* topk, float scale, Tensor out) = 0;
     // attention, then the inverse RoPE of out at each query's position (rope(out, lc.rope, true)): the output with

@@ -153,32 +153,27 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     const int64_t n = x.size(0), heads = config_.num_heads, hd = config_.head_dim;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
 
-    // Every projection of the sub-layer's input at once (one launch per weight format where the backend can): the
-    // query's low-rank path, the K=V head, the compressor's and the indexer's inputs.
+    // The compressors (their projections of x and their state updates) write only what the attention and the
+    // indexer read: issued first, a backend may run them beside the query path.
+    std::vector<CompressTarget> compressors;
+    auto compressor = [&](CompressorRole role, const CompressorWeights& c) {
+        const int64_t width = c.overlap ? 2 * c.head_dim : c.head_dim;
+        compressors.push_back({role, &c, b.alloc(DType::kF32, {n, width}), b.alloc(DType::kF32, {n, width})});
+    };
+    if (w.compressor) compressor(CompressorRole::kMain, *w.compressor);
+    if (w.indexer) compressor(CompressorRole::kIndexer, w.indexer->compressor);
+    if (!compressors.empty()) {
+        b.region("compressor");
+        b.compressors(layer, x, compressors, lc.rope, eps);
+    }
+
+    // The projections of x that the query path needs, at once (one launch per weight format where the backend can):
+    // the query's low-rank path and the K=V head.
     b.region("attention");
     Tensor q_residual = b.alloc(DType::kF32, {n, config_.q_lora_rank});
     Tensor kv = b.alloc(DType::kF32, {n, hd});
     std::vector<LinearTarget> from_x = {{&w.wq_a, LinearKind::kQuantized, q_residual},
                                         {&w.wkv, LinearKind::kQuantized, kv}};
-    Tensor ca, cg;
-    if (w.compressor) {
-        const CompressorWeights& c = *w.compressor;
-        const int64_t width = c.overlap ? 2 * c.head_dim : c.head_dim;
-        ca = b.alloc(DType::kF32, {n, width});
-        cg = b.alloc(DType::kF32, {n, width});
-        from_x.push_back({&c.wkv, LinearKind::kF32Out, ca});
-        from_x.push_back({&c.wgate, LinearKind::kF32Out, cg});
-    }
-    IndexerInputs ix;
-    if (w.indexer) {
-        const int64_t dim = config_.index_head_dim;
-        ix.a = b.alloc(DType::kF32, {n, 2 * dim});
-        ix.g = b.alloc(DType::kF32, {n, 2 * dim});
-        ix.weights = b.alloc(DType::kF32, {n, config_.index_n_heads});
-        from_x.push_back({&w.indexer->compressor.wkv, LinearKind::kF32Out, ix.a});
-        from_x.push_back({&w.indexer->compressor.wgate, LinearKind::kF32Out, ix.g});
-        from_x.push_back({&w.indexer->weights_proj, LinearKind::kF32Out, ix.weights});
-    }
     b.linears(x, from_x);
 
     // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims. The single shared K=V
@@ -188,19 +183,18 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     const NormRopeTarget before_wq_b[] = {{q_residual.view({n, 1, config_.q_lora_rank}), &w.q_norm, nullptr},
                                           {kv.view({n, 1, hd}), &w.kv_norm, &lc.rope, window_layer}};
     b.norm_ropes(before_wq_b, eps);
+    // The indexer needs x and q_residual only: issued before the up projection, a backend may run it beside. Short
+    // contexts (no token sees more than index_topk entries): no indexer, the attention takes every entry.
+    const bool scored = w.indexer && !b.indexer_picks_all(lc.compress_ratio, config_.index_topk);
+    Tensor topk;
+    if (scored) topk = indexer(block, x, q_residual);
+
+    b.region("attention");
     Tensor q = b.alloc(DType::kF32, {n, heads, hd});
     b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
     b.norm_rope(q, nullptr, eps, lc.rope);
     b.kv_cache_sim(kv, config_.nope_head_dim());
 
-    Tensor topk;
-    if (w.compressor) {
-        b.region("compressor");
-        b.compress(layer, CompressorRole::kMain, ca, cg, *w.compressor, lc.rope, eps);
-    }
-    if (w.indexer) topk = indexer(block, ix, q_residual);
-
-    b.region("attention");
     Tensor o = b.alloc(DType::kF32, {n, heads, hd});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     // The output with the keys' rotation carried by V undone at the query position, then the grouped output
@@ -209,7 +203,7 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
         b.block_attention(layer, q, kv, w.sinks, scale, o);
         b.rope(o, lc.rope, true);
     } else {
-        b.attention_unrotated(layer, lc, q, kv, w.sinks, w.indexer ? &topk : nullptr, scale, o);
+        b.attention_unrotated(layer, lc, q, kv, w.sinks, scored ? &topk : nullptr, scale, o);
         b.store_window(layer, kv);
     }
     const int64_t groups = config_.o_groups;
@@ -218,26 +212,14 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     b.linear(z, w.wo_b, LinearKind::kQuantized, y);
 }
 
-Tensor DeepseekV4::indexer(const BlockRef& block, const IndexerInputs& in, const Tensor& q_residual) {
+Tensor DeepseekV4::indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual) {
     Backend& b = backend_;
-    const int layer = block.state_layer;
     const LayerConfig& lc = block.lc;
-    const IndexerWeights& w = *block.w.attn.indexer;
-    const int64_t n = q_residual.size(0), heads = config_.index_n_heads, dim = config_.index_head_dim;
     b.region("indexer");
-    b.compress(layer, CompressorRole::kIndexer, in.a, in.g, w.compressor, lc.rope,
-               static_cast<float>(config_.rms_norm_eps));
-
-    Tensor q = b.alloc(DType::kF32, {n, heads, dim});
-    b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
-    b.rope(q, lc.rope, false);
-    b.indexer_query_sim(q);
-    // relu(q.k) * dim^-1/2 * w * heads^-1/2: both scales folded into the head weights.
-    Tensor weights = in.weights;
-    b.scale(weights, 1.0f / std::sqrt(static_cast<float>(dim) * static_cast<float>(heads)));
-    Tensor topk = b.alloc(DType::kI32, {n, config_.index_topk});
-    b.indexer_topk(layer, q, weights, lc.compress_ratio, topk);
-    if (debug_hook) debug_hook("topk" + std::to_string(layer), topk);
+    Tensor topk = b.alloc(DType::kI32, {q_residual.size(0), config_.index_topk});
+    b.indexer_picks(block.state_layer, x, q_residual, *block.w.attn.indexer, lc.rope, lc.compress_ratio,
+                    static_cast<int>(config_.index_n_heads), topk);
+    if (debug_hook) debug_hook("topk" + std::to_string(block.state_layer), topk);
     return topk;
 }
 

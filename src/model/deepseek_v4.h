@@ -97,13 +97,9 @@ class DeepseekV4 {
     void ffn_site(const BlockRef& block, Tensor streams, SiteCarry& carry);
     // x [N, D] (normed sub-layer input) -> attention output y [N, D].
     void attention(const BlockRef& block, const Tensor& x, Tensor y);
-    // The indexer's projections of the sub-layer input (computed with the attention's, ModelOps::linears).
-    struct IndexerInputs {
-        Tensor a, g;     // compressor kv / gate [N, 2 * index_head_dim]
-        Tensor weights;  // per-head weights [N, index_n_heads]
-    };
-    // The layer's top-k compressed entries per token [N, index_topk].
-    Tensor indexer(const BlockRef& block, const IndexerInputs& in, const Tensor& q_residual);
+    // The layer's top-k compressed entries per token [N, index_topk] from the sub-layer input x and the query's
+    // low-rank residual, after its indexer compressor has run (attention() issues the compressors first).
+    Tensor indexer(const BlockRef& block, const Tensor& x, const Tensor& q_residual);
 
     ModelConfig config_;
     ModelWeights weights_;

@@ -136,7 +136,7 @@ std::vector<std::vector<const uint8_t*>> CpuBackend::stored_key_rows(int layer, 
         }
         if (lc.attention == AttentionType::kSliding) return;
         const int64_t visible = visible_entries(pos, lc.compress_ratio);
-        if (lc.attention == AttentionType::kHca) {
+        if (lc.attention == AttentionType::kHca || topk == nullptr) {  // CSA without picks: every entry
             for (int64_t e = 0; e < visible; ++e) list.push_back(entry_row(layer, CompressorRole::kMain, seq, e));
         } else {
             const int64_t k = topk->size(1);

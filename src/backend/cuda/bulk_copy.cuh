@@ -17,6 +17,16 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(bar)) : "memory");
 }
 
+// A barrier whose phases complete after `count` arrivals (threads signalling with mbarrier_arrive; no bytes).
+__device__ __forceinline__ void mbarrier_init_count(uint64_t* bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
+}
+
+// This thread's arrival (release: its earlier shared-memory reads and writes are ordered before the phase completes).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
+}
+
 // Makes initialised barriers visible to the copy engine (the async proxy) before the first copy names them.
 __device__ __forceinline__ void fence_barrier_init() {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");

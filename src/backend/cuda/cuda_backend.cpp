@@ -65,7 +65,11 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
         o.gemv_stream_linears = mode == "all";
     }
     o.gemv_merge_linears = switch_env("DSV4_MERGE_LINEARS", o.gemv_merge_linears);
-    o.shared_expert_stream = switch_env("DSV4_SHARED_STREAM", o.shared_expert_stream);
+    o.side_stream = switch_env("DSV4_SIDE_STREAM", switch_env("DSV4_SHARED_STREAM", o.side_stream));
+    o.indexer_all_entries = switch_env("DSV4_INDEXER_ALL_ENTRIES", o.indexer_all_entries);
+    o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
+    o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);
+    o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);
     o.pdl = switch_env("DSV4_PDL", o.pdl);
     o.fp8_gemv = switch_env("DSV4_FP8_GEMV", o.fp8_gemv);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));
@@ -135,7 +139,7 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
         DSV4_CUDA(cudaMemset(hc_arrivals_, 0, kHcBoundaryTokens * sizeof(unsigned)));
         DSV4_CUDA(cudaMalloc(&split_arrivals_, kSplitArrivals * sizeof(int32_t)));
         DSV4_CUDA(cudaMemset(split_arrivals_, 0, kSplitArrivals * sizeof(int32_t)));
-        if (options_.shared_expert_stream) {
+        if (options_.side_stream) {
             DSV4_CUDA(cudaStreamCreateWithFlags(&side_.stream, cudaStreamNonBlocking));
             DSV4_CUDA(cudaEventCreateWithFlags(&side_.fork, cudaEventDisableTiming));
             DSV4_CUDA(cudaEventCreateWithFlags(&side_.join, cudaEventDisableTiming));
@@ -364,7 +368,13 @@ Tensor CudaBackend::alloc(DType dtype, std::initializer_list<int64_t> shape) {
     return t;
 }
 
+void CudaBackend::scratch_release(size_t mark) {
+    join_side_stream();  // work on the side stream may still use what is released
+    arena_.release_to(mark);
+}
+
 void CudaBackend::begin_step(const StepBatch& batch) {
+    join_side_stream();  // the previous step's side work (joined by its readers already; this covers ops called alone)
     check_error_flag();
     if (!capturing_) order_step_after_tier_copies(batch);
     arena_.reset();
@@ -454,12 +464,14 @@ void CudaBackend::check_error_flag() {
 }
 
 void CudaBackend::synchronize() {
+    join_side_stream();
     DSV4_CUDA(cudaStreamSynchronize(stream_));
     check_error_flag();
 }
 
 void CudaBackend::to_host(const Tensor& t, float* out) {
     DSV4_CHECK(t.dtype == DType::kF32, "to_host: float32 tensors only");
+    join_side_stream();
     DSV4_CUDA(cudaMemcpyAsync(out, t.data, t.numel() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     synchronize();
 }

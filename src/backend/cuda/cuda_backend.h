@@ -88,7 +88,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
 
     Tensor alloc(DType dtype, std::initializer_list<int64_t> shape) override;
     size_t scratch_mark() override { return arena_.used(); }
-    void scratch_release(size_t mark) override { arena_.release_to(mark); }
+    void scratch_release(size_t mark) override;
     void begin_step(const StepBatch& batch) override;
     void begin_substep(const StepBatch& batch) override;
     void to_host(const Tensor& t, float* out) override;
@@ -114,7 +114,12 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void indexer_query_sim(Tensor q) override;
     void compress(int layer, CompressorRole role, const Tensor& a, const Tensor& g, const CompressorWeights& w,
                   const RopeParams& rope, float norm_eps) override;
+    void compressors(int layer, const Tensor& x, std::span<const CompressTarget> targets, const RopeParams& rope,
+                     float norm_eps) override;
     void indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) override;
+    bool indexer_picks_all(int ratio, int k) const override;
+    void indexer_picks(int layer, const Tensor& x, const Tensor& q_residual, const IndexerWeights& w,
+                       const RopeParams& rope, int ratio, int heads, Tensor topk) override;
     void attention(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                    const Tensor* topk, float scale, Tensor out) override;
     void attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
@@ -253,8 +258,19 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // The same, launched on the side stream where it can run there (join_side_stream() before it is read).
     const float* shared_output_beside(const Tensor& h, const MoeWeights& w, float limit);
     bool shared_expert_on_gemvs(const Tensor& h, const ExpertWeights& s) const;
+    // Whether a linear of `rows` activation rows over w runs on one of the GEMV kernels (the FP8 one only, or also the
+    // float32 one): kernels with no state but the split counters, which the side stream has its own of (cuBLASLt's
+    // workspace is one per backend).
+    bool on_gemv(const WeightRef& w, int64_t rows, bool fp8_only) const;
     // Makes stream_ wait for the side stream's pending work, if any.
     void join_side_stream();
+    // Issues launch() on the side stream after all that stream_ has issued (a fork), with the side's split counters;
+    // stream_ waits for it at join_side_stream().
+    void on_side_stream(const std::function<void()>& launch);
+    // Whether compressors() and indexer_picks() run on the side stream, beside the query path (joined by the attention
+    // and the indexer's scores, which read what they write): a side stream, a decode-sized step, ops not timed one by
+    // one, projections on the GEMV kernels.
+    bool side_stream_takes(int64_t tokens, std::initializer_list<const WeightRef*> weights) const;
     // The first routed expert resident on this device (its format and shape stand for all); fails when none is.
     static const ExpertWeights& first_resident_expert(const MoeWeights& w);
     const LinearTuning& linear_tuning() const { return tuning_; }
@@ -310,8 +326,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // steps of more tokens take the unfused ops.
     static constexpr int64_t kHcBoundaryTokens = int64_t{1} << 16;
     unsigned* hc_arrivals_ = nullptr;
-    // The shared expert's stream (CudaOptions::shared_expert_stream): the fork event recorded on stream_, the join
-    // event on the side, and split counters of its own (its GEMVs run beside the main stream's).
+    // The side stream (CudaOptions::side_stream: the shared expert, the compressors, the indexer at decode sizes): the
+    // fork event recorded on stream_, the join event on the side, and split counters of its own (its GEMVs run beside
+    // the main stream's).
     struct SideStream {
         cudaStream_t stream = nullptr;
         cudaEvent_t fork = nullptr, join = nullptr;
@@ -319,6 +336,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
         bool pending = false;  // work launched there that stream_ has not waited for
     };
     SideStream side_;
+    static constexpr int64_t kBesideTokens = 64;  // side_stream_takes(): decode-sized steps
     // Fast numerics: arrival counters of the GEMVs whose K splits span thread blocks (kernels_fp8.h, Fp8GemvParams),
     // zero between launches; one per (target, 128-row group) of a launch, every launch on stream_ in turn.
     static constexpr int64_t kSplitArrivals = int64_t{1} << 16;

@@ -333,16 +333,24 @@ __device__ __forceinline__ double mul_rn(double a, double b) {
     return __dmul_rn(a, b);
 }
 
-// Interleaved RoPE of pair i of the trailing rope dims of one head row (v: the pair) of token t.
+// Interleaved RoPE of pair i of the trailing rope dims of one head row of token t: the pair (a, b) rotated into
+// (v0, v1).
 template <typename Acc>
-__device__ void rope_pair(const StepMeta& m, int t, int i, const float* inv_freq, bool inverse, bool round, float* v) {
+__device__ void rope_values(const StepMeta& m, int t, int i, const float* inv_freq, bool inverse, bool round, Acc a,
+                            Acc b, float& v0, float& v1) {
     const float angle = static_cast<float>(m.positions[t]) * inv_freq[i];  // float32 product, as the reference
     const float c = static_cast<float>(cos(static_cast<double>(angle)));
     float s = static_cast<float>(sin(static_cast<double>(angle)));
     if (inverse) s = -s;
+    v0 = store_acc(mul_rn(a, Acc(c)) - mul_rn(b, Acc(s)), round);
+    v1 = store_acc(mul_rn(b, Acc(c)) + mul_rn(a, Acc(s)), round);
+}
+
+// The same in place (v: the pair).
+template <typename Acc>
+__device__ void rope_pair(const StepMeta& m, int t, int i, const float* inv_freq, bool inverse, bool round, float* v) {
     const Acc a = v[0], b = v[1];
-    v[0] = store_acc(mul_rn(a, Acc(c)) - mul_rn(b, Acc(s)), round);
-    v[1] = store_acc(mul_rn(b, Acc(c)) + mul_rn(a, Acc(s)), round);
+    rope_values<Acc>(m, t, i, inv_freq, inverse, round, a, b, v[0], v[1]);
 }
 
 __device__ __forceinline__ void flag_error(const StepMeta& m, int32_t bit) {

@@ -52,10 +52,28 @@ struct CudaOptions {
     // when the other linears stay on the register GEMV (DSV4_MERGE_LINEARS; same bits either way): batch 1 85.3 ->
     // 87.5 tok/s, 28.5 -> 26.0 graph nodes a layer (H200, flash-160, performance-log.md 2026-12-03 sixth session).
     bool gemv_merge_linears = true;
-    // Fast numerics, per-pair W4A8 MoE (decode): the shared expert runs on a second stream (a branch of the decode
-    // graph) while the routed experts' up projection runs, joined before the down projection that adds it
-    // (DSV4_SHARED_STREAM; the same kernels and bits either way).
-    bool shared_expert_stream = true;
+    // Fast numerics, decode-sized steps: a second stream (branches of the decode graph) takes the shared expert while
+    // the routed experts' up projection runs (joined before the down projection that adds it), and the compressors
+    // and the lightning indexer while the query path runs (joined by the attention) (DSV4_SIDE_STREAM, formerly
+    // DSV4_SHARED_STREAM; the same kernels and bits either way).
+    bool side_stream = true;
+    // Steps whose tokens see at most index_topk compressed entries attend to every entry without the lightning indexer
+    // (ModelOps::indexer_picks_all: the picks its top-k would give) (DSV4_INDEXER_ALL_ENTRIES; 0: always score).
+    bool indexer_all_entries = true;
+    // Fast numerics, steps of 32 tokens or more: one block per token (and key split) and all its heads; with one
+    // split (prefill) the sink merge in the same kernel (kernels_attention_wide.cu) (DSV4_MQA_WIDE; 0: the 32-head
+    // split kernel and its merge).
+    bool mqa_wide = true;
+    // Fast numerics: the bf16 tensor-core GEMM splits K where its grid has few blocks (the router's gate at decode
+    // batch sizes), the splits' sums added in order (DSV4_GEMM_SPLIT_K; 0: one block a tile over all of K).
+    bool gemm_split_k = true;
+    // Fast numerics: the routed FP4 experts' grouped GEMMs on the warp-specialized kernel (a producer warpgroup
+    // copies and expands, two consumers run wgmma; kernels_expert_ws.cu; the same bits) (DSV4_EXPERT_WS; 0: the
+    // two-warpgroup kernel). Off until measured on the H200.
+    bool expert_ws = false;
+    // The wide attention's key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for
+    // any value: tests use 64 to cross segment boundaries at short contexts).
+    int mqa_wide_segment = 1024;
     // Kernels captured into graphs launch programmatically dependent on their predecessor (backend/cuda/pdl.cuh):
     // process-wide, the last backend constructed sets it.
     bool pdl = true;
@@ -69,8 +87,10 @@ struct CudaOptions {
 // `base` with the environment's overrides (documented in docs/operations.md): DSV4_CUDA_WORKSPACE_MB,
 // DSV4_MIN_GROUPED_PAIRS, DSV4_MIN_GROUPED_FP8_PAIRS, DSV4_MIN_GEMM_ROWS, DSV4_MIN_FP8_ROWS, DSV4_MIN_FP8_LT_ROWS,
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
-// all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SHARED_STREAM
-// (0: off). A value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
+// all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
+// (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
+// off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on). A value that is not a positive integer (0 or 1 for the
+// switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

@@ -179,6 +179,7 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     g.route_weights = weights.f32();  // DeepSeek's order: the routing weight scales the activation before W2
     g.limit = limit;
     g.clamp_count = clamp_count_;
+    g.warp_specialized = options_.expert_ws;
     launch_expert_gemm_fp8(stream_, g);
     launched("moe up (fp8)");
 

@@ -285,8 +285,10 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
-    if (path == LinearPath::kGemmBf16) {
-        launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out);  // tensor cores
+    if (path == LinearPath::kGemmBf16) {  // tensor cores; K split where the grid is small
+        const int splits = options_.gemm_split_k ? gemm_bf16_splits(w.rows, m, w.cols) : 1;
+        float* partial = splits > 1 ? scratch(static_cast<size_t>(splits * m * w.rows)) : nullptr;
+        launch_gemm_bf16(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out, splits, partial);
     } else if (path == LinearPath::kGemv) {
         launch_gemv(stream_, w, in, w.cols, m, y.f32(), w.rows, round_out, 1, 0, stream_linears_);  // decode sizes
     } else {  // reference numerics always: double accumulation
@@ -444,6 +446,20 @@ void CudaBackend::compress(int layer, CompressorRole role, const Tensor& a, cons
     launched("compress", 2);
 }
 
+void CudaBackend::compressors(int layer, const Tensor& x, std::span<const CompressTarget> targets,
+                              const RopeParams& rope, float norm_eps) {
+    const bool beside = std::all_of(targets.begin(), targets.end(), [&](const CompressTarget& t) {
+        return side_stream_takes(x.size(0), {&t.w->wkv, &t.w->wgate});
+    });
+    if (!beside) return ModelOps::compressors(layer, x, targets, rope, norm_eps);
+    on_side_stream([&] { ModelOps::compressors(layer, x, targets, rope, norm_eps); });  // x is ready
+}
+
+bool CudaBackend::side_stream_takes(int64_t tokens, std::initializer_list<const WeightRef*> weights) const {
+    if (side_.stream == nullptr || op_profiling_ || tokens > kBesideTokens) return false;
+    return std::all_of(weights.begin(), weights.end(), [&](const WeightRef* w) { return on_gemv(*w, tokens, false); });
+}
+
 void CudaBackend::store_window(int layer, const Tensor& kv) {
     if (ring_written_layer_ == layer) {  // norm_ropes or attention wrote this step's rows already
         ring_written_layer_ = -1;
@@ -465,6 +481,7 @@ void CudaBackend::attention_unrotated(int layer, const LayerConfig& lc, const Te
 
 void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
                                  const VecRef& sinks, const Tensor* topk, float scale, Tensor out, bool unrotate) {
+    join_side_stream();  // the compressors' entries and the indexer's picks, where run beside
     const int64_t dim = q.size(2);
     DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
     DSV4_CHECK(dim == kv_format_.dim, "attention: head_dim {} differs from the state's {}", dim, kv_format_.dim);
@@ -504,7 +521,7 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
     a.per_block = layers_[layer].per_block;
     a.ratio = lc.compress_ratio;
     a.topk_k = topk != nullptr ? static_cast<int>(topk->size(1)) : 0;
-    a.csa = lc.attention == AttentionType::kCsa;
+    a.csa = lc.attention == AttentionType::kCsa && topk != nullptr;  // none: every complete entry (picks_all)
     a.scale = scale;
     a.reference = reference();
     if (reference()) {
@@ -523,6 +540,21 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
     int max_keys = model_.sliding_window;
     if (lc.compress_ratio > 0) max_keys += a.csa ? a.topk_k : static_cast<int>(indexer_entry_bucket(lc.compress_ratio));
     const bool mqa = fast() && mqa_attention_supported(kv_format_, a.dim);  // tensor cores
+    if (mqa && options_.mqa_wide && q.size(0) >= kMqaWideMinTokens &&
+        mqa_wide_supported(kv_format_, a.dim, a.heads)) {  // every head in one block; one split: its own merge
+        MqaWideLaunch w;
+        w.segment_keys = options_.mqa_wide_segment;
+        w.splits = mqa_wide_splits(q.size(0), max_keys);
+        w.keys_per_split = mqa_wide_keys_per_split(q.size(0), max_keys);
+        if (w.splits > 1) {
+            const int64_t parts = q.size(0) * a.heads * w.splits;
+            w.part_acc = scratch(static_cast<size_t>(parts * dim));
+            w.part_ml = scratch(static_cast<size_t>(parts * 2));
+        }
+        launch_attention_mqa_wide(stream_, meta_, a, w);
+        launched("attention", kernels + (w.splits > 1 ? 1 : 0));
+        return;
+    }
     const int splits =
         mqa ? mqa_attention_splits(q.size(0), a.heads, max_keys) : attention_splits(q.size(0), a.heads, max_keys);
     const int64_t parts = q.size(0) * a.heads * splits;
@@ -572,6 +604,7 @@ void CudaBackend::block_attention(int layer, const Tensor& q, const Tensor& kv, 
 void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights, int ratio, Tensor topk) {
     const int64_t n = q.size(0);
     if (n == 0) return;
+    join_side_stream();  // the indexer keys, where the compressors ran beside
     // Entries any query of this step can see, rounded up to a power-of-two bucket (graph shapes); the kernels
     // skip the entries past each query's own count.
     const int64_t max_entries = indexer_entry_bucket(ratio);
@@ -582,6 +615,20 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
                         static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores,
                         static_cast<int>(topk.size(1)), topk.i32(), fast(), reference());
     launched("indexer_topk", 2);
+}
+
+// The step's entry bucket bounds every token's eligible entries (and is part of the graph key).
+bool CudaBackend::indexer_picks_all(int ratio, int k) const {
+    return options_.indexer_all_entries && indexer_entry_bucket(ratio) <= k;
+}
+
+void CudaBackend::indexer_picks(int layer, const Tensor& x, const Tensor& q_residual, const IndexerWeights& w,
+                                const RopeParams& rope, int ratio, int heads, Tensor topk) {
+    if (!side_stream_takes(q_residual.size(0), {&w.wq_b, &w.weights_proj})) {
+        return ModelOps::indexer_picks(layer, x, q_residual, w, rope, ratio, heads, topk);
+    }
+    // After the compressors' side work (the indexer keys), beside the query's up projection; attention joins it.
+    on_side_stream([&] { ModelOps::indexer_picks(layer, x, q_residual, w, rope, ratio, heads, topk); });
 }
 
 const WeightRef* CudaBackend::expert_table(const MoeWeights& w, int which) {
@@ -680,10 +727,12 @@ const float* CudaBackend::shared_output(const Tensor& h, const Fp8Act* x, const 
 // counters, which it has its own of (cuBLASLt's workspace is one per backend). Not while ops are timed one by one.
 bool CudaBackend::shared_expert_on_gemvs(const Tensor& h, const ExpertWeights& s) const {
     const int64_t n = h.size(0);
-    const auto gemv = [&](const WeightRef& w) {
-        return choose_linear_path({numerics_, w, n, w.cols}, tuning_, tuning_.forced_linear) == LinearPath::kFp8Gemv;
-    };
-    return gemv(s.w1) && gemv(s.w3) && gemv(s.w2);
+    return on_gemv(s.w1, n, true) && on_gemv(s.w3, n, true) && on_gemv(s.w2, n, true);
+}
+
+bool CudaBackend::on_gemv(const WeightRef& w, int64_t rows, bool fp8_only) const {
+    const LinearPath path = choose_linear_path({numerics_, w, rows, w.cols}, tuning_, tuning_.forced_linear);
+    return path == LinearPath::kFp8Gemv || (!fp8_only && path == LinearPath::kGemv);
 }
 
 const float* CudaBackend::shared_output_beside(const Tensor& h, const MoeWeights& w, float limit) {
@@ -691,9 +740,14 @@ const float* CudaBackend::shared_output_beside(const Tensor& h, const MoeWeights
         return shared_output(h, nullptr, w, limit);
     }
     Tensor ys = alloc(DType::kF32, {h.size(0), h.size(1)});
-    DSV4_CUDA(cudaEventRecord(side_.fork, stream_));  // h is ready
+    on_side_stream([&] { shared_expert(h, nullptr, *w.shared, limit, ys); });  // h is ready
+    return ys.f32();
+}
+
+void CudaBackend::on_side_stream(const std::function<void()>& launch) {
+    DSV4_CUDA(cudaEventRecord(side_.fork, stream_));
     DSV4_CUDA(cudaStreamWaitEvent(side_.stream, side_.fork));
-    // Every launch below goes to the side stream with its counters; swapped back however shared_expert ends.
+    // Every launch goes to the side stream with its counters; swapped back however launch() ends.
     struct Swap {
         CudaBackend& b;
         explicit Swap(CudaBackend& backend) : b(backend) { swap(); }
@@ -705,11 +759,10 @@ const float* CudaBackend::shared_output_beside(const Tensor& h, const MoeWeights
     };
     {
         const Swap on_side(*this);
-        shared_expert(h, nullptr, *w.shared, limit, ys);
+        launch();
     }
     DSV4_CUDA(cudaEventRecord(side_.join, side_.stream));
     side_.pending = true;
-    return ys.f32();
 }
 
 void CudaBackend::join_side_stream() {

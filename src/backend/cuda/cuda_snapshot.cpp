@@ -47,6 +47,7 @@ void CudaBackend::create_snapshot_state() {
 
 void CudaBackend::transfer_snapshot(int32_t slot, int32_t snapshot, int64_t boundary, bool to_snapshot) {
     const char* op = to_snapshot ? "save_snapshot" : "restore_snapshot";
+    join_side_stream();  // state the side stream may still be writing (compressors beside)
     DSV4_CHECK(slot >= 0 && slot < state_.max_slots, "{}: slot {} is outside [0, {})", op, slot, state_.max_slots);
     DSV4_CHECK(snapshot >= 0 && snapshot < state_.num_snapshots, "{}: snapshot {} is outside [0, {})", op, snapshot,
                state_.num_snapshots);
@@ -92,6 +93,7 @@ void CudaBackend::copy_slot(int32_t src, int32_t dst) {
     DSV4_CHECK(src >= 0 && src < state_.max_slots && dst >= 0 && dst < state_.max_slots,
                "copy_slot: slots {} -> {} outside [0, {})", src, dst, state_.max_slots);
     if (src == dst) return;
+    join_side_stream();
     for (size_t l = 0; l < layers_.size(); ++l) {
         const LayerStateDev& ls = layers_[l];
         const LayerStateShape& shape = shapes_[l];
@@ -111,6 +113,7 @@ void CudaBackend::copy_block(int32_t src, int32_t dst) {
     DSV4_CHECK(src >= 0 && src < state_.num_blocks && dst >= 0 && dst < state_.num_blocks,
                "copy_block: blocks {} -> {} outside [0, {})", src, dst, state_.num_blocks);
     if (src == dst) return;
+    join_side_stream();
     wait_for_loads();
     wait_before_write(true, dst);
     for (const LayerStateDev& ls : layers_) {

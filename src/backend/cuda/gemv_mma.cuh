@@ -55,6 +55,22 @@ __device__ __forceinline__ bool last_to_arrive(int32_t* counter, int arrivals) {
     return last;
 }
 
+// The K splits' partial sums of one output, `stride` floats apart from `first`, added in split order (the same bits
+// as a loop) with every load issued before the first add: the last block of a group waits one L2 round trip for
+// them all, not one a split. Loads past the last split re-read it (no branch between the loads). splits in
+// [1, kMaxSplits].
+__device__ __forceinline__ float split_order_sum(const float* first, int splits, int64_t stride) {
+    float v[kMaxSplits];
+#pragma unroll
+    for (int s = 0; s < kMaxSplits; ++s) v[s] = __ldcg(first + min(s, splits - 1) * stride);
+    float sum = v[0];
+#pragma unroll
+    for (int s = 1; s < kMaxSplits; ++s) {
+        if (s < splits) sum += v[s];
+    }
+    return sum;
+}
+
 // How staged codes are stored: e4m3 bytes as they come (FP8 weights), or each run of 4 as the f16 values of codes 0,
 // 2, 1, 3 (FP4 weights: the B fragment order of kernels_expert_gemv_fp4.cu, which multiplies in f16, mma_fp8.cuh).
 enum class StageOrder { kNatural, kF16Pairs };

@@ -210,6 +210,20 @@ __device__ __forceinline__ void load_rows(const RowRef<kFormat> (&rows)[kRows], 
     }
 }
 
+// One checked pass of kRows rows from load c0: every row's loads c0 + 32 u below `loads` issued, then step(raw, u, c)
+// for each of them in order.
+template <int kFormat, int kRows, int kUnroll, typename Step>
+__device__ __forceinline__ void checked_pass(const RowRef<kFormat> (&rows)[kRows], int c0, int loads, Step&& step) {
+    Load<kFormat> raw[kRows][kUnroll] = {};
+    load_rows<kFormat, kRows, kUnroll, true>(rows, c0, loads, raw);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + 32 * u;
+        if (c >= loads) break;
+        step(raw, u, c);
+    }
+}
+
 // rows_partials with the FP8 dialect fixed at compile time (a per-load branch on it cost instructions). Full passes
 // (32 kUnroll loads of every row in range) run without bounds checks; where a scale covers 32 or more consecutive
 // loads (FP8's 128-wide blocks) it is the same for the whole warp at each unrolled step, so lane u looks up step u's
@@ -251,13 +265,7 @@ __device__ __forceinline__ void rows_partials_in(const RowRef<kFormat> (&rows)[k
     }
     if (full_end == loads) return;
     // The last, partial pass: checked loads, scales per load.
-    const int c0 = full_end + lane;
-    Load<kFormat> raw[kRows][kUnroll] = {};
-    load_rows<kFormat, kRows, kUnroll, true>(rows, c0, loads, raw);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-        const int c = c0 + 32 * u;
-        if (c >= loads) break;
+    checked_pass<kFormat, kRows, kUnroll>(rows, full_end + lane, loads, [&](const auto& raw, int u, int c) {
 #pragma unroll
         for (int i = 0; i < kRows; ++i) {
             if (rows[i].data == nullptr) continue;
@@ -265,7 +273,7 @@ __device__ __forceinline__ void rows_partials_in(const RowRef<kFormat> (&rows)[k
             decode_load<kFormat>(raw[i][u], kDialect, vals);
             acc[i] = add_scaled(acc[i], load_dot<kElems, kSharedX>(vals, rows[i].x + c * kElems), rows[i].scales.at(c));
         }
-    }
+    });
 }
 
 // Single-vector partial dot products of kRows rows of `loads` loads each (acc[i] for rows[i]), the loads of every row
@@ -279,6 +287,42 @@ __device__ __forceinline__ void rows_partials(const RowRef<kFormat> (&rows)[kRow
         rows_partials_in<kFormat, kRows, kSharedX, Fp8Dialect::kFnuz>(rows, loads, acc);
     } else {
         rows_partials_in<kFormat, kRows, kSharedX, Fp8Dialect::kOcp>(rows, loads, acc);
+    }
+}
+
+// Partial dot products of kRows rows with nv (<= kVectors) vectors staged in shared memory ([v][cols] at xs): each
+// lane step's activations are read once for all kRows rows (not once a row), its weight words issued for every row
+// before any is decoded (256 bytes in flight a lane for BF16, 128 for the other formats: registers). Each (row,
+// vector)'s arithmetic is row_partials' (the same words per lane in the same order, the same dots and scaled adds): the
+// same bits as gemv_kernel, whatever kRows and nv.
+template <int kFormat, int kRows, int kVectors>
+__device__ __forceinline__ void rows_vectors_partials(const RowRef<kFormat> (&rows)[kRows], int loads, const float* xs,
+                                                      int64_t cols, int nv, Fp8Dialect dialect,
+                                                      float (&acc)[kRows][kVectors]) {
+    constexpr int kElems = kLoadElems<kFormat>;
+    constexpr int kPerRow = (is_bf16(kFormat) ? 64 : 32) / (kLoadWords<kFormat> * kRows);  // registers
+    constexpr int kUnroll = kPerRow > 0 ? kPerRow : 1;
+    const int lane = threadIdx.x % 32;
+    for (int c0 = lane; c0 < loads; c0 += 32 * kUnroll) {
+        checked_pass<kFormat, kRows, kUnroll>(rows, c0, loads, [&](const auto& raw, int u, int c) {
+            float vals[kRows][kElems], scale[kRows];
+#pragma unroll
+            for (int i = 0; i < kRows; ++i) {
+                decode_load<kFormat>(raw[i][u], dialect, vals[i]);
+                scale[i] = rows[i].data != nullptr ? rows[i].scales.at(c) : 0.0f;
+            }
+#pragma unroll
+            for (int v = 0; v < kVectors; ++v) {
+                if (v >= nv) break;
+                const auto* xr = reinterpret_cast<const float4*>(xs + v * cols + c * kElems);
+                float4 xx[kElems / 4];
+#pragma unroll
+                for (int q = 0; q < kElems / 4; ++q) xx[q] = xr[q];
+#pragma unroll
+                for (int i = 0; i < kRows; ++i)
+                    acc[i][v] = add_scaled(acc[i][v], word_dot<kElems>(vals[i], xx), scale[i]);
+            }
+        });
     }
 }
 

@@ -244,8 +244,12 @@ struct GemvStreamParams {
 bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, GemvStreamParams p);
 
 // kernels_gemm.cu: tensor-core GEMM (fast numerics): bf16 activations x bf16-decoded weights, float32 accumulation.
+// Grids of few blocks (skinny weights at decode-sized batches: the router's 160-row gate makes two) split K:
+// gemm_bf16_splits(rows, m, cols) splits, and with more than one `partial` holds splits * m * rows floats (scratch)
+// and a second launch adds the splits' sums in order.
+int gemm_bf16_splits(int64_t rows, int64_t m, int64_t cols);
 void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
-                      int64_t y_stride, bool round_out);
+                      int64_t y_stride, bool round_out, int splits = 1, float* partial = nullptr);
 // Routed experts over pairs grouped by expert: tile t covers rows [tile_row0[t], + tile_rows[t]) of row_ids, all of
 // expert tile_expert[t]; x row of pair p is x[(p / x_div) * x_stride], output row y[p * y_stride]. The grid covers
 // max_tiles tiles; those at or past tile_count[0] (device) do nothing.
@@ -337,8 +341,26 @@ bool mqa_attention_supported(const RowFormatDev& f, int dim);
 int mqa_attention_splits(int64_t n_tokens, int heads, int max_keys);
 void launch_attention_mqa(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                           float* part_ml);
-// scores [N, max_entries] of sum_h w_h relu(q_h . K_e) (tensor_cores: the MMA kernel where supported); then top-k per
-// token (-1 padded; ties lowest index first).
+// kernels_attention_wide.cu: the same numerics with a block per (token, key split) and all the token's heads (33 to
+// 64); fp8_ds_mla rows only. With one split (prefill sizes) the kernel applies the sink merge and inverse RoPE and
+// writes a.out (no partials); with several it writes the split kernel's partials (part_acc [N * H * splits * dim],
+// part_ml [N * H * splits * 2]) and the launcher adds the merge. A token's key rows are resolved segment_keys at a
+// time (rounded to whole chunks of 64, at most 1024; the same bits for any value).
+struct MqaWideLaunch {
+    int segment_keys = 1024;
+    int splits = 1;          // mqa_wide_splits
+    int keys_per_split = 0;  // mqa_wide_keys_per_split (with splits > 1)
+    float* part_acc = nullptr;
+    float* part_ml = nullptr;
+};
+constexpr int64_t kMqaWideMinTokens = 32;  // fewer tokens take the 32-head split kernel (decode latency)
+bool mqa_wide_supported(const RowFormatDev& f, int dim, int heads);
+int mqa_wide_segment_keys(int64_t keys);
+int mqa_wide_keys_per_split(int64_t n_tokens, int max_keys);
+int mqa_wide_splits(int64_t n_tokens, int max_keys);
+void launch_attention_mqa_wide(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, const MqaWideLaunch& w);
+// scores [N, max_entries] of sum_h w_h relu(q_h . K_e) for each token's eligible entries (the rest is not written;
+// tensor_cores: the MMA kernel where supported); then top-k per token (-1 padded; ties lowest index first).
 // keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
 constexpr int kMaxIndexDim = 256;
 void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,

@@ -115,24 +115,44 @@ __global__ void attention_split_kernel(StepMeta m, AttentionArgs a, int splits, 
 }
 
 // Merges the splits with the sink: out = sum_s e^(m_s - M) acc_s / (sum_s e^(m_s - M) l_s + e^(sink - M)).
-// The splits' (max, sum) pairs go to shared memory first, a thread per split (one round trip for all of them); each
-// output element then reads its splits' partials eight at a time. The sums keep split order. Above
-// kMaxCombineSplits splits the pairs are read from global memory where they lie.
+// The splits' (max, sum) pairs go to shared memory first, a thread per split, and with them each split's factor
+// exp(max_s - mx), computed once a row instead of once an element. Where a row has at most kEarlySplits splits and a
+// thread per element (decode), each thread requests its element's partials together with the pairs, so the kernel
+// waits one round trip for all its loads; otherwise each element reads its splits' partials eight at a time after the
+// factors. The sums keep split order either way. Above kMaxCombineSplits splits the pairs are read from global memory
+// where they lie and the factors computed in place.
 constexpr int kMaxCombineSplits = 512;
-__global__ void attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t rows, int splits, const float* part_acc,
-                                         const float* part_ml) {
+// Threads of a row's block: a thread per element of a Flash head (512 dims) where the rows fit the device in one wave
+// at one block an SM (decode at batch 1), else a quarter of that.
+constexpr int kCombineWideThreads = 512, kCombineThreads = 128;
+constexpr int64_t kCombineWideRows = 132;
+constexpr int kEarlySplits = 12;  // decode: 640 keys (window + 512 picks) in chunks of 64 make 10
+constexpr float kNoKeys = -1.0f;  // the factor of a split that saw no key (max -inf): skipped
+
+__global__ void __launch_bounds__(kCombineWideThreads, 1)
+    attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t rows, int splits, const float* part_acc,
+                             const float* part_ml) {
+    const int64_t th = blockIdx.x;
+    const float sink = th < rows ? a.sinks[th % a.heads] : 0.0f;  // a weight: read before the wait
     pdl_begin();
     __shared__ float2 staged[kMaxCombineSplits];
-    const int64_t th = blockIdx.x;
+    __shared__ float factor[kMaxCombineSplits];
     if (th >= rows) return;
+    const float* row_acc = part_acc + th * splits * a.dim;  // [split][dim]
+    // Uniform over the block: this thread's element's partials requested now (loads past the last split re-read it).
+    const bool early = splits <= kEarlySplits && a.dim <= static_cast<int>(blockDim.x);
+    float mine[kEarlySplits];
+    if (early && static_cast<int>(threadIdx.x) < a.dim) {
+#pragma unroll
+        for (int s = 0; s < kEarlySplits; ++s) mine[s] = row_acc[min(s, splits - 1) * a.dim + threadIdx.x];
+    }
     const auto* pairs = reinterpret_cast<const float2*>(part_ml) + th * splits;
-    if (splits <= kMaxCombineSplits) {
+    const bool in_shared = splits <= kMaxCombineSplits;
+    if (in_shared) {
         for (int s = threadIdx.x; s < splits; s += blockDim.x) staged[s] = pairs[s];
         __syncthreads();
         pairs = staged;
     }
-    const int h = static_cast<int>(th % a.heads);
-    const float sink = a.sinks[h];
     float mx = sink;
     for (int s = 0; s < splits; ++s) mx = fmaxf(mx, pairs[s].x);
     float denom = expf(sink - mx);
@@ -140,19 +160,49 @@ __global__ void attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t ro
         const float ms = pairs[s].x;
         if (ms != -INFINITY) denom += pairs[s].y * expf(ms - mx);
     }
+    const auto split_factor = [&](int s) {
+        const float ms = pairs[s].x;
+        return ms != -INFINITY ? expf(ms - mx) : kNoKeys;
+    };
+    if (in_shared) {
+        for (int s = threadIdx.x; s < splits; s += blockDim.x) factor[s] = split_factor(s);
+        __syncthreads();
+    }
+    // The output's inverse RoPE from registers where the rotated pairs are neighbouring lanes of one iteration.
+    const int rot0 = a.dim - a.unrotate_dims;
+    const bool unrotate = a.unrotate_inv_freq != nullptr;
+    const bool in_registers = unrotate && a.dim % static_cast<int>(blockDim.x) == 0 && rot0 % 2 == 0;
     for (int i = threadIdx.x; i < a.dim; i += blockDim.x) {
         float acc = 0.0f;
-        batched_loads<8>(
-            0, splits, 1, [&](int s) { return part_acc[(th * splits + s) * a.dim + i]; },
-            [&](int s, float v) {
-                const float ms = pairs[s].x;
-                if (ms != -INFINITY) acc += v * expf(ms - mx);
-            });
-        a.out[th * a.dim + i] = acc / denom;
+        const auto add = [&](int s, float v) {
+            const float f = in_shared ? factor[s] : split_factor(s);
+            if (f != kNoKeys) acc += v * f;
+        };
+        if (early) {  // in_shared too (kEarlySplits <= kMaxCombineSplits)
+#pragma unroll
+            for (int s = 0; s < kEarlySplits; ++s) {
+                if (s < splits) add(s, mine[s]);
+            }
+        } else {
+            batched_loads<8>(
+                0, splits, 1, [&](int s) { return row_acc[s * a.dim + i]; }, add);
+        }
+        float out = acc / denom;
+        if (in_registers) {
+            const float partner = __shfl_xor_sync(0xffffffffu, out, 1);  // every lane: the whole warp is here
+            if (i >= rot0) {
+                const bool even = (i - rot0) % 2 == 0;
+                float v0, v1;
+                rope_values<float>(m, static_cast<int>(th / a.heads), (i - rot0) / 2, a.unrotate_inv_freq, true, false,
+                                   even ? out : partner, even ? partner : out, v0, v1);
+                out = even ? v0 : v1;
+            }
+        }
+        a.out[th * a.dim + i] = out;
     }
-    if (a.unrotate_inv_freq == nullptr) return;
+    if (!unrotate || in_registers) return;
     __syncthreads();  // the row's outputs (global memory) are visible to the whole block
-    float* rotated = a.out + th * a.dim + (a.dim - a.unrotate_dims);
+    float* rotated = a.out + th * a.dim + rot0;
     for (int i = threadIdx.x; i < a.unrotate_dims / 2; i += blockDim.x) {
         rope_pair<float>(m, static_cast<int>(th / a.heads), i, a.unrotate_inv_freq, true, false, rotated + 2 * i);
     }
@@ -160,8 +210,9 @@ __global__ void attention_combine_kernel(StepMeta m, AttentionArgs a, int64_t ro
 
 constexpr int kMaxIndexPerLane = kMaxIndexDim / 32;
 
-// Index scores: one warp per (token, entry): sum_h w_h relu(q_h . K_e); ineligible entries get -inf. The key is
-// decoded once into registers (lane holds dims lane + 32 r).
+// Index scores: one warp per (token, entry): sum_h w_h relu(q_h . K_e); entries past the token's eligible count are not
+// written (the top-k reads eligible entries only: at long contexts they were most of the buffer). The key is decoded
+// once into registers (lane holds dims lane + 32 r).
 template <int D, typename Acc>
 __global__ void index_scores_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys,
                                     RowFormatDev f, int heads, int ratio, int per_block, int64_t max_entries,
@@ -172,34 +223,33 @@ __global__ void index_scores_kernel(StepMeta m, const float* q, const float* wei
     const int t = static_cast<int>(id / max_entries);
     const int64_t e = id % max_entries;
     const int64_t eligible = (m.positions[t] + 1) / ratio;
+    if (e >= eligible) return;
     float s = -INFINITY;
-    if (e < eligible) {
-        const int64_t row = paged_row(m, m.seq_of_token[t], e, per_block);
-        if (row < 0) {
-            if (threadIdx.x % 32 == 0) flag_error(m, kErrorBlockTable);
-        } else {
-            Acc sum = 0;
-            const uint8_t* key = keys + row * f.bytes;
-            const int lane = threadIdx.x % 32, dim = f.dim;
-            float kr[kMaxIndexPerLane];
+    const int64_t row = paged_row(m, m.seq_of_token[t], e, per_block);
+    if (row < 0) {
+        if (threadIdx.x % 32 == 0) flag_error(m, kErrorBlockTable);
+    } else {
+        Acc sum = 0;
+        const uint8_t* key = keys + row * f.bytes;
+        const int lane = threadIdx.x % 32, dim = f.dim;
+        float kr[kMaxIndexPerLane];
+#pragma unroll
+        for (int r = 0; r < kMaxIndexPerLane; ++r) {
+            const int i = lane + 32 * r;
+            kr[r] = i < dim ? row_elem<D>(key, i, f) : 0.0f;
+        }
+        for (int h = 0; h < heads; ++h) {
+            const float* qh = q + (static_cast<int64_t>(t) * heads + h) * dim;
+            Acc part = 0;
 #pragma unroll
             for (int r = 0; r < kMaxIndexPerLane; ++r) {
                 const int i = lane + 32 * r;
-                kr[r] = i < dim ? row_elem<D>(key, i, f) : 0.0f;
+                if (i < dim) part += Acc(qh[i]) * kr[r];
             }
-            for (int h = 0; h < heads; ++h) {
-                const float* qh = q + (static_cast<int64_t>(t) * heads + h) * dim;
-                Acc part = 0;
-#pragma unroll
-                for (int r = 0; r < kMaxIndexPerLane; ++r) {
-                    const int i = lane + 32 * r;
-                    if (i < dim) part += Acc(qh[i]) * kr[r];
-                }
-                part = warp_sum(part);
-                sum += Acc(weights[static_cast<int64_t>(t) * heads + h]) * (part > Acc(0) ? part : Acc(0));
-            }
-            s = static_cast<float>(sum);
+            part = warp_sum(part);
+            sum += Acc(weights[static_cast<int64_t>(t) * heads + h]) * (part > Acc(0) ? part : Acc(0));
         }
+        s = static_cast<float>(sum);
     }
     if (threadIdx.x % 32 == 0) scores[id] = s;
 }
@@ -212,7 +262,7 @@ __device__ uint32_t float_key(float v) {
 
 // Exclusive prefix sum of v over the block's threads in thread order (blockDim.x a multiple of 32, <= 1024);
 // scratch: 32 ints of shared memory. Every thread must call it.
-__device__ int32_t block_exclusive_scan(int32_t v, int32_t* scratch) {
+__device__ __forceinline__ int32_t block_exclusive_scan(int32_t v, int32_t* scratch) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int32_t inclusive = v;
 #pragma unroll
@@ -239,13 +289,16 @@ __global__ void __launch_bounds__(kTopkThreads)
     __shared__ uint32_t prefix, prefix_mask;
     __shared__ int32_t remaining, digit;
     __shared__ int32_t scan_scratch[32];
-    const int t = blockIdx.x;
+    const int t = blockIdx.x, lane = static_cast<int>(threadIdx.x % 32);
     const int64_t eligible = min64((m.positions[t] + 1) / ratio, max_entries);
     const int picks = static_cast<int>(min64(k, eligible));
     const float* s = scores + static_cast<int64_t>(t) * max_entries;
     int32_t* dst = out + static_cast<int64_t>(t) * k;
+    if (picks == eligible) {  // every entry: the picks in index order without a select
+        for (int i = threadIdx.x; i < k; i += blockDim.x) dst[i] = i < picks ? i : -1;
+        return;
+    }
     for (int i = threadIdx.x; i < k; i += blockDim.x) dst[i] = -1;
-    if (picks == 0) return;
     if (threadIdx.x == 0) {
         prefix = 0;
         prefix_mask = 0;
@@ -255,9 +308,21 @@ __global__ void __launch_bounds__(kTopkThreads)
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = threadIdx.x; i < 256; i += blockDim.x) histogram[i] = 0;
         __syncthreads();
-        for (int64_t e = threadIdx.x; e < eligible; e += blockDim.x) {
-            const uint32_t key = float_key(s[e]);
-            if ((key & prefix_mask) == prefix) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
+        // The lanes sharing the digit of the warp's first counted lane add once (scores cluster in a few top bytes:
+        // 32 lanes' atomics on one bin serialise), the others one by one; the trip count is the warp's, so every lane
+        // takes part in the ballots. (__match_any_sync would group every digit, but its convergence barrier spilled.)
+        for (int64_t base = threadIdx.x - lane; base < eligible; base += blockDim.x) {
+            const int64_t e = base + lane;
+            const uint32_t key = e < eligible ? float_key(s[e]) : 0u;
+            const bool counted = e < eligible && (key & prefix_mask) == prefix;
+            const uint32_t bin = (key >> shift) & 0xffu;
+            const unsigned counted_lanes = __ballot_sync(0xffffffffu, counted);
+            if (counted_lanes == 0u) continue;
+            const int first = __ffs(static_cast<int>(counted_lanes)) - 1;
+            const uint32_t common = __shfl_sync(0xffffffffu, bin, first);
+            const unsigned sharing = __ballot_sync(0xffffffffu, counted && bin == common);
+            if (lane == first) atomicAdd(&histogram[common], static_cast<uint32_t>(__popc(sharing)));
+            if (counted && bin != common) atomicAdd(&histogram[bin], 1u);
         }
         if (threadIdx.x == 0) digit = 0;
         __syncthreads();
@@ -278,23 +343,35 @@ __global__ void __launch_bounds__(kTopkThreads)
         __syncthreads();
     }
     // prefix is now the k-th largest key; `remaining` of the entries equal to it are taken (lowest index first).
-    // Parallel compaction in index order: thread i owns the contiguous segment i of the entries; exclusive scans of
-    // the per-thread counts give each thread its first output slot and its first tie's rank.
-    const int64_t seg = (eligible + blockDim.x - 1) / blockDim.x;
-    const int64_t e0 = min64(threadIdx.x * seg, eligible), e1 = min64(e0 + seg, eligible);
+    // Compaction in index order: warp w owns the contiguous segment w of the entries and reads it 32 entries at a
+    // time (coalesced); exclusive scans of the warps' counts give each warp its first output slot and first tie's
+    // rank, ballots each lane its place within the warp's 32.
+    const int warps = static_cast<int>(blockDim.x / 32);
+    const int64_t seg = (eligible + warps - 1) / warps;
+    const int64_t e0 = min64(static_cast<int64_t>(threadIdx.x / 32) * seg, eligible), e1 = min64(e0 + seg, eligible);
+    const unsigned lanes_below = (1u << lane) - 1u;
     int32_t above = 0, ties = 0;
-    for (int64_t e = e0; e < e1; ++e) {
-        const uint32_t key = float_key(s[e]);
-        above += key > prefix;
-        ties += key == prefix;
+    for (int64_t base = e0; base < e1; base += 32) {
+        const int64_t e = base + lane;
+        const uint32_t key = e < e1 ? float_key(s[e]) : 0u;
+        above += __popc(__ballot_sync(0xffffffffu, e < e1 && key > prefix));
+        ties += __popc(__ballot_sync(0xffffffffu, e < e1 && key == prefix));
     }
-    const int32_t above_before = block_exclusive_scan(above, scan_scratch);
-    const int32_t ties_before = block_exclusive_scan(ties, scan_scratch);
+    // Lane 0 carries its warp's counts into the scans (the other lanes add nothing); every lane takes lane 0's result.
+    const int32_t above_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? above : 0, scan_scratch), 0);
+    const int32_t ties_before = __shfl_sync(0xffffffffu, block_exclusive_scan(lane == 0 ? ties : 0, scan_scratch), 0);
     const int32_t take = remaining;
     int32_t w = above_before + min(ties_before, take), tie_rank = ties_before;
-    for (int64_t e = e0; e < e1; ++e) {
-        const uint32_t key = float_key(s[e]);
-        if (key > prefix || (key == prefix && tie_rank++ < take)) dst[w++] = static_cast<int32_t>(e);
+    for (int64_t base = e0; base < e1; base += 32) {
+        const int64_t e = base + lane;
+        const uint32_t key = e < e1 ? float_key(s[e]) : 0u;
+        const bool is_tie = e < e1 && key == prefix;
+        const unsigned tie_lanes = __ballot_sync(0xffffffffu, is_tie);
+        const bool taken = (e < e1 && key > prefix) || (is_tie && tie_rank + __popc(tie_lanes & lanes_below) < take);
+        const unsigned taken_lanes = __ballot_sync(0xffffffffu, taken);
+        if (taken) dst[w + __popc(taken_lanes & lanes_below)] = static_cast<int32_t>(e);
+        w += __popc(taken_lanes);
+        tie_rank += __popc(tie_lanes);
     }
 }
 
@@ -373,9 +450,10 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
 
 void launch_attention_combine(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int64_t rows, int splits,
                               const float* part_acc, const float* part_ml) {
-    if (rows > 0)
-        launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), 128, 0, s, m, a, rows, splits, part_acc,
-                      part_ml);
+    if (rows <= 0) return;
+    const int threads = rows <= kCombineWideRows ? kCombineWideThreads : kCombineThreads;
+    launch_kernel(attention_combine_kernel, static_cast<unsigned>(rows), threads, 0, s, m, a, rows, splits, part_acc,
+                  part_ml);
 }
 
 template <typename Acc>

@@ -140,17 +140,6 @@ __device__ void chunk_scores(const AttentionArgs& a, const Smem& s, int head0, i
     }
 }
 
-// Max over the 4 lanes of a quad (they hold the same head row).
-__device__ __forceinline__ float quad_max(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 template <int D, bool kQuad>
 __global__ void __launch_bounds__(kWarps * 32, 1)
     attention_mqa_kernel(StepMeta m, AttentionArgs a, int splits, int keys_per_split, float* part_acc, float* part_ml) {

@@ -21,6 +21,15 @@ __global__ void embed_kernel(StepMeta m, const uint16_t* table, int64_t d, int h
         });
 }
 
+// The lines of k floats (null: none) asked into this SM's L1 before the wait for the previous kernel: the norm
+// weights and RoPE frequencies its later passes read (constants, never written by a kernel: pdl.cuh), which they then
+// find there instead of waiting a DRAM round trip after the norm's reduction. A hint: it changes no value.
+__device__ __forceinline__ void prefetch_lines(const float* p, int64_t k) {
+    if (p == nullptr) return;
+    for (int64_t i = threadIdx.x * 32; i < k; i += blockDim.x * 32)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(p + i));
+}
+
 // Acc: the numerics mode's arithmetic (cuda_common.cuh); `round`: bf16 outputs (reference numerics).
 // One row of RMSNorm by the block: out = in * rsqrt(mean(in^2) + eps) (* weight).
 template <typename Acc>
@@ -40,6 +49,7 @@ __device__ void rms_norm_row(const float* in, const float* weight, int64_t k, fl
 
 template <typename Acc>
 __global__ void rms_norm_kernel(const float* x, const float* weight, int64_t k, float eps, bool round, float* y) {
+    prefetch_lines(weight, k);
     pdl_begin();
     __shared__ Acc scratch[32];
     rms_norm_row(x + blockIdx.x * k, weight, k, eps, round, y + blockIdx.x * k, &scratch[0]);
@@ -64,6 +74,8 @@ __global__ void rope_kernel(StepMeta m, float* x, int heads, int dim, int rope_d
 template <typename Acc>
 __global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int heads, int dim, int rope_dim, float eps,
                                  const float* inv_freq, bool round) {
+    prefetch_lines(weight, dim);
+    prefetch_lines(inv_freq, rope_dim / 2);
     pdl_begin();
     __shared__ Acc scratch[32];
     float* row = x + static_cast<int64_t>(blockIdx.x) * dim;
@@ -78,11 +90,13 @@ __global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int 
 // norm_rope_kernel over the rows of several targets: block b is row b - (the targets' rows before it) of its target.
 template <typename Acc>
 __global__ void norm_ropes_kernel(StepMeta m, NormRopesParams p, bool round) {
-    pdl_begin();
     __shared__ Acc scratch[32];
     int i = 0;
     while (i < p.n - 1 && static_cast<int>(blockIdx.x) >= p.block_end[i]) ++i;
     const NormRopeRows& t = p.targets[i];
+    prefetch_lines(t.weight, t.dim);
+    if (t.rope_dim > 0) prefetch_lines(t.inv_freq, t.rope_dim / 2);
+    pdl_begin();
     const int r = static_cast<int>(blockIdx.x) - (i == 0 ? 0 : p.block_end[i - 1]);
     float* row = t.x + static_cast<int64_t>(r) * t.dim;
     rms_norm_row(row, t.weight, t.dim, p.eps, round, row, &scratch[0]);

@@ -8,86 +8,22 @@
 // Three shared-memory stages: block kb computes while kb + 1 is expanded and kb + 2 is in flight.
 #include <cuda_fp8.h>
 
-#include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/kernels_fp8.h"
+#include "backend/cuda/expert_gemm_tile.cuh"
 #include "backend/cuda/pdl.cuh"
-#include "backend/cuda/quant_sim.cuh"
-#include "backend/cuda/wgmma_fp8.cuh"
 
 namespace dsv4::cuda {
 namespace {
 
+using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file's own pieces, shared with the WS kernel
+
 constexpr int kThreads = 256;  // 2 warpgroups
 constexpr int kStages = 3;
-constexpr int kLutMin = -13;  // offsets below: every e2m1 value times 2^k rounds to e4m3 zero
-constexpr int kLutRows = 6 - kLutMin + 1;
 
-// Shared-memory carve-up of one stage (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle).
+// Shared memory: kStages stages (StageTile), then the byte table.
 template <int BN, int MB>
-struct StageLayout {
-    static constexpr int kWRows = 128 * MB;
-    static constexpr int kW = 0;
-    static constexpr int kX = kWRows * 128;
-    static constexpr int kWScale = kX + BN * 128;
-    static constexpr int kXScale = kWScale + kWRows * 4;
-    static constexpr int kBytes = (kXScale + BN * 4 + 1023) / 1024 * 1024;
-    static constexpr int kTotal = kStages * kBytes + kLutRows * 8 + 1024;  // + alignment slack
+struct StageLayout : StageTile<BN, MB> {
+    static constexpr int kTotal = kStages * StageTile<BN, MB>::kBytes + kLutRows * 8 + 1024;  // + alignment slack
 };
-
-// The tile this block computes: its token slots and the fields of its weights (W1 and, in SwiGLU mode, W3; same
-// shapes) that the loads read, by value so that nothing lands in local memory.
-struct TileInfo {
-    int64_t row0 = 0;  // first token slot
-    int ntok = 0;      // token slots in the tile
-    const uint8_t* data1 = nullptr;
-    const uint8_t* data3 = nullptr;
-    const uint8_t* scales1 = nullptr;
-    const uint8_t* scales3 = nullptr;
-    int64_t scale_cols = 0;
-    int block_rows = 1;
-};
-
-__device__ __forceinline__ void set_weights(TileInfo& t, const WeightRef& w1, const WeightRef* w3) {
-    t.data1 = static_cast<const uint8_t*>(w1.data);
-    t.scales1 = w1.scales;
-    t.scale_cols = w1.scale_cols;
-    t.block_rows = w1.block_rows;
-    t.data3 = w3 != nullptr ? static_cast<const uint8_t*>(w3->data) : t.data1;
-    t.scales3 = w3 != nullptr ? w3->scales : t.scales1;
-}
-
-__device__ __forceinline__ bool load_tile(const ExpertGemmArgs& a, int bn, TileInfo& t) {
-    if (a.tile_expert != nullptr) {
-        if (static_cast<int>(blockIdx.y) >= a.tile_count[0]) return false;
-        const int e = a.tile_expert[blockIdx.y];
-        t.row0 = a.tile_row0[blockIdx.y];
-        t.ntok = a.tile_rows[blockIdx.y];
-        set_weights(t, a.table[e], a.table_up != nullptr ? &a.table_up[e] : nullptr);
-    } else {
-        t.row0 = static_cast<int64_t>(blockIdx.y) * bn;
-        t.ntok = static_cast<int>(min64(bn, a.dense_m - t.row0));
-        set_weights(t, a.dense, nullptr);
-    }
-    return t.ntok > 0;
-}
-
-// Output / activation row of token slot i of the tile.
-__device__ __forceinline__ int64_t slot_row(const ExpertGemmArgs& a, const TileInfo& t, int i) {
-    return a.tile_expert != nullptr ? a.row_ids[t.row0 + i] : t.row0 + i;
-}
-
-// e4m3 code of each e2m1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^k, k = kLutMin .. 6, 8 bytes per k.
-__device__ void build_lut(uint8_t* lut) {
-    for (int i = threadIdx.x; i < kLutRows * 8; i += kThreads) {
-        const float v = ldexpf(decode_e2m1(static_cast<uint32_t>(i % 8)), i / 8 + kLutMin);
-        lut[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-    }
-}
-
-// Eight e2m1 codes -> eight e4m3 codes through the magnitude table (lo, hi) of the group's exponent offset.
-__device__ __forceinline__ uint2 expand_word(uint32_t w, uint32_t lo, uint32_t hi) {
-    return expand_e2m1_word(w, lo, hi);
-}
 
 // One thread's share of a stage's weight rows: G consecutive 32-element groups of one row (FP4: read into registers
 // one K block ahead, expanded into shared memory the next iteration).
@@ -135,48 +71,12 @@ __device__ __forceinline__ void load_fp4(const WeightSlot<MB>& s, int64_t rows, 
     raw.scales = __ldg(reinterpret_cast<const uint32_t*>(s.scales + s.feature * s.scale_cols + kb * 4));
 }
 
-// Expands raw FP4 groups into the stage's swizzled e4m3 tile and writes the row's scale (2^(max_e - 133); NaN when
-// a scale byte is 0xFF). The group with the largest scale gets offset 6 (largest code 6 * 2^6 = 384 <= 448).
+// Expands this thread's raw FP4 groups into the stage's swizzled e4m3 tile (expand_fp4_groups).
 template <int MB>
 __device__ __forceinline__ void store_fp4(const WeightSlot<MB>& s, const RawWeights<WeightSlot<MB>::kGroups>& raw,
                                           uint8_t* stage_w, float* stage_wscale, const uint2* lut,
                                           int32_t* clamp_count) {
-    constexpr int G = WeightSlot<MB>::kGroups;
-    if (!raw.valid) {
-#pragma unroll
-        for (int i = 0; i < G; ++i) {
-            const int g = s.group0 + i;
-            *reinterpret_cast<uint4*>(stage_w + sw128_offset(s.tile_row, 2 * g)) = make_uint4(0, 0, 0, 0);
-            *reinterpret_cast<uint4*>(stage_w + sw128_offset(s.tile_row, 2 * g + 1)) = make_uint4(0, 0, 0, 0);
-        }
-        if (s.group0 == 0) stage_wscale[s.tile_row] = 0.0f;
-        return;
-    }
-    int emax = 0;
-    bool nan = false;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int e = static_cast<int>((raw.scales >> (8 * i)) & 0xffu);
-        emax = max(emax, e);
-        nan = nan || e == 0xff;
-    }
-    if (s.group0 == 0) {
-        stage_wscale[s.tile_row] = nan ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, emax - 6 - 127);
-    }
-    int below = 0;
-#pragma unroll
-    for (int i = 0; i < G; ++i) {
-        const int g = s.group0 + i;
-        const int offset = static_cast<int>((raw.scales >> (8 * g)) & 0xffu) - emax + 6;
-        below += offset < -8;
-        const uint2 table = lut[max(offset, kLutMin) - kLutMin];
-        const uint4 q = raw.groups[i];
-        const uint2 a = expand_word(q.x, table.x, table.y), b = expand_word(q.y, table.x, table.y);
-        const uint2 c = expand_word(q.z, table.x, table.y), d = expand_word(q.w, table.x, table.y);
-        *reinterpret_cast<uint4*>(stage_w + sw128_offset(s.tile_row, 2 * g)) = make_uint4(a.x, a.y, b.x, b.y);
-        *reinterpret_cast<uint4*>(stage_w + sw128_offset(s.tile_row, 2 * g + 1)) = make_uint4(c.x, c.y, d.x, d.y);
-    }
-    if (below > 0 && clamp_count != nullptr) atomicAdd(clamp_count, below);
+    expand_fp4_groups(s.tile_row, s.group0, raw.groups, raw.scales, raw.valid, stage_w, stage_wscale, lut, clamp_count);
 }
 
 // FP8 weights: the stage's rows by cp.async (4 * MB 16-byte chunks per thread) and each row's block scale.
@@ -220,104 +120,6 @@ __device__ __forceinline__ void issue_x(const ExpertGemmArgs& a,
     }
 }
 
-// Keeps the compiler from moving register reads of wgmma accumulators across the wait (they are written
-// asynchronously).
-template <int N>
-__device__ __forceinline__ void fence_regs(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-// acc += part * wscale[row] * xscale[col] over this thread's fragment (wgmma accumulator layout: element i of warp
-// w's fragment is row 16 w + lane / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (lane % 4) + i % 2).
-template <int BN>
-__device__ __forceinline__ void promote(float (&acc)[BN / 2], const float (&part)[BN / 2], const float* wscale,
-                                        const float* xscale, int row_base) {
-    const int lane = threadIdx.x & 31;
-    const float w0 = wscale[row_base + lane / 4], w1 = wscale[row_base + lane / 4 + 8];
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const float2 xs = *reinterpret_cast<const float2*>(xscale + 8 * j + 2 * (lane & 3));
-        acc[4 * j + 0] = fmaf(part[4 * j + 0] * w0, xs.x, acc[4 * j + 0]);
-        acc[4 * j + 1] = fmaf(part[4 * j + 1] * w0, xs.y, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(part[4 * j + 2] * w1, xs.x, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(part[4 * j + 3] * w1, xs.y, acc[4 * j + 3]);
-    }
-}
-
-template <int BN>
-__device__ __forceinline__ void store_plain(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0,
-                                            const float (&acc)[BN / 2], int row_base) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) {
-        const int row = row_base + lane / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-        const int64_t feature = n0 + row;
-        if (col < t.ntok && feature < a.rows) a.y[slot_row(a, t, col) * a.y_stride + feature] = acc[i];
-    }
-}
-
-// SwiGLU epilogue: act = bf16(silu(min(g, limit)) * clamp(u) * route weight), then e4m3 per the block's 128 features
-// of each token (amax over both warpgroups through shared memory), codes staged in shared memory and written as
-// 16-byte rows. `smem` is free stage memory (>= 8 * BN * 4 + BN * 136 bytes).
-template <int BN>
-__device__ __forceinline__ void store_swiglu(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0, float (&g)[BN / 2],
-                                             const float (&u)[BN / 2], int row_base, uint8_t* smem) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    float* red = reinterpret_cast<float*>(smem);                // [8 warps][BN] partial amax
-    float* inverse = red + 8 * BN;                              // [BN] 2^-e
-    uint8_t* codes = reinterpret_cast<uint8_t*>(inverse + BN);  // [BN][128]
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) {
-        const int col = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-        const float w = col < t.ntok && a.route_weights != nullptr ? a.route_weights[slot_row(a, t, col)] : 1.0f;
-        float gv = g[i], uv = u[i];
-        if (a.limit > 0.0f) {
-            gv = gv > a.limit ? a.limit : gv;  // comparisons keep a NaN (fminf / fmaxf would not)
-            uv = uv > a.limit ? a.limit : uv < -a.limit ? -a.limit : uv;
-        }
-        g[i] = to_bf16(gv / (1.0f + expf(-gv)) * uv * w);
-    }
-    // Per-column amax over this warp's 16 rows (non-finite counts as +inf: the block's scale becomes NaN).
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-            const float v0 = g[4 * j + c], v1 = g[4 * j + 2 + c];
-            float m = fmaxf(isfinite(v0) ? fabsf(v0) : INFINITY, isfinite(v1) ? fabsf(v1) : INFINITY);
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-            if (lane < 4) red[warp * BN + 8 * j + 2 * lane + c] = m;
-        }
-    }
-    __syncthreads();
-    if (threadIdx.x < BN) {
-        float amax = 0.0f;
-        for (int w = 0; w < 8; ++w) amax = fmaxf(amax, red[w * BN + threadIdx.x]);
-        const int e = pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, 448.0f);
-        inverse[threadIdx.x] = ldexpf(1.0f, -e);
-        if (static_cast<int>(threadIdx.x) < t.ntok) {
-            a.act.scales[(n0 / kFp8ActBlock) * a.act.rows_pad + slot_row(a, t, threadIdx.x)] =
-                isinf(amax) ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, e);
-        }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) {
-        const int row = row_base + lane / 4 + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-        const float s = fminf(fmaxf(g[i] * inverse[col], -448.0f), 448.0f);
-        codes[col * 128 + row] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(s, __NV_SATFINITE, __NV_E4M3));
-    }
-    __syncthreads();
-    for (int f = threadIdx.x; f < BN * 8; f += kThreads) {
-        const int col = f / 8, chunk = f % 8;
-        if (col >= t.ntok) continue;
-        *reinterpret_cast<uint4*>(a.act.codes + slot_row(a, t, col) * a.act.k + n0 + chunk * 16) =
-            *reinterpret_cast<const uint4*>(codes + col * 128 + chunk * 16);
-    }
-}
-
 // Grid: (rows / 128 feature blocks, tiles). BN: tokens per tile; MB: 1 (plain) or 2 (SwiGLU: W1 and W3); FP4: weight
 // format (else FP8 block-scaled).
 template <int BN, int MB, bool FP4>
@@ -328,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
     auto* lut = reinterpret_cast<uint2*>(smem + kStages * L::kBytes);
     TileInfo t;
-    if (!load_tile(a, BN, t)) return;
+    if (!load_tile(a, BN, static_cast<int>(blockIdx.y), t)) return;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kExpertGemmFeatures;
     if (n0 >= a.rows) return;
     const int wg = threadIdx.x / 128, warp_in_wg = (threadIdx.x / 32) % 4;
@@ -384,36 +186,18 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     __syncthreads();
 
     float acc[MB][BN / 2], part[MB][BN / 2];
-#pragma unroll
-    for (int mb = 0; mb < MB; ++mb) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[mb][i] = part[mb][i] = 0.0f;
-    }
+    zero_accumulators<BN, MB>(acc, part);
     const int row_base = 64 * wg + 16 * warp_in_wg;  // this warp's first fragment row within each 128-row half
     for (int kb = 0; kb < nk; ++kb) {
         uint8_t* s = stage(kb);
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
-        wgmma_fence();
-        const uint64_t desc_x = smem_desc_sw128(s + L::kX);
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-            const uint64_t desc_w = smem_desc_sw128(s + L::kW + (mb * 128 + 64 * wg) * 128);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) wgmma_m64k32<BN>(part[mb], desc_w + 2 * j, desc_x + 2 * j, j > 0 ? 1 : 0);
-        }
+        issue_block_wgmma<BN, MB>(part, s + L::kW, s + L::kX, wg);
         wgmma_commit();
         expand(kb + 1);  // while the tensor cores work
         fetch(kb + 2);
         issue(kb + 2);
         wgmma_wait_all();
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-            promote<BN>(acc[mb], part[mb], reinterpret_cast<const float*>(s + L::kWScale) + mb * 128,
-                        reinterpret_cast<const float*>(s + L::kXScale), row_base);
-        }
+        promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(s + L::kWScale),
+                              reinterpret_cast<const float*>(s + L::kXScale), row_base);
         cp_async_wait<1>();
         fence_proxy_async();
         __syncthreads();
@@ -421,7 +205,8 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     if constexpr (MB == 2) {
         cp_async_wait<0>();
         __syncthreads();  // every stage is free: the epilogue stages through stage memory
-        store_swiglu<BN>(a, t, n0, acc[0], acc[1], row_base, smem);
+        store_swiglu<BN>(a, t, n0, acc[0], acc[1], row_base, smem, static_cast<int>(threadIdx.x),
+                         [] { __syncthreads(); });
     } else {
         store_plain<BN>(a, t, n0, acc[0], row_base);
     }
@@ -457,6 +242,7 @@ void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a) {
     const unsigned tiles = a.tile_expert != nullptr ? static_cast<unsigned>(a.max_tiles)
                                                     : blocks_for(a.dense_m, a.tile_n > 0 ? a.tile_n : 1);
     if (tiles == 0 || a.rows == 0) return;
+    if (a.format == WeightFormat::kFp4Row && a.warp_specialized) return launch_expert_gemm_ws(stream, a, tiles);
     if (a.format == WeightFormat::kFp4Row) {
         if (swiglu) {
             a.tile_n == 16 ? launch_typed<16, 2, true>(stream, a, tiles) : launch_typed<64, 2, true>(stream, a, tiles);

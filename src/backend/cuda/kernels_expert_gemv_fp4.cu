@@ -159,11 +159,45 @@ __device__ __forceinline__ void write_rows(float* out, int64_t group, int64_t ro
     if (tq == 0 && r0 + g + 8 < rows) out[r0 + g + 8] = acc[1];
 }
 
-// The pair's row sum: its K ranges' partials ([split][row]) added in split order.
-__device__ __forceinline__ float split_sum(const float* partials, int splits, int64_t rows, int64_t row) {
-    float sum = __ldcg(partials + row);
-    for (int s = 1; s < splits; ++s) sum += __ldcg(partials + s * rows + row);
-    return sum;
+// A token's combined row: each pair's K ranges' partials ([pair][split][row] from `first`, `rows` apart) in split
+// order, the pairs in pair order with their routing weights (launch_combine's weight-after arithmetic), then the
+// shared expert's row. Up to kBatchPairs pairs of up to kBatchSplits ranges (decode) have every load issued before
+// the first add (the same arithmetic: one L2 round trip, not one a pair; loads past the last pair or range re-read
+// it, so no branch comes between them); more go pair by pair.
+constexpr int kBatchPairs = 8, kBatchSplits = 2;
+__device__ float combine_row(const ExpertGemvFp4Params& p, const float* first, int64_t token, int64_t row) {
+    const float* weights = p.combine_weights + token * p.combine_k;
+    const int64_t pair_stride = p.splits * p.rows;
+    float out = 0.0f;
+    if (p.combine_k <= kBatchPairs && p.splits <= kBatchSplits) {
+        float v[kBatchPairs][kBatchSplits], w[kBatchPairs];
+#pragma unroll
+        for (int j = 0; j < kBatchPairs; ++j) {
+            const int jc = min(j, p.combine_k - 1);
+            w[j] = weights[jc];
+#pragma unroll
+            for (int s = 0; s < kBatchSplits; ++s) {
+                v[j][s] = __ldcg(first + jc * pair_stride + min(s, p.splits - 1) * p.rows);
+            }
+        }
+        const float shared = p.combine_shared != nullptr ? p.combine_shared[token * p.rows + row] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < kBatchPairs; ++j) {
+            if (j >= p.combine_k) continue;
+            float routed = v[j][0];
+#pragma unroll
+            for (int s = 1; s < kBatchSplits; ++s) {
+                if (s < p.splits) routed += v[j][s];
+            }
+            out = combine_add(out, routed, w[j]);
+        }
+        return p.combine_shared != nullptr ? out + shared : out;
+    }
+    for (int j = 0; j < p.combine_k; ++j) {
+        out = combine_add(out, split_order_sum(first + j * pair_stride, p.splits, p.rows), weights[j]);
+    }
+    if (p.combine_shared != nullptr) out += p.combine_shared[token * p.rows + row];
+    return out;
 }
 
 // The rows' results. Without a combine: with one K range stored, else written as partials and added in split order by
@@ -180,21 +214,16 @@ __device__ void store_rows(const ExpertGemvFp4Params& p, int64_t pair, int which
     const int64_t row = group * kGroupRows + threadIdx.x;
     if (p.combine_y == nullptr) {
         if (!last_to_arrive(p.arrivals + (which * p.pairs + pair) * groups + group, p.splits)) return;
-        if (threadIdx.x < kGroupRows && row < p.rows)
-            p.y[which][pair * p.rows + row] = split_sum(partials, p.splits, p.rows, row);
+        if (threadIdx.x < kGroupRows && row < p.rows) {
+            p.y[which][pair * p.rows + row] = split_order_sum(partials + row, p.splits, p.rows);
+        }
         return;
     }
     const int64_t token = pair / p.combine_k;
     if (!last_to_arrive(p.arrivals + token * groups + group, p.combine_k * p.splits)) return;
     if (threadIdx.x >= kGroupRows || row >= p.rows) return;
-    float out = 0.0f;
-    for (int j = 0; j < p.combine_k; ++j) {
-        const int64_t pj = token * p.combine_k + j;
-        const float routed = split_sum(p.partials + pj * p.splits * p.rows, p.splits, p.rows, row);
-        out = combine_add(out, routed, p.combine_weights[pj]);
-    }
-    if (p.combine_shared != nullptr) out += p.combine_shared[token * p.rows + row];
-    p.combine_y[token * p.rows + row] = out;
+    p.combine_y[token * p.rows + row] =
+        combine_row(p, p.partials + token * p.combine_k * p.splits * p.rows + row, token, row);
 }
 
 // Grid: (128-row groups x K splits, pairs, weights). Every block waits for the router before it reads its pair's

@@ -98,8 +98,12 @@ struct ExpertGemmArgs {
     const float* route_weights = nullptr;
     float limit = 0.0f;
     int32_t* clamp_count = nullptr;  // (tile, 32-group) conversions whose offset fell below -8; optional
+    bool warp_specialized = false;   // FP4 weights: the producer / consumer kernel (kernels_expert_ws.cu), same bits
 };
 void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a);
+// The warp-specialized kernel over `tiles` token tiles (launch_expert_gemm_fp8 calls it for FP4 weights when
+// a.warp_specialized is set).
+void launch_expert_gemm_ws(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles);
 // Token tile widths instantiated for (format, swiglu); 0 where the combination has none. Small first.
 int expert_gemm_small_tile(WeightFormat format, bool swiglu);
 int expert_gemm_large_tile(WeightFormat format, bool swiglu);

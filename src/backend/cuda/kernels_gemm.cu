@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include <algorithm>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 
@@ -99,11 +101,14 @@ struct Stage {
 // stage's activations and weight codes are loaded into registers before this stage's MMAs, then decoded into shared
 // memory. Expert mode (table != null): the block's activation rows are rows[m0 .. m0 + kBM) of a permuted list whose
 // entries all route to expert `tile_expert[blockIdx.y]`; outputs go to y[rows[i]].
+// Split K (grid.z > 1, dense mode only): block z sums K slices [z * k_per_split, ...) and writes its raw sums to
+// partial[z][m][rows]; gemm_split_sum_kernel adds the splits in order.
 template <int F>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, F == static_cast<int>(WeightFormat::kF32) ? 1 : 2)
     gemm_bf16_kernel(WeightRef w, const float* x, int64_t x_stride, int64_t m, float* y, int64_t y_stride,
                      bool round_out, const WeightRef* table, const int32_t* tile_expert, const int32_t* tile_row0,
-                     const int32_t* tile_rows, const int32_t* row_ids, int x_div, const int32_t* tile_count) {
+                     const int32_t* tile_rows, const int32_t* row_ids, int x_div, const int32_t* tile_count,
+                     int64_t k_per_split, float* partial) {
     pdl_begin();
     __shared__ __align__(32) __nv_bfloat16 As[kBM][kBK + kPad];
     __shared__ __align__(32) __nv_bfloat16 Bs[kBN][kBK + kPad];
@@ -166,12 +171,14 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
     }
     const int wm = (warp / 4) * 32, wn = (warp % 4) * 32;
+    const int64_t k_begin = partial != nullptr ? static_cast<int64_t>(blockIdx.z) * k_per_split : 0;
+    const int64_t k_end = partial != nullptr ? min64(wr.cols, k_begin + k_per_split) : wr.cols;
     Stage<F> stage;
-    load_stage(0, stage);
-    for (int64_t k0 = 0; k0 < wr.cols; k0 += kBK) {
+    load_stage(k_begin, stage);
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += kBK) {
         store_stage(stage);
         __syncthreads();
-        if (k0 + kBK < wr.cols) load_stage(k0 + kBK, stage);  // in flight during the MMAs below
+        if (k0 + kBK < k_end) load_stage(k0 + kBK, stage);  // in flight during the MMAs below
 #pragma unroll
         for (int kk = 0; kk < kBK; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
@@ -200,13 +207,28 @@ __global__ void __launch_bounds__(kThreads)
                 const int64_t mi = m0 + wm + 16 * i + r, ni = n0 + wn + 16 * j + c;
                 if (mi < m_end && ni < wr.rows) {
                     const float v = Cs[warp][e];
-                    const int64_t out_row = table != nullptr ? row_ids[mi] : mi;
-                    y[out_row * y_stride + ni] = round_out ? to_bf16(v) : v;
+                    if (partial != nullptr) {
+                        partial[(static_cast<int64_t>(blockIdx.z) * m + mi) * wr.rows + ni] = v;
+                    } else {
+                        const int64_t out_row = table != nullptr ? row_ids[mi] : mi;
+                        y[out_row * y_stride + ni] = round_out ? to_bf16(v) : v;
+                    }
                 }
             }
             __syncwarp();
         }
     }
+}
+
+// y[i][j] = the splits' partial sums of output (i, j) added in split order (then rounded where asked).
+__global__ void gemm_split_sum_kernel(const float* partial, int splits, int64_t m, int64_t rows, float* y,
+                                      int64_t y_stride, bool round_out) {
+    pdl_begin();
+    const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (id >= m * rows) return;
+    float sum = 0.0f;
+    for (int z = 0; z < splits; ++z) sum += partial[z * m * rows + id];
+    y[(id / rows) * y_stride + id % rows] = round_out ? to_bf16(sum) : sum;
 }
 
 struct GemmArgs {
@@ -224,12 +246,15 @@ struct GemmArgs {
     const int32_t* row_ids = nullptr;
     int x_div = 1;
     const int32_t* tile_count = nullptr;
+    int64_t k_per_split = 0;
+    float* partial = nullptr;
 };
 
 template <int F>
 void launch_typed(cudaStream_t s, dim3 grid, const GemmArgs& g) {
     launch_kernel(gemm_bf16_kernel<F>, grid, kThreads, 0, s, g.w, g.x, g.x_stride, g.m, g.y, g.y_stride, g.round_out,
-                  g.table, g.tile_expert, g.tile_row0, g.tile_rows, g.row_ids, g.x_div, g.tile_count);
+                  g.table, g.tile_expert, g.tile_row0, g.tile_rows, g.row_ids, g.x_div, g.tile_count, g.k_per_split,
+                  g.partial);
 }
 
 void launch_format(cudaStream_t s, WeightFormat format, dim3 grid, const GemmArgs& g) {
@@ -251,11 +276,37 @@ void launch_format(cudaStream_t s, WeightFormat format, dim3 grid, const GemmArg
 
 }  // namespace
 
+// K slices per split: whole kBK slices, splits chosen so that a grid of fewer than half the SMs' worth of blocks
+// reaches about one block per SM, at most kMaxSplits.
+constexpr int kSmallGrid = 66;
+constexpr int kMaxSplits = 16;
+int64_t gemm_k_per_split(int64_t rows, int64_t m, int64_t cols) {
+    const int64_t grid = static_cast<int64_t>(blocks_for(rows, kBN)) * blocks_for(m, kBM);
+    const int64_t slices = (cols + kBK - 1) / kBK;
+    if (grid >= kSmallGrid || slices < 2) return slices * kBK;
+    const int64_t splits = std::min<int64_t>({slices, kMaxSplits, (2 * kSmallGrid + grid - 1) / grid});
+    return kBK * ((slices + splits - 1) / splits);
+}
+
+int gemm_bf16_splits(int64_t rows, int64_t m, int64_t cols) {
+    if (m == 0) return 1;
+    const int64_t per = gemm_k_per_split(rows, m, cols);
+    return static_cast<int>((cols + per - 1) / per);
+}
+
 void launch_gemm_bf16(cudaStream_t s, const WeightRef& w, const float* x, int64_t x_stride, int64_t m, float* y,
-                      int64_t y_stride, bool round_out) {
+                      int64_t y_stride, bool round_out, int splits, float* partial) {
     if (m == 0) return;
-    const GemmArgs g{w, x, x_stride, m, y, y_stride, round_out};
-    launch_format(s, w.format, dim3(blocks_for(w.rows, kBN), blocks_for(m, kBM)), g);
+    GemmArgs g{w, x, x_stride, m, y, y_stride, round_out};
+    if (splits > 1) {
+        g.k_per_split = gemm_k_per_split(w.rows, m, w.cols);
+        g.partial = partial;
+    }
+    launch_format(s, w.format, dim3(blocks_for(w.rows, kBN), blocks_for(m, kBM), splits > 1 ? splits : 1), g);
+    if (splits > 1) {
+        launch_kernel(gemm_split_sum_kernel, blocks_for(m * w.rows, 256), 256, 0, s, partial, splits, m, w.rows, y,
+                      y_stride, round_out);
+    }
 }
 
 void launch_expert_gemm_bf16(cudaStream_t s, WeightFormat format, const WeightRef* table, int64_t rows_out,

@@ -108,6 +108,52 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     }
 }
 
+// Several vectors of a weight that does not stay in L2 (the lm head at batch 8): the vectors staged in shared memory
+// once a block, each warp kVectorRows consecutive rows whose lane steps share one read of the activations
+// (rows_vectors_partials). gemv_kernel's lanes read every vector's activations at every weight load, from L1: the lm
+// head at 8 vectors ran at 0.86 TB/s (1,230 us, H200, performance-log 2026-12-03). The same bits as gemv_kernel.
+constexpr int kVectorRows = 4;
+constexpr int kVectorPasses = 4;  // row groups a block: its staging (up to 200 KB from L2) amortized over 128 rows
+constexpr int kVectorWarps = 8;   // one block an SM (its staged vectors): 64 KB of weight loads in flight
+constexpr int64_t kMaxVectorStage = 200 * 1024;  // bytes of staged vectors (opt-in shared memory)
+
+template <int kFormat>
+__global__ void __launch_bounds__(kVectorWarps * 32)
+    gemv_vectors_kernel(WeightRef w, const float* x, int64_t x_stride, int64_t count, int64_t group_x, int64_t m,
+                        float* y, int64_t y_stride, bool round_out) {
+    pdl_begin();
+    extern __shared__ float4 staged[];
+    float* xs = reinterpret_cast<float*>(staged);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t group = blockIdx.z, cols = w.cols;
+    const int nv = static_cast<int>(m);
+    for (int v = 0; v < nv; ++v) stage_vector(x + group * group_x + v * x_stride, cols, xs + v * cols);
+    __syncthreads();
+    for (int pass = 0; pass < kVectorPasses; ++pass) {  // the staged vectors serve kVectorPasses row groups
+        const int64_t first = ((blockIdx.x * int64_t{kVectorPasses} + pass) * kVectorWarps + warp) * kVectorRows;
+        if (first >= count) return;
+        RowRef<kFormat> rows[kVectorRows];
+#pragma unroll
+        for (int i = 0; i < kVectorRows; ++i) {
+            if (first + i < count) rows[i] = row_ref<kFormat>(w, group * count + first + i, xs);
+        }
+        float acc[kVectorRows][kMaxGemvVectors] = {};
+        rows_vectors_partials<kFormat, kVectorRows, kMaxGemvVectors>(rows, static_cast<int>(cols / kLoadElems<kFormat>),
+                                                                     xs, cols, nv, w.fp8_dialect, acc);
+#pragma unroll
+        for (int i = 0; i < kVectorRows; ++i) {
+#pragma unroll
+            for (int v = 0; v < kMaxGemvVectors; ++v) {
+                if (v >= nv) break;
+                const float sum = warp_sum(acc[i][v]);
+                if (lane == 0 && first + i < count) {
+                    y[v * y_stride + group * count + first + i] = round_out ? to_bf16(sum) : sum;
+                }
+            }
+        }
+    }
+}
+
 // Rows per warp for the staged GEMV: enough rows that each lane has about 32 loads of a pass in flight, as long as
 // the grid keeps about two warps per SM scheduler busy.
 int staged_rows_per_warp(int64_t loads_per_row, int64_t rows, int64_t blocks_y) {
@@ -115,6 +161,29 @@ int staged_rows_per_warp(int64_t loads_per_row, int64_t rows, int64_t blocks_y) 
     int k = 1;
     while (k < 4 && loads_per_row * k < 32 * 32 && rows * blocks_y / (2 * k) >= busy_warps) k *= 2;
     return k;
+}
+
+// gemv_vectors_kernel where its staged vectors fit (not for FP8: fast numerics take the FP8 GEMV there); false: the
+// caller launches gemv_kernel.
+template <int kFormat>
+bool launch_vectors(cudaStream_t s, const WeightRef& w, int64_t rows, int groups, const float* x, int64_t x_stride,
+                    int64_t group_x, int64_t m, float* y, int64_t y_stride, bool round_out) {
+    if constexpr (is_fp8(kFormat)) {
+        return false;
+    } else {
+        const int64_t stage = m * w.cols * static_cast<int64_t>(sizeof(float));
+        if (stage > kMaxVectorStage) return false;
+        static bool configured = false;  // host-side, once per format
+        if (!configured) {
+            cudaFuncSetAttribute(gemv_vectors_kernel<kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(kMaxVectorStage));
+            configured = true;
+        }
+        const dim3 grid(blocks_for(rows, kVectorWarps * kVectorRows * kVectorPasses), 1, static_cast<unsigned>(groups));
+        launch_kernel(gemv_vectors_kernel<kFormat>, grid, kVectorWarps * 32, static_cast<size_t>(stage), s, w, x,
+                      x_stride, rows, group_x, m, y, y_stride, round_out);
+        return true;
+    }
 }
 
 template <int kFormat>
@@ -145,6 +214,8 @@ void launch_format(cudaStream_t s, const WeightRef& w, const WeightRef* table, c
     if (single) {
         launch_kernel(gemv_kernel<kFormat, 1>, grid, kRowsPerBlock * 32, 0, s, w, table, ids, n_experts, x, x_stride,
                       x_div, rows, group_x, m, y, y_stride, round_out, meta);
+    } else if (launch_vectors<kFormat>(s, w, rows, groups, x, x_stride, group_x, m, y, y_stride, round_out)) {
+        return;
     } else {
         launch_kernel(gemv_kernel<kFormat, kMaxGemvVectors>, grid, kRowsPerBlock * 32, 0, s, w, table, ids, n_experts,
                       x, x_stride, x_div, rows, group_x, m, y, y_stride, round_out, meta);

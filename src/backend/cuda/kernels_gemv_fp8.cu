@@ -131,9 +131,7 @@ __device__ void sum_splits_across_blocks(const Fp8GemvParams& p, const WarpWork&
         const int64_t row = row0 + i / p.m;
         const int token = i % p.m;
         if (row >= rows) break;
-        float sum = __ldcg(partials + row * p.m + token);
-        for (int s = 1; s < p.splits; ++s) sum += __ldcg(partials + (s * rows + row) * p.m + token);
-        target.y[token * target.y_stride + row] = sum;
+        target.y[token * target.y_stride + row] = split_order_sum(partials + row * p.m + token, p.splits, rows * p.m);
     }
 }
 

@@ -1,6 +1,7 @@
 // Lightning-indexer scores on tensor cores (fast numerics): score[t][e] = sum_h w[t][h] relu(q[t][h] . K[e]) for the
-// eligible entries, -inf for the rest (the same output as index_scores_kernel, for the same top-k kernel). One block
-// per (token, range of up to 256 entries): the token's query heads stay in shared memory while chunks of 64 keys pass.
+// eligible entries (the same output as index_scores_kernel, for the same top-k kernel, which reads no others). One
+// block per (token, range of up to 256 entries): the token's query heads stay in shared memory while chunks of 64 keys
+// pass.
 //
 // Numerics: the keys enter the MMA as their stored codes (an e4m3 or bf16 value is exact in bf16) and an fp8 key's
 // float scale multiplies the dot product afterwards; the query is split into a bf16 high part and a bf16 remainder
@@ -14,9 +15,10 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kHeads = 64;      // query heads per block: 4 warps of 16
-constexpr int kKeys = 64;       // keys per chunk: 8 n-tiles per warp
-constexpr int kMaxRange = 256;  // entries per block (fewer for decode-sized steps: more blocks)
+constexpr int kHeads = 64;        // query heads per block: 4 warps of 16
+constexpr int kKeys = 64;         // keys per chunk: 8 n-tiles per warp
+constexpr int kMaxRange = 256;    // entries per block (fewer for decode-sized steps: more blocks)
+constexpr int kLongRange = 1024;  // entries per block where the step has blocks enough (long contexts)
 constexpr int kWarps = kHeads / 16;
 constexpr int kPad = 8;
 
@@ -106,8 +108,43 @@ __device__ void stage_queries(const float* q, int t, int heads, int dim, int ld,
     });
 }
 
-template <int D>
-__global__ void __launch_bounds__(kWarps * 32)
+// A warp's A fragments of its 16 heads' query, high and low parts, for the k-step at k0.
+struct QFragments {
+    uint32_t hi[4], lo[4];
+};
+
+__device__ __forceinline__ QFragments q_fragments(const __nv_bfloat16* a_hi, const __nv_bfloat16* a_lo, int ld,
+                                                  int k0) {
+    QFragments f;
+    f.hi[0] = *reinterpret_cast<const uint32_t*>(a_hi + k0);
+    f.hi[1] = *reinterpret_cast<const uint32_t*>(a_hi + 8 * ld + k0);
+    f.hi[2] = *reinterpret_cast<const uint32_t*>(a_hi + k0 + 8);
+    f.hi[3] = *reinterpret_cast<const uint32_t*>(a_hi + 8 * ld + k0 + 8);
+    f.lo[0] = *reinterpret_cast<const uint32_t*>(a_lo + k0);
+    f.lo[1] = *reinterpret_cast<const uint32_t*>(a_lo + 8 * ld + k0);
+    f.lo[2] = *reinterpret_cast<const uint32_t*>(a_lo + k0 + 8);
+    f.lo[3] = *reinterpret_cast<const uint32_t*>(a_lo + 8 * ld + k0 + 8);
+    return f;
+}
+
+// acc[nt] += (q_hi + q_lo) . codes of keys 8 nt .. over the k-step at k0 (high part first).
+__device__ __forceinline__ void key_step(float (&acc)[kKeys / 8][4], const QFragments& f, const __nv_bfloat16* ks,
+                                         int ld, int k0) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+        const __nv_bfloat16* kb = ks + (8 * nt + g) * ld + k0 + 2 * tq;
+        const uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(kb), *reinterpret_cast<const uint32_t*>(kb + 8)};
+        mma_bf16(acc[nt], f.hi, bf);
+        mma_bf16(acc[nt], f.lo, bf);
+    }
+}
+
+// kSteps > 0: the key dim is 16 kSteps and each warp's query fragments stay in registers for every chunk of its range
+// (a k-step then reads only the keys' fragments from shared memory); 0: any dim, the fragments read each k-step. The
+// same products in the same order either way.
+template <int D, int kSteps>
+__global__ void __launch_bounds__(kWarps * 32, 4)
     index_scores_mma_kernel(StepMeta m, const float* q, const float* weights, const uint8_t* keys, RowFormatDev f,
                             int heads, int ratio, int per_block, int64_t max_entries, int range, float* scores) {
     pdl_begin();
@@ -125,15 +162,20 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t e_end = min64(e_begin + range, max_entries);
     const int64_t eligible = (m.positions[t] + 1) / ratio;
     float* out = scores + static_cast<int64_t>(t) * max_entries;
-    if (e_begin >= eligible) {  // nothing visible in this range
-        for (int64_t e = e_begin + threadIdx.x; e < e_end; e += blockDim.x) out[e] = -INFINITY;
-        return;
-    }
+    if (e_begin >= eligible) return;  // nothing visible in this range (the top-k reads eligible entries only)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     stage_queries(q, t, heads, dim, ld, q_hi, q_lo);
     for (int h = threadIdx.x; h < kHeads; h += blockDim.x)
         w[h] = h < heads ? weights[static_cast<int64_t>(t) * heads + h] : 0.0f;
     const int seq = m.seq_of_token[t];
+    const __nv_bfloat16* a_hi = q_hi + (16 * warp + g) * ld + 2 * tq;
+    const __nv_bfloat16* a_lo = q_lo + (16 * warp + g) * ld + 2 * tq;
+    QFragments held[kSteps > 0 ? kSteps : 1];
+    if constexpr (kSteps > 0) {
+        __syncthreads();  // the staged queries
+#pragma unroll
+        for (int st = 0; st < kSteps; ++st) held[st] = q_fragments(a_hi, a_lo, ld, 16 * st);
+    }
     for (int64_t c0 = e_begin; c0 < e_end; c0 += kKeys) {
         __syncthreads();            // the previous chunk's keys and partials are consumed; the queries are in place
         if (threadIdx.x < kKeys) {  // one thread a key: the block-table lookups side by side
@@ -154,26 +196,11 @@ __global__ void __launch_bounds__(kWarps * 32)
         __syncthreads();
         // This warp's 16 heads x 64 keys: (q_hi + q_lo) . codes.
         float acc[kKeys / 8][4] = {};
-        const __nv_bfloat16* a_hi = q_hi + (16 * warp + g) * ld + 2 * tq;
-        const __nv_bfloat16* a_lo = q_lo + (16 * warp + g) * ld + 2 * tq;
-        for (int k0 = 0; k0 < dim; k0 += 16) {
-            uint32_t fh[4], fl[4];
-            fh[0] = *reinterpret_cast<const uint32_t*>(a_hi + k0);
-            fh[1] = *reinterpret_cast<const uint32_t*>(a_hi + 8 * ld + k0);
-            fh[2] = *reinterpret_cast<const uint32_t*>(a_hi + k0 + 8);
-            fh[3] = *reinterpret_cast<const uint32_t*>(a_hi + 8 * ld + k0 + 8);
-            fl[0] = *reinterpret_cast<const uint32_t*>(a_lo + k0);
-            fl[1] = *reinterpret_cast<const uint32_t*>(a_lo + 8 * ld + k0);
-            fl[2] = *reinterpret_cast<const uint32_t*>(a_lo + k0 + 8);
-            fl[3] = *reinterpret_cast<const uint32_t*>(a_lo + 8 * ld + k0 + 8);
+        if constexpr (kSteps > 0) {
 #pragma unroll
-            for (int nt = 0; nt < kKeys / 8; ++nt) {
-                const __nv_bfloat16* kb = ks + (8 * nt + g) * ld + k0 + 2 * tq;
-                const uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(kb),
-                                        *reinterpret_cast<const uint32_t*>(kb + 8)};
-                mma_bf16(acc[nt], fh, bf);
-                mma_bf16(acc[nt], fl, bf);
-            }
+            for (int st = 0; st < kSteps; ++st) key_step(acc, held[st], ks, ld, 16 * st);
+        } else {
+            for (int k0 = 0; k0 < dim; k0 += 16) key_step(acc, q_fragments(a_hi, a_lo, ld, k0), ks, ld, k0);
         }
         // sum over this warp's heads of w_h relu(scale_e * dot), reduced over the 8 row groups of the warp.
         const float w_lo = w[16 * warp + g], w_hi = w[16 * warp + g + 8];
@@ -199,26 +226,43 @@ __global__ void __launch_bounds__(kWarps * 32)
                     s = 0.0f;
                     for (int wi = 0; wi < kWarps; ++wi) s += partial[wi * kKeys + threadIdx.x];
                 }
-                out[e] = s;
+                if (e < eligible) out[e] = s;
             }
         }
     }
 }
 
-template <int D>
+template <int D, int kSteps>
 void launch_typed(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
                   const RowFormatDev& f, int heads, int ratio, int per_block, int64_t max_entries, float* scores) {
     static bool configured = false;  // the largest dim's smem is allowed once per instantiation
     if (!configured) {
-        cudaFuncSetAttribute(index_scores_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(index_scores_mma_kernel<D, kSteps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem_bytes(kMaxIndexDim)));
         configured = true;
     }
-    // Whole chunks per block; ranges of one chunk when the step is too small to fill the GPU with longer ones.
-    const int range = m.n_tokens * blocks_for(max_entries, kMaxRange) >= 264 ? kMaxRange : kKeys;
+    // Whole chunks per block: long ranges where there are blocks enough (each block stages its token's queries once:
+    // long contexts), ranges of one chunk when the step is too small to fill the GPU with longer ones.
+    int range = kKeys;
+    if (m.n_tokens * blocks_for(max_entries, kLongRange) >= 4 * 264) {
+        range = kLongRange;
+    } else if (m.n_tokens * blocks_for(max_entries, kMaxRange) >= 264) {
+        range = kMaxRange;
+    }
     const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(max_entries, range));
-    launch_kernel(index_scores_mma_kernel<D>, grid, kWarps * 32, smem_bytes(f.dim), s, m, q, weights, keys, f, heads,
-                  ratio, per_block, max_entries, range, scores);
+    launch_kernel(index_scores_mma_kernel<D, kSteps>, grid, kWarps * 32, smem_bytes(f.dim), s, m, q, weights, keys, f,
+                  heads, ratio, per_block, max_entries, range, scores);
+}
+
+// DeepSeek-V4's index head dim (128) keeps its query fragments in registers.
+template <int D>
+void launch_dim(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
+                const RowFormatDev& f, int heads, int ratio, int per_block, int64_t max_entries, float* scores) {
+    if (f.dim == 128) {
+        launch_typed<D, 8>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+    } else {
+        launch_typed<D, 0>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+    }
 }
 
 }  // namespace
@@ -233,9 +277,9 @@ void launch_index_scores_mma(cudaStream_t s, const StepMeta& m, const float* q, 
                              int64_t max_entries, float* scores) {
     if (m.n_tokens == 0 || max_entries == 0) return;
     if (f.dtype == kRowFp8) {
-        launch_typed<kRowFp8>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+        launch_dim<kRowFp8>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
     } else {
-        launch_typed<kRowBf16>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+        launch_dim<kRowBf16>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
     }
 }
 

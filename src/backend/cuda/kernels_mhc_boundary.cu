@@ -8,8 +8,9 @@
 // batch size, so a token's results do not depend on its batch. Block partials are summed in channel-chunk order by
 // the token's last block, found by a per-token arrival counter. Where the whole grid fits on the device at once
 // (decode: a few tokens), every block waits for the token's others, then sums the partials, mixes, and collapses its
-// own channels from registers (grid-wide); otherwise the last block collapses the token alone. Both give the same
-// bits. The counter goes back to zero within the launch (graphs replay it).
+// own channels from registers (grid-wide); otherwise the last block collapses the token alone, and at prefill sizes a
+// block takes a tile of tokens (the weights loaded once for all of them). All give the same bits. The counter goes
+// back to zero within the launch (graphs replay it).
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mhc_mix.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -62,20 +63,42 @@ __device__ void load_fn_rows(const HcBoundaryParams& p, int64_t ch, bool live, i
     }
 }
 
-// The new streams of one channel (hc_post of the previous site; X unchanged when there is none), written back.
+// One channel's inputs of token t: its streams X and the previous site's output y (0 when there is none).
 template <int kHc>
-__device__ void post_mix_channel(const HcBoundaryParams& p, int64_t t, int64_t ch, float* xs, float (&x)[kHc]) {
+struct ChannelInputs {
+    float x[kHc];
+    float y;
+};
+
+template <int kHc>
+__device__ ChannelInputs<kHc> load_channel(const HcBoundaryParams& p, int64_t t, int64_t ch) {
+    ChannelInputs<kHc> in;
+    const float* xs = p.x + t * kHc * p.d;
 #pragma unroll
-    for (int j = 0; j < kHc; ++j) x[j] = xs[j * p.d + ch];
+    for (int j = 0; j < kHc; ++j) in.x[j] = xs[j * p.d + ch];
+    in.y = p.prev_y != nullptr ? p.prev_y[t * p.d + ch] : 0.0f;
+    return in;
+}
+
+// The new streams of one channel from its inputs (hc_post of the previous site; X unchanged when there is none),
+// written back.
+template <int kHc>
+__device__ void post_mix_inputs(const HcBoundaryParams& p, int64_t t, int64_t ch, const ChannelInputs<kHc>& in,
+                                float (&x)[kHc]) {
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) x[j] = in.x[j];
     if (p.prev_y == nullptr) return;
+    float* xs = p.x + t * kHc * p.d;
     const float* c = p.prev_comb + t * kHc * kHc;
-    const float y = p.prev_y[t * p.d + ch];
+    const float y = in.y;
     float out[kHc];
 #pragma unroll
     for (int k = 0; k < kHc; ++k) {
-        float acc = p.prev_post[t * kHc + k] * y;
+        // Explicit roundings: post * y + c * x could be contracted into either fma, and the kernels that inline this
+        // must all give the same bits (tiles and single tokens).
+        float acc = __fmul_rn(p.prev_post[t * kHc + k], y);
 #pragma unroll
-        for (int j = 0; j < kHc; ++j) acc += c[j * kHc + k] * x[j];
+        for (int j = 0; j < kHc; ++j) acc = __fmaf_rn(c[j * kHc + k], x[j], acc);
         out[k] = acc;
     }
 #pragma unroll
@@ -83,6 +106,11 @@ __device__ void post_mix_channel(const HcBoundaryParams& p, int64_t t, int64_t c
         x[k] = out[k];
         xs[k * p.d + ch] = out[k];
     }
+}
+
+template <int kHc>
+__device__ void post_mix_channel(const HcBoundaryParams& p, int64_t t, int64_t ch, float (&x)[kHc]) {
+    post_mix_inputs<kHc>(p, t, ch, load_channel<kHc>(p, t, ch), x);
 }
 
 // Warp sums of one row group's products fn_r . x into red[warp][r].
@@ -93,9 +121,64 @@ __device__ void row_group_sums(const FnRows<kHc>& rows, int r0, const float (&x)
     for (int g = 0; g < row_group<kHc>(); ++g) {
         float s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kHc; ++j) s += rows.f[g][j] * x[j];
+        for (int j = 0; j < kHc; ++j) s = __fmaf_rn(rows.f[g][j], x[j], s);
         s = warp_sum(s);
         if (lane == 0 && r0 + g < mix_rows<kHc>()) red[warp][r0 + g] = s;
+    }
+}
+
+// Warp sums of 32 values a lane, lane l ending with the sum of v[l]: each step halves the values a lane holds and
+// sends the half its partner keeps (31 shuffles for the 32 sums instead of 160). The additions form warp_sum's tree
+// (partners lane ^ 16, then ^ 8, ...), so each sum has warp_sum's bits.
+__device__ __forceinline__ float warp_sums_scattered(float (&v)[32]) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int step = 0; step < 5; ++step) {
+        const int o = 16 >> step;
+        const bool upper = (lane & o) != 0;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {  // a constant trip count, so that v stays in registers
+            if (i >= o) break;
+            const float send = upper ? v[i] : v[i + o];
+            const float keep = upper ? v[i + o] : v[i];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+    return v[0];
+}
+
+// block_partials where every mix row is in the first row group and there are at least 32 partials (hc = 4): the
+// lane's products, then the first 32 warp sums scattered over the lanes. The same products and trees: the same bits.
+template <int kHc, int kWidth>
+__device__ void block_partials_scattered(const float (&x)[kHc], const FnRows<kHc>& first, float (*red)[kWidth]) {
+    constexpr int kRows = mix_rows<kHc>();
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float v[kWidth];
+#pragma unroll
+    for (int g = 0; g < kRows; ++g) {
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kHc; ++j) s = __fmaf_rn(first.f[g][j], x[j], s);
+        v[g] = s;
+    }
+    float sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) sq = __fmaf_rn(x[j], x[j], sq);
+    v[kRows] = sq;
+    int e = kRows + 1;
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) {
+#pragma unroll
+        for (int k = j; k < kHc; ++k, ++e) v[e] = x[j] * x[k];
+    }
+    float low[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) low[i] = v[i];
+    red[warp][lane] = warp_sums_scattered(low);
+#pragma unroll
+    for (int i = 32; i < kWidth; ++i) {
+        const float total = warp_sum(v[i]);
+        if (lane == 0) red[warp][i] = total;
     }
 }
 
@@ -105,6 +188,10 @@ template <int kHc, int kWidth>
 __device__ void block_partials(const HcBoundaryParams& p, int64_t ch, bool live, const float (&x)[kHc],
                                const FnRows<kHc>& first, float (*red)[kWidth]) {
     constexpr int kRows = mix_rows<kHc>();
+    if constexpr (kRows <= row_group<kHc>() && kWidth >= 32) {
+        block_partials_scattered<kHc, kWidth>(x, first, red);
+        return;
+    }
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     row_group_sums<kHc, kWidth>(first, 0, x, red);
     for (int r0 = row_group<kHc>(); r0 < kRows; r0 += row_group<kHc>()) {
@@ -114,7 +201,7 @@ __device__ void block_partials(const HcBoundaryParams& p, int64_t ch, bool live,
     }
     float sq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kHc; ++j) sq += x[j] * x[j];
+    for (int j = 0; j < kHc; ++j) sq = __fmaf_rn(x[j], x[j], sq);
     sq = warp_sum(sq);
     if (lane == 0) red[warp][kRows] = sq;
     int e = kRows + 1;
@@ -125,6 +212,16 @@ __device__ void block_partials(const HcBoundaryParams& p, int64_t ch, bool live,
             const float g = warp_sum(x[j] * x[k]);
             if (lane == 0) red[warp][e] = g;
         }
+    }
+}
+
+// The block's partial row: the warps' sums added in warp order.
+template <int kWidth>
+__device__ void store_block_partial(const float (*red)[kWidth], float* partial) {
+    for (int r = threadIdx.x; r < kWidth; r += blockDim.x) {
+        float s = 0.0f;
+        for (int w = 0; w < kWarps; ++w) s += red[w][r];
+        partial[r] = s;
     }
 }
 
@@ -163,7 +260,7 @@ template <int kHc>
 __device__ __forceinline__ float collapsed_channel(const float* pre, const float (&x)[kHc], float inv, float norm) {
     float acc = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kHc; ++j) acc += pre[j] * x[j];
+    for (int j = 0; j < kHc; ++j) acc = __fmaf_rn(pre[j], x[j], acc);
     return acc * inv * norm;
 }
 
@@ -263,15 +360,10 @@ __global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams
     load_mix_vectors<kHc>(p.w, vectors);
     pdl_begin();
     float x[kHc] = {};
-    if (live) post_mix_channel<kHc>(p, t, ch, p.x + t * kHc * p.d, x);
+    if (live) post_mix_channel<kHc>(p, t, ch, x);
     block_partials<kHc, kWidth>(p, ch, live, x, first, red);
     __syncthreads();
-    float* partial = p.partial + (t * chunks + chunk) * kWidth;
-    for (int r = threadIdx.x; r < kWidth; r += blockDim.x) {
-        float s = 0.0f;
-        for (int w = 0; w < kWarps; ++w) s += red[w][r];
-        partial[r] = s;
-    }
+    store_block_partial<kWidth>(red, p.partial + (t * chunks + chunk) * kWidth);
     __threadfence();  // this block's X' and partials are visible device-wide before it counts itself in
     __syncthreads();
     unsigned* arrivals = p.arrivals + t;
@@ -298,10 +390,68 @@ __global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams
     }
 }
 
-// Whether every block of the launch can be resident at once (the grid-wide path's waits then always end): blocks
-// against the kernel's occupancy times the SMs, looked up once per hc.
+// Steps of many tokens (prefill): a block takes kTileTokens tokens of its channel chunk, so each fn weight is loaded
+// once for the tile rather than once a token (at 2K-8K tokens the weights' reloads were most of the boundary's memory
+// traffic: 96 KB a block and token). Each token's arithmetic and summation order are the per-token path's, so the bits
+// are the same; the last block to finish any token of the tile collapses that token.
+constexpr int kTileTokens = 8;
+
 template <int kHc>
-bool grid_fits(int64_t blocks) {
+__global__ void __launch_bounds__(kChannels, kHc <= 4 ? 2 : 1) hc_boundary_tiled_kernel(HcBoundaryParams p) {
+    constexpr int kWidth = partial_width(kHc);
+    __shared__ float red[kWarps][kWidth];
+    __shared__ float mix[kWidth];
+    __shared__ float pre[kHc + 1];  // pre, then the norm's scale
+    __shared__ MixVectors<kHc> vectors;
+    __shared__ unsigned last_of;  // bit i: this block is the last of tile token i
+    const int chunks = static_cast<int>(hc_boundary_chunks(p.d));
+    const int64_t t0 = static_cast<int64_t>(blockIdx.x / chunks) * kTileTokens;
+    const int chunk = static_cast<int>(blockIdx.x % chunks);
+    const int64_t ch = static_cast<int64_t>(chunk) * kChannels + threadIdx.x;
+    const bool live = ch < p.d;
+    const int tokens = static_cast<int>(min64(kTileTokens, p.n - t0));
+    FnRows<kHc> first;
+    load_fn_rows<kHc>(p, ch, live, 0, first);
+    load_mix_vectors<kHc>(p.w, vectors);
+    if (threadIdx.x == 0) last_of = 0;
+    pdl_begin();
+    ChannelInputs<kHc> next{};
+    if (live) next = load_channel<kHc>(p, t0, ch);
+    for (int i = 0; i < tokens; ++i) {
+        const int64_t t = t0 + i;
+        const ChannelInputs<kHc> in = next;
+        if (live && i + 1 < tokens) next = load_channel<kHc>(p, t + 1, ch);  // in flight while this token reduces
+        float x[kHc] = {};
+        if (live) post_mix_inputs<kHc>(p, t, ch, in, x);
+        block_partials<kHc, kWidth>(p, ch, live, x, first, red);
+        __syncthreads();
+        store_block_partial<kWidth>(red, p.partial + (t * chunks + chunk) * kWidth);
+        __syncthreads();  // red is the next token's
+    }
+    __threadfence();  // this block's X' and partials are visible device-wide before it counts itself in
+    __syncthreads();
+    if (threadIdx.x < tokens && atomicAdd(p.arrivals + t0 + threadIdx.x, 1u) == static_cast<unsigned>(chunks - 1)) {
+        atomicOr(&last_of, 1u << threadIdx.x);
+    }
+    __syncthreads();
+    const unsigned mine = last_of;
+    for (int i = 0; i < tokens; ++i) {
+        if ((mine >> i & 1u) == 0) continue;
+        const int64_t t = t0 + i;
+        __threadfence();
+        sum_partials<kWidth>(p.partial + t * chunks * kWidth, chunks, mix);
+        __syncthreads();
+        finish_token<kHc>(p, t, mix, vectors, true, pre);
+        collapse_all<kHc>(p, t, pre, pre[kHc]);
+        if (threadIdx.x == 0) p.arrivals[t] = 0;  // ready for the next launch
+        __syncthreads();                          // mix and pre are the next token's
+    }
+}
+
+// Blocks of the grid-wide kernel that can be resident at once (where a launch fits, its waits always end): the
+// kernel's occupancy times the SMs, looked up once per hc.
+template <int kHc>
+int64_t resident_blocks() {
     static const int64_t capacity = [] {
         int device = 0, sms = 0, per_sm = 0;
         if (cudaGetDevice(&device) != cudaSuccess ||
@@ -313,14 +463,19 @@ bool grid_fits(int64_t blocks) {
         }
         return static_cast<int64_t>(sms) * per_sm;
     }();
-    return blocks <= capacity;
+    return capacity;
 }
 
+// Grid-wide where the grid fits (decode); token tiles where they still fill the device once (prefill); otherwise a
+// block per token and chunk.
 template <int kHc>
 void launch_boundary(cudaStream_t s, const HcBoundaryParams& p) {
-    const int64_t blocks = p.n * hc_boundary_chunks(p.d);
-    if (grid_fits<kHc>(blocks)) {
+    const int64_t chunks = hc_boundary_chunks(p.d), blocks = p.n * chunks;
+    const int64_t tiled = (p.n + kTileTokens - 1) / kTileTokens * chunks;
+    if (blocks <= resident_blocks<kHc>()) {
         launch_kernel(hc_boundary_kernel<kHc, true>, static_cast<unsigned>(blocks), kChannels, 0, s, p);
+    } else if (tiled >= resident_blocks<kHc>()) {
+        launch_kernel(hc_boundary_tiled_kernel<kHc>, static_cast<unsigned>(tiled), kChannels, 0, s, p);
     } else {
         launch_kernel(hc_boundary_kernel<kHc, false>, static_cast<unsigned>(blocks), kChannels, 0, s, p);
     }

@@ -25,10 +25,16 @@ template <typename Acc, int kPerLane>
 __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k, int func, const float* bias,
                              const int32_t* tid2eid, bool hash, bool normalize, float route_scale, float* weights,
                              int32_t* ids) {
+    const int lane = threadIdx.x % 32;
+    float bias_of[kPerLane];  // the selection bias of the lane's experts: a weight, read before the wait (pdl.cuh)
+#pragma unroll
+    for (int r = 0; r < kPerLane; ++r) {
+        const int e = lane + 32 * r;
+        bias_of[r] = bias != nullptr && e < experts ? bias[e] : 0.0f;
+    }
     pdl_begin();
     const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (t >= m.n_tokens) return;
-    const int lane = threadIdx.x % 32;
     float s[kPerLane];
     const float* row = logits + static_cast<int64_t>(t) * experts;
     float mx = -INFINITY;
@@ -60,7 +66,7 @@ __global__ void route_kernel(StepMeta m, const float* logits, int experts, int k
 #pragma unroll
     for (int r = 0; r < kPerLane; ++r) {
         const int e = lane + 32 * r;
-        pick[r] = e < experts ? s[r] + (bias != nullptr ? bias[e] : 0.0f) : 0.0f;
+        pick[r] = e < experts ? s[r] + bias_of[r] : 0.0f;
     }
     uint32_t taken = 0;  // bit r: expert lane + 32 r chosen already
     int32_t chosen[kMaxExpertsPerToken];

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <cstring>
+#include <bit>
 #include <deque>
 
 #include "backend/cuda/cuda_backend.h"
@@ -133,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Gemv, CudaFp8Linear,
 void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& label) {
     ASSERT_EQ(got.size(), want.size()) << label;
     for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
             << label << " element " << i << ": " << got[i] << " against " << want[i];
     }
 }
@@ -361,8 +361,25 @@ int32_t read_clamps(Backend& b) {
     return v;
 }
 
-// Token patterns: (tokens, pattern) where pattern 0 = uniform over the first 6 of 8 experts (two get no token),
-// 1 = every token's first pick is expert 0 (many tokens, several tiles) and expert 7 gets exactly one pair.
+// Routing of n tokens to k of 8 experts with weights in [0.05, 0.5): pattern 0 = uniform over the first 6 experts
+// (two get no token), 1 = every token's first pick is expert 0 (many tokens, several tiles) and expert 7 gets exactly
+// one pair.
+std::pair<std::vector<int32_t>, std::vector<float>> random_routing(int64_t n, int64_t k, int pattern) {
+    std::vector<int32_t> ids(n * k);
+    std::vector<float> weights(n * k);
+    std::uniform_int_distribution<int> pick(0, 5);
+    std::uniform_real_distribution<float> wdist(0.05f, 0.5f);
+    for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < k; ++j) {
+            ids[t * k + j] = pattern == 1 && j == 0 ? 0 : (pattern == 1 ? 1 + static_cast<int>(j) % 5 : pick(rng()));
+            weights[t * k + j] = wdist(rng());
+        }
+    }
+    if (pattern == 1) ids[5 * k + 2] = 7;
+    return {ids, weights};
+}
+
+// Token patterns: (tokens, pattern) of random_routing.
 TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
     DSV4_REQUIRE_GPU();
     ScopedEnv force("DSV4_MOE_PATH", "grouped_fp8");
@@ -382,18 +399,7 @@ TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
                 sp == cuda::LinearPath::kFp8Lt || sp == cuda::LinearPath::kFp8Wgmma || sp == cuda::LinearPath::kFp8Gemv;
             auto h = random_floats(n * d);
             if (n > 100) h[17 * d + 3] = NAN;  // token 17's output must be non-finite, the others unaffected
-            std::vector<int32_t> ids(n * k);
-            std::vector<float> weights(n * k);
-            std::uniform_int_distribution<int> pick(0, 5);
-            std::uniform_real_distribution<float> wdist(0.05f, 0.5f);
-            for (int64_t t = 0; t < n; ++t) {
-                for (int64_t j = 0; j < k; ++j) {
-                    ids[t * k + j] =
-                        pattern == 1 && j == 0 ? 0 : (pattern == 1 ? 1 + static_cast<int>(j) % 5 : pick(rng()));
-                    weights[t * k + j] = wdist(rng());
-                }
-            }
-            if (pattern == 1) ids[5 * k + 2] = 7;
+            const auto [ids, weights] = random_routing(n, k, pattern);
             Tensor hg = make_tensor(*gpu, {n, d}, h), yg = make_tensor(*gpu, {n, d});
             Tensor wt = make_tensor(*gpu, {n, k}, weights), ig = gpu->alloc(DType::kI32, {n, k});
             gpu->from_host(ig, ids.data());
@@ -421,6 +427,51 @@ TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
         } else {
             EXPECT_GT(clamps, 0) << "spread " << spread;
         }
+    }
+}
+
+// The warp-specialized grouped W4A8 kernel (DSV4_EXPERT_WS) gives the two-warpgroup kernel's bits: both token-tile
+// widths (22 tokens: 16; 200 and 700: the wide tiles), the SwiGLU up projection and the plain down projection, K of
+// 512 / 256 and 2048 / 384 (fewer K blocks than the producer's raw ring, and more), per-32 scale spreads inside and
+// beyond the exponent window (the same clamp counts), a NaN token. Routed experts only; outputs compared as bits.
+TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
+    DSV4_REQUIRE_GPU();
+    ScopedEnv force("DSV4_MOE_PATH", "grouped_fp8");
+    CudaOptions two_warpgroups = cuda_options_from_env({});
+    two_warpgroups.expert_ws = false;
+    CudaOptions specialized = two_warpgroups;
+    specialized.expert_ws = true;
+    const int64_t k = 6;
+    for (auto [d, inter, spread] : {std::tuple<int64_t, int64_t, int>{512, 256, 6}, {2048, 384, 30}}) {
+        auto a = make_cuda_backend(Numerics::kFast, two_warpgroups);
+        auto b = make_cuda_backend(Numerics::kFast, specialized);
+        MoeFixture f(*a, d, inter, 8, spread);  // device weights of one process: both backends read them
+        f.mw.shared.reset();  // routed experts only (the shared expert's cuBLASLt scales are registered with `a` alone)
+        const int32_t clamps_a = read_clamps(*a), clamps_b = read_clamps(*b);
+        for (auto [n, pattern] : {std::pair<int64_t, int>{1, 0}, {22, 0}, {200, 1}, {700, 0}}) {
+            auto h = random_floats(n * d);
+            if (n > 100) h[17 * d + 3] = NAN;
+            const auto [ids, weights] = random_routing(n, k, pattern);
+            std::vector<float> out[2];
+            Backend* backends[2] = {a.get(), b.get()};
+            for (int i = 0; i < 2; ++i) {
+                Backend& g = *backends[i];
+                Tensor hg = make_tensor(g, {n, d}, h), yg = make_tensor(g, {n, d});
+                Tensor wt = make_tensor(g, {n, k}, weights), ig = g.alloc(DType::kI32, {n, k});
+                g.from_host(ig, ids.data());
+                const size_t mark = g.scratch_mark();
+                g.moe(hg, f.mw, wt, ig, 10.0f, yg);
+                out[i] = read(g, yg);
+                g.scratch_release(mark);
+            }
+            expect_same_bits(
+                out[1], out[0],
+                "tokens " + std::to_string(n) + " d " + std::to_string(d) + " spread " + std::to_string(spread));
+            const auto nonfinite =
+                std::count_if(out[1].begin(), out[1].end(), [](float v) { return !std::isfinite(v); });
+            EXPECT_EQ(nonfinite, n > 100 ? d : 0) << "only the NaN token's row is non-finite; tokens " << n;
+        }
+        EXPECT_EQ(read_clamps(*b) - clamps_b, read_clamps(*a) - clamps_a) << "spread " << spread;
     }
 }
 

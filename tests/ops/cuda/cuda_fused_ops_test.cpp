@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -108,37 +109,52 @@ TEST_P(CudaHcPostPre, FusedMatchesTheUnfusedOpsAndTheCpu) {
 }
 
 const BoundaryCase kBoundaryCases[] = {
-    {1, 4, 4096}, {5, 4, 4096}, {64, 4, 4096},  // DeepSeek-V4-Flash: decode and batched decode
-    {3, 4, 200},  {2, 3, 130},  {1, 8, 300},   {4, 1, 257}, {7, 2, 64},
+    {1, 4, 4096},    {5, 4, 4096}, {64, 4, 4096},  // DeepSeek-V4-Flash: decode and batched decode
+    {1203, 4, 4096},                               // and prefill (token tiles, the last one partial)
+    {3, 4, 200},     {2, 3, 130},  {1, 8, 300},   {4, 1, 257}, {7, 2, 64},
 };
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaHcPostPre, ::testing::ValuesIn(kBoundaryCases));
 
-// A token's boundary does not depend on its batch: 64 tokens (more blocks than fit on the device at once: the last
-// block collapses each token) and their first three alone (every block collapses its own channels) give the same bits.
-TEST(CudaHcPostPre, BitsDoNotDependOnTheBatch) {
-    DSV4_REQUIRE_GPU();
-    constexpr int64_t kHc = 4, kD = 4096, kBig = 64, kSmall = 3;
+// A token's boundary does not depend on its batch: kBig tokens, and their first three and their last three alone
+// (every block collapses its own channels), give the same bits.
+void boundary_bits_alone_and_batched(int64_t kBig) {
+    constexpr int64_t kHc = 4, kD = 4096, kSmall = 3;
     Pair p(Numerics::kFast);
     p.step(simple_batch(kBig));
     const MhcHost m = random_mhc(kHc, kD);
     const BoundaryInputs in = random_boundary_inputs(kBig, kHc, kD);
     const auto& [x0, y0, post0, comb0] = in;
-    // The first kSmall tokens' rows of a [kBig, ...] vector of `per_token` values each.
-    auto head = [](const std::vector<float>& v, int64_t per_token) {
-        return std::vector<float>(v.begin(), v.begin() + kSmall * per_token);
-    };
     BoundarySide big(*p.gpu, m, kBig, kHc, kD, x0, y0, post0, comb0);
-    BoundarySide small(*p.gpu, m, kSmall, kHc, kD, head(x0, kHc * kD), head(y0, kD), head(post0, kHc),
-                       head(comb0, kHc * kHc));
     big.run(*p.gpu, true, true);
-    small.run(*p.gpu, true, true);
-    const std::pair<Tensor, Tensor> outputs[] = {
-        {big.x, small.x}, {big.u, small.u}, {big.post, small.post}, {big.comb, small.comb}};
-    for (const auto& [whole, alone] : outputs) {
-        const std::vector<float> got = read(*p.gpu, alone);
-        const std::vector<float> all = read(*p.gpu, whole);
-        EXPECT_EQ(got, std::vector<float>(all.begin(), all.begin() + static_cast<int64_t>(got.size())));
+    for (int64_t first : {int64_t{0}, kBig - kSmall}) {
+        // Tokens [first, first + kSmall) of a [kBig, ...] vector of `per_token` values each.
+        auto part = [&](const std::vector<float>& v, int64_t per_token) {
+            return std::vector<float>(v.begin() + first * per_token, v.begin() + (first + kSmall) * per_token);
+        };
+        BoundarySide small(*p.gpu, m, kSmall, kHc, kD, part(x0, kHc * kD), part(y0, kD), part(post0, kHc),
+                           part(comb0, kHc * kHc));
+        small.run(*p.gpu, true, true);
+        const std::tuple<Tensor, Tensor, int64_t> outputs[] = {{big.x, small.x, kHc * kD},
+                                                               {big.u, small.u, kD},
+                                                               {big.post, small.post, kHc},
+                                                               {big.comb, small.comb, kHc * kHc}};
+        for (const auto& [whole, alone, per_token] : outputs) {
+            EXPECT_EQ(read(*p.gpu, alone), part(read(*p.gpu, whole), per_token))
+                << kBig << " tokens, from token " << first;
+        }
     }
+}
+
+// 64 tokens: more blocks than fit on the device at once, the last block of each token collapses it.
+TEST(CudaHcPostPre, BitsDoNotDependOnTheBatch) {
+    DSV4_REQUIRE_GPU();
+    boundary_bits_alone_and_batched(64);
+}
+
+// Prefill sizes: a block per tile of 8 tokens (the last tile partial), the same bits as each token alone.
+TEST(CudaHcPostPre, TokenTilesGiveTheBitsOfTokensAlone) {
+    DSV4_REQUIRE_GPU();
+    boundary_bits_alone_and_batched(2001);
 }
 
 // A step of one token a sequence at these positions on both backends; returns the token count.

@@ -4,9 +4,9 @@
 // backends that differ only in CudaOptions::gemv_stream. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
@@ -49,7 +49,7 @@ void expect_same_bits(const std::vector<float>& streamed, const std::vector<floa
     ASSERT_EQ(streamed.size(), reg.size()) << label;
     for (size_t i = 0; i < reg.size(); ++i) {
         ASSERT_TRUE(std::isfinite(streamed[i])) << label << " element " << i;
-        ASSERT_EQ(std::memcmp(&streamed[i], &reg[i], sizeof(float)), 0)
+        ASSERT_EQ(std::bit_cast<uint32_t>(streamed[i]), std::bit_cast<uint32_t>(reg[i]))
             << label << " element " << i << ": streamed " << streamed[i] << " register " << reg[i];
     }
 }
@@ -239,46 +239,64 @@ TEST(CudaGemvStreamExperts, OutOfRangeExpertIdRaisesTheFlag) {
     }
 }
 
+// m vectors through one linear (or grouped linear) against each vector alone: the same bits, every element written
+// (the outputs start as NaN).
+void expect_vectors_equal_one_at_a_time(Backend& gpu, WeightFormat format, int64_t rows, int64_t cols, int groups,
+                                        int64_t m) {
+    const std::string what = "format " + std::to_string(static_cast<int>(format)) + " [" + std::to_string(rows) + ", " +
+                             std::to_string(cols) + "] groups " + std::to_string(groups) + " vectors " +
+                             std::to_string(m);
+    HostWeight w = make_weight(format, rows * groups, cols);
+    const WeightRef wg = upload(gpu, w);
+    const auto x = random_floats(m * groups * cols);
+    Tensor xg = make_tensor(gpu, {m, groups * cols}, x);
+    Tensor yg = make_tensor(gpu, {m, rows * groups}, std::vector<float>(m * rows * groups, NAN));
+    if (groups == 1) {
+        gpu.linear(xg, wg, LinearKind::kF32Out, yg);
+    } else {
+        gpu.grouped_linear(xg.view({m, groups, cols}), wg, groups, yg);
+    }
+    const std::vector<float> together = read(gpu, yg);
+    for (int64_t v = 0; v < m; ++v) {
+        const std::vector<float> row(x.begin() + v * groups * cols, x.begin() + (v + 1) * groups * cols);
+        Tensor x1 = make_tensor(gpu, {1, groups * cols}, row), y1 = make_tensor(gpu, {1, rows * groups});
+        if (groups == 1) {
+            gpu.linear(x1, wg, LinearKind::kF32Out, y1);
+        } else {
+            gpu.grouped_linear(x1.view({1, groups, cols}), wg, groups, y1);
+        }
+        const std::vector<float> want(together.begin() + v * rows * groups, together.begin() + (v + 1) * rows * groups);
+        expect_same_bits(want, read(gpu, y1), what + " vector " + std::to_string(v));
+    }
+}
+
 // Several vectors of an L2-resident weight run as one staged block row a vector (kernels_gemv.cu): each vector's
-// outputs are the bits of that vector alone, every element written (the outputs start as NaN), for every weight
-// format of the float32 GEMV, with 1 and with 3 groups (grouped_linear).
+// outputs are the bits of that vector alone, for every weight format of the float32 GEMV, with 1 and with 3 groups
+// (grouped_linear).
 TEST(CudaGemvVectors, SideBySideEqualOneAtATime) {
     DSV4_REQUIRE_GPU();
     setenv("DSV4_LINEAR_PATH", "gemv", 1);  // the float32 GEMV at any row count (read when a backend is made)
     StreamedAndRegister b(Numerics::kExact);
     unsetenv("DSV4_LINEAR_PATH");
-    Backend& gpu = *b.off;
-    const int64_t m = 5, rows = 256, cols = 512;
     for (WeightFormat format :
          {WeightFormat::kBF16, WeightFormat::kF32, WeightFormat::kFp8Block, WeightFormat::kFp4Row}) {
-        for (int groups : {1, 3}) {
-            const std::string what =
-                "format " + std::to_string(static_cast<int>(format)) + " groups " + std::to_string(groups);
-            HostWeight w = make_weight(format, rows * groups, cols);
-            const WeightRef wg = upload(gpu, w);
-            const auto x = random_floats(m * groups * cols);
-            Tensor xg = make_tensor(gpu, {m, groups * cols}, x);
-            Tensor yg = make_tensor(gpu, {m, rows * groups}, std::vector<float>(m * rows * groups, NAN));
-            if (groups == 1) {
-                gpu.linear(xg, wg, LinearKind::kF32Out, yg);
-            } else {
-                gpu.grouped_linear(xg.view({m, groups, cols}), wg, groups, yg);
-            }
-            const std::vector<float> together = read(gpu, yg);
-            for (int64_t v = 0; v < m; ++v) {
-                const std::vector<float> row(x.begin() + v * groups * cols, x.begin() + (v + 1) * groups * cols);
-                Tensor x1 = make_tensor(gpu, {1, groups * cols}, row), y1 = make_tensor(gpu, {1, rows * groups});
-                if (groups == 1) {
-                    gpu.linear(x1, wg, LinearKind::kF32Out, y1);
-                } else {
-                    gpu.grouped_linear(x1.view({1, groups, cols}), wg, groups, y1);
-                }
-                const std::vector<float> want(together.begin() + v * rows * groups,
-                                              together.begin() + (v + 1) * rows * groups);
-                expect_same_bits(want, read(gpu, y1), what + " vector " + std::to_string(v));
-            }
-        }
+        for (int groups : {1, 3}) expect_vectors_equal_one_at_a_time(*b.off, format, 256, 512, groups, 5);
     }
+}
+
+// Several vectors of a weight larger than the L2-resident bound (16 MB: the lm head at batch 8) run on the kernel
+// that stages the vectors and shares each lane step's activations across four rows (gemv_vectors_kernel): each
+// vector's outputs are the bits of that vector alone (its single-vector path), for the BF16, F32 and FP4 weights it
+// takes, row counts that leave a partial last block, 1 and 2 groups, 3 and 8 vectors.
+TEST(CudaGemvVectors, LargeWeightVectorsEqualOneAtATime) {
+    DSV4_REQUIRE_GPU();
+    setenv("DSV4_LINEAR_PATH", "gemv", 1);
+    StreamedAndRegister b(Numerics::kExact);
+    unsetenv("DSV4_LINEAR_PATH");
+    expect_vectors_equal_one_at_a_time(*b.off, WeightFormat::kBF16, 4150, 2048, 1, 8);
+    expect_vectors_equal_one_at_a_time(*b.off, WeightFormat::kBF16, 2075, 2048, 2, 3);
+    expect_vectors_equal_one_at_a_time(*b.off, WeightFormat::kF32, 2101, 2048, 1, 8);
+    expect_vectors_equal_one_at_a_time(*b.off, WeightFormat::kFp4Row, 16430, 2048, 1, 8);
 }
 
 }  // namespace

@@ -60,16 +60,21 @@ TEST_P(CudaLinear, MatchesCpu) {
 }
 
 const LinearCase kLinearCases[] = {
-    {WeightFormat::kFp8Block, 200, 96, 5},      {WeightFormat::kFp4Row, 96, 160, 9},
-    {WeightFormat::kBF16, 130, 70, 3},          {WeightFormat::kF32, 33, 65, 17},
+    {WeightFormat::kFp8Block, 200, 96, 5},
+    {WeightFormat::kFp4Row, 96, 160, 9},
+    {WeightFormat::kBF16, 130, 70, 3},
+    {WeightFormat::kF32, 33, 65, 17},
     {WeightFormat::kFp8Block, 1024, 4096, 3},    // wq_a
     {WeightFormat::kFp8Block, 32768, 1024, 1},   // wq_b
     {WeightFormat::kFp8Block, 4096, 8192, 2},    // wo_b
     {WeightFormat::kFp4Row, 2048, 4096, 2},      // expert w1
     {WeightFormat::kBF16, 1024, 4096, 4},        // CSA compressor wkv
     {WeightFormat::kFp8Block, 1024, 4096, 300},  // prefill-sized: tensor cores in fast numerics
-    {WeightFormat::kFp4Row, 2048, 4096, 64},    {WeightFormat::kBF16, 200, 96, 17},
+    {WeightFormat::kFp4Row, 2048, 4096, 64},
+    {WeightFormat::kBF16, 200, 96, 17},
     {WeightFormat::kFp8Block, 130, 256, 33},
+    {WeightFormat::kBF16, 160, 4096, 64},  // the router's gate at batch 64: two blocks, K split 16 ways in fast
+    {WeightFormat::kF32, 96, 1216, 40},    // a K split whose last split is shorter
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaLinear,
@@ -351,7 +356,7 @@ TEST(CudaOps, MoeFlagsOutOfRangeExpertIds) {
     }
 }
 
-// Decode's per-pair MoE with the shared expert on its side stream (CudaOptions::shared_expert_stream, joined before
+// Decode's per-pair MoE with the shared expert on its side stream (CudaOptions::side_stream, joined before
 // the down projection that adds it) gives the bits of the one-stream order, at 1 and 5 tokens.
 TEST(CudaOps, SharedExpertStreamEqualsOneStream) {
     DSV4_REQUIRE_GPU();
@@ -373,7 +378,7 @@ TEST(CudaOps, SharedExpertStreamEqualsOneStream) {
         std::vector<float> out[2];
         for (bool side : {false, true}) {
             CudaOptions o = cuda_options_from_env({});
-            o.shared_expert_stream = side;
+            o.side_stream = side;
             o.workspace_mib = 512;
             std::unique_ptr<Backend> gpu = make_cuda_backend(Numerics::kFast, o);
             StateConfig state;

@@ -6,8 +6,11 @@
 // its last bit crosses a bf16 / e4m3 rounding boundary. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <numeric>
 #include <set>
 
@@ -33,13 +36,14 @@ double attention_tolerance(Numerics n, StateDtype d) {
 struct StatefulRig {
     static constexpr int kHd = 512, kIhd = 128, kIheads = 64;
     const int heads;  // attention heads (the config's 8, or the Flash model's 64)
-    const ModelConfig c = op_config();
+    const ModelConfig c;
     Pair& p;
     std::deque<std::vector<int64_t>> shapes;  // upload_vec shape storage
     CompressorWeights csa[2], hca[2], ix[2];  // [cpu, gpu]
     VecRef sinks[2];
 
-    explicit StatefulRig(Pair& pair, int n_heads = 8) : heads(n_heads), p(pair) {
+    explicit StatefulRig(Pair& pair, int n_heads = 8, const ModelConfig& config = op_config())
+        : heads(n_heads), c(config), p(pair) {
         const std::vector<float> ape_csa = random_floats(4 * 2 * kHd, 0.5f), ape_hca = random_floats(128 * kHd, 0.5f),
                                  ape_ix = random_floats(4 * 2 * kIhd, 0.5f);
         std::vector<float> norm = random_floats(kHd, 0.1f), norm_ix = random_floats(kIhd, 0.1f);
@@ -48,22 +52,11 @@ struct StatefulRig {
         const std::vector<float> sink_values = random_floats(heads, 0.5f);
         Backend* backends[2] = {p.cpu.get(), p.gpu.get()};
         for (int i = 0; i < 2; ++i) {
-            csa[i] = weights(*backends[i], 4, kHd, true, ape_csa, norm);
-            hca[i] = weights(*backends[i], 128, kHd, false, ape_hca, norm);
-            ix[i] = weights(*backends[i], 4, kIhd, true, ape_ix, norm_ix);
+            csa[i] = upload_compressor(*backends[i], 4, kHd, true, ape_csa, norm, shapes);
+            hca[i] = upload_compressor(*backends[i], 128, kHd, false, ape_hca, norm, shapes);
+            ix[i] = upload_compressor(*backends[i], 4, kIhd, true, ape_ix, norm_ix, shapes);
             sinks[i] = upload_vec(*backends[i], sink_values, shapes.emplace_back());
         }
-    }
-
-    CompressorWeights weights(Backend& b, int ratio, int hd, bool overlap, const std::vector<float>& ape,
-                              const std::vector<float>& norm) {
-        CompressorWeights w;
-        w.ratio = ratio;
-        w.head_dim = hd;
-        w.overlap = overlap;
-        w.ape = upload_vec(b, ape, shapes.emplace_back());
-        w.norm = upload_vec(b, norm, shapes.emplace_back());
-        return w;
     }
 
     void compress(int64_t n) {
@@ -182,6 +175,175 @@ void stateful_attention_case(Numerics numerics, StateDtype dtype, int heads = 8,
     }
 }
 
+// Short contexts: where no token of a step sees more than k entries (its entry bucket <= k), the GPU top-k is every
+// entry in index order, so a CSA layer's attention without picks (every complete entry: what the model gives it there,
+// ModelOps::indexer_picks_all) equals its attention with them, bit for bit, on both backends; a step past that bucket
+// scores again.
+TEST(CudaState, IndexerPicksAllAtShortContexts) {
+    DSV4_REQUIRE_GPU();
+    ModelConfig c = op_config();
+    c.index_topk = 64;  // the smallest entry bucket: positions below 256 at ratio 4
+    Pair p(Numerics::kFast, c, 2, 16, StateDtype::kFp8);
+    for (int32_t slot : {0, 1}) {
+        p.cpu->reset_slot(slot);
+        p.gpu->reset_slot(slot);
+    }
+    StatefulRig rig(p, 8, c);
+    const int64_t lengths[3][2] = {{201, 97}, {54, 1}, {300, 1}};
+    const bool picks_all[3] = {true, true, false};  // largest positions 200, 254, 554
+    int64_t pos[2] = {0, 0};
+    for (int step = 0; step < 3; ++step) {
+        StepBatch b;
+        std::vector<int64_t> eligible;
+        for (int s = 0; s < 2; ++s) {
+            std::vector<int32_t> table(8);
+            std::iota(table.begin(), table.end(), s * 8);
+            b.add_sequence(s, pos[s], std::vector<int32_t>(lengths[step][s], 7), table);
+            for (int64_t i = 0; i < lengths[step][s]; ++i) eligible.push_back((pos[s] + i + 1) / 4);
+            pos[s] += lengths[step][s];
+        }
+        p.step(b);
+        const int64_t n = b.n_tokens(), k = c.index_topk, heads = rig.heads, hd = StatefulRig::kHd;
+        rig.compress(n);
+        ASSERT_EQ(p.gpu->indexer_picks_all(4, static_cast<int>(k)), picks_all[step]) << "step " << step;
+        ASSERT_FALSE(p.cpu->indexer_picks_all(4, static_cast<int>(k)));  // its top-k orders picks by score
+        if (!picks_all[step]) {
+            int64_t differing = 0;
+            rig.indexer(n, &differing);  // scored again, on both backends
+            continue;
+        }
+        const auto qi = random_floats(n * StatefulRig::kIheads * StatefulRig::kIhd);
+        const auto wi = random_floats(n * StatefulRig::kIheads, 0.05f);
+        Tensor scored = p.gpu->alloc(DType::kI32, {n, k});
+        p.gpu->indexer_topk(1, make_tensor(*p.gpu, {n, StatefulRig::kIheads, StatefulRig::kIhd}, qi),
+                            make_tensor(*p.gpu, {n, StatefulRig::kIheads}, wi), 4, scored);
+        std::vector<int32_t> picks(n * k);  // the int32 codes read back as float32 words
+        p.gpu->to_host(Tensor(scored.data, DType::kF32, {n, k}), reinterpret_cast<float*>(picks.data()));
+        for (int64_t t = 0; t < n; ++t) {
+            for (int64_t i = 0; i < k; ++i) {
+                ASSERT_EQ(picks[t * k + i], i < eligible[t] ? i : -1) << "step " << step << " token " << t;
+            }
+        }
+        const auto q = random_floats(n * heads * hd), kv = random_floats(n * hd);
+        Backend* backends[2] = {p.cpu.get(), p.gpu.get()};
+        for (int i = 0; i < 2; ++i) {
+            Backend& be = *backends[i];
+            Tensor given = be.alloc(DType::kI32, {n, k});
+            be.from_host(given, picks.data());
+            Tensor with = make_tensor(be, {n, heads, hd}), without = make_tensor(be, {n, heads, hd});
+            Tensor kv_rows = make_tensor(be, {n, hd}, kv);
+            be.attention(1, c.layers[1], make_tensor(be, {n, heads, hd}, q), kv_rows, rig.sinks[i], &given, 0.05f,
+                         with);
+            be.attention(1, c.layers[1], make_tensor(be, {n, heads, hd}, q), kv_rows, rig.sinks[i], nullptr, 0.05f,
+                         without);
+            const std::vector<float> a = read(be, with), none = read(be, without);
+            EXPECT_EQ(std::memcmp(a.data(), none.data(), a.size() * sizeof(float)), 0) << be.name() << " step " << step;
+            EXPECT_FALSE(std::any_of(a.begin(), a.end(), [](float v) { return std::isnan(v); })) << be.name();
+            be.store_window(1, kv_rows);  // the next step's window reads these rows from the ring
+        }
+    }
+}
+
+// The compressors and the indexer on the side stream beside the query path (CudaBackend::side_stream_takes:
+// decode-sized steps whose projections run on the GEMV kernels) give what they give on one stream, bit for bit: the
+// indexer's picks and the attention of a CSA and an HCA layer after a prefill chunk (projections on the GEMM: one
+// stream) and decode steps that complete compression windows (beside), with and without the side stream.
+TEST(CudaState, CompressorsBesideEqualOneStream) {
+    DSV4_REQUIRE_GPU();
+    const ModelConfig c = op_config();
+    const int64_t d = c.hidden_size, hd = 512, ihd = 128, iheads = 64, heads = 8, k = c.index_topk;
+    const HostWeight wq_b = make_weight(WeightFormat::kFp8Block, iheads * ihd, c.q_lora_rank),
+                     weights_proj = make_weight(WeightFormat::kBF16, iheads, d);
+    const HostWeight csa_kv = make_weight(WeightFormat::kBF16, 2 * hd, d),
+                     csa_gate = make_weight(WeightFormat::kBF16, 2 * hd, d),
+                     hca_kv = make_weight(WeightFormat::kBF16, hd, d),
+                     hca_gate = make_weight(WeightFormat::kBF16, hd, d),
+                     ix_kv = make_weight(WeightFormat::kBF16, 2 * ihd, d),
+                     ix_gate = make_weight(WeightFormat::kBF16, 2 * ihd, d);
+    const auto ape_csa = random_floats(4 * 2 * hd, 0.5f), ape_hca = random_floats(128 * hd, 0.5f),
+               ape_ix = random_floats(4 * 2 * ihd, 0.5f), sinks = random_floats(heads, 0.5f);
+    auto norm_weight = [](int64_t n) {
+        std::vector<float> v = random_floats(n, 0.1f);
+        for (auto& x : v) x += 1.0f;
+        return v;
+    };
+    const auto norm = norm_weight(hd), norm_ix = norm_weight(ihd);
+    const int64_t lengths[] = {21, 1, 1, 1, 1, 1, 1};  // positions 0 .. 26: decode steps complete windows 5 and 6
+    struct StepInputs {
+        std::vector<float> x, q, kv, q_residual;
+    };
+    std::vector<StepInputs> inputs;
+    for (int64_t n : lengths) {
+        inputs.push_back({random_floats(n * d), random_floats(n * heads * hd), random_floats(n * hd),
+                          random_floats(n * c.q_lora_rank)});
+    }
+    std::vector<float> outputs[2];
+    std::vector<int32_t> picks[2];
+    for (bool side : {false, true}) {
+        CudaOptions options = cuda_options_from_env({});
+        options.side_stream = side;
+        std::unique_ptr<Backend> gpu = make_cuda_backend(Numerics::kFast, options);
+        StateConfig state;
+        state.max_slots = 1;
+        state.num_blocks = 8;
+        state.kv_dtype = StateDtype::kFp8;
+        gpu->create_state(c, state);
+        gpu->reset_slot(0);
+        std::deque<std::vector<int64_t>> shapes;
+        auto compressor = [&](int ratio, int64_t head_dim, const std::vector<float>& ape, const std::vector<float>& nw,
+                              const HostWeight& wkv, const HostWeight& wgate) {
+            CompressorWeights w =
+                upload_compressor(*gpu, ratio, static_cast<int>(head_dim), ratio == 4, ape, nw, shapes);
+            w.wkv = upload(*gpu, wkv);
+            w.wgate = upload(*gpu, wgate);
+            return w;
+        };
+        const CompressorWeights csa = compressor(4, hd, ape_csa, norm, csa_kv, csa_gate),
+                                hca = compressor(128, hd, ape_hca, norm, hca_kv, hca_gate);
+        IndexerWeights indexer;
+        indexer.compressor = compressor(4, ihd, ape_ix, norm_ix, ix_kv, ix_gate);
+        indexer.wq_b = upload(*gpu, wq_b);
+        indexer.weights_proj = upload(*gpu, weights_proj);
+        const VecRef sink = upload_vec(*gpu, sinks, shapes.emplace_back());
+        int64_t pos = 0;
+        for (size_t step = 0; step < std::size(lengths); ++step) {
+            const int64_t n = lengths[step];
+            const StepInputs& in = inputs[step];
+            gpu->begin_step(simple_batch(n, pos));
+            pos += n;
+            auto target = [&](CompressorRole role, const CompressorWeights& w) {
+                const int64_t width = w.overlap ? 2 * w.head_dim : w.head_dim;
+                return CompressTarget{role, &w, gpu->alloc(DType::kF32, {n, width}),
+                                      gpu->alloc(DType::kF32, {n, width})};
+            };
+            Tensor x = make_tensor(*gpu, {n, d}, in.x);
+            const CompressTarget csa_layer[] = {target(CompressorRole::kMain, csa),
+                                                target(CompressorRole::kIndexer, indexer.compressor)};
+            const CompressTarget hca_layer[] = {target(CompressorRole::kMain, hca)};
+            gpu->compressors(1, x, csa_layer, c.layers[1].rope, 1e-6f);
+            gpu->compressors(2, x, hca_layer, c.layers[2].rope, 1e-6f);
+            Tensor topk = gpu->alloc(DType::kI32, {n, k});
+            gpu->indexer_picks(1, x, make_tensor(*gpu, {n, c.q_lora_rank}, in.q_residual), indexer, c.layers[1].rope, 4,
+                               static_cast<int>(iheads), topk);
+            for (int layer : {1, 2}) {
+                Tensor kv = make_tensor(*gpu, {n, hd}, in.kv), o = make_tensor(*gpu, {n, heads, hd});
+                gpu->attention(layer, c.layers[layer], make_tensor(*gpu, {n, heads, hd}, in.q), kv, sink,
+                               layer == 1 ? &topk : nullptr, 0.05f, o);
+                gpu->store_window(layer, kv);
+                const std::vector<float> got = read(*gpu, o);
+                outputs[side].insert(outputs[side].end(), got.begin(), got.end());
+            }
+            std::vector<int32_t> step_picks(n * k);  // read after the attention, which joined the side stream
+            gpu->to_host(Tensor(topk.data, DType::kF32, {n, k}), reinterpret_cast<float*>(step_picks.data()));
+            picks[side].insert(picks[side].end(), step_picks.begin(), step_picks.end());
+        }
+    }
+    EXPECT_EQ(picks[0], picks[1]);
+    ASSERT_EQ(outputs[0].size(), outputs[1].size());
+    EXPECT_EQ(std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].size() * sizeof(float)), 0);
+    EXPECT_FALSE(std::any_of(outputs[1].begin(), outputs[1].end(), [](float v) { return std::isnan(v); }));
+}
+
 TEST(CudaState, StatefulAttentionFlashDims) {
     DSV4_REQUIRE_GPU();
     for (Numerics numerics : {Numerics::kExact, Numerics::kReference}) {
@@ -205,6 +367,32 @@ TEST(CudaState, StatefulAttentionFnuzRowsAndKeys) {
         stateful_attention_case(numerics, StateDtype::kFp8, 8, Fp8Dialect::kFnuz);
     }
     stateful_attention_case(Numerics::kFast, StateDtype::kFp8, 64, Fp8Dialect::kFnuz);
+}
+
+// A prefill-sized step (1,100 tokens of two sequences): the indexer's scores in ranges of 1,024 entries (the long
+// range, taken where the step has blocks enough) and the wide attention kernel (one split a token), both against the
+// CPU.
+TEST(CudaState, LongIndexerRangesAndWideAttention) {
+    DSV4_REQUIRE_GPU();
+    Pair p(Numerics::kFast, op_config(), 2, 16, StateDtype::kFp8);
+    for (int32_t slot : {0, 1}) {
+        p.cpu->reset_slot(slot);
+        p.gpu->reset_slot(slot);
+    }
+    StatefulRig rig(p, 64);
+    StepBatch b;
+    for (int s = 0; s < 2; ++s) {
+        std::vector<int32_t> table(8);
+        std::iota(table.begin(), table.end(), s * 8);
+        b.add_sequence(s, 0, std::vector<int32_t>(s == 0 ? 600 : 500, 7), table);
+    }
+    p.step(b);
+    const int64_t n = b.n_tokens();
+    rig.compress(n);
+    int64_t differing = 0;
+    const Tensor picks = rig.indexer(n, &differing);
+    EXPECT_LE(differing, n / 100);
+    EXPECT_LE(rig.attention_and_store(n, picks), attention_tolerance(Numerics::kFast, StateDtype::kFp8));
 }
 
 // Fast numerics attention runs on tensor cores (kernels_attention_mqa.cu): 8 heads (one partial block of 32) and the

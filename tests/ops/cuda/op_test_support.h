@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <random>
 #include <string>
@@ -129,6 +130,20 @@ inline WeightRef upload(Backend& b, const HostWeight& w) {
 inline VecRef upload_vec(Backend& b, const std::vector<float>& v, std::vector<int64_t>& shape_storage) {
     shape_storage = {static_cast<int64_t>(v.size())};
     return b.upload_vector({reinterpret_cast<const uint8_t*>(v.data()), DType::kF32, shape_storage, v.size() * 4});
+}
+
+// A compressor's pooling weights on a backend (compress() takes the projected rows, so no projections), each vector's
+// shape kept in `shapes`.
+inline CompressorWeights upload_compressor(Backend& b, int ratio, int head_dim, bool overlap,
+                                           const std::vector<float>& ape, const std::vector<float>& norm,
+                                           std::deque<std::vector<int64_t>>& shapes) {
+    CompressorWeights w;
+    w.ratio = ratio;
+    w.head_dim = head_dim;
+    w.overlap = overlap;
+    w.ape = upload_vec(b, ape, shapes.emplace_back());
+    w.norm = upload_vec(b, norm, shapes.emplace_back());
+    return w;
 }
 
 // A float32 tensor on a backend filled from host values (or NaN-poisoned when values is empty).

@@ -1,0 +1,386 @@
+// Tensor-core sparse attention for `fast` numerics at prefill sizes (MQA: every head attends over the same K=V rows).
+// One block per token with all its heads (up to 64: four warp rows of 16), so a chunk of 64 key rows is decoded once
+// for every head. With one key split (prefill sizes) the block applies the sink, the normalisation and the inverse
+// RoPE itself and writes the output rows (no partials, no merge launch); with several (batched decode) a block per
+// (token, split) writes the split kernel's partials for attention_combine_kernel. While a chunk computes, the next
+// chunk's stored bytes are on their way into a staging buffer (cp.async); the token's key rows are resolved
+// kSegmentKeys at a time beforehand.
+//
+// A chunk: staged fp8_ds_mla bytes -> bf16 tile; scores S = q . K^T (warp (r, c): heads 16 r.., keys 16 c..); the
+// chunk's row maxima through shared memory; P = exp(S - m) rounded to bf16 into shared memory; O += P . V (warp (r,
+// c): heads 16 r.., a quarter of the dims). Numerics as kernels_attention_mqa.cu: bf16 q, keys and probabilities,
+// float32 accumulation, float32 denominator of the unrounded probabilities (each warp sums its key quarter; the four
+// quarters are added in order at the end), then attention_combine_kernel's arithmetic for one split.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/attention_rows.cuh"
+#include "backend/cuda/head_rows.cuh"
+#include "backend/cuda/mma_bf16.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/wgmma_fp8.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kHeads = 64;  // heads per block: kRowWarps warp rows of 16
+constexpr int kKeys = 64;   // keys per chunk
+constexpr int kRowWarps = 4;
+constexpr int kColWarps = 4;  // warp columns: 16 keys of the scores, a quarter of the dims of the outputs
+constexpr int kWarps = kRowWarps * kColWarps;
+constexpr int kThreads = kWarps * 32;
+constexpr int kPad = 8;             // bf16 elements of row padding: rows stay 16-byte aligned, ldmatrix conflict-free
+constexpr int kSegmentKeys = 1024;  // key rows resolved at once, at most (8 KB of pointers)
+constexpr int kMaxTiles = kMaxMqaDim / kColWarps / 8;  // output n-tiles of 8 dims a warp
+constexpr size_t kMaxSmem = 227 * 1024;                // the H200's per-block opt-in maximum
+
+struct Smem {
+    __nv_bfloat16* q;      // [kHeads][dim + kPad]
+    __nv_bfloat16* kv;     // [kKeys][dim + kPad] the chunk's rows
+    __nv_bfloat16* p;      // [kHeads][kKeys + kPad] the chunk's probabilities
+    const uint8_t** rows;  // [kSegmentKeys] stored row of each key of the segment (null: not a key)
+    float* row_max;        // [kHeads][kColWarps] each warp column's maximum of a head's chunk scores
+    float* row_sum;        // [kHeads][kColWarps] each warp column's denominator share
+    uint8_t* staged;       // [kKeys][row bytes] the next chunk's stored bytes
+};
+
+__host__ __device__ constexpr size_t smem_bytes(int dim, int row_bytes) {
+    return static_cast<size_t>(kHeads + kKeys) * (dim + kPad) * 2 + static_cast<size_t>(kHeads) * (kKeys + kPad) * 2 +
+           kSegmentKeys * sizeof(void*) + 2 * kHeads * kColWarps * sizeof(float) +
+           static_cast<size_t>(kKeys) * row_bytes;
+}
+
+__device__ Smem carve(unsigned char* base, int dim) {
+    Smem s;
+    s.q = reinterpret_cast<__nv_bfloat16*>(base);
+    s.kv = s.q + kHeads * (dim + kPad);
+    s.p = s.kv + kKeys * (dim + kPad);
+    s.rows = reinterpret_cast<const uint8_t**>(s.p + kHeads * (kKeys + kPad));
+    s.row_max = reinterpret_cast<float*>(s.rows + kSegmentKeys);
+    s.row_sum = s.row_max + kHeads * kColWarps;
+    s.staged = reinterpret_cast<uint8_t*>(s.row_sum + kHeads * kColWarps);
+    return s;
+}
+
+// The token's query rows as bf16 (heads past the last are zero), eight loads a thread in flight.
+__device__ void load_queries(const AttentionArgs& a, int t, const Smem& s) {
+    const int ld = a.dim + kPad;
+    stage_head_rows<8>(a.q, t, a.heads, 0, kHeads, a.dim, [&](int r, int c, float4 v) {
+        *reinterpret_cast<uint2*>(s.q + r * ld + c) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+    });
+}
+
+// Stored rows of keys [seg0, seg0 + seg_keys) of token t, a thread per key: null past the token's n_keys and
+// where key_row finds no key (flagging what it must).
+__device__ void resolve_rows(const StepMeta& m, const AttentionArgs& a, int t, int seg0, int seg_keys, int n_keys,
+                             int n_window, const Smem& s) {
+    for (int i = threadIdx.x; i < seg_keys; i += kThreads) {
+        const int j = seg0 + i;
+        s.rows[i] = j < n_keys ? key_row(m, a, t, j, n_window) : nullptr;
+    }
+}
+
+// Starts copying the stored bytes of the segment's keys [c0, c0 + kKeys) into the staging buffer: 8-byte cp.async (a
+// row's size is a multiple of 8, fp8_quads_aligned), a warp per row; keys that are none copy nothing. One commit
+// group a thread.
+__device__ void stage_chunk(const Smem& s, int c0, int row_bytes) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, words = row_bytes / 8;
+    for (int r = warp; r < kKeys; r += kWarps) {
+        const uint8_t* row = s.rows[c0 + r];
+        if (row == nullptr) continue;
+        uint8_t* dst = s.staged + r * row_bytes;
+        for (int w = lane; w < words; w += 32) cp_async8(dst + 8 * w, row + 8 * w);
+    }
+    cp_async_commit();
+}
+
+// The staged chunk as bf16 rows of the tile (keys that are none: zeros), decoded exactly as the other attention
+// kernels decode stored rows; a warp per row, four elements a lane and step.
+__device__ void decode_chunk(const AttentionArgs& a, const Smem& s, int c0) {
+    const int ld = a.dim + kPad, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r = warp; r < kKeys; r += kWarps) {
+        const bool present = s.rows[c0 + r] != nullptr;
+        const uint8_t* staged = s.staged + r * a.format.bytes;
+#pragma unroll
+        for (int j = 0; j < kMaxMqaDim / 128; ++j) {
+            const int i = lane * 4 + 128 * j;
+            if (i >= a.dim) break;
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (present) fp8_row_quad(staged, i, a.format, v);
+            *reinterpret_cast<uint2*>(s.kv + r * ld + i) = make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]));
+        }
+    }
+}
+
+// Lane address of ldmatrix_x4 for a 16 x 16 A tile at (row0, col0) of a row-major bf16 tile with leading dimension
+// ld: matrices (rows 0-7, col0), (rows 8-15, col0), (rows 0-7, col0 + 8), (rows 8-15, col0 + 8).
+__device__ __forceinline__ const __nv_bfloat16* a_tile_lane(const __nv_bfloat16* tile, int ld, int row0, int col0) {
+    const int lane = threadIdx.x % 32;
+    return tile + (row0 + lane % 8 + 8 * ((lane / 8) % 2)) * ld + col0 + 8 * (lane / 16);
+}
+
+// Scores of this warp's 16 heads x 16 keys (two n-tiles of 8) over the dims: acc[n] is the C fragment of keys
+// key0 + 8 n ...
+__device__ void chunk_scores(const Smem& s, int dim, int head0, int key0, float (&acc)[2][4]) {
+    const int ld = dim + kPad, lane = threadIdx.x % 32;
+    const __nv_bfloat16* qa = a_tile_lane(s.q, ld, head0, 0);
+    // B fragments of two key n-tiles: matrices (keys 0-7, dims k0), (keys 0-7, k0 + 8), (keys 8-15, k0), (8-15, k0 +
+    // 8).
+    const __nv_bfloat16* kb = s.kv + (key0 + lane % 8 + 8 * (lane / 16)) * ld + 8 * ((lane / 8) % 2);
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+    }
+    for (int k0 = 0; k0 < dim; k0 += 16) {
+        uint32_t af[4], bf[4];
+        ldmatrix_x4(af, qa + k0);
+        ldmatrix_x4(bf, kb + k0);
+        const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+        mma_bf16(acc[0], af, b0);
+        mma_bf16(acc[1], af, b1);
+    }
+}
+
+// out[16 heads, this warp's dims] += P[16 heads, 64 keys] . V[64 keys, dims dim0 ..]: V's B fragments by transposed
+// loads of the row-major tile, two n-tiles a load.
+__device__ void chunk_outputs(const Smem& s, int dim, int head0, int dim0, int n_tiles, float (&out)[kMaxTiles][4]) {
+    const int ld = dim + kPad, lane = threadIdx.x % 32;
+    const __nv_bfloat16* pa = a_tile_lane(s.p, kKeys + kPad, head0, 0);
+    // Matrices (keys 0-7, dims d), (keys 8-15, d), (keys 0-7, d + 8), (keys 8-15, d + 8).
+    const __nv_bfloat16* vb = s.kv + (lane % 8 + 8 * ((lane / 8) % 2)) * ld + dim0 + 8 * (lane / 16);
+#pragma unroll
+    for (int kb = 0; kb < kKeys / 16; ++kb) {
+        uint32_t af[4];
+        ldmatrix_x4(af, pa + 16 * kb);
+#pragma unroll
+        for (int np = 0; np < kMaxTiles / 2; ++np) {
+            if (2 * np < n_tiles) {
+                uint32_t bf[4];
+                ldmatrix_x4_trans(bf, vb + 16 * kb * ld + 16 * np);
+                const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+                mma_bf16(out[2 * np], af, b0);
+                mma_bf16(out[2 * np + 1], af, b1);
+            }
+        }
+    }
+}
+
+// The running softmax state of a lane's two head rows (g and g + 8 of its warp row).
+struct RowState {
+    float mx[2] = {-INFINITY, -INFINITY};
+    float sum[2] = {0.0f, 0.0f};  // this warp column's keys only
+};
+
+// One chunk's softmax: the scaled scores (keys that are none: -inf), the rows' chunk maxima across the warp columns
+// (shared memory), the rescale of what came before, and the probabilities as bf16 into the P tile. Ends with the P
+// tile complete (block barrier).
+__device__ void chunk_softmax(const AttentionArgs& a, const Smem& s, int c0, int head0, int key0, int wc,
+                              const float (&acc)[2][4], RowState& st, float (&out)[kMaxTiles][4]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    float sc[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int key = key0 + 8 * n + 2 * tq + e % 2;
+            sc[n][e] = s.rows[c0 + key] != nullptr ? acc[n][e] * a.scale : -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const float m =
+            quad_max(fmaxf(fmaxf(sc[0][2 * half], sc[0][2 * half + 1]), fmaxf(sc[1][2 * half], sc[1][2 * half + 1])));
+        if (tq == 0) s.row_max[(head0 + g + 8 * half) * kColWarps + wc] = m;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int row = head0 + g + 8 * half;
+        float chunk_max = s.row_max[row * kColWarps];
+#pragma unroll
+        for (int c = 1; c < kColWarps; ++c) chunk_max = fmaxf(chunk_max, s.row_max[row * kColWarps + c]);
+        const float m_new = fmaxf(st.mx[half], chunk_max);
+        // Nothing seen yet (every key so far masked): keep the zeros, no NaN from -inf - -inf.
+        const float correction = m_new == -INFINITY ? 1.0f : expf(st.mx[half] - m_new);
+        st.mx[half] = m_new;
+        st.sum[half] *= correction;
+#pragma unroll
+        for (int nt = 0; nt < kMaxTiles; ++nt) {
+            out[nt][2 * half] *= correction;
+            out[nt][2 * half + 1] *= correction;
+        }
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+            float p[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                p[e] = m_new == -INFINITY ? 0.0f : expf(sc[n][2 * half + e] - m_new);
+                st.sum[half] += p[e];
+            }
+            *reinterpret_cast<uint32_t*>(s.p + row * (kKeys + kPad) + key0 + 8 * n + 2 * tq) = pack_bf16(p[0], p[1]);
+        }
+    }
+    __syncthreads();
+}
+
+// Each warp column's share of the lane's rows' denominators into shared memory (block barrier at the end).
+__device__ void publish_column_sums(const Smem& s, int head0, int wc, const RowState& st) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const float total = quad_sum(st.sum[half]);
+        if (tq == 0) s.row_sum[(head0 + g + 8 * half) * kColWarps + wc] = total;
+    }
+    __syncthreads();
+}
+
+// Head h's denominator: the warp columns' shares added in order.
+__device__ __forceinline__ float row_denominator(const Smem& s, int h) {
+    float l = s.row_sum[h * kColWarps];
+#pragma unroll
+    for (int c = 1; c < kColWarps; ++c) l += s.row_sum[h * kColWarps + c];
+    return l;
+}
+
+// One split: the lane's output rows, the denominators with the sink (attention_combine's arithmetic for one split),
+// the inverse RoPE of the trailing dims where asked (rope_values, on the pairs the lane holds), written to a.out.
+__device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const Smem& s, int t, int head0, int dim0,
+                              int wc, int n_tiles, const RowState& st, const float (&out)[kMaxTiles][4]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    publish_column_sums(s, head0, wc, st);
+    const int rope0 = a.unrotate_inv_freq != nullptr ? a.dim - a.unrotate_dims : a.dim;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int h = head0 + g + 8 * half;
+        if (h >= a.heads) continue;
+        const float l = row_denominator(s, h);
+        const float mx = st.mx[half], sink = a.sinks[h], top = fmaxf(sink, mx);
+        float denom = expf(sink - top), factor = 0.0f;
+        if (mx != -INFINITY) {
+            factor = expf(mx - top);
+            denom += l * factor;
+        }
+        float* o = a.out + (static_cast<int64_t>(t) * a.heads + h) * a.dim;
+#pragma unroll
+        for (int nt = 0; nt < kMaxTiles; ++nt) {
+            if (nt >= n_tiles) break;
+            const int d = dim0 + 8 * nt + 2 * tq;
+            float v0 = out[nt][2 * half] * factor / denom, v1 = out[nt][2 * half + 1] * factor / denom;
+            if (d >= rope0) rope_values<float>(m, t, (d - rope0) / 2, a.unrotate_inv_freq, true, false, v0, v1, v0, v1);
+            *reinterpret_cast<float2*>(o + d) = make_float2(v0, v1);
+        }
+    }
+}
+
+// Several splits: the lane's rows of this split's partials in the split kernel's layout (the accumulators
+// unnormalised, (max, sum) per (token, head, split)).
+__device__ void write_partials(const AttentionArgs& a, const MqaWideLaunch& w, const Smem& s, int t, int split,
+                               int head0, int dim0, int wc, int n_tiles, const RowState& st,
+                               const float (&out)[kMaxTiles][4]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    publish_column_sums(s, head0, wc, st);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int h = head0 + g + 8 * half;
+        if (h >= a.heads) continue;
+        const int64_t part = (static_cast<int64_t>(t) * a.heads + h) * w.splits + split;
+        float* acc = w.part_acc + part * a.dim + dim0 + 2 * tq;
+#pragma unroll
+        for (int nt = 0; nt < kMaxTiles; ++nt) {
+            if (nt < n_tiles)
+                *reinterpret_cast<float2*>(acc + 8 * nt) = make_float2(out[nt][2 * half], out[nt][2 * half + 1]);
+        }
+        if (wc == 0 && tq == 0) {
+            w.part_ml[2 * part] = st.mx[half];
+            w.part_ml[2 * part + 1] = row_denominator(s, h);
+        }
+    }
+}
+
+// Grid: (token, split).
+__global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMeta m, AttentionArgs a, MqaWideLaunch w) {
+    pdl_begin();
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const Smem s = carve(smem_raw, a.dim);
+    const int t = blockIdx.x, split = blockIdx.y, warp = threadIdx.x / 32;
+    const int wr = warp / kColWarps, wc = warp % kColWarps;
+    const int head0 = 16 * wr, key0 = 16 * wc, n_tiles = a.dim / kColWarps / 8, dim0 = wc * (a.dim / kColWarps);
+    const int64_t pos = m.positions[t];
+    const int n_window = static_cast<int>(min64(a.window, pos + 1));
+    int n_keys = n_window;
+    if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
+    // This split's keys (all of them with one split); a split past the token's keys writes an empty partial.
+    const int begin = w.splits > 1 ? split * w.keys_per_split : 0;
+    const int end = w.splits > 1 ? min(n_keys, begin + w.keys_per_split) : n_keys;
+    load_queries(a, t, s);
+    float out[kMaxTiles][4] = {};
+    RowState st;
+    for (int seg0 = begin; seg0 < end; seg0 += w.segment_keys) {
+        const int seg_keys = min(end - seg0, w.segment_keys);
+        __syncthreads();  // the previous segment's chunks are done with the row pointers
+        resolve_rows(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, end, n_window, s);
+        __syncthreads();
+        stage_chunk(s, 0, a.format.bytes);
+        for (int c0 = 0; c0 < seg_keys; c0 += kKeys) {
+            cp_async_wait<0>();
+            __syncthreads();  // the chunk's bytes (every thread's copies) have landed; the last chunk's P . V is done
+            decode_chunk(a, s, c0);
+            __syncthreads();  // the tile is complete and the staging buffer free
+            if (c0 + kKeys < seg_keys) stage_chunk(s, c0 + kKeys, a.format.bytes);
+            float acc[2][4];
+            chunk_scores(s, a.dim, head0, key0, acc);
+            chunk_softmax(a, s, c0, head0, key0, wc, acc, st, out);
+            chunk_outputs(s, a.dim, head0, dim0, n_tiles, out);
+        }
+    }
+    if (w.splits > 1) {
+        write_partials(a, w, s, t, split, head0, dim0, wc, n_tiles, st, out);
+    } else {
+        write_outputs(m, a, s, t, head0, dim0, wc, n_tiles, st, out);
+    }
+}
+
+}  // namespace
+
+bool mqa_wide_supported(const RowFormatDev& f, int dim, int heads) {
+    return f.dtype == kRowFp8 && fp8_quads_aligned(f) && f.dim == dim && dim % (16 * kColWarps) == 0 &&
+           dim <= kMaxMqaDim && heads > kHeads / 2 && heads <= kHeads && smem_bytes(dim, f.bytes) <= kMaxSmem;
+}
+
+int mqa_wide_segment_keys(int64_t keys) {
+    return static_cast<int>(std::clamp<int64_t>((keys + kKeys - 1) / kKeys * kKeys, kKeys, kSegmentKeys));
+}
+
+// Splits so that the grid has about two blocks per SM (one resident at a time), in whole chunks of 64 keys.
+int mqa_wide_keys_per_split(int64_t n_tokens, int max_keys) {
+    const int64_t chunks = std::max<int64_t>(1, (max_keys + kKeys - 1) / kKeys);
+    const int64_t want = std::max<int64_t>(1, 264 / std::max<int64_t>(1, n_tokens));
+    const int64_t splits = std::min(chunks, want);
+    return static_cast<int>(kKeys * ((chunks + splits - 1) / splits));
+}
+
+int mqa_wide_splits(int64_t n_tokens, int max_keys) {
+    const int per = mqa_wide_keys_per_split(n_tokens, max_keys);
+    return std::max(1, (max_keys + per - 1) / per);
+}
+
+void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const AttentionArgs& a, const MqaWideLaunch& w) {
+    if (m.n_tokens == 0) return;
+    static bool configured = false;  // once: every supported shape fits kMaxSmem
+    if (!configured) {
+        cudaFuncSetAttribute(attention_mqa_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kMaxSmem));
+        configured = true;
+    }
+    MqaWideLaunch launch = w;
+    launch.segment_keys = mqa_wide_segment_keys(w.segment_keys);
+    const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));
+    launch_kernel(attention_mqa_wide_kernel, grid, kThreads, smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
+    if (w.splits > 1) {
+        launch_attention_combine(st, m, a, static_cast<int64_t>(m.n_tokens) * a.heads, w.splits, w.part_acc, w.part_ml);
+    }
+}
+
+}  // namespace dsv4::cuda
