@@ -8,6 +8,7 @@
 
 #include "../../unit/engine/engine_test_util.h"
 #include "backend/cuda/cuda_factory.h"
+#include "golden_support.h"
 
 namespace dsv4::engine_test {
 namespace {
@@ -69,7 +70,7 @@ namespace {
 // completions with MTP and DSpark drafts equal the GPU's own completions without them, on the trained demo models.
 std::vector<int32_t> demo_completion(const std::string& model, const SpeculativeConfig& spec) {
     EngineConfig c;
-    c.model_dir = (std::filesystem::path(DSV4_SOURCE_DIR) / "models" / model).string();
+    c.model_dir = (golden::source_dir() / "models" / model).string();  // the device machine's checkout
     c.device = "cuda";
     c.max_num_seqs = 4;
     c.block_tokens = 64;

@@ -4,7 +4,7 @@
 // bit-identical to the tier with every expert resident (the same kernels read the same bytes), fetches must happen, and
 // no pair may fall back to the host. Prefill steps need more experts than slots: host pairs run on a CPU backend, in
 // reference numerics on both sides, where the CPU and the GPU agree bit for bit. Decode steps may instead read the
-// missing experts in place (mapped pinned memory), as graphs. Skipped without a GPU; not yet run on one.
+// missing experts in place (mapped pinned memory), as graphs. Skipped without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -34,7 +34,8 @@ struct TierOptions {
 // One sequence of the fixture: a prefill of `prefill` tokens, then single-token decode steps to `total`.
 Tier run(Numerics numerics, int slots, int64_t prefill, int64_t total, const TierOptions& o = {}) {
     auto device = make_cuda_backend(numerics);
-    auto host = make_cpu_backend(numerics, 0);
+    // The host pairs' backend as the engine makes it (engine_create.cpp): the CPU has no fast numerics.
+    auto host = make_cpu_backend(numerics == Numerics::kFast ? Numerics::kReference : numerics, 0);
     auto loaded = load_model(golden::fixture_dir("flash_schedule"), *device, golden::test_state(1),
                              [](int, int) { return false; });
     const ModelConfig& c = loaded->model->config();
