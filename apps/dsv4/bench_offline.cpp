@@ -317,6 +317,7 @@ void run_oracle_mode(const OfflineOptions& o) {
     oracle.seed = o.seed;
     oracle.enforce_eager = o.enforce_eager;
     oracle.model_dir = o.model_dir;
+    oracle.check_capacity = [&o](const ModelConfig& c, const StateConfig& state) { check_capacity(o, c, state); };
     const ModelConfig config =
         o.model_dir.empty() ? preset_config(o) : load_model_config(std::filesystem::path(o.model_dir) / "config.json");
     auto backend = make_cli_backend(o.device, o.numerics, 0, o.fp8_dialect);

@@ -7,6 +7,7 @@
 // the oracle's. Reported with the byte ratio of a verify step to a decode step under even routing.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -15,6 +16,7 @@
 #include "backend/backend.h"
 #include "config/model_config.h"
 #include "dsv4/engine.h"
+#include "state/state_config.h"
 
 namespace dsv4::cli {
 
@@ -28,6 +30,9 @@ struct OracleOptions {
     uint64_t seed = 1;
     bool enforce_eager = false;
     std::string model_dir;  // a checkpoint with draft stages instead of synthetic weights (the CPU backend needs one)
+    // Called with the state's model (the draft stages' layers included) and the state before anything is allocated:
+    // the capacity plan, so that a model that cannot fit fails with its bytes and flags, not in cudaMalloc.
+    std::function<void(const ModelConfig&, const StateConfig&)> check_capacity;
 };
 
 // Runs every (batch, acceptance length) point on `backend` (which holds no model yet) and prints a table. config is

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CLI usage: an unknown command is named (not "A subcommand is required"), and `serve --help` shows the defaults an
-# operator needs to read (issue 22).
+# operator needs to read (issue 22); bench offline's oracle mode plans its capacity.
 set -u
 dsv4=$1
 failures=0
@@ -31,6 +31,12 @@ expect "n is capped by max-num-seqs" "most completions (n)" "$help"
 for flag in --protect-health --public-metrics --allowed-origins --no-webui; do
     expect "$flag listed" "$flag" "$help"
 done
+
+# bench offline's oracle mode plans the capacity (the draft stage's layer included) before anything is allocated, as
+# the plain mode does: on a GPU a model that cannot fit is refused with its bytes and flags (not in cudaMalloc).
+oracle=$("$dsv4" bench offline --device cpu --preset flash --numerics exact --batch 1 --context 256 --steps 1 \
+    --speculative-config '{"method":"mtp","num_speculative_tokens":3}' 2>&1)
+expect "oracle mode plans its capacity" "capacity plan (host memory)" "$oracle"
 
 if ((failures)); then
     echo "$failures failure(s)"
