@@ -37,6 +37,7 @@ done
 oracle=$("$dsv4" bench offline --device cpu --preset flash --numerics exact --batch 1 --context 256 --steps 1 \
     --speculative-config '{"method":"mtp","num_speculative_tokens":3}' 2>&1)
 expect "oracle mode plans its capacity" "capacity plan (host memory)" "$oracle"
+expect "the draft stage's experts counted (44 layers, not 43: 137.06)" "routed experts 140.25 GiB" "$oracle"
 
 if ((failures)); then
     echo "$failures failure(s)"
