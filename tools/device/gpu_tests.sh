@@ -9,13 +9,22 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
 summary=()
-[[ -d .devbin ]] || tar xJf .devpack/devbin.tar.xz  # tools/device/pack.sh's carry
+# tools/device/pack.sh's carry (or several packs, one a call, when the programs do not fit one carry together).
+if [[ ! -d .devbin ]]; then for pack in .devpack/*.tar.xz; do tar xJf "$pack"; done; fi
 fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
 # Runs argv and prints the child's peak resident memory.
 max_rss='import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); print("peak RSS %.2f GiB" % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20)); sys.exit(rc)'
+# DEVICE_BUDGET_S: seconds the whole script may take (a device command's limit); a suite that would start with less
+# than 20 s left is skipped and said so, and each runs under what is left, so the logs of the suites run come back.
+budget=${DEVICE_BUDGET_S:-0}
 run() {  # name, command...
     local name=$1; shift
     local start=$SECONDS
+    if ((budget > 0)); then
+        local left=$((budget - SECONDS))
+        ((left < 20)) && { summary+=("$name skipped: ${left} s of DEVICE_BUDGET_S left"); return 1; }
+        set -- timeout "$left" "$@"
+    fi
     "$@" >"$OUT/$name.log" 2>&1
     local rc=$?
     summary+=("$name rc=$rc $((SECONDS - start))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')")
@@ -44,6 +53,21 @@ for suite in "$@"; do
         # Main's validation after a merge (docs/gpu-validation.md, 2026-12-02): fast numerics, fp8 state, flash-160.
         bench) run bench timeout 240 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 2048,8192 --steps 4 \
                    --json "$OUT/offline.json" ;;
+        # The warp-specialized W4A8 kernel (DSV4_EXPERT_WS=1) at the sizes it is for: decode B=64 and prefill 8K.
+        benchws) DSV4_EXPERT_WS=1 run benchws timeout 120 "${fast[@]}" --batch 64 --context 1000 --prefill 8192 \
+                     --steps 4 --json "$OUT/offline_ws.json" ;;
+        # Serving, the seeds' protocol (issues 15 and 16: C1 TPOT, C64 aggregate with the host share of a step).
+        serve) run serve timeout 200 tools/device/serve_bench.sh flash-160 "1 64" ;;
+        # Issue 17: C64 without and with MTP drafts (oracle acceptance length 3, greedy drafts: verification on the
+        # device), one server each.
+        spec) run serve_plain timeout 220 tools/device/serve_bench.sh flash-160 "64" \
+                  && mv "$OUT/serve_c64.json" "$OUT/plain_c64.json"
+              SPEC_CONFIG='{"method":"mtp","num_speculative_tokens":3,"oracle_acceptance_length":3,"draft_sample_method":"greedy"}' \
+                  run serve_spec timeout 250 tools/device/serve_bench.sh flash-160 "64" ;;
+        # Issue 19: a 380K prompt cold into a 1.5 GiB device state, 50 x 8K prompts evict it to the host tier, then
+        # the same prompt again (its TTFT from the host tier).
+        ttft) EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft timeout 570 tools/device/tier_ttft.sh 380000 flash-160 \
+                  1610612736 16 ;;
         oracle) run oracle3 timeout 150 "${fast[@]}" --batch 1 --context 1000 --steps 8 --json "$OUT/oracle3.json" \
                     --speculative-config '{"method":"mtp","num_speculative_tokens":3}' --oracle-acceptance 3
                 run oracle7 timeout 150 "${fast[@]}" --batch 1 --context 1000 --steps 8 --json "$OUT/oracle7.json" \
@@ -116,6 +140,9 @@ grep -h "e2e \|FAILED\|SKIPPED\|passed\|failed" "$OUT"/e2e.log 2>/dev/null | tai
 cat "$OUT"/demo.log 2>/dev/null
 grep -h "" "$OUT"/dist.log "$OUT"/oversize.log 2>/dev/null | tail -8
 cat "$OUT"/ncudecode.txt "$OUT"/ncusource.txt "$OUT"/sass.log 2>/dev/null | head -80
-for f in profile bench4ops bench4 bench43 bench43fast hf bench oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew tierplace e2e_spec \
+cat "$OUT"/tier_ttft.json 2>/dev/null
+for f in profile bench4ops bench4 bench43 bench43fast hf bench benchws serve serve_plain serve_spec oracle3 oracle7 oracle64 fnuz tiers8 tiers tierskew tierplace e2e_spec \
     kernels_main moe2 moe3 moe6 moe6up2 ab; do [[ -f $OUT/$f.log ]] && { echo "== $f"; grep -v "^$" "$OUT/$f.log" | tail -30; }; done
+# Every log and JSON in one archive as well: a device call may bring back only some of $OUT's files.
+tar czf /tmp/gpu_tests_results.tgz -C "$OUT" . && mv /tmp/gpu_tests_results.tgz "$OUT/results.tgz"
 printf '%s\n' "${summary[@]}"
