@@ -175,11 +175,11 @@ void check_capacity(const OfflineOptions& o, const ModelConfig& config, const St
 }
 
 // --gpu-experts: o.gpu_experts routed experts of each layer in the device's cache, the others in pinned host memory,
-// host pairs on a CPU backend in reference numerics (the closest to fast). Made before the model: the synthetic
+// host pairs on a CPU backend (dist::host_pairs_numerics). Made before the model: the synthetic
 // builder hands it every expert.
 void make_expert_tier(const OfflineOptions& o, Setup& s) {
     const Numerics n = parse_numerics(o.numerics);
-    s.host_backend = make_cpu_backend(n == Numerics::kFast ? Numerics::kReference : n, 0);
+    s.host_backend = make_cpu_backend(dist::host_pairs_numerics(n), 0);
     dist::ExpertCacheConfig cache;
     cache.layers = s.config.num_layers;
     cache.experts = s.config.n_routed_experts;

@@ -192,7 +192,7 @@ nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const Ora
     state.rewind_capacity = 16;
     o.blocks_per_slot = static_cast<int>((options.context + decode_steps + o.k + 256) / 256);
     state.num_blocks = o.blocks_per_slot * max_batch;
-    const DraftLoad drafts{spec.method == "dspark" ? 3 : 1};
+    const DraftLoad drafts{draft_state_stages(spec.method, config)};
     if (options.check_capacity) options.check_capacity(config_with_draft_state(config, drafts.state_stages), state);
     o.loaded = options.model_dir.empty() ? make_synthetic_model(config, backend, state, options.seed, {}, drafts)
                                          : load_model(options.model_dir, backend, state, {}, drafts);

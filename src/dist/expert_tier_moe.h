@@ -46,6 +46,13 @@ struct ExpertTierStats {
     int64_t in_place_pair_bytes = 0;
 };
 
+// The numerics of the CPU backend that computes a tier's host pairs for a device in `device_numerics`: the same, but
+// reference for a GPU's fast numerics (the CPU has no fast numerics; reference is where the CPU and the GPU agree bit
+// for bit, and the closest to fast).
+inline Numerics host_pairs_numerics(Numerics device_numerics) {
+    return device_numerics == Numerics::kFast ? Numerics::kReference : device_numerics;
+}
+
 class ExpertTierMoe final : public MoeDispatch, public HostExpertSink {
   public:
     // host_ops computes the host pairs (a CPU backend; the device itself when the device is the CPU). The initial

@@ -72,15 +72,9 @@ void check_config(const EngineConfig& c) {
                "--disk-kv-cache needs --host-kv-cache-gib: the disk tier holds what the host pool evicts");
 }
 
-// Draft-stage rings a speculative method keeps per slot (spec/: MTP runs its one stage recursively).
+// Draft-stage rings a speculative method keeps per slot (none without speculation).
 int draft_state_stages(const SpeculativeConfig& spec, const ModelConfig& model) {
-    if (!spec.enabled()) return 0;
-    if (spec.method == "mtp") return kMtpStages;
-    DSV4_CHECK(model.dspark.has_value(),
-               "speculative method 'dspark' needs a -0731 checkpoint (dspark_* keys in config.json); this model has "
-               "{}",
-               model.num_nextn_predict_layers > 0 ? "an MTP stage: use method 'mtp'" : "no draft stages");
-    return kDsparkStages;
+    return spec.enabled() ? draft_state_stages(spec.method, model) : 0;
 }
 
 // The runner's drafter and verification method (null drafter: no speculative decoding).
@@ -123,13 +117,13 @@ std::string model_name(const std::string& dir) {
 }
 
 // The expert tier (--gpu-experts below the model's routed experts): the cache's slots on the device, the host pairs
-// on the backend itself (CPU) or on a CPU backend in the closest numerics (a GPU's fast numerics: reference). Made
+// on the backend itself (CPU) or on a CPU backend (dist::host_pairs_numerics). Made
 // before the weights: the loaders hand it every routed expert.
 void create_expert_tier(const EngineConfig& c, const CapacityPlan& capacity, int layers, EngineParts& parts) {
     ModelOps* host_ops = parts.backend.get();
     if (c.device != "cpu") {
         const Numerics n = parse_numerics(c.numerics);
-        parts.host_backend = make_cpu_backend(n == Numerics::kFast ? Numerics::kReference : n, c.threads);
+        parts.host_backend = make_cpu_backend(dist::host_pairs_numerics(n), c.threads);
         host_ops = parts.host_backend.get();
     }
     dist::ExpertCacheConfig cache;

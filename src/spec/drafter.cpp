@@ -49,4 +49,14 @@ std::unique_ptr<Drafter> make_drafter(std::string_view method, DeepseekV4& model
     fail("unknown speculative method '{}' (want mtp or dspark)", method);
 }
 
+int draft_state_stages(std::string_view method, const ModelConfig& model) {
+    if (method == "mtp") return kMtpStages;
+    DSV4_CHECK(method == "dspark", "unknown speculative method '{}' (want mtp or dspark)", method);
+    DSV4_CHECK(model.dspark.has_value(),
+               "speculative method 'dspark' needs a -0731 checkpoint (dspark_* keys in config.json); this model has "
+               "{}",
+               model.num_nextn_predict_layers > 0 ? "an MTP stage: use method 'mtp'" : "no draft stages");
+    return kDsparkStages;
+}
+
 }  // namespace dsv4

@@ -79,4 +79,9 @@ class Drafter {
 std::unique_ptr<Drafter> make_drafter(std::string_view method, DeepseekV4& model, DraftWeights weights,
                                       const DraftOptions& options);
 
+// Draft-stage rings `method` keeps per slot, known before the model is loaded (the state plan, the weight loader's
+// DraftLoad): MTP runs its one stage recursively, DSpark has its stages. A method the model's config has no stages
+// for, or an unknown one, is a dsv4::Error that says what the config has.
+int draft_state_stages(std::string_view method, const ModelConfig& model);
+
 }  // namespace dsv4

@@ -34,8 +34,7 @@ struct TierOptions {
 // One sequence of the fixture: a prefill of `prefill` tokens, then single-token decode steps to `total`.
 Tier run(Numerics numerics, int slots, int64_t prefill, int64_t total, const TierOptions& o = {}) {
     auto device = make_cuda_backend(numerics);
-    // The host pairs' backend as the engine makes it (engine_create.cpp): the CPU has no fast numerics.
-    auto host = make_cpu_backend(numerics == Numerics::kFast ? Numerics::kReference : numerics, 0);
+    auto host = make_cpu_backend(host_pairs_numerics(numerics), 0);  // as the engine makes it
     auto loaded = load_model(golden::fixture_dir("flash_schedule"), *device, golden::test_state(1),
                              [](int, int) { return false; });
     const ModelConfig& c = loaded->model->config();

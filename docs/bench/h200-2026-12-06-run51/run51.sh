@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-06 (binaries of main). Usage: bash docs/bench/h200-2026-12-06-run51/run51.sh MODE
+#   perf  : the tier tests, offline decode/prefill (issues 15/16), the WS kernel, per-op profile, full-flash tier (19)
+#   serve : serving C1/C64 plain and C64 with MTP oracle drafts (issues 15/16/17), the batch-64 oracle offline
+#   ttft  : issue 19's 380K host-tier TTFT
+# (every mode needs H200 memory: flash-160 is 102 GiB)
+set -uo pipefail
+mode=$1
+T0=$SECONDS
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+for pack in .devpack/dev*.tar.xz; do tar xJf "$pack"; done  # the one pack this mode's call carried
+export LD_LIBRARY_PATH="$PWD/.devbin/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DSV4_SOURCE_DIR="$PWD"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+summary=()
+left() { echo $((${BUDGET:-575} - (SECONDS - T0))); }
+run() {  # name timeout command...
+    local name=$1 limit=$2; shift 2
+    local l; l=$(left)
+    ((l < 20)) && { summary+=("$name skipped (no time)"); return; }
+    ((limit > l)) && limit=$l
+    local start=$SECONDS
+    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    summary+=("$name rc=$rc $((SECONDS - start))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')")
+}
+flash=(.devbin/dsv4 bench offline --preset flash --numerics fast)
+fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
+case $mode in
+perf)
+    run dist 60 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*'
+    run bench 190 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
+    DSV4_EXPERT_WS=1 run benchws 110 "${fast[@]}" --batch 64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline_ws.json"
+    DSV4_PROFILE_OPS=1 run profile 70 "${fast[@]}" --batch 1,8 --context 1000 --prefill 0 --steps 2 --json "$OUT/profile.json"
+    run tierplace 150 "${flash[@]}" --gpu-experts 200 --synthetic-routing-skew 1 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tierplace.json"
+    ;;
+serve)
+    run serve 170 tools/device/serve_bench.sh flash-160 "1 64"
+    mv "$OUT/serve_c64.json" "$OUT/plain_c64.json"; mv "$OUT/serve_server.log" "$OUT/plain_server.log"
+    SPEC_CONFIG='{"method":"mtp","num_speculative_tokens":3,"oracle_acceptance_length":3,"draft_sample_method":"greedy"}' \
+        run serve_spec 250 tools/device/serve_bench.sh flash-160 "64"
+    run oracle64 120 "${fast[@]}" --batch 64 --context 1000 --steps 4 --json "$OUT/oracle64.json" \
+        --speculative-config '{"method":"mtp","num_speculative_tokens":3}' --oracle-acceptance 3
+    ;;
+ttft)  # A (380K) cold into a 1.5 GiB device state, 50 x 8K prompts evict it to the host tier, A again
+    EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 570 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
+    cat "$OUT/tier_ttft.json" 2>/dev/null
+    ;;
+esac
+for f in "$OUT"/*.log; do
+    n=$(basename "$f" .log)
+    echo "== $n"; grep -E "Failure|FAILED|error|Error" "$f" | head -15
+    case $n in ops|golden|probes|dist) grep -E "^\[  (PASSED|FAILED) " "$f" | head -5 ;; *) grep -v "^$" "$f" | tail -25 ;; esac
+done
+tar czf "$OUT/r51_$mode.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
+printf '%s\n' "${summary[@]}"
