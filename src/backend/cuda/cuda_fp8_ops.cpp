@@ -89,6 +89,7 @@ void CudaBackend::fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, in
         p.quantized = quantized;
         p.swiglu_up = swiglu_up;
         p.limit = limit;
+        p.target_warps = options_.fp8_gemv_warps;
         for (size_t i = first; i < std::min(targets.size(), first + kMaxFp8GemvTargets); ++i) {
             Fp8GemvTarget t = targets[i];
             t.col0 = t.x - x;

@@ -144,6 +144,9 @@ struct Fp8GemvParams {
     // before the launch (and are again after it).
     float* partials = nullptr;
     int32_t* arrivals = nullptr;
+    // Warps a launch aims for before it stops splitting K (CudaOptions::fp8_gemv_warps; 0: the kernel's default, one
+    // wave of 16 warps an SM on the H200). Other values give other splits, so other float32 summation orders.
+    int target_warps = 0;
     // Set by the launcher: thread blocks sharing one 128-row group's K blocks (each a range of them), the cumulative
     // thread blocks per target, and each target's first partial and counter.
     int splits = 1;

@@ -229,7 +229,7 @@ void launch_fp8_gemv(cudaStream_t stream, Fp8GemvParams p) {
     if (p.n <= 0 || p.m <= 0) return;
     int64_t tiles = 0;
     for (int i = 0; i < p.n; ++i) tiles += tiles_of(p.targets[i].w);
-    p.splits = mma_splits(tiles, p.k / kFp8ActBlock, kChunk, kTargetWarps);
+    p.splits = mma_splits(tiles, p.k / kFp8ActBlock, kChunk, p.target_warps > 0 ? p.target_warps : kTargetWarps);
     const bool across = splits_across_blocks(p);
     int blocks = 0, arrivals = 0;
     int64_t partials = 0;
