@@ -3,26 +3,8 @@
 #   tier : issue 19 (full flash, expert tier, in-place reads) + device verification probes   [needs H200 memory]
 #   gate : the merge gate of next/prefill: golden + the whole op suite
 #   perf : offline bench (issues 15/16), profile (nodes/layer), oracle64 (issue 17), serving C1/C64
-set -uo pipefail
 mode=$1
-T0=$SECONDS
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-for pack in .devpack/dev*.tar.xz; do tar xJf "$pack"; done  # the one pack this mode's call carried
-export LD_LIBRARY_PATH="$PWD/.devbin/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DSV4_SOURCE_DIR="$PWD"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-summary=()
-left() { echo $((${BUDGET:-575} - (SECONDS - T0))); }
-run() {  # name timeout command...
-    local name=$1 limit=$2; shift 2
-    local l; l=$(left)
-    ((l < 20)) && { summary+=("$name skipped (no time)"); return; }
-    ((limit > l)) && limit=$l
-    local start=$SECONDS
-    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-    local rc=$?
-    summary+=("$name rc=$rc $((SECONDS - start))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')")
-}
+source tools/device/call_lib.sh
 flash=(.devbin/dsv4 bench offline --preset flash --numerics fast)
 fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
 case $mode in
@@ -64,10 +46,4 @@ ttft)  # A (380K) cold into a 1.5 GiB device state, 50 x 8K prompts evict it to 
     cat "$OUT/tier_ttft.json" 2>/dev/null
     ;;
 esac
-for f in "$OUT"/*.log; do
-    n=$(basename "$f" .log)
-    echo "== $n"; grep -E "Failure|FAILED|error|Error" "$f" | head -15
-    case $n in ops|golden|probes|dist) grep -E "^\[  (PASSED|FAILED) " "$f" | head -5 ;; *) grep -v "^$" "$f" | tail -25 ;; esac
-done
-tar czf "$OUT/r50_$mode.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
-printf '%s\n' "${summary[@]}"
+report "r50_$mode"

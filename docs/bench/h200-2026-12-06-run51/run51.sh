@@ -6,26 +6,8 @@
 #   h100  : perf's kernels at 24 layers, when only an H100 is lent
 #   gemv  : DSV4_EXPERT_GEMV_CHUNK / DSV4_FP8_GEMV_WARPS sweeps and the bit test (any GPU; decode at 24 layers on an H100)
 # (every mode needs H200 memory: flash-160 is 102 GiB)
-set -uo pipefail
 mode=$1
-T0=$SECONDS
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-for pack in .devpack/dev*.tar.xz; do tar xJf "$pack"; done  # the one pack this mode's call carried
-export LD_LIBRARY_PATH="$PWD/.devbin/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export DSV4_SOURCE_DIR="$PWD"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-summary=()
-left() { echo $((${BUDGET:-575} - (SECONDS - T0))); }
-run() {  # name timeout command...
-    local name=$1 limit=$2; shift 2
-    local l; l=$(left)
-    ((l < 20)) && { summary+=("$name skipped (no time)"); return; }
-    ((limit > l)) && limit=$l
-    local start=$SECONDS
-    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-    local rc=$?
-    summary+=("$name rc=$rc $((SECONDS - start))s $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')")
-}
+source tools/device/call_lib.sh
 flash=(.devbin/dsv4 bench offline --preset flash --numerics fast)
 fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
 case $mode in
@@ -80,10 +62,4 @@ ttft)  # A (380K) cold into a 1.5 GiB device state, 50 x 8K prompts evict it to 
     cat "$OUT/tier_ttft.json" 2>/dev/null
     ;;
 esac
-for f in "$OUT"/*.log; do
-    n=$(basename "$f" .log)
-    echo "== $n"; grep -E "Failure|FAILED|error|Error" "$f" | head -15
-    case $n in ops|golden|probes|dist) grep -E "^\[  (PASSED|FAILED) " "$f" | head -5 ;; *) grep -v "^$" "$f" | tail -25 ;; esac
-done
-tar czf "$OUT/r51_$mode.tgz" -C "$OUT" --exclude='*.tgz' . 2>/dev/null
-printf '%s\n' "${summary[@]}"
+report "r51_$mode"

@@ -431,6 +431,20 @@ TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
     }
 }
 
+// g's moe over n = ids.size() / k tokens of h (d = h.size() / n wide), clamp 10: the output rows on the host.
+std::vector<float> routed_moe(Backend& g, const MoeWeights& mw, const std::vector<float>& h,
+                              const std::vector<int32_t>& ids, const std::vector<float>& weights, int64_t k) {
+    const auto n = static_cast<int64_t>(ids.size()) / k, d = static_cast<int64_t>(h.size()) / n;
+    Tensor hg = make_tensor(g, {n, d}, h), yg = make_tensor(g, {n, d});
+    Tensor wt = make_tensor(g, {n, k}, weights), ig = g.alloc(DType::kI32, {n, k});
+    g.from_host(ig, ids.data());
+    const size_t mark = g.scratch_mark();
+    g.moe(hg, mw, wt, ig, 10.0f, yg);
+    std::vector<float> out = read(g, yg);
+    g.scratch_release(mark);
+    return out;
+}
+
 // The warp-specialized grouped W4A8 kernel (DSV4_EXPERT_WS) gives the two-warpgroup kernel's bits: both token-tile
 // widths (22 tokens: 16; 200 and 700: the wide tiles), the SwiGLU up projection and the plain down projection, K of
 // 512 / 256 and 2048 / 384 (fewer K blocks than the producer's raw ring, and more), per-32 scale spreads inside and
@@ -453,18 +467,8 @@ TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
             auto h = random_floats(n * d);
             if (n > 100) h[17 * d + 3] = NAN;
             const auto [ids, weights] = random_routing(n, k, pattern);
-            std::vector<float> out[2];
-            Backend* backends[2] = {a.get(), b.get()};
-            for (int i = 0; i < 2; ++i) {
-                Backend& g = *backends[i];
-                Tensor hg = make_tensor(g, {n, d}, h), yg = make_tensor(g, {n, d});
-                Tensor wt = make_tensor(g, {n, k}, weights), ig = g.alloc(DType::kI32, {n, k});
-                g.from_host(ig, ids.data());
-                const size_t mark = g.scratch_mark();
-                g.moe(hg, f.mw, wt, ig, 10.0f, yg);
-                out[i] = read(g, yg);
-                g.scratch_release(mark);
-            }
+            const std::vector<float> out[2] = {routed_moe(*a, f.mw, h, ids, weights, k),
+                                               routed_moe(*b, f.mw, h, ids, weights, k)};
             expect_same_bits(
                 out[1], out[0],
                 "tokens " + std::to_string(n) + " d " + std::to_string(d) + " spread " + std::to_string(spread));
@@ -536,16 +540,7 @@ TEST(CudaFp8, PerPairMmaLoadBatchesGiveTheSameBits) {
             if (n == 3) h[2 * d + 5] = NAN;
             const auto [ids, weights] = random_routing(n, k, 0);
             std::vector<float> out[3];
-            for (size_t i = 0; i < backends.size(); ++i) {
-                Backend& g = *backends[i];
-                Tensor hg = make_tensor(g, {n, d}, h), yg = make_tensor(g, {n, d});
-                Tensor wt = make_tensor(g, {n, k}, weights), ig = g.alloc(DType::kI32, {n, k});
-                g.from_host(ig, ids.data());
-                const size_t mark = g.scratch_mark();
-                g.moe(hg, f.mw, wt, ig, 10.0f, yg);
-                out[i] = read(g, yg);
-                g.scratch_release(mark);
-            }
+            for (size_t i = 0; i < backends.size(); ++i) out[i] = routed_moe(*backends[i], f.mw, h, ids, weights, k);
             const auto finite = std::count_if(out[0].begin(), out[0].end(), [](float v) { return std::isfinite(v); });
             EXPECT_EQ(finite, n == 3 ? 2 * d : d) << "only the NaN token's row is non-finite; tokens " << n;
             for (int i = 1; i < 3; ++i) {
