@@ -4,7 +4,9 @@
 #   serve : serving C1/C64 plain and C64 with MTP oracle drafts (issues 15/16/17), the batch-64 oracle offline
 #   ttft  : issue 19's 380K host-tier TTFT
 #   h100  : perf's kernels at 24 layers, when only an H100 is lent
-#   gemv  : DSV4_EXPERT_GEMV_CHUNK / DSV4_FP8_GEMV_WARPS sweeps and the bit test (any GPU; decode at 24 layers on an H100)
+#   gemv  : DSV4_EXPERT_GEMV_CHUNK / DSV4_FP8_GEMV_WARPS sweeps and the bit test (any GPU; decode at 24 layers on an
+#           H100; run in call 8 with the binaries of cf57c4d, whose load-batch knob was dropped after it)
+#   perf2 : perf without the WS kernel (slower on the H100) plus the FP8 GEMV split A/B and serving C1/C64
 # (every mode needs H200 memory: flash-160 is 102 GiB)
 mode=$1
 source tools/device/call_lib.sh
@@ -29,25 +31,16 @@ h100)  # no H200: the same kernels' A/B at 24 of flash-160's 43 layers (57 GiB),
     DSV4_PROFILE_OPS=1 run profile 70 "${fast[@]}" --layers 24 --batch 1,8 --context 1000 --prefill 0 --steps 2 \
         --json "$OUT/profile.json"
     ;;
-gemv)  # the load-batch and split knobs of the decode GEMVs (kernel bench sweeps, the bit test), then decode A/B
-    run bits 60 .devbin/ops_cuda --gtest_filter='CudaFp8.PerPairMma*'
-    for c in 2 3 4; do
-        DSV4_EXPERT_GEMV_CHUNK=$c run kx$c 45 .devbin/dsv4 bench kernels --rows 1 --tokens 1,8 --filter experts \
-            --json "$OUT/kx$c.json"
-    done
-    for w in 1056 2112 4224; do
-        for f in wq_b wo_; do
-            DSV4_FP8_GEMV_WARPS=$w run kl${w}_$f 40 .devbin/dsv4 bench kernels --rows 1,8 --tokens 1 --filter "$f" \
-                --json "$OUT/kl${w}_$f.json"
-        done
-    done
-    layers=(); (($(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1) < 100000)) && layers=(--layers 24)
-    for round in 1 2; do
-        for c in 2 3; do
-            DSV4_EXPERT_GEMV_CHUNK=$c run dec${c}_$round 60 "${fast[@]}" "${layers[@]}" --batch 1,8 --context 1000 \
-                --prefill 0 --steps 8 --json "$OUT/dec${c}_$round.json"
-        done
-    done
+perf2)  # H200: the tests changed since run50, main's offline figures, the FP8 GEMV split knob, full-flash tier, serving
+    run bits 40 .devbin/ops_cuda --gtest_filter='CudaFp8.PerPairMma*:CudaFp8.Grouped*'
+    run dist 50 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*'
+    run bench 150 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
+    DSV4_FP8_GEMV_WARPS=1056 run warps1056 60 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 0 --steps 4 \
+        --json "$OUT/warps1056.json"
+    run base 60 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 0 --steps 4 --json "$OUT/base.json"
+    run tierplace 130 "${flash[@]}" --gpu-experts 200 --synthetic-routing-skew 1 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tierplace.json"
+    run serve 170 tools/device/serve_bench.sh flash-160 "1 64"
     ;;
 serve)
     run serve 170 tools/device/serve_bench.sh flash-160 "1 64"

@@ -70,9 +70,6 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
     o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);
     o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);
-    o.expert_gemv_chunk = static_cast<int>(positive_env("DSV4_EXPERT_GEMV_CHUNK", o.expert_gemv_chunk));
-    DSV4_CHECK(o.expert_gemv_chunk >= 2 && o.expert_gemv_chunk <= 4,
-               "environment variable DSV4_EXPERT_GEMV_CHUNK={} is not 2, 3 or 4", o.expert_gemv_chunk);
     if (std::getenv("DSV4_FP8_GEMV_WARPS") != nullptr) {
         o.fp8_gemv_warps = static_cast<int>(positive_env("DSV4_FP8_GEMV_WARPS", 0));
     }

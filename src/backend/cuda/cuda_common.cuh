@@ -308,9 +308,9 @@ __device__ __forceinline__ float store_acc(Acc v, bool round) {
 // Shared by the SwiGLU kernel and the fused MoE decode kernels so both round the same way.
 template <typename Acc>
 __device__ __forceinline__ Acc swiglu_acc(float gv, float uv, float limit) {
-    if (limit > 0.0f) {
-        gv = fminf(gv, limit);
-        uv = fminf(fmaxf(uv, -limit), limit);
+    if (limit > 0.0f) {  // comparisons, not fminf / fmaxf: a NaN stays NaN (as std::min / std::clamp on the CPU)
+        gv = limit < gv ? limit : gv;
+        uv = uv < -limit ? -limit : (limit < uv ? limit : uv);
     }
     return Acc(gv) / (Acc(1) + exp_acc(-Acc(gv))) * uv;
 }

@@ -71,10 +71,6 @@ struct CudaOptions {
     // copies and expands, two consumers run wgmma; kernels_expert_ws.cu; the same bits) (DSV4_EXPERT_WS; 0: the
     // two-warpgroup kernel). Off until measured on the H200.
     bool expert_ws = false;
-    // Fast numerics: K blocks the per-pair W4A8 expert GEMV (kernels_expert_gemv_fp4.cu) requests at a time, two
-    // such batches in flight a warp: 2, 3 or 4 (more bytes in flight, more registers; the same bits)
-    // (DSV4_EXPERT_GEMV_CHUNK).
-    int expert_gemv_chunk = 2;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
     // (one wave of 16 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).
@@ -97,7 +93,7 @@ struct CudaOptions {
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
 // (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
-// off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on), DSV4_EXPERT_GEMV_CHUNK (2, 3 or 4), DSV4_FP8_GEMV_WARPS. A
+// off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on), DSV4_FP8_GEMV_WARPS. A
 // value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 

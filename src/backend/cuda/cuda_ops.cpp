@@ -880,8 +880,7 @@ void CudaBackend::moe_pairs_mma(const Tensor& h, const MoeWeights& w, const Tens
                            .x = h.f32(),
                            .k = d,
                            .rows = inter,
-                           .meta = meta_,
-                           .chunk = options_.expert_gemv_chunk};
+                           .meta = meta_};
     split_sums(up);
     launch_expert_gemv_fp4(stream_, up);
     ExpertGemvFp4Params down = up;  // W2 alone, over SwiGLU(g, u) of each pair, taken as it stages its input

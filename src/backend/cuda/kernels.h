@@ -206,9 +206,6 @@ struct ExpertGemvFp4Params {
     const float* combine_weights = nullptr;
     const float* combine_shared = nullptr;
     int combine_k = 0;
-    // K blocks a warp requests at a time, two such batches in flight: 2, 3 or 4 (CudaOptions::expert_gemv_chunk;
-    // more bytes in flight for more registers; the same bits).
-    int chunk = 2;
     int splits = 1;  // set by the launcher
 };
 // Whether the kernel takes FP4 experts of k inputs (a multiple of 128, staged in shared memory).

@@ -21,10 +21,7 @@
 namespace dsv4::cuda {
 namespace {
 
-// K blocks of one load batch (kChunk, a template parameter: ExpertGemvFp4Params::chunk); two batches in flight
-// (double buffering). The K split is chosen as for batches of kSplitChunk blocks whatever the batch, so every batch
-// size gives the same splits and the same bits: a warp adds its blocks in K order either way.
-constexpr int kSplitChunk = 2;
+constexpr int kChunk = 2;           // K blocks of one load batch; two batches in flight (double buffering)
 constexpr int kTargetWarps = 2112;  // one wave of 16 warps an SM on the H200's 132 SMs (1056 and 4224 measured slower)
 constexpr int kCodeBytes = 2;       // staged activations: f16 values (StageOrder::kF16Pairs)
 constexpr int64_t kMaxShared = 96 * 1024;
@@ -57,7 +54,7 @@ __device__ __forceinline__ uint32_t load_scale_word(const uint8_t* p) {
 // K blocks kb, kb + 1, .. (kChunk of them, relative to the warp's first block). kClamp: a block at or past `last`
 // reads block `last` instead (loaded, never used: the sums stop before it), for the warp's final batches only; the
 // others take constant offsets from the row pointers, no address arithmetic a load.
-template <bool kAligned, bool kClamp, int kChunk>
+template <bool kAligned, bool kClamp>
 __device__ __forceinline__ void load_chunk(const TileRows& t, int kb, int last, BlockLoads (&l)[kChunk]) {
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
@@ -101,7 +98,6 @@ __device__ __forceinline__ void block_group_sums(const BlockLoads& l, const uint
 
 // acc[row g, row g + 8] += the chunk's blocks: each column's group sum times its row's group scale, a block's two
 // columns summed, times the token's block scale.
-template <int kChunk>
 __device__ __forceinline__ void accumulate_chunk(const BlockLoads (&l)[kChunk], const uint8_t* codes,
                                                  const float* token_scales, int kb0, int kb_end, float acc[2]) {
     const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4, shift = 16 * (tq & 1);
@@ -122,7 +118,7 @@ __device__ __forceinline__ void accumulate_chunk(const BlockLoads (&l)[kChunk], 
 // The warp's K blocks [kb_begin, kb_end) of its tile into acc, two batches of loads in flight (the first, `even`,
 // already requested): the next batch is requested before the current one is used. Batches wholly inside the range
 // load without clamping.
-template <bool kAligned, int kChunk>
+template <bool kAligned>
 __device__ void tile_sums(const TileRows& t, BlockLoads (&even)[kChunk], const uint8_t* codes,
                           const float* token_scales, int kb_begin, int kb_end, float acc[2]) {
     BlockLoads odd[kChunk];
@@ -131,14 +127,14 @@ __device__ void tile_sums(const TileRows& t, BlockLoads (&even)[kChunk], const u
     for (int i0 = 0; i0 < n; i0 += 2 * kChunk) {
         const int i1 = i0 + kChunk, i2 = i0 + 2 * kChunk;
         if (i2 + kChunk <= n) {  // both batches requested here lie inside the range: constant offsets from `at`
-            load_chunk<kAligned, false, kChunk>(at, kChunk, last, odd);
+            load_chunk<kAligned, false>(at, kChunk, last, odd);
             accumulate_chunk(even, codes, token_scales, kb_begin + i0, kb_end, acc);
-            load_chunk<kAligned, false, kChunk>(at, 2 * kChunk, last, even);
+            load_chunk<kAligned, false>(at, 2 * kChunk, last, even);
             accumulate_chunk(odd, codes, token_scales, kb_begin + i1, kb_end, acc);
         } else {
-            if (i1 < n) load_chunk<kAligned, true, kChunk>(t, i1, last, odd);
+            if (i1 < n) load_chunk<kAligned, true>(t, i1, last, odd);
             accumulate_chunk(even, codes, token_scales, kb_begin + i0, kb_end, acc);
-            if (i2 < n) load_chunk<kAligned, true, kChunk>(t, i2, last, even);
+            if (i2 < n) load_chunk<kAligned, true>(t, i2, last, even);
             if (i1 < n) accumulate_chunk(odd, codes, token_scales, kb_begin + i1, kb_end, acc);
         }
 #pragma unroll
@@ -232,7 +228,6 @@ __device__ void store_rows(const ExpertGemvFp4Params& p, int64_t pair, int which
 
 // Grid: (128-row groups x K splits, pairs, weights). Every block waits for the router before it reads its pair's
 // expert id. A block stages only its K range of the token (its eight tiles share it).
-template <int kChunk>
 __global__ void __launch_bounds__(kMmaWarps * 32)
     expert_gemv_fp4_kernel(const __grid_constant__ ExpertGemvFp4Params p) {
     extern __shared__ __align__(16) uint8_t shared[];
@@ -273,9 +268,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     const int last = kb_end - kb_begin - 1;
     if (last >= 0) {
         if (aligned) {
-            load_chunk<true, true, kChunk>(t, 0, last, even);
+            load_chunk<true, true>(t, 0, last, even);
         } else {
-            load_chunk<false, true, kChunk>(t, 0, last, even);
+            load_chunk<false, true>(t, 0, last, even);
         }
     }
 
@@ -289,9 +284,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     float acc[2] = {0.0f, 0.0f};
     // Staged block indices start at the block's K range: the sums run over [0, kb_end - kb_begin).
     if (aligned) {  // uniform over the block (one expert)
-        tile_sums<true, kChunk>(t, even, shared, token_scales, 0, kb_end - kb_begin, acc);
+        tile_sums<true>(t, even, shared, token_scales, 0, kb_end - kb_begin, acc);
     } else {
-        tile_sums<false, kChunk>(t, even, shared, token_scales, 0, kb_end - kb_begin, acc);
+        tile_sums<false>(t, even, shared, token_scales, 0, kb_end - kb_begin, acc);
     }
     // Columns 0, 1 (lane tq 0) and 2, 3 (lane tq 1): the row's four groups. Lanes tq 2, 3 hold zero columns.
     acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], 1);
@@ -316,18 +311,16 @@ int64_t expert_gemv_fp4_arrivals(int64_t pairs, int n_weights, int64_t rows) {
 void launch_expert_gemv_fp4(cudaStream_t stream, ExpertGemvFp4Params p) {
     if (p.pairs <= 0 || p.rows <= 0) return;
     const int64_t tiles = (p.rows + kMmaTileRows - 1) / kMmaTileRows;
-    p.splits = mma_splits(tiles * p.pairs * p.n_weights, p.k / kFp8ActBlock, kSplitChunk, kTargetWarps);
+    p.splits = mma_splits(tiles * p.pairs * p.n_weights, p.k / kFp8ActBlock, kChunk, kTargetWarps);
     const int64_t groups = row_groups(p.rows);
     const dim3 grid(static_cast<unsigned>(groups * p.splits), static_cast<unsigned>(p.pairs),
                     static_cast<unsigned>(p.n_weights));
     const int64_t shared = mma_stage_layout(1, p.k / p.splits + kFp8ActBlock, kCodeBytes).bytes;  // the widest range
-    const auto kernel = p.chunk == 4   ? expert_gemv_fp4_kernel<4>
-                        : p.chunk == 3 ? expert_gemv_fp4_kernel<3>
-                                       : expert_gemv_fp4_kernel<2>;
     if (shared > 48 * 1024) {
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+        cudaFuncSetAttribute(expert_gemv_fp4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(shared));
     }
-    launch_kernel(kernel, grid, dim3(kMmaWarps * 32), static_cast<size_t>(shared), stream, p);
+    launch_kernel(expert_gemv_fp4_kernel, grid, dim3(kMmaWarps * 32), static_cast<size_t>(shared), stream, p);
 }
 
 }  // namespace dsv4::cuda

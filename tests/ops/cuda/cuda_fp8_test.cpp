@@ -519,36 +519,23 @@ TEST(CudaFp8, PerPairMmaExpertsMatchHostRoundings) {
     }
 }
 
-// The per-pair W4A8 GEMV requests 2, 3 or 4 K blocks a batch (DSV4_EXPERT_GEMV_CHUNK) with the same splits and the
-// same bits: K of 2048 (16 blocks: a ragged last batch at 3) and 384 (3 blocks: fewer than one batch of 4), one to
-// three tokens (the K split differs between them), scale spreads inside and beyond the exponent window, a NaN token.
-TEST(CudaFp8, PerPairMmaLoadBatchesGiveTheSameBits) {
+// A NaN in a token's input makes its output row NaN on the per-pair W4A8 path, as on the CPU (the SwiGLU clamp used
+// to turn it into the limit: fminf drops NaNs); the other tokens' rows stay finite.
+TEST(CudaFp8, PerPairMmaNanTokenStaysNan) {
     DSV4_REQUIRE_GPU();
     ScopedEnv force("DSV4_MOE_PATH", "per_pair_mma");
-    const int64_t k = 6;
-    for (auto [d, inter, spread] : {std::tuple<int64_t, int64_t, int>{2048, 384, 6}, {512, 2048, 30}}) {
-        CudaOptions options = cuda_options_from_env({});
-        std::vector<std::unique_ptr<Backend>> backends;
-        for (int chunk : {2, 3, 4}) {
-            options.expert_gemv_chunk = chunk;
-            backends.push_back(make_cuda_backend(Numerics::kFast, options));
-        }
-        MoeFixture f(*backends[0], d, inter, 8, spread);  // device weights of one process: every backend reads them
-        f.mw.shared.reset();                              // routed experts only
-        for (int64_t n : {int64_t{1}, int64_t{3}}) {
-            auto h = random_floats(n * d);
-            if (n == 3) h[2 * d + 5] = NAN;
-            const auto [ids, weights] = random_routing(n, k, 0);
-            std::vector<float> out[3];
-            for (size_t i = 0; i < backends.size(); ++i) out[i] = routed_moe(*backends[i], f.mw, h, ids, weights, k);
-            const auto finite = std::count_if(out[0].begin(), out[0].end(), [](float v) { return std::isfinite(v); });
-            EXPECT_EQ(finite, n == 3 ? 2 * d : d) << "only the NaN token's row is non-finite; tokens " << n;
-            for (int i = 1; i < 3; ++i) {
-                expect_same_bits(
-                    out[i], out[0],
-                    "chunk " + std::to_string(i + 2) + " tokens " + std::to_string(n) + " d " + std::to_string(d));
-            }
-        }
+    const int64_t d = 512, inter = 384, k = 6, n = 3;
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    MoeFixture f(*gpu, d, inter, 8, 6);
+    f.mw.shared.reset();  // routed experts only
+    auto h = random_floats(n * d);
+    h[d + 7] = NAN;
+    const auto [ids, weights] = random_routing(n, k, 0);
+    const std::vector<float> out = routed_moe(*gpu, f.mw, h, ids, weights, k);
+    for (int64_t t = 0; t < n; ++t) {
+        const auto row = out.begin() + t * d;
+        const auto finite = std::count_if(row, row + d, [](float v) { return std::isfinite(v); });
+        EXPECT_EQ(finite, t == 1 ? 0 : d) << "token " << t;
     }
 }
 
