@@ -69,7 +69,7 @@ struct CudaOptions {
     bool gemm_split_k = true;
     // Fast numerics: the routed FP4 experts' grouped GEMMs on the warp-specialized kernel (a producer warpgroup
     // copies and expands, two consumers run wgmma; kernels_expert_ws.cu; the same bits) (DSV4_EXPERT_WS; 0: the
-    // two-warpgroup kernel). Off until measured on the H200.
+    // two-warpgroup kernel). Off: 12-19% slower in the experts at B=64, B=256 and prefill (H100, 2026-12-06).
     bool expert_ws = false;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
     // (one wave of 16 warps an SM on the H200). A tuning knob: other splits, other summation orders
