@@ -42,6 +42,14 @@ perf2)  # H200: the tests changed since run50, main's offline figures, the FP8 G
         --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tierplace.json"
     run serve 170 tools/device/serve_bench.sh flash-160 "1 64"
     ;;
+perf3)  # perf2 cut to the budget left: the tests, main's offline figures, serving C1/C64, the split knob A/B
+    run bits 40 .devbin/ops_cuda --gtest_filter='CudaFp8.PerPairMma*:CudaFp8.Grouped*'
+    run bench 130 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
+    run serve 170 tools/device/serve_bench.sh flash-160 "1 64"
+    DSV4_FP8_GEMV_WARPS=1056 run warps1056 50 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 0 --steps 4 \
+        --json "$OUT/warps1056.json"
+    run base 50 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 0 --steps 4 --json "$OUT/base.json"
+    ;;
 serve)
     run serve 170 tools/device/serve_bench.sh flash-160 "1 64"
     mv "$OUT/serve_c64.json" "$OUT/plain_c64.json"; mv "$OUT/serve_server.log" "$OUT/plain_server.log"
