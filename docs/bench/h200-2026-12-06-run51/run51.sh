@@ -6,6 +6,7 @@
 #   h100  : perf's kernels at 24 layers, when only an H100 is lent
 #   gemv  : DSV4_EXPERT_GEMV_CHUNK / DSV4_FP8_GEMV_WARPS sweeps and the bit test (any GPU; decode at 24 layers on an
 #           H100; run in call 8 with the binaries of cf57c4d, whose load-batch knob was dropped after it)
+#   perf3 : perf2 cut to the budget left (call 14, H200); more: call 15 (H200)
 #   perf2 : perf without the WS kernel (slower on the H100) plus the FP8 GEMV split A/B and serving C1/C64
 # (every mode needs H200 memory: flash-160 is 102 GiB)
 mode=$1
@@ -49,6 +50,17 @@ perf3)  # perf2 cut to the budget left: the tests, main's offline figures, servi
     DSV4_FP8_GEMV_WARPS=1056 run warps1056 50 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 0 --steps 4 \
         --json "$OUT/warps1056.json"
     run base 50 "${fast[@]}" --batch 1,8,64 --context 1000 --prefill 0 --steps 4 --json "$OUT/base.json"
+    ;;
+more)  # call 15 (run inline that day, the H200 still warm after perf3): C64 plain and MTP oracle 3, the full-flash
+       # tier with skewed routing, the 380K TTFT with what was left of the budget (BUDGET=400)
+    run serve_plain 100 tools/device/serve_bench.sh flash-160 "64"
+    mv "$OUT/serve_c64.json" "$OUT/plain_c64.json"
+    SPEC_CONFIG='{"method":"mtp","num_speculative_tokens":3,"oracle_acceptance_length":3,"draft_sample_method":"greedy"}' \
+        run serve_spec 120 tools/device/serve_bench.sh flash-160 "64"
+    run tierplace 120 "${flash[@]}" --gpu-experts 200 --synthetic-routing-skew 1 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tierplace.json"
+    EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 400 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
+    cat "$OUT/tier_ttft.json" 2>/dev/null
     ;;
 serve)
     run serve 170 tools/device/serve_bench.sh flash-160 "1 64"
