@@ -21,7 +21,7 @@ explore)
     for v in "1 1" "2 2" "2 3"; do
         read -r up down <<<"$v"
         DSV4_EXPERT_AHEAD_UP=$up DSV4_EXPERT_AHEAD_DOWN=$down run "dec_${up}${down}" 60 "${fast[@]}" --batch 64,256 \
-            --context 1000 --prefill 0 --steps 4 --json "$OUT/dec_${up}${down}.json"
+            --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/dec_${up}${down}.json"
     done
     DSV4_PROFILE_OPS=1 run draftprof 60 "${fast[@]}" --batch 64 --context 1000 --steps 2 --json "$OUT/draftprof.json" \
         --speculative-config '{"method":"mtp","num_speculative_tokens":3}' --oracle-acceptance 3

@@ -235,15 +235,16 @@ void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) 
     launch_kernel(expert_gemm_fp8_kernel<BN, MB, FP4, AHEAD>, grid, kThreads, kSmem, stream, a);
 }
 
-// The small (decode) FP4 tiles with a.fetch_ahead K blocks of words in flight (two blocks an SM: SwiGLU's three
-// would spill under the 128 registers that allows).
-template <int MB>
-void launch_small_fp4(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    if (a.fetch_ahead == 2) return launch_typed<16, MB, true, 2>(stream, a, tiles);
-    if constexpr (MB == 1) {
-        if (a.fetch_ahead == 3) return launch_typed<16, MB, true, 3>(stream, a, tiles);
+// FP4 tiles of BN tokens with a.fetch_ahead K blocks of words in flight, at most 2 but in the plain decode tiles
+// (decode tiles run two blocks an SM, and SwiGLU's three would spill under the 128 registers that allows; the wide
+// tiles' three would spill under 255).
+template <int BN, int MB>
+void launch_fp4(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
+    if constexpr (MB == 1 && BN == 16) {
+        if (a.fetch_ahead >= 3) return launch_typed<BN, MB, true, 3>(stream, a, tiles);
     }
-    launch_typed<16, MB, true, 1>(stream, a, tiles);
+    if (a.fetch_ahead >= 2) return launch_typed<BN, MB, true, 2>(stream, a, tiles);
+    launch_typed<BN, MB, true, 1>(stream, a, tiles);
 }
 
 }  // namespace
@@ -266,9 +267,9 @@ void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a) {
     if (a.format == WeightFormat::kFp4Row && a.warp_specialized) return launch_expert_gemm_ws(stream, a, tiles);
     if (a.format == WeightFormat::kFp4Row) {
         if (swiglu) {
-            a.tile_n == 16 ? launch_small_fp4<2>(stream, a, tiles) : launch_typed<64, 2, true>(stream, a, tiles);
+            a.tile_n == 16 ? launch_fp4<16, 2>(stream, a, tiles) : launch_fp4<64, 2>(stream, a, tiles);
         } else {
-            a.tile_n == 16 ? launch_small_fp4<1>(stream, a, tiles) : launch_typed<128, 1, true>(stream, a, tiles);
+            a.tile_n == 16 ? launch_fp4<16, 1>(stream, a, tiles) : launch_fp4<128, 1>(stream, a, tiles);
         }
     } else {
         a.tile_n == 16 ? launch_typed<16, 1, false>(stream, a, tiles) : launch_typed<128, 1, false>(stream, a, tiles);

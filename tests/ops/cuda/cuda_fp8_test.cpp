@@ -487,7 +487,7 @@ TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
     expect_grouped_variant_bits(specialized);
 }
 
-// More K blocks of FP4 words in flight in the decode tiles (DSV4_EXPERT_AHEAD_UP / _DOWN): every instantiated depth.
+// More K blocks of FP4 words in flight (DSV4_EXPERT_AHEAD_UP / _DOWN): every instantiated depth, both tile widths.
 TEST(CudaFp8, GroupedFetchAheadGivesTheSameBits) {
     DSV4_REQUIRE_GPU();
     for (auto [up, down] : {std::pair{2, 2}, {1, 3}}) {
