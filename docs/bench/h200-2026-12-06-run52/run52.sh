@@ -28,6 +28,20 @@ explore)
     run golden 60 .devbin/golden_cuda
     run ops 300 .devbin/ops_cuda
     ;;
+h100)  # no H200: explore's kernels at 24 of flash-160's 43 layers (57 GiB) and the suites (correctness: same sm_90a)
+    for v in "${variants[@]}"; do
+        read -r up down <<<"$v"
+        DSV4_EXPERT_AHEAD_UP=$up DSV4_EXPERT_AHEAD_DOWN=$down run "kern_${up}${down}" 40 .devbin/dsv4 bench kernels \
+            --rows 1 --tokens 8,64,256 --filter experts --json "$OUT/kern_${up}${down}.json"
+    done
+    for v in "1 1" "2 2" "2 3"; do
+        read -r up down <<<"$v"
+        DSV4_EXPERT_AHEAD_UP=$up DSV4_EXPERT_AHEAD_DOWN=$down run "dec_${up}${down}" 50 "${fast[@]}" --layers 24 \
+            --batch 64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/dec_${up}${down}.json"
+    done
+    run golden 40 .devbin/golden_cuda
+    run ops 300 .devbin/ops_cuda
+    ;;
 ttft)  # A (380K) cold into a 1.5 GiB device state, 50 x 8K prompts evict it to the host tier, A again
     EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 570 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
     cat "$OUT/tier_ttft.json" 2>/dev/null
