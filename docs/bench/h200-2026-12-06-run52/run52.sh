@@ -42,6 +42,23 @@ h100)  # no H200: explore's kernels at 24 of flash-160's 43 layers (57 GiB) and 
     run golden 40 .devbin/golden_cuda
     run ops 300 .devbin/ops_cuda
     ;;
+tier)  # issue 19 in one call: the 380K TTFT, then the full flash with skewed and even routing (PCIe in each run)
+    EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 420 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
+    cat "$OUT/tier_ttft.json" 2>/dev/null
+    run tier_skew 80 "${flash[@]}" --gpu-experts 200 --synthetic-routing-skew 1 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_skew.json"
+    run tier_even 80 "${flash[@]}" --gpu-experts 200 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_even.json"
+    ;;
+rest)  # the op tests the H100 call's 300 s did not reach, the FP8 tests and golden on main's binaries, and where the
+       # grouped W4A8 kernel's time goes at batch 64 (ncu: occupancy, stalls, memory; clocks left alone)
+    run ops 250 .devbin/ops_cuda --gtest_filter='CudaFp8*:Shapes/CudaGemvStream.*:Shapes/CudaLinear.*:Shapes/CudaMoeDecode.*'
+    run golden 40 .devbin/golden_cuda
+    run ncu 120 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats --csv --page details \
+        --kernel-name regex:expert_gemm_fp8 --launch-count 2 .devbin/dsv4 bench kernels --rows 1 --tokens 64 \
+        --filter experts
+    ;;
 ttft)  # A (380K) cold into a 1.5 GiB device state, 50 x 8K prompts evict it to the host tier, A again
     EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 570 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
     cat "$OUT/tier_ttft.json" 2>/dev/null

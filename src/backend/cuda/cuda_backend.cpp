@@ -70,12 +70,6 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
     o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);
     o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);
-    o.expert_ahead_up = static_cast<int>(positive_env("DSV4_EXPERT_AHEAD_UP", o.expert_ahead_up));
-    o.expert_ahead_down = static_cast<int>(positive_env("DSV4_EXPERT_AHEAD_DOWN", o.expert_ahead_down));
-    DSV4_CHECK(
-        o.expert_ahead_up <= 2 && o.expert_ahead_down <= 3,
-        "DSV4_EXPERT_AHEAD_UP takes 1 or 2 and DSV4_EXPERT_AHEAD_DOWN 1, 2 or 3 (K blocks in flight), not {} / {}",
-        o.expert_ahead_up, o.expert_ahead_down);
     if (std::getenv("DSV4_FP8_GEMV_WARPS") != nullptr) {
         o.fp8_gemv_warps = static_cast<int>(positive_env("DSV4_FP8_GEMV_WARPS", 0));
     }

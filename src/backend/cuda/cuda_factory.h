@@ -71,11 +71,6 @@ struct CudaOptions {
     // copies and expands, two consumers run wgmma; kernels_expert_ws.cu; the same bits) (DSV4_EXPERT_WS; 0: the
     // two-warpgroup kernel). Off: 12-19% slower in the experts at B=64, B=256 and prefill (H100, 2026-12-06).
     bool expert_ws = false;
-    // Fast numerics, the routed FP4 experts' grouped GEMMs: K blocks of weight words a thread keeps in flight, for the
-    // up (W1 + W3; 1..2) and down (W2; 1..3, wide tiles at most 2) launches (DSV4_EXPERT_AHEAD_UP / _DOWN; the same
-    // bits for any value).
-    int expert_ahead_up = 1;
-    int expert_ahead_down = 1;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
     // (one wave of 16 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).

@@ -181,7 +181,6 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     g.limit = limit;
     g.clamp_count = clamp_count_;
     g.warp_specialized = options_.expert_ws;
-    g.fetch_ahead = options_.expert_ahead_up;
     launch_expert_gemm_fp8(stream_, g);
     launched("moe up (fp8)");
 
@@ -203,7 +202,6 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     dn.tile_n = down_tile;
     dn.act = Fp8Act{};
     dn.route_weights = nullptr;
-    dn.fetch_ahead = options_.expert_ahead_down;
     dn.y = routed;
     dn.y_stride = d;
     launch_expert_gemm_fp8(stream_, dn);

@@ -121,11 +121,9 @@ __device__ __forceinline__ void issue_x(const ExpertGemmArgs& a,
 }
 
 // Grid: (rows / 128 feature blocks, tiles). BN: tokens per tile; MB: 1 (plain) or 2 (SwiGLU: W1 and W3); FP4: weight
-// format (else FP8 block-scaled); AHEAD: FP4 K blocks whose words are in flight in registers while a block computes
-// (decode tiles are latency-bound: one block's words in flight per thread left the HBM at about a third of its rate).
-// Decode tiles run two blocks an SM (<= 128 registers).
-template <int BN, int MB, bool FP4, int AHEAD>
-__global__ void __launch_bounds__(kThreads, BN == 16 ? 2 : 1) expert_gemm_fp8_kernel(ExpertGemmArgs a) {
+// format (else FP8 block-scaled).
+template <int BN, int MB, bool FP4>
+__global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemmArgs a) {
     pdl_begin();
     using L = StageLayout<BN, MB>;
     extern __shared__ uint8_t smem_raw[];
@@ -161,29 +159,28 @@ __global__ void __launch_bounds__(kThreads, BN == 16 ? 2 : 1) expert_gemm_fp8_ke
     };
 
     const WeightSlot<MB> slot = weight_slot<MB>(t, n0);
-    RawWeights<WeightSlot<MB>::kGroups> raw[AHEAD];                      // block kb's words in raw[kb % AHEAD]
-    auto expand = [&](int kb, RawWeights<WeightSlot<MB>::kGroups>& r) {  // r (block kb) -> its stage
+    RawWeights<WeightSlot<MB>::kGroups> raw;
+    auto expand = [&](int kb) {  // raw (block kb) -> its stage
         if constexpr (FP4) {
             if (kb < nk) {
                 uint8_t* s = stage(kb);
-                store_fp4<MB>(slot, r, s + L::kW, reinterpret_cast<float*>(s + L::kWScale), lut, a.clamp_count);
+                store_fp4<MB>(slot, raw, s + L::kW, reinterpret_cast<float*>(s + L::kWScale), lut, a.clamp_count);
             }
         }
     };
-    auto fetch = [&](int kb, RawWeights<WeightSlot<MB>::kGroups>& r) {  // block kb's FP4 words into registers
+    auto fetch = [&](int kb) {  // block kb's FP4 words into registers
         if constexpr (FP4) {
-            if (kb < nk) load_fp4<MB>(slot, a.rows, a.k, kb, r);
+            if (kb < nk) load_fp4<MB>(slot, a.rows, a.k, kb, raw);
         }
     };
 
-    // Prologue: blocks 0 and 1 in flight, block 0 expanded, the words of blocks 1 .. AHEAD in flight.
+    // Prologue: blocks 0 and 1 in flight, block 0 expanded.
     issue(0);
     issue(1);
     __syncthreads();  // the byte table
-    fetch(0, raw[0]);
-    expand(0, raw[0]);
-#pragma unroll
-    for (int i = 1; i <= AHEAD; ++i) fetch(i, raw[i % AHEAD]);
+    fetch(0);
+    expand(0);
+    fetch(1);
     cp_async_wait<1>();
     fence_proxy_async();
     __syncthreads();
@@ -191,25 +188,19 @@ __global__ void __launch_bounds__(kThreads, BN == 16 ? 2 : 1) expert_gemm_fp8_ke
     float acc[MB][BN / 2], part[MB][BN / 2];
     zero_accumulators<BN, MB>(acc, part);
     const int row_base = 64 * wg + 16 * warp_in_wg;  // this warp's first fragment row within each 128-row half
-    // Unrolled by AHEAD so that every raw[] index is a constant (a dynamic one would put raw in local memory).
-    for (int kb0 = 0; kb0 < nk; kb0 += AHEAD) {
-#pragma unroll
-        for (int i = 0; i < AHEAD; ++i) {
-            const int kb = kb0 + i;
-            if (kb >= nk) break;
-            uint8_t* s = stage(kb);
-            issue_block_wgmma<BN, MB>(part, s + L::kW, s + L::kX, wg);
-            wgmma_commit();
-            expand(kb + 1, raw[(i + 1) % AHEAD]);  // while the tensor cores work
-            fetch(kb + 1 + AHEAD, raw[(i + 1) % AHEAD]);
-            issue(kb + 2);
-            wgmma_wait_all();
-            promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(s + L::kWScale),
-                                  reinterpret_cast<const float*>(s + L::kXScale), row_base);
-            cp_async_wait<1>();
-            fence_proxy_async();
-            __syncthreads();
-        }
+    for (int kb = 0; kb < nk; ++kb) {
+        uint8_t* s = stage(kb);
+        issue_block_wgmma<BN, MB>(part, s + L::kW, s + L::kX, wg);
+        wgmma_commit();
+        expand(kb + 1);  // while the tensor cores work
+        fetch(kb + 2);
+        issue(kb + 2);
+        wgmma_wait_all();
+        promote_block<BN, MB>(acc, part, reinterpret_cast<const float*>(s + L::kWScale),
+                              reinterpret_cast<const float*>(s + L::kXScale), row_base);
+        cp_async_wait<1>();
+        fence_proxy_async();
+        __syncthreads();
     }
     if constexpr (MB == 2) {
         cp_async_wait<0>();
@@ -221,30 +212,17 @@ __global__ void __launch_bounds__(kThreads, BN == 16 ? 2 : 1) expert_gemm_fp8_ke
     }
 }
 
-template <int BN, int MB, bool FP4, int AHEAD = 1>
+template <int BN, int MB, bool FP4>
 void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
     constexpr int kSmem = StageLayout<BN, MB>::kTotal;
     static_assert(8 * BN * 4 + BN * 4 + BN * 128 <= kStages * StageLayout<BN, MB>::kBytes, "epilogue staging");
     static bool configured = false;  // host-side, once per instantiation
     if (!configured) {
-        cudaFuncSetAttribute(expert_gemm_fp8_kernel<BN, MB, FP4, AHEAD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             kSmem);
+        cudaFuncSetAttribute(expert_gemm_fp8_kernel<BN, MB, FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
         configured = true;
     }
     const dim3 grid(blocks_for(a.rows, kExpertGemmFeatures), tiles);
-    launch_kernel(expert_gemm_fp8_kernel<BN, MB, FP4, AHEAD>, grid, kThreads, kSmem, stream, a);
-}
-
-// FP4 tiles of BN tokens with a.fetch_ahead K blocks of words in flight, at most 2 but in the plain decode tiles
-// (decode tiles run two blocks an SM, and SwiGLU's three would spill under the 128 registers that allows; the wide
-// tiles' three would spill under 255).
-template <int BN, int MB>
-void launch_fp4(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    if constexpr (MB == 1 && BN == 16) {
-        if (a.fetch_ahead >= 3) return launch_typed<BN, MB, true, 3>(stream, a, tiles);
-    }
-    if (a.fetch_ahead >= 2) return launch_typed<BN, MB, true, 2>(stream, a, tiles);
-    launch_typed<BN, MB, true, 1>(stream, a, tiles);
+    launch_kernel(expert_gemm_fp8_kernel<BN, MB, FP4>, grid, kThreads, kSmem, stream, a);
 }
 
 }  // namespace
@@ -267,9 +245,9 @@ void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a) {
     if (a.format == WeightFormat::kFp4Row && a.warp_specialized) return launch_expert_gemm_ws(stream, a, tiles);
     if (a.format == WeightFormat::kFp4Row) {
         if (swiglu) {
-            a.tile_n == 16 ? launch_fp4<16, 2>(stream, a, tiles) : launch_fp4<64, 2>(stream, a, tiles);
+            a.tile_n == 16 ? launch_typed<16, 2, true>(stream, a, tiles) : launch_typed<64, 2, true>(stream, a, tiles);
         } else {
-            a.tile_n == 16 ? launch_fp4<16, 1>(stream, a, tiles) : launch_fp4<128, 1>(stream, a, tiles);
+            a.tile_n == 16 ? launch_typed<16, 1, true>(stream, a, tiles) : launch_typed<128, 1, true>(stream, a, tiles);
         }
     } else {
         a.tile_n == 16 ? launch_typed<16, 1, false>(stream, a, tiles) : launch_typed<128, 1, false>(stream, a, tiles);

@@ -99,7 +99,6 @@ struct ExpertGemmArgs {
     float limit = 0.0f;
     int32_t* clamp_count = nullptr;  // (tile, 32-group) conversions whose offset fell below -8; optional
     bool warp_specialized = false;   // FP4 weights: the producer / consumer kernel (kernels_expert_ws.cu), same bits
-    int fetch_ahead = 1;  // FP4: K blocks of weight words in flight a thread (SwiGLU 1..2, plain 1..3)
 };
 void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a);
 // The warp-specialized kernel over `tiles` token tiles (launch_expert_gemm_fp8 calls it for FP4 weights when
