@@ -59,6 +59,24 @@ rest)  # the op tests the H100 call's 300 s did not reach, the FP8 tests and gol
         --kernel-name regex:expert_gemm_fp8 --launch-count 2 .devbin/dsv4 bench kernels --rows 1 --tokens 64 \
         --filter experts
     ;;
+probe)  # the grouped W4A8 kernel's L2 prefetch-size hint (DSV4_EXPERT_L2_PREFETCH), the FP8 tests and golden on
+        # these binaries, ncu on the kernel at batch 64, then the op tests the H100 call did not reach
+    for p in 0 128 256; do
+        DSV4_EXPERT_L2_PREFETCH=$p run "kern_l2_$p" 40 .devbin/dsv4 bench kernels --rows 1 --tokens 8,64,256 \
+            --filter experts --json "$OUT/kern_l2_$p.json"
+    done
+    for p in 0 256 128; do
+        DSV4_EXPERT_L2_PREFETCH=$p run "dec_l2_$p" 60 "${fast[@]}" --batch 64,256 --context 1000 \
+            --prefill 2048,8192 --steps 4 --json "$OUT/dec_l2_$p.json"
+    done
+    run ops 60 .devbin/ops_cuda --gtest_filter='CudaFp8*'
+    run golden 40 .devbin/golden_cuda
+    run ncu 90 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats --csv --page details \
+        --kernel-name regex:expert_gemm_fp8 --launch-count 2 .devbin/dsv4 bench kernels --rows 1 --tokens 64 \
+        --filter experts
+    run shapes 200 .devbin/ops_cuda --gtest_filter='Shapes/CudaGemvStream.*:Shapes/CudaLinear.*:Shapes/CudaMoeDecode.*'
+    ;;
 ttft)  # A (380K) cold into a 1.5 GiB device state, 50 x 8K prompts evict it to the host tier, A again
     EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 570 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
     cat "$OUT/tier_ttft.json" 2>/dev/null

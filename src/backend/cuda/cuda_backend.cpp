@@ -70,6 +70,12 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
     o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);
     o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);
+    if (const char* v = std::getenv("DSV4_EXPERT_L2_PREFETCH")) {
+        const std::string bytes = v;
+        DSV4_CHECK(bytes == "0" || bytes == "128" || bytes == "256",
+                   "environment variable DSV4_EXPERT_L2_PREFETCH='{}' is not 0, 128 or 256", bytes);
+        o.expert_l2_prefetch = std::stoi(bytes);
+    }
     if (std::getenv("DSV4_FP8_GEMV_WARPS") != nullptr) {
         o.fp8_gemv_warps = static_cast<int>(positive_env("DSV4_FP8_GEMV_WARPS", 0));
     }

@@ -58,7 +58,40 @@ __device__ __forceinline__ WeightSlot<MB> weight_slot(const TileInfo& t, int64_t
     return s;
 }
 
-template <int MB>
+// Read-only loads with an L2 prefetch-size hint (PTX ld's L2::128B / L2::256B): a K block reads 64 bytes of each
+// weight row (rows 2 KB apart), so without the hint DRAM serves 64-byte pieces of scattered rows; with it the row's
+// next K blocks come in the same burst and the next iterations find them in L2. PREFETCH: 0, 128 or 256 bytes.
+template <int PREFETCH>
+__device__ __forceinline__ uint4 load_u4(const void* p) {
+    uint4 v;
+    if constexpr (PREFETCH == 256) {
+        asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(p));
+    } else if constexpr (PREFETCH == 128) {
+        asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(p));
+    } else {
+        v = __ldg(static_cast<const uint4*>(p));
+    }
+    return v;
+}
+
+template <int PREFETCH>
+__device__ __forceinline__ uint32_t load_u32(const void* p) {
+    uint32_t v;
+    if constexpr (PREFETCH == 256) {
+        asm("ld.global.nc.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    } else if constexpr (PREFETCH == 128) {
+        asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    } else {
+        v = __ldg(static_cast<const uint32_t*>(p));
+    }
+    return v;
+}
+
+template <int MB, int PREFETCH>
 __device__ __forceinline__ void load_fp4(const WeightSlot<MB>& s, int64_t rows, int64_t k, int kb,
                                          RawWeights<WeightSlot<MB>::kGroups>& raw) {
     raw.valid = s.feature < rows;
@@ -66,9 +99,9 @@ __device__ __forceinline__ void load_fp4(const WeightSlot<MB>& s, int64_t rows, 
     const uint8_t* row = s.data + s.feature * (k / 2) + kb * 64;
 #pragma unroll
     for (int i = 0; i < WeightSlot<MB>::kGroups; ++i) {
-        raw.groups[i] = __ldg(reinterpret_cast<const uint4*>(row) + s.group0 + i);
+        raw.groups[i] = load_u4<PREFETCH>(reinterpret_cast<const uint4*>(row) + s.group0 + i);
     }
-    raw.scales = __ldg(reinterpret_cast<const uint32_t*>(s.scales + s.feature * s.scale_cols + kb * 4));
+    raw.scales = load_u32<PREFETCH>(s.scales + s.feature * s.scale_cols + kb * 4);
 }
 
 // Expands this thread's raw FP4 groups into the stage's swizzled e4m3 tile (expand_fp4_groups).
@@ -122,7 +155,7 @@ __device__ __forceinline__ void issue_x(const ExpertGemmArgs& a,
 
 // Grid: (rows / 128 feature blocks, tiles). BN: tokens per tile; MB: 1 (plain) or 2 (SwiGLU: W1 and W3); FP4: weight
 // format (else FP8 block-scaled).
-template <int BN, int MB, bool FP4>
+template <int BN, int MB, bool FP4, int PREFETCH = 0>
 __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemmArgs a) {
     pdl_begin();
     using L = StageLayout<BN, MB>;
@@ -170,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     };
     auto fetch = [&](int kb) {  // block kb's FP4 words into registers
         if constexpr (FP4) {
-            if (kb < nk) load_fp4<MB>(slot, a.rows, a.k, kb, raw);
+            if (kb < nk) load_fp4<MB, PREFETCH>(slot, a.rows, a.k, kb, raw);
         }
     };
 
@@ -212,17 +245,26 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
     }
 }
 
-template <int BN, int MB, bool FP4>
+template <int BN, int MB, bool FP4, int PREFETCH = 0>
 void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
     constexpr int kSmem = StageLayout<BN, MB>::kTotal;
     static_assert(8 * BN * 4 + BN * 4 + BN * 128 <= kStages * StageLayout<BN, MB>::kBytes, "epilogue staging");
     static bool configured = false;  // host-side, once per instantiation
     if (!configured) {
-        cudaFuncSetAttribute(expert_gemm_fp8_kernel<BN, MB, FP4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+        cudaFuncSetAttribute(expert_gemm_fp8_kernel<BN, MB, FP4, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kSmem);
         configured = true;
     }
     const dim3 grid(blocks_for(a.rows, kExpertGemmFeatures), tiles);
-    launch_kernel(expert_gemm_fp8_kernel<BN, MB, FP4>, grid, kThreads, kSmem, stream, a);
+    launch_kernel(expert_gemm_fp8_kernel<BN, MB, FP4, PREFETCH>, grid, kThreads, kSmem, stream, a);
+}
+
+// FP4 weights with a.l2_prefetch's load hint.
+template <int BN, int MB>
+void launch_fp4(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
+    if (a.l2_prefetch == 256) return launch_typed<BN, MB, true, 256>(stream, a, tiles);
+    if (a.l2_prefetch == 128) return launch_typed<BN, MB, true, 128>(stream, a, tiles);
+    launch_typed<BN, MB, true>(stream, a, tiles);
 }
 
 }  // namespace
@@ -245,9 +287,9 @@ void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a) {
     if (a.format == WeightFormat::kFp4Row && a.warp_specialized) return launch_expert_gemm_ws(stream, a, tiles);
     if (a.format == WeightFormat::kFp4Row) {
         if (swiglu) {
-            a.tile_n == 16 ? launch_typed<16, 2, true>(stream, a, tiles) : launch_typed<64, 2, true>(stream, a, tiles);
+            a.tile_n == 16 ? launch_fp4<16, 2>(stream, a, tiles) : launch_fp4<64, 2>(stream, a, tiles);
         } else {
-            a.tile_n == 16 ? launch_typed<16, 1, true>(stream, a, tiles) : launch_typed<128, 1, true>(stream, a, tiles);
+            a.tile_n == 16 ? launch_fp4<16, 1>(stream, a, tiles) : launch_fp4<128, 1>(stream, a, tiles);
         }
     } else {
         a.tile_n == 16 ? launch_typed<16, 1, false>(stream, a, tiles) : launch_typed<128, 1, false>(stream, a, tiles);

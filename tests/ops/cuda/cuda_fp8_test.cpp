@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <bit>
 #include <deque>
+#include <functional>
 #include <memory>
 
 #include "backend/cuda/cuda_backend.h"
@@ -445,21 +446,20 @@ std::vector<float> routed_moe(Backend& g, const MoeWeights& mw, const std::vecto
     return out;
 }
 
-// The warp-specialized grouped W4A8 kernel (DSV4_EXPERT_WS) gives the two-warpgroup kernel's bits: both token-tile
-// widths (22 tokens: 16; 200 and 700: the wide tiles), the SwiGLU up projection and the plain down projection, K of
-// 512 / 256 and 2048 / 384 (fewer K blocks than the producer's raw ring, and more), per-32 scale spreads inside and
-// beyond the exponent window (the same clamp counts), a NaN token. Routed experts only; outputs compared as bits.
-TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
-    DSV4_REQUIRE_GPU();
+// A variant of the grouped W4A8 kernel (`vary` applied to the options) gives the default kernel's bits: both
+// token-tile widths (22 tokens: 16; 200 and 700: the wide tiles), the SwiGLU up projection and the plain down
+// projection, K of 512 / 256 and 2048 / 384 (fewer K blocks than a producer's raw ring, and more), per-32 scale
+// spreads inside and beyond the exponent window (the same clamp counts), a NaN token. Routed experts only; outputs
+// compared as bits.
+void expect_grouped_variant_bits(const std::function<void(CudaOptions&)>& vary) {
     ScopedEnv force("DSV4_MOE_PATH", "grouped_fp8");
-    CudaOptions two_warpgroups = cuda_options_from_env({});
-    two_warpgroups.expert_ws = false;
-    CudaOptions specialized = two_warpgroups;
-    specialized.expert_ws = true;
+    const CudaOptions base = cuda_options_from_env({});
+    CudaOptions variant = base;
+    vary(variant);
     const int64_t k = 6;
     for (auto [d, inter, spread] : {std::tuple<int64_t, int64_t, int>{512, 256, 6}, {2048, 384, 30}}) {
-        auto a = make_cuda_backend(Numerics::kFast, two_warpgroups);
-        auto b = make_cuda_backend(Numerics::kFast, specialized);
+        auto a = make_cuda_backend(Numerics::kFast, base);
+        auto b = make_cuda_backend(Numerics::kFast, variant);
         MoeFixture f(*a, d, inter, 8, spread);  // device weights of one process: both backends read them
         f.mw.shared.reset();  // routed experts only (the shared expert's cuBLASLt scales are registered with `a` alone)
         const int32_t clamps_a = read_clamps(*a), clamps_b = read_clamps(*b);
@@ -477,6 +477,21 @@ TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
             EXPECT_EQ(nonfinite, n > 100 ? d : 0) << "only the NaN token's row is non-finite; tokens " << n;
         }
         EXPECT_EQ(read_clamps(*b) - clamps_b, read_clamps(*a) - clamps_a) << "spread " << spread;
+    }
+}
+
+// The warp-specialized grouped W4A8 kernel (DSV4_EXPERT_WS).
+TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
+    DSV4_REQUIRE_GPU();
+    expect_grouped_variant_bits([](CudaOptions& o) { o.expert_ws = true; });
+}
+
+// The FP4 weight loads' L2 prefetch-size hints (DSV4_EXPERT_L2_PREFETCH).
+TEST(CudaFp8, GroupedL2PrefetchGivesTheSameBits) {
+    DSV4_REQUIRE_GPU();
+    for (int bytes : {128, 256}) {
+        SCOPED_TRACE("prefetch " + std::to_string(bytes));
+        expect_grouped_variant_bits([bytes](CudaOptions& o) { o.expert_l2_prefetch = bytes; });
     }
 }
 
