@@ -10,6 +10,7 @@ mode=$1
 source tools/device/call_lib.sh
 flash=(.devbin/dsv4 bench offline --preset flash --numerics fast)
 fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
+[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS")  # an H100 holds 24 of flash-160's 43 layers
 variants=("1 1" "2 2" "2 3" "1 3" "2 1")
 case $mode in
 explore)
