@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Device calls of 2026-12-06, second session (binaries of main + the grouped W4A8 kernel's fetch-ahead knob).
-# Usage: bash docs/bench/h200-2026-12-06-run52/run52.sh MODE   (H200: flash-160 is 102 GiB)
-#   explore: the fetch-ahead variants (DSV4_EXPERT_AHEAD_UP / _DOWN) in the expert kernel bench and offline decode,
-#            the drafter's per-op profile (issue 17), then the whole op suite and golden (owed since 046cc81)
-#   ttft   : issue 19's 380K host-tier TTFT in a call of its own
-#   final  : with the chosen knobs (UP, DOWN from the environment): main's offline figures, serving C64 plain and
-#            speculative, the full-flash tier with even and skewed routing, the FP8 GEMV split A/B alternated
+# Device calls of 2026-12-06, second session. Usage: bash docs/bench/h200-2026-12-06-run52/run52.sh MODE
+# (H200 unless named: flash-160 is 102 GiB; LAYERS=24 fits it on an H100)
+#   explore: fetch-ahead variants (DSV4_EXPERT_AHEAD_UP / _DOWN, binaries of 0c23416, since reverted) in the expert
+#            kernel bench and offline decode, the drafter's per-op profile, the op suite and golden (never came)
+#   h100   : explore's kernels at 24 layers and the suites (H100, binaries of 0c23416)
+#   probe  : the L2 prefetch-size hint (DSV4_EXPERT_L2_PREFETCH) A/B, the FP8 tests, golden, ncu on the grouped
+#            kernel, the op tests h100 did not reach (H100, LAYERS=24, binaries of 07f6938)
+#   tier   : issue 19 (the 380K TTFT, the full flash with skewed and even routing), main's offline figures
+#   rest, ttft, final: parts of the above for other calls
 mode=$1
 source tools/device/call_lib.sh
 flash=(.devbin/dsv4 bench offline --preset flash --numerics fast)
@@ -50,6 +52,8 @@ tier)  # issue 19 in one call: the 380K TTFT, then the full flash with skewed an
         --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_skew.json"
     run tier_even 80 "${flash[@]}" --gpu-experts 200 --expert-read-in-place-tokens 8 \
         --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_even.json"
+    run bench 60 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
+    run bits 30 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
     ;;
 rest)  # the op tests the H100 call's 300 s did not reach, the FP8 tests and golden on main's binaries, and where the
        # grouped W4A8 kernel's time goes at batch 64 (ncu: occupancy, stalls, memory; clocks left alone)

@@ -99,7 +99,7 @@ struct ExpertGemmArgs {
     float limit = 0.0f;
     int32_t* clamp_count = nullptr;  // (tile, 32-group) conversions whose offset fell below -8; optional
     bool warp_specialized = false;   // FP4 weights: the producer / consumer kernel (kernels_expert_ws.cu), same bits
-    int l2_prefetch = 0;             // FP4 weight loads' L2 prefetch-size hint in bytes: 0, 128 or 256 (same bits)
+    int l2_prefetch = 0;             // FP4 decode tiles' L2 prefetch-size hint in bytes: 0, 128 or 256 (same bits)
 };
 void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a);
 // The warp-specialized kernel over `tiles` token tiles (launch_expert_gemm_fp8 calls it for FP4 weights when
