@@ -45,14 +45,14 @@ h100)  # no H200: explore's kernels at 24 of flash-160's 43 layers (57 GiB) and 
     run golden 40 .devbin/golden_cuda
     run ops 300 .devbin/ops_cuda
     ;;
-tier)  # issue 19 in one call: the 380K TTFT, then the full flash with skewed and even routing (PCIe in each run)
-    EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 420 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
+tier)  # issue 19's 380K TTFT, main's offline figures, the full flash with skewed and even routing (PCIe in each run)
+    EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 400 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
     cat "$OUT/tier_ttft.json" 2>/dev/null
+    run bench 50 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
     run tier_skew 80 "${flash[@]}" --gpu-experts 200 --synthetic-routing-skew 1 --expert-read-in-place-tokens 8 \
         --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_skew.json"
     run tier_even 80 "${flash[@]}" --gpu-experts 200 --expert-read-in-place-tokens 8 \
         --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_even.json"
-    run bench 60 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
     run bits 30 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
     ;;
 rest)  # the op tests the H100 call's 300 s did not reach, the FP8 tests and golden on main's binaries, and where the
