@@ -55,6 +55,14 @@ tier)  # issue 19's 380K TTFT, main's offline figures, the full flash with skewe
         --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_even.json"
     run bits 30 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
     ;;
+short)  # tier without the TTFT (the budget left): main's offline figures, the full flash skewed and even, the bits
+    run bench 50 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
+    run tier_skew 80 "${flash[@]}" --gpu-experts 200 --synthetic-routing-skew 1 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_skew.json"
+    run tier_even 80 "${flash[@]}" --gpu-experts 200 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_even.json"
+    run bits 30 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
+    ;;
 rest)  # the op tests the H100 call's 300 s did not reach, the FP8 tests and golden on main's binaries, and where the
        # grouped W4A8 kernel's time goes at batch 64 (ncu: occupancy, stalls, memory; clocks left alone)
     run ops 250 .devbin/ops_cuda --gtest_filter='CudaFp8*:Shapes/CudaGemvStream.*:Shapes/CudaLinear.*:Shapes/CudaMoeDecode.*'
