@@ -7,6 +7,7 @@
 #          the op tests h100 did not reach (ran on an H100 with LAYERS=24, binaries of 07f6938)
 #   tier : issue 19's 380K TTFT, then short's runs; short: main's offline figures, the full flash with skewed and even
 #          routing (PCIe measured in each run), the grouped bits test; ttft: the TTFT alone
+#   bench: main's offline figures alone
 #   check: the hint's default flip on any GPU (LAYERS=24 on an H100): FP8 / MoE op tests, golden, tier tests, figures
 mode=$1
 source tools/device/call_lib.sh
@@ -64,6 +65,9 @@ check)  # the hint's default flip (df37e0e) on any GPU: the FP8 and MoE op tests
     run golden 40 .devbin/golden_cuda
     run dist 40 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*'
     run bench 50 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
+    ;;
+bench)  # main's offline figures alone
+    run bench 70 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
     ;;
 tier)
     ttft 400
