@@ -75,6 +75,10 @@ struct CudaOptions {
     // its decode tiles (DSV4_EXPERT_L2_PREFETCH; the same bits for any value). 256: the experts 7% faster at 64 and
     // 256 tokens, decode B=64 / B=256 +4% (H100, 2026-12-06).
     int expert_l2_prefetch = 256;
+    // Fast numerics: the routed FP4 experts' 16-token (decode) tiles on the register-weights kernel: each thread
+    // expands its weight rows into wgmma's register operand, no weight staging in shared memory and no barrier a K
+    // block (kernels_expert_rs.cu; last bits differ from the staged kernel) (DSV4_EXPERT_RS; 0: the staged kernel).
+    bool expert_register_weights = false;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
     // (one wave of 16 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).

@@ -182,6 +182,7 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     g.clamp_count = clamp_count_;
     g.warp_specialized = options_.expert_ws;
     g.l2_prefetch = options_.expert_l2_prefetch;
+    g.register_weights = options_.expert_register_weights;
     launch_expert_gemm_fp8(stream_, g);
     launched("moe up (fp8)");
 

@@ -79,6 +79,39 @@ __device__ __forceinline__ int64_t slot_row(const ExpertGemmArgs& a, const TileI
     return a.tile_expert != nullptr ? a.row_ids[t.row0 + i] : t.row0 + i;
 }
 
+// Read-only loads with an L2 prefetch-size hint (PTX ld's L2::128B / L2::256B): a K block reads 64 bytes of each
+// weight row (rows 2 KB apart), so without the hint DRAM serves 64-byte pieces of scattered rows; with it the row's
+// next K blocks come in the same burst and the next iterations find them in L2. PREFETCH: 0, 128 or 256 bytes.
+template <int PREFETCH>
+__device__ __forceinline__ uint4 load_u4(const void* p) {
+    uint4 v;
+    if constexpr (PREFETCH == 256) {
+        asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p));
+    } else if constexpr (PREFETCH == 128) {
+        asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p));
+    } else {
+        v = __ldg(static_cast<const uint4*>(p));
+    }
+    return v;
+}
+
+template <int PREFETCH>
+__device__ __forceinline__ uint32_t load_u32(const void* p) {
+    uint32_t v;
+    if constexpr (PREFETCH == 256) {
+        asm("ld.global.nc.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    } else if constexpr (PREFETCH == 128) {
+        asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    } else {
+        v = __ldg(static_cast<const uint32_t*>(p));
+    }
+    return v;
+}
+
 // e4m3 code of each e2m1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^k, k = kLutMin .. 6, 8 bytes per k.
 __device__ inline void build_lut(uint8_t* lut) {
     for (int i = threadIdx.x; i < kLutRows * 8; i += blockDim.x) {

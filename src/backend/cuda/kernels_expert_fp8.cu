@@ -58,39 +58,6 @@ __device__ __forceinline__ WeightSlot<MB> weight_slot(const TileInfo& t, int64_t
     return s;
 }
 
-// Read-only loads with an L2 prefetch-size hint (PTX ld's L2::128B / L2::256B): a K block reads 64 bytes of each
-// weight row (rows 2 KB apart), so without the hint DRAM serves 64-byte pieces of scattered rows; with it the row's
-// next K blocks come in the same burst and the next iterations find them in L2. PREFETCH: 0, 128 or 256 bytes.
-template <int PREFETCH>
-__device__ __forceinline__ uint4 load_u4(const void* p) {
-    uint4 v;
-    if constexpr (PREFETCH == 256) {
-        asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-            : "l"(p));
-    } else if constexpr (PREFETCH == 128) {
-        asm("ld.global.nc.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];"
-            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-            : "l"(p));
-    } else {
-        v = __ldg(static_cast<const uint4*>(p));
-    }
-    return v;
-}
-
-template <int PREFETCH>
-__device__ __forceinline__ uint32_t load_u32(const void* p) {
-    uint32_t v;
-    if constexpr (PREFETCH == 256) {
-        asm("ld.global.nc.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    } else if constexpr (PREFETCH == 128) {
-        asm("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(p));
-    } else {
-        v = __ldg(static_cast<const uint32_t*>(p));
-    }
-    return v;
-}
-
 template <int MB, int PREFETCH>
 __device__ __forceinline__ void load_fp4(const WeightSlot<MB>& s, int64_t rows, int64_t k, int kb,
                                          RawWeights<WeightSlot<MB>::kGroups>& raw) {
@@ -282,12 +249,25 @@ int expert_gemm_large_tile(WeightFormat format, bool swiglu) {
     return format == WeightFormat::kFp8Block && !swiglu ? 128 : 0;
 }
 
+ExpertKernel choose_expert_kernel(const ExpertGemmArgs& a) {
+    if (a.format != WeightFormat::kFp4Row) return ExpertKernel::kStaged;
+    if (a.register_weights && expert_gemm_rs_fits(a)) return ExpertKernel::kRegisterWeights;
+    return a.warp_specialized ? ExpertKernel::kWarpSpecialized : ExpertKernel::kStaged;
+}
+
 void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a) {
     const bool swiglu = a.table_up != nullptr;
     const unsigned tiles = a.tile_expert != nullptr ? static_cast<unsigned>(a.max_tiles)
                                                     : blocks_for(a.dense_m, a.tile_n > 0 ? a.tile_n : 1);
     if (tiles == 0 || a.rows == 0) return;
-    if (a.format == WeightFormat::kFp4Row && a.warp_specialized) return launch_expert_gemm_ws(stream, a, tiles);
+    switch (choose_expert_kernel(a)) {
+        case ExpertKernel::kRegisterWeights:
+            return launch_expert_gemm_rs(stream, a, tiles);
+        case ExpertKernel::kWarpSpecialized:
+            return launch_expert_gemm_ws(stream, a, tiles);
+        case ExpertKernel::kStaged:
+            break;
+    }
     if (a.format == WeightFormat::kFp4Row) {
         if (swiglu) {
             a.tile_n == 16 ? launch_fp4<16, 2>(stream, a, tiles) : launch_fp4<64, 2>(stream, a, tiles);

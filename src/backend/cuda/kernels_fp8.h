@@ -100,11 +100,24 @@ struct ExpertGemmArgs {
     int32_t* clamp_count = nullptr;  // (tile, 32-group) conversions whose offset fell below -8; optional
     bool warp_specialized = false;   // FP4 weights: the producer / consumer kernel (kernels_expert_ws.cu), same bits
     int l2_prefetch = 0;             // FP4 decode tiles' L2 prefetch-size hint in bytes: 0, 128 or 256 (same bits)
+    bool register_weights = false;   // FP4 decode tiles: weights expanded into wgmma's register operand (not the
+                                     // same bits: the tensor cores sum a K block in another order)
 };
+// The kernels of launch_expert_gemm_fp8, one chosen per launch by choose_expert_kernel.
+enum class ExpertKernel {
+    kStaged,           // kernels_expert_fp8.cu: weights expanded into shared memory, two warpgroups
+    kWarpSpecialized,  // kernels_expert_ws.cu: a producer warpgroup expands, two consumers (FP4, warp_specialized)
+    kRegisterWeights,  // kernels_expert_rs.cu: FP4 16-token tiles, weights in registers (register_weights, and K's
+                       // activation tile fits shared memory: expert_gemm_rs_fits)
+};
+ExpertKernel choose_expert_kernel(const ExpertGemmArgs& a);
 void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a);
 // The warp-specialized kernel over `tiles` token tiles (launch_expert_gemm_fp8 calls it for FP4 weights when
 // a.warp_specialized is set).
 void launch_expert_gemm_ws(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles);
+// The register-weights kernel over `tiles` 16-token tiles, and whether it takes a's shapes.
+bool expert_gemm_rs_fits(const ExpertGemmArgs& a);
+void launch_expert_gemm_rs(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles);
 // Token tile widths instantiated for (format, swiglu); 0 where the combination has none. Small first.
 int expert_gemm_small_tile(WeightFormat format, bool swiglu);
 int expert_gemm_large_tile(WeightFormat format, bool swiglu);

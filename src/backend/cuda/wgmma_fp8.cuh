@@ -103,6 +103,20 @@ __device__ __forceinline__ void wgmma_m64n128k32(float (&d)[64], uint64_t desc_a
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+// D[64 x 16] (+)= A[64 x 32] . B[16 x 32]^T with A in registers: warp w of the warpgroup holds rows 16 w .. 16 w + 15,
+// lane (g = lane / 4, q = lane % 4) the e4m3 bytes a[0] = row g, K 4 q .. 4 q + 3; a[1] = row g + 8, same K; a[2] =
+// row g, K 16 + 4 q ..; a[3] = row g + 8, K 16 + 4 q .. (PTX's m64nNk32 A fragment). The wgmma reads `a`
+// asynchronously: the registers must keep their values until the wgmma_wait that covers it.
+__device__ __forceinline__ void wgmma_m64n16k32_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b,
+                                                   int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
 // Dispatch on the accumulator width (N / 2 floats per thread).
 template <int N>
 __device__ __forceinline__ void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {

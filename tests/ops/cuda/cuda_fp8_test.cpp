@@ -382,13 +382,14 @@ std::pair<std::vector<int32_t>, std::vector<float>> random_routing(int64_t n, in
 }
 
 // Token patterns: (tokens, pattern) of random_routing.
-TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
-    DSV4_REQUIRE_GPU();
+void expect_grouped_matches_host(const std::function<void(CudaOptions&)>& vary) {
     ScopedEnv force("DSV4_MOE_PATH", "grouped_fp8");
+    CudaOptions options = cuda_options_from_env({});
+    vary(options);
     const int64_t d = 512, inter = 256, k = 6, experts = 8;
     const float limit = 10.0f;
     for (int spread : {6, 30}) {  // per-32 scale exponents within / beyond the 15-binade window of a K block
-        auto gpu = make_cuda_backend(Numerics::kFast);
+        auto gpu = make_cuda_backend(Numerics::kFast, options);
         MoeFixture f(*gpu, d, inter, experts, spread);
         MoeWeights& mw = f.mw;
         MoeModel& model = f.model;
@@ -430,6 +431,33 @@ TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
             EXPECT_GT(clamps, 0) << "spread " << spread;
         }
     }
+}
+
+TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
+    DSV4_REQUIRE_GPU();
+    expect_grouped_matches_host([](CudaOptions&) {});
+}
+
+// The register-weights kernel (DSV4_EXPERT_RS) takes the 16-token tiles of the fixture (1 and 22 tokens; the wide
+// tiles of 200 and 700 stay staged) and meets the same host model; its launches are chosen for these shapes.
+TEST(CudaFp8, GroupedRegisterWeightsMatchHostRoundings) {
+    cuda::ExpertGemmArgs up;
+    up.format = WeightFormat::kFp4Row;
+    up.tile_n = 16;
+    up.k = 512;
+    up.register_weights = true;
+    EXPECT_EQ(cuda::choose_expert_kernel(up), cuda::ExpertKernel::kRegisterWeights);
+    cuda::ExpertGemmArgs down = up;
+    down.k = 256;
+    EXPECT_EQ(cuda::choose_expert_kernel(down), cuda::ExpertKernel::kRegisterWeights);
+    cuda::ExpertGemmArgs wide = up;
+    wide.tile_n = 64;
+    EXPECT_EQ(cuda::choose_expert_kernel(wide), cuda::ExpertKernel::kStaged);
+    cuda::ExpertGemmArgs huge = up;
+    huge.k = 128 * 128;  // the activation tile (2 KB a K block) past shared memory: the staged kernel
+    EXPECT_EQ(cuda::choose_expert_kernel(huge), cuda::ExpertKernel::kStaged);
+    DSV4_REQUIRE_GPU();
+    expect_grouped_matches_host([](CudaOptions& o) { o.expert_register_weights = true; });
 }
 
 // g's moe over n = ids.size() / k tokens of h (d = h.size() / n wide), clamp 10: the output rows on the host.

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-06, third session. Usage: bash docs/bench/h200-2026-12-06-run53/run53.sh MODE
+# (H200 unless named: flash-160 is 102 GiB; LAYERS=24 fits it on an H100)
+#   rs   : the register-weights kernel of the 16-token expert tiles (DSV4_EXPERT_RS): its tests, the expert kernel
+#          bench and offline decode / prefill against the staged kernel, golden
+#   tier : issue 19's 380K TTFT, then main's offline figures and the full flash with skewed and even routing
+#   suite: the whole op suite and golden on this call's binaries
+mode=$1
+source tools/device/call_lib.sh
+flash=(.devbin/dsv4 bench offline --preset flash --numerics fast)
+fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
+[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS")  # an H100 holds 24 of flash-160's 43 layers
+expert_kernels() {  # NAME ENV...: the expert kernel bench at 8, 64, 256 tokens under the given environment
+    local name=$1
+    shift
+    run "$name" 40 env "$@" .devbin/dsv4 bench kernels --rows 1 --tokens 8,64,256 --filter experts \
+        --json "$OUT/$name.json"
+}
+decode() {  # NAME ENV...: offline B=8 / B=64 / B=256 decode under the given environment
+    local name=$1
+    shift
+    run "$name" 60 env "$@" "${fast[@]}" --batch 8,64,256 --context 1000 --prefill 0 --steps 4 --json "$OUT/$name.json"
+}
+case $mode in
+rs)
+    run tests 60 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
+    for v in 0 1 0 1; do expert_kernels "kern_rs$v.$SECONDS" DSV4_EXPERT_RS=$v; done
+    for v in 0 1 0 1; do decode "dec_rs$v.$SECONDS" DSV4_EXPERT_RS=$v; done
+    run golden 40 env DSV4_EXPERT_RS=1 .devbin/golden_cuda
+    ;;
+tier)
+    EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 400 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
+    cat "$OUT/tier_ttft.json" 2>/dev/null
+    run bench 50 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
+    run tier_skew 80 "${flash[@]}" --gpu-experts 200 --synthetic-routing-skew 1 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_skew.json"
+    run tier_even 80 "${flash[@]}" --gpu-experts 200 --expert-read-in-place-tokens 8 \
+        --batch 1,64 --context 1000 --prefill 0 --steps 8 --json "$OUT/tier_even.json"
+    ;;
+suite)
+    run ops 330 .devbin/ops_cuda
+    run golden 40 .devbin/golden_cuda
+    run dist 40 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*'
+    ;;
+esac
+# The short table: tok/s per decode batch of every offline JSON, and the expert kernel rows.
+python3 - "$OUT" <<'PY' 2>/dev/null
+import glob, json, os, sys
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    try:
+        j = json.load(open(f))
+    except Exception:
+        continue
+    name = os.path.basename(f)[:-5]
+    for r in j.get("decode", []):
+        print(f"{name:16s} decode B={r.get('batch')} tok/s={r.get('tok_per_s', 0):.1f} step={r.get('step_ms', 0):.2f}")
+    for r in j.get("prefill", []):
+        print(f"{name:16s} prefill {r.get('tokens')} tok/s={r.get('tok_per_s', 0):.0f}")
+    for r in j.get("rows", []):
+        if "experts" in r.get("op", ""):
+            print(f"{name:16s} {r['path']:22s} n={r['m']:4d} us={r['us']:9.1f} copy={100 * r['copy_fraction']:.1f}%")
+PY
+report "r53_$mode"
