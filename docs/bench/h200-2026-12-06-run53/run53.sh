@@ -9,7 +9,10 @@ mode=$1
 source tools/device/call_lib.sh
 flash=(.devbin/dsv4 bench offline --preset flash --numerics fast)
 fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
-[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS")  # an H100 holds 24 of flash-160's 43 layers
+# An H100 (80 GB) holds 24 of flash-160's 43 layers.
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+((mem < 100000)) && LAYERS=${LAYERS:-24}
+[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS") && echo "LAYERS=$LAYERS"
 expert_kernels() {  # NAME ENV...: the expert kernel bench at 8, 64, 256 tokens under the given environment
     local name=$1
     shift
