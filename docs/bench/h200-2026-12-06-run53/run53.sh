@@ -28,6 +28,8 @@ case $mode in
 rs)
     run tests 60 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
     for v in 0 1 0 1; do expert_kernels "kern_rs$v.$SECONDS" DSV4_EXPERT_RS=$v; done
+    run kern_wide 60 .devbin/dsv4 bench kernels --rows 1 --tokens 2048,8192 --filter experts --json "$OUT/kern_wide.json"
+    run prof_2k 60 env DSV4_PROFILE_OPS=1 "${fast[@]}" --batch 1 --context 1000 --prefill 2048 --steps 1
     for v in 0 1 0 1; do decode "dec_rs$v.$SECONDS" DSV4_EXPERT_RS=$v; done
     run golden 40 env DSV4_EXPERT_RS=1 .devbin/golden_cuda
     ;;

@@ -77,19 +77,14 @@ __device__ __forceinline__ float row_scale_of(int emax) {
     return emax >= 7 ? __int_as_float((emax - 6) << 23) : ldexpf(1.0f, emax - 6 - 127);
 }
 
-// A row's scale of the K block (2^(emax - 133); NaN when a byte is 0xFF) and the byte table of group q: offset
-// e_q - emax + 6, one below -8 counted as a clamp (expand_fp4_groups' rules).
+// A row's scale of the K block (2^(emax - 133); NaN when a byte is 0xFF, i.e. when emax is) and the byte table of
+// group q: offset e_q - emax + 6, one below -8 counted as a clamp (expand_fp4_groups' rules).
 __device__ __forceinline__ uint2 group_table(uint32_t scales, int q, bool valid, const uint2* lut, float& row_scale,
                                              int& below) {
-    int emax = 0;
-    bool nan = false;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const int e = static_cast<int>((scales >> (8 * i)) & 0xffu);
-        emax = max(emax, e);
-        nan = nan || e == 0xff;
-    }
-    row_scale = nan ? __uint_as_float(0x7fc00000u) : row_scale_of(emax);
+    uint32_t m = __vmaxu4(scales, scales >> 16);
+    m = __vmaxu4(m, m >> 8);
+    const int emax = static_cast<int>(m & 0xffu);
+    row_scale = emax == 0xff ? __uint_as_float(0x7fc00000u) : row_scale_of(emax);
     const int offset = static_cast<int>((scales >> (8 * q)) & 0xffu) - emax + 6;
     below += valid && offset < -8;
     return lut[max(offset, kLutMin) - kLutMin];
