@@ -3,6 +3,7 @@
 # (H200 unless named: flash-160 is 102 GiB; LAYERS=24 fits it on an H100)
 #   rs   : the register-weights kernel of the 16-token expert tiles (DSV4_EXPERT_RS): its tests, the expert kernel
 #          bench and offline decode / prefill against the staged kernel, golden
+#   order: the register-weights kernel's K orders (1: a lane's group spread over the steps; 2: a group a step)
 #   tier : issue 19's 380K TTFT, then main's offline figures and the full flash with skewed and even routing
 #   suite: the whole op suite and golden on this call's binaries
 mode=$1
@@ -32,6 +33,11 @@ rs)
     run prof_2k 60 env DSV4_PROFILE_OPS=1 "${fast[@]}" --batch 1 --context 1000 --prefill 2048 --steps 1
     for v in 0 1 0 1; do decode "dec_rs$v.$SECONDS" DSV4_EXPERT_RS=$v; done
     run golden 40 env DSV4_EXPERT_RS=1 .devbin/golden_cuda
+    ;;
+order)  # the register-weights kernel's two K orders (DSV4_EXPERT_RS=1 / 2) against the staged kernel (0)
+    run tests 80 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
+    for v in 1 2; do expert_kernels "kern_rs$v" DSV4_EXPERT_RS=$v; done
+    for v in 0 1 2 1 2; do decode "dec_rs$v.$SECONDS" DSV4_EXPERT_RS=$v; done
     ;;
 tier)
     EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 400 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16

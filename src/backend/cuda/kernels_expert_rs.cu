@@ -26,6 +26,10 @@ namespace {
 
 using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file's shared pieces
 
+// The K order of the A fragments (ExpertGemmArgs::register_weights): a lane's 16 bytes of one group spread over the
+// four steps, or each step one scale group (a lane's 4-byte words of the four groups), the staged kernel's grouping.
+enum class RsOrder { kMixed, kGroupSteps };
+
 constexpr int kTileTokens = 16;
 constexpr int kDepth = 4;                        // K blocks of FP4 loads in flight a thread
 constexpr int kPhaseBlocks = 8;                  // K blocks of activations staged a phase
@@ -49,25 +53,40 @@ struct RsLayout {
     }
 };
 
-// One thread's FP4 loads of a K block: scale group q of its rows g and g + 8 (16 bytes each) and the rows' scale
-// words (the four groups' UE8M0 bytes).
+// One thread's FP4 loads of a K block, rows g and g + 8: four words a row (word j: eight codes of wgmma step j) and
+// the rows' scale words (the four groups' UE8M0 bytes).
 struct RsRaw {
-    uint4 w[2];
+    uint32_t w[2][4];
     uint32_t scales[2];
 };
 
-// The thread's two weight rows at K block 0: the bytes of its group and the scale words.
+// The thread's two weight rows at K block 0 (its first byte, kOrder's offset) and the scale words.
 struct RsRows {
     const uint8_t* data[2] = {};
     const uint8_t* scales[2] = {};
     bool valid[2] = {};  // a row past the weight reads the last row; its sums are never stored nor its clamps counted
 };
 
-template <int PREFETCH>
+// Byte offset of lane q's first weight byte in a row's K block: its group (kMixed), or its word of group 0.
+template <RsOrder kOrder>
+__device__ __forceinline__ int lane_offset(int q) {
+    return kOrder == RsOrder::kMixed ? 16 * q : 4 * q;
+}
+
+template <RsOrder kOrder, int PREFETCH>
 __device__ __forceinline__ void load_raw(const RsRows& r, int kb, RsRaw& raw) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-        raw.w[i] = load_u4<PREFETCH>(r.data[i] + kb * 64);
+        if constexpr (kOrder == RsOrder::kMixed) {
+            const uint4 v = load_u4<PREFETCH>(r.data[i] + kb * 64);
+            raw.w[i][0] = v.x;
+            raw.w[i][1] = v.y;
+            raw.w[i][2] = v.z;
+            raw.w[i][3] = v.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) raw.w[i][j] = load_u32<PREFETCH>(r.data[i] + kb * 64 + 16 * j);
+        }
         raw.scales[i] = load_u32<PREFETCH>(r.scales[i] + kb * 4);
     }
 }
@@ -77,34 +96,54 @@ __device__ __forceinline__ float row_scale_of(int emax) {
     return emax >= 7 ? __int_as_float((emax - 6) << 23) : ldexpf(1.0f, emax - 6 - 127);
 }
 
-// A row's scale of the K block (2^(emax - 133); NaN when a byte is 0xFF, i.e. when emax is) and the byte table of
-// group q: offset e_q - emax + 6, one below -8 counted as a clamp (expand_fp4_groups' rules).
-__device__ __forceinline__ uint2 group_table(uint32_t scales, int q, bool valid, const uint2* lut, float& row_scale,
-                                             int& below) {
+// A row's largest scale byte of the K block and its scale 2^(emax - 133) (NaN when a byte is 0xFF, i.e. when emax
+// is).
+__device__ __forceinline__ int row_emax(uint32_t scales, float& row_scale) {
     uint32_t m = __vmaxu4(scales, scales >> 16);
     m = __vmaxu4(m, m >> 8);
     const int emax = static_cast<int>(m & 0xffu);
     row_scale = emax == 0xff ? __uint_as_float(0x7fc00000u) : row_scale_of(emax);
-    const int offset = static_cast<int>((scales >> (8 * q)) & 0xffu) - emax + 6;
-    below += valid && offset < -8;
+    return emax;
+}
+
+// The byte table of group i (offset e_i - emax + 6; expand_fp4_groups' rules); `count`: an offset below -8 is a clamp.
+__device__ __forceinline__ uint2 group_table(uint32_t scales, int i, int emax, bool count, const uint2* lut,
+                                             int& below) {
+    const int offset = static_cast<int>((scales >> (8 * i)) & 0xffu) - emax + 6;
+    below += count && offset < -8;
     return lut[max(offset, kLutMin) - kLutMin];
 }
 
 // The K block's A fragments of wgmma steps 0..3 (a[j]: rows g, g + 8, the A layout of wgmma_m64n16k32_rs) and the
-// rows' scales, from the thread's raw loads.
+// rows' scales, from the thread's raw loads. kMixed: the thread's words are all of group q (one table); kGroupSteps:
+// word j is of group j (a table a word; each (row, group) counted by lane q = group alone).
+template <RsOrder kOrder>
 __device__ __forceinline__ void expand_block(const RsRaw& raw, const RsRows& rows, int q, const uint2* lut,
                                              uint32_t (&a)[4][4], float (&row_scale)[2], int& below) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const uint2 table = group_table(raw.scales[r], q, rows.valid[r], lut, row_scale[r], below);
-        const uint32_t words[4] = {raw.w[r].x, raw.w[r].y, raw.w[r].z, raw.w[r].w};
+        const int emax = row_emax(raw.scales[r], row_scale[r]);
+        uint2 table{};
+        if constexpr (kOrder == RsOrder::kMixed) table = group_table(raw.scales[r], q, emax, rows.valid[r], lut, below);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const uint2 e = expand_e2m1_word(words[j], table.x, table.y);
+            if constexpr (kOrder == RsOrder::kGroupSteps) {
+                table = group_table(raw.scales[r], j, emax, rows.valid[r] && j == q, lut, below);
+            }
+            const uint2 e = expand_e2m1_word(raw.w[r][j], table.x, table.y);
             a[j][r] = e.x;
             a[j][2 + r] = e.y;
         }
     }
+}
+
+// Where 4-byte unit u of a token's K block lands in the staged activation row: the 16-byte chunk and the unit in it.
+// kMixed: physical unit 8 q + 2 j + h is step j's unit 4 h + q; kGroupSteps: unit 8 j + 2 q + h of group j is step
+// j's unit 4 h + q.
+template <RsOrder kOrder>
+__device__ __forceinline__ int2 staged_unit(int u) {
+    if constexpr (kOrder == RsOrder::kMixed) return make_int2(u & 7, u >> 3);
+    return make_int2(2 * (u >> 3) + (u & 1), (u & 7) >> 1);
 }
 
 // Keeps A fragments alive (unchanged registers) until the wgmma wait that follows: the wgmma reads them
@@ -139,7 +178,7 @@ struct StagingRows {
 };
 
 // Phase p's activations (K blocks 8 p .. 8 p + 7) and token scales by cp.async, in the permuted K order.
-template <int kThreads>
+template <RsOrder kOrder, int kThreads>
 __device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const StagingRows& s, int p, int nk,
                                             uint8_t* x_tile, float* xscale) {
     const int kb0 = p * kPhaseBlocks;
@@ -150,7 +189,8 @@ __device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const Stagi
         const int u = f & 31, r = (f >> 5) & 15, kb = kb0 + (f >> 9);
         const int64_t row = r == ((tid >> 5) & 15) ? s.x[0] : s.x[1];
         const uint8_t* src = a.x_codes + (row >= 0 ? row * a.x_stride + kb * 128 + 4 * u : 0);
-        cp_async4(x_tile + kb * kXBlockBytes + sw128_offset(r, u & 7) + 4 * (u >> 3), src, row >= 0 ? 4 : 0);
+        const int2 at = staged_unit<kOrder>(u);
+        cp_async4(x_tile + kb * kXBlockBytes + sw128_offset(r, at.x) + 4 * at.y, src, row >= 0 ? 4 : 0);
     }
     if (tid < blocks * kTileTokens) {
         const int kb = kb0 + tid / kTileTokens;
@@ -180,7 +220,7 @@ __device__ __forceinline__ void swiglu_epilogue(const ExpertGemmArgs& a, const T
 }
 
 // Grid: (rows / 128 feature blocks, tiles); 256 MB threads.
-template <int MB, int PREFETCH>
+template <RsOrder kOrder, int MB, int PREFETCH>
 __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kernel(ExpertGemmArgs a) {
     constexpr int kThreads = 256 * MB;
     pdl_begin();
@@ -209,7 +249,7 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
             const int64_t feature = n0 + row_base + lane / 4 + 8 * r;
             rows.valid[r] = feature < a.rows;
             const int64_t f = rows.valid[r] ? feature : a.rows - 1;
-            rows.data[r] = data + f * (a.k / 2) + q * 16;
+            rows.data[r] = data + f * (a.k / 2) + lane_offset<kOrder>(q);
             rows.scales[r] = scales + f * t.scale_cols;
         }
     }
@@ -217,7 +257,7 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
     RsRaw raw[kDepth];
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
-        if (d < nk) load_raw<PREFETCH>(rows, d, raw[d]);
+        if (d < nk) load_raw<kOrder, PREFETCH>(rows, d, raw[d]);
     }
     StagingRows staging;
     for (int i = 0; i < 2; ++i) {
@@ -225,9 +265,9 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
         staging.x[i] = r < t.ntok ? slot_row(a, t, r) / a.x_div : -1;
     }
     staging.scale = (tid & 15) < t.ntok ? slot_row(a, t, tid & 15) / a.x_div : -1;
-    stage_phase<kThreads>(a, staging, 0, nk, x_tile, xscale);
+    stage_phase<kOrder, kThreads>(a, staging, 0, nk, x_tile, xscale);
     cp_async_commit();
-    stage_phase<kThreads>(a, staging, 1, nk, x_tile, xscale);
+    stage_phase<kOrder, kThreads>(a, staging, 1, nk, x_tile, xscale);
     cp_async_commit();
 
     float acc[8], part[8];
@@ -243,13 +283,13 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
                 cp_async_wait<1>();
                 fence_proxy_async();
                 __syncthreads();
-                stage_phase<kThreads>(a, staging, kb / kPhaseBlocks + 2, nk, x_tile, xscale);
+                stage_phase<kOrder, kThreads>(a, staging, kb / kPhaseBlocks + 2, nk, x_tile, xscale);
                 cp_async_commit();
             }
             uint32_t frag[4][4];
             float row_scale[2];
-            expand_block(raw[d], rows, q, lut, frag, row_scale, below);
-            if (kb + kDepth < nk) load_raw<PREFETCH>(rows, kb + kDepth, raw[d]);
+            expand_block<kOrder>(raw[d], rows, q, lut, frag, row_scale, below);
+            if (kb + kDepth < nk) load_raw<kOrder, PREFETCH>(rows, kb + kDepth, raw[d]);
             fence_regs(part);
             wgmma_fence();
             const uint64_t desc = smem_desc_sw128(x_tile + kb * kXBlockBytes);
@@ -271,22 +311,32 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
     }
 }
 
-template <int MB, int PREFETCH>
+template <RsOrder kOrder, int MB, int PREFETCH>
 void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
     static int configured = 0;  // host-side, the largest request so far of this instantiation
     if (shared > configured) {
-        cudaFuncSetAttribute(expert_gemm_rs_kernel<MB, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
+        cudaFuncSetAttribute(expert_gemm_rs_kernel<kOrder, MB, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             shared);
         configured = shared;
     }
-    launch_kernel(expert_gemm_rs_kernel<MB, PREFETCH>, dim3(blocks_for(a.rows, kExpertGemmFeatures), tiles), 256 * MB,
-                  shared, stream, a);
+    launch_kernel(expert_gemm_rs_kernel<kOrder, MB, PREFETCH>, dim3(blocks_for(a.rows, kExpertGemmFeatures), tiles),
+                  256 * MB, shared, stream, a);
 }
 
-template <int MB>
+template <RsOrder kOrder, int MB>
 void launch_prefetch(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
-    if (a.l2_prefetch == 256) return launch_typed<MB, 256>(stream, a, tiles, shared);
-    if (a.l2_prefetch == 128) return launch_typed<MB, 128>(stream, a, tiles, shared);
-    launch_typed<MB, 0>(stream, a, tiles, shared);
+    if (a.l2_prefetch == 256) return launch_typed<kOrder, MB, 256>(stream, a, tiles, shared);
+    if (a.l2_prefetch == 128) return launch_typed<kOrder, MB, 128>(stream, a, tiles, shared);
+    launch_typed<kOrder, MB, 0>(stream, a, tiles, shared);
+}
+
+template <RsOrder kOrder>
+void launch_order(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
+    if (a.table_up != nullptr) {
+        launch_prefetch<kOrder, 2>(stream, a, tiles, shared);
+    } else {
+        launch_prefetch<kOrder, 1>(stream, a, tiles, shared);
+    }
 }
 
 }  // namespace
@@ -298,10 +348,10 @@ bool expert_gemm_rs_fits(const ExpertGemmArgs& a) {
 
 void launch_expert_gemm_rs(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
     const int shared = RsLayout(static_cast<int>(a.k / 128)).total;
-    if (a.table_up != nullptr) {
-        launch_prefetch<2>(stream, a, tiles, shared);
+    if (a.register_weights == kRegisterWeightsMixed) {
+        launch_order<RsOrder::kMixed>(stream, a, tiles, shared);
     } else {
-        launch_prefetch<1>(stream, a, tiles, shared);
+        launch_order<RsOrder::kGroupSteps>(stream, a, tiles, shared);
     }
 }
 

@@ -445,7 +445,7 @@ TEST(CudaFp8, GroupedRegisterWeightsMatchHostRoundings) {
     up.format = WeightFormat::kFp4Row;
     up.tile_n = 16;
     up.k = 512;
-    up.register_weights = true;
+    up.register_weights = cuda::kRegisterWeightsGroupSteps;
     EXPECT_EQ(cuda::choose_expert_kernel(up), cuda::ExpertKernel::kRegisterWeights);
     cuda::ExpertGemmArgs down = up;
     down.k = 256;
@@ -457,7 +457,10 @@ TEST(CudaFp8, GroupedRegisterWeightsMatchHostRoundings) {
     huge.k = 128 * 128;  // the activation tile (2 KB a K block) past shared memory: the staged kernel
     EXPECT_EQ(cuda::choose_expert_kernel(huge), cuda::ExpertKernel::kStaged);
     DSV4_REQUIRE_GPU();
-    expect_grouped_matches_host([](CudaOptions& o) { o.expert_register_weights = true; });
+    for (int order : {cuda::kRegisterWeightsMixed, cuda::kRegisterWeightsGroupSteps}) {
+        SCOPED_TRACE("order " + std::to_string(order));
+        expect_grouped_matches_host([order](CudaOptions& o) { o.expert_register_weights = order; });
+    }
 }
 
 // g's moe over n = ids.size() / k tokens of h (d = h.size() / n wide), clamp 10: the output rows on the host.
@@ -512,6 +515,13 @@ void expect_grouped_variant_bits(const std::function<void(CudaOptions&)>& vary) 
 TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
     DSV4_REQUIRE_GPU();
     expect_grouped_variant_bits([](CudaOptions& o) { o.expert_ws = true; });
+}
+
+// The register-weights kernel with a scale group a wgmma step (DSV4_EXPERT_RS=2): the staged kernel's steps, K
+// positions permuted within each step.
+TEST(CudaFp8, GroupedRegisterWeightsGroupStepsGiveTheStagedBits) {
+    DSV4_REQUIRE_GPU();
+    expect_grouped_variant_bits([](CudaOptions& o) { o.expert_register_weights = cuda::kRegisterWeightsGroupSteps; });
 }
 
 // The FP4 weight loads' L2 prefetch-size hints (DSV4_EXPERT_L2_PREFETCH) against the default (256).
