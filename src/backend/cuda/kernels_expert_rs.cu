@@ -27,7 +27,7 @@ namespace {
 using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file's shared pieces
 
 // The K order of the A fragments (ExpertGemmArgs::register_weights): a lane's 16 bytes of one group spread over the
-// four steps, or each step one scale group (a lane's 4-byte words of the four groups), the staged kernel's grouping.
+// four steps, or each step one scale group (the quad's words transposed), the staged kernel's grouping.
 enum class RsOrder { kMixed, kGroupSteps };
 
 constexpr int kTileTokens = 16;
@@ -53,41 +53,56 @@ struct RsLayout {
     }
 };
 
-// One thread's FP4 loads of a K block, rows g and g + 8: four words a row (word j: eight codes of wgmma step j) and
-// the rows' scale words (the four groups' UE8M0 bytes).
+// One thread's FP4 loads of a K block, rows g and g + 8: scale group q of each row (16 bytes, four words) and the
+// rows' scale words (the four groups' UE8M0 bytes).
 struct RsRaw {
     uint32_t w[2][4];
     uint32_t scales[2];
 };
 
-// The thread's two weight rows at K block 0 (its first byte, kOrder's offset) and the scale words.
+// The thread's two weight rows at K block 0 (the first byte of group q) and the scale words.
 struct RsRows {
     const uint8_t* data[2] = {};
     const uint8_t* scales[2] = {};
     bool valid[2] = {};  // a row past the weight reads the last row; its sums are never stored nor its clamps counted
 };
 
-// Byte offset of lane q's first weight byte in a row's K block: its group (kMixed), or its word of group 0.
-template <RsOrder kOrder>
-__device__ __forceinline__ int lane_offset(int q) {
-    return kOrder == RsOrder::kMixed ? 16 * q : 4 * q;
-}
-
-template <RsOrder kOrder, int PREFETCH>
+template <int PREFETCH>
 __device__ __forceinline__ void load_raw(const RsRows& r, int kb, RsRaw& raw) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-        if constexpr (kOrder == RsOrder::kMixed) {
-            const uint4 v = load_u4<PREFETCH>(r.data[i] + kb * 64);
-            raw.w[i][0] = v.x;
-            raw.w[i][1] = v.y;
-            raw.w[i][2] = v.z;
-            raw.w[i][3] = v.w;
-        } else {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) raw.w[i][j] = load_u32<PREFETCH>(r.data[i] + kb * 64 + 16 * j);
-        }
+        const uint4 v = load_u4<PREFETCH>(r.data[i] + kb * 64);
+        raw.w[i][0] = v.x;
+        raw.w[i][1] = v.y;
+        raw.w[i][2] = v.z;
+        raw.w[i][3] = v.w;
         raw.scales[i] = load_u32<PREFETCH>(r.scales[i] + kb * 4);
+    }
+}
+
+// 4 x 4 transpose of 32-bit words across the four lanes of a quad (lane q holds row q): lane q ends with word q of
+// every lane, in lane order. Two butterfly stages: lanes 2 apart swap the off-diagonal 2 x 2 blocks, then neighbours
+// swap within the blocks.
+__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4]) {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const bool high_pair = (lane & 2) != 0, odd = (lane & 1) != 0;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, high_pair ? w[k] : w[2 + k], 2);
+        if (high_pair) {
+            w[k] = got;
+        } else {
+            w[2 + k] = got;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k += 2) {
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w[k] : w[k + 1], 1);
+        if (odd) {
+            w[k] = got;
+        } else {
+            w[k + 1] = got;
+        }
     }
 }
 
@@ -115,16 +130,21 @@ __device__ __forceinline__ uint2 group_table(uint32_t scales, int i, int emax, b
 }
 
 // The K block's A fragments of wgmma steps 0..3 (a[j]: rows g, g + 8, the A layout of wgmma_m64n16k32_rs) and the
-// rows' scales, from the thread's raw loads. kMixed: the thread's words are all of group q (one table); kGroupSteps:
-// word j is of group j (a table a word; each (row, group) counted by lane q = group alone).
+// rows' scales, from the thread's raw loads (group q of each row). kMixed: word j of group q feeds step j (one table);
+// kGroupSteps: the quad transposes its words so that step j takes word q of group j (a table a step; each (row,
+// group) counted by lane q = group alone).
 template <RsOrder kOrder>
-__device__ __forceinline__ void expand_block(const RsRaw& raw, const RsRows& rows, int q, const uint2* lut,
+__device__ __forceinline__ void expand_block(RsRaw& raw, const RsRows& rows, int q, const uint2* lut,
                                              uint32_t (&a)[4][4], float (&row_scale)[2], int& below) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int emax = row_emax(raw.scales[r], row_scale[r]);
         uint2 table{};
-        if constexpr (kOrder == RsOrder::kMixed) table = group_table(raw.scales[r], q, emax, rows.valid[r], lut, below);
+        if constexpr (kOrder == RsOrder::kMixed) {
+            table = group_table(raw.scales[r], q, emax, rows.valid[r], lut, below);
+        } else {
+            quad_transpose(raw.w[r]);
+        }
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             if constexpr (kOrder == RsOrder::kGroupSteps) {
@@ -249,7 +269,7 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
             const int64_t feature = n0 + row_base + lane / 4 + 8 * r;
             rows.valid[r] = feature < a.rows;
             const int64_t f = rows.valid[r] ? feature : a.rows - 1;
-            rows.data[r] = data + f * (a.k / 2) + lane_offset<kOrder>(q);
+            rows.data[r] = data + f * (a.k / 2) + 16 * q;
             rows.scales[r] = scales + f * t.scale_cols;
         }
     }
@@ -257,7 +277,7 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
     RsRaw raw[kDepth];
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
-        if (d < nk) load_raw<kOrder, PREFETCH>(rows, d, raw[d]);
+        if (d < nk) load_raw<PREFETCH>(rows, d, raw[d]);
     }
     StagingRows staging;
     for (int i = 0; i < 2; ++i) {
@@ -289,7 +309,7 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
             uint32_t frag[4][4];
             float row_scale[2];
             expand_block<kOrder>(raw[d], rows, q, lut, frag, row_scale, below);
-            if (kb + kDepth < nk) load_raw<kOrder, PREFETCH>(rows, kb + kDepth, raw[d]);
+            if (kb + kDepth < nk) load_raw<PREFETCH>(rows, kb + kDepth, raw[d]);
             fence_regs(part);
             wgmma_fence();
             const uint64_t desc = smem_desc_sw128(x_tile + kb * kXBlockBytes);
