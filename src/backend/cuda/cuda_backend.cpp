@@ -70,12 +70,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
     o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);
     o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);
-    if (const char* v = std::getenv("DSV4_EXPERT_RS")) {
-        const std::string mode = v;
-        DSV4_CHECK(mode == "0" || mode == "1" || mode == "2",
-                   "environment variable DSV4_EXPERT_RS='{}' is not 0, 1 or 2", mode);
-        o.expert_register_weights = std::stoi(mode);
-    }
+    o.expert_register_weights = switch_env("DSV4_EXPERT_RS", o.expert_register_weights);
     if (const char* v = std::getenv("DSV4_EXPERT_L2_PREFETCH")) {
         const std::string bytes = v;
         DSV4_CHECK(bytes == "0" || bytes == "128" || bytes == "256",

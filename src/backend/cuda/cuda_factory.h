@@ -77,9 +77,9 @@ struct CudaOptions {
     int expert_l2_prefetch = 256;
     // Fast numerics: the routed FP4 experts' 16-token (decode) tiles on the register-weights kernel: each thread
     // expands its weight rows into wgmma's register operand, no weight staging in shared memory and no barrier a K
-    // block (kernels_expert_rs.cu) (DSV4_EXPERT_RS: 0 the staged kernel; 1 a lane's scale group spread over the
-    // wgmma steps; 2 a scale group a step, as the staged kernel).
-    int expert_register_weights = 0;
+    // block (kernels_expert_rs.cu; the last bits differ from the staged kernel's) (DSV4_EXPERT_RS; 0: the staged
+    // kernel). On: decode B=64 / B=256 +16-17% (H200, 2026-12-06).
+    bool expert_register_weights = true;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
     // (one wave of 16 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).

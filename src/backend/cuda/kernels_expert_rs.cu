@@ -11,8 +11,11 @@
 // 8 j + 4 .. 8 j + 7 of its group). So step j's K position 4 q + i is physical 32 q + 8 j + i and 16 + 4 q + i is
 // 32 q + 8 j + 4 + i; the activations are staged in that order (4-byte unit u of a token's block lands at unit
 // 4 (u % 8) + u / 8). A block's partial sum has the staged kernel's 128 products, the same weight expansion (byte
-// table, exponent window, clamp counts), promotion and epilogues; only the tensor cores' summation order inside a K
-// block differs, so the last bits may.
+// table, exponent window, clamp counts), promotion and epilogues. The tensor cores sum a k32 step as a set (a
+// permutation within the step kept the staged bits on the H100), but here a step mixes the four scale groups, so the
+// last bits differ and a group far below the row's largest loses its products' low bits against it. A scale group a
+// step costs a quad transpose of the words (or four 4-byte loads a row): 16-18% slower end to end at batch 64-256,
+// no faster than the staged kernel (H100, 2026-12-06), so this order it is.
 //
 // Warpgroups: plain (MB = 1): two, rows 0..63 and 64..127 of the block's 128 features. SwiGLU (MB = 2): four, W1's
 // two halves then W3's; the W3 warpgroups hand u to the W1 ones through shared memory for the SwiGLU epilogue.
@@ -25,10 +28,6 @@ namespace dsv4::cuda {
 namespace {
 
 using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file's shared pieces
-
-// The K order of the A fragments (ExpertGemmArgs::register_weights): a lane's 16 bytes of one group spread over the
-// four steps, or each step one scale group (the quad's words transposed), the staged kernel's grouping.
-enum class RsOrder { kMixed, kGroupSteps };
 
 constexpr int kTileTokens = 16;
 constexpr int kDepth = 4;                        // K blocks of FP4 loads in flight a thread
@@ -53,8 +52,8 @@ struct RsLayout {
     }
 };
 
-// One thread's FP4 loads of a K block, rows g and g + 8: scale group q of each row (16 bytes, four words) and the
-// rows' scale words (the four groups' UE8M0 bytes).
+// One thread's FP4 loads of a K block, rows g and g + 8: scale group q of each row (16 bytes, four words; word j
+// feeds wgmma step j) and the rows' scale words (the four groups' UE8M0 bytes).
 struct RsRaw {
     uint32_t w[2][4];
     uint32_t scales[2];
@@ -77,32 +76,6 @@ __device__ __forceinline__ void load_raw(const RsRows& r, int kb, RsRaw& raw) {
         raw.w[i][2] = v.z;
         raw.w[i][3] = v.w;
         raw.scales[i] = load_u32<PREFETCH>(r.scales[i] + kb * 4);
-    }
-}
-
-// 4 x 4 transpose of 32-bit words across the four lanes of a quad (lane q holds row q): lane q ends with word q of
-// every lane, in lane order. Two butterfly stages: lanes 2 apart swap the off-diagonal 2 x 2 blocks, then neighbours
-// swap within the blocks.
-__device__ __forceinline__ void quad_transpose(uint32_t (&w)[4]) {
-    const int lane = static_cast<int>(threadIdx.x & 31);
-    const bool high_pair = (lane & 2) != 0, odd = (lane & 1) != 0;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-        const uint32_t got = __shfl_xor_sync(0xffffffffu, high_pair ? w[k] : w[2 + k], 2);
-        if (high_pair) {
-            w[k] = got;
-        } else {
-            w[2 + k] = got;
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < 4; k += 2) {
-        const uint32_t got = __shfl_xor_sync(0xffffffffu, odd ? w[k] : w[k + 1], 1);
-        if (odd) {
-            w[k] = got;
-        } else {
-            w[k + 1] = got;
-        }
     }
 }
 
@@ -130,40 +103,20 @@ __device__ __forceinline__ uint2 group_table(uint32_t scales, int i, int emax, b
 }
 
 // The K block's A fragments of wgmma steps 0..3 (a[j]: rows g, g + 8, the A layout of wgmma_m64n16k32_rs) and the
-// rows' scales, from the thread's raw loads (group q of each row). kMixed: word j of group q feeds step j (one table);
-// kGroupSteps: the quad transposes its words so that step j takes word q of group j (a table a step; each (row,
-// group) counted by lane q = group alone).
-template <RsOrder kOrder>
-__device__ __forceinline__ void expand_block(RsRaw& raw, const RsRows& rows, int q, const uint2* lut,
+// rows' scales, from the thread's raw loads: word j of its group q feeds step j, all through group q's byte table.
+__device__ __forceinline__ void expand_block(const RsRaw& raw, const RsRows& rows, int q, const uint2* lut,
                                              uint32_t (&a)[4][4], float (&row_scale)[2], int& below) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int emax = row_emax(raw.scales[r], row_scale[r]);
-        uint2 table{};
-        if constexpr (kOrder == RsOrder::kMixed) {
-            table = group_table(raw.scales[r], q, emax, rows.valid[r], lut, below);
-        } else {
-            quad_transpose(raw.w[r]);
-        }
+        const uint2 table = group_table(raw.scales[r], q, emax, rows.valid[r], lut, below);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            if constexpr (kOrder == RsOrder::kGroupSteps) {
-                table = group_table(raw.scales[r], j, emax, rows.valid[r] && j == q, lut, below);
-            }
             const uint2 e = expand_e2m1_word(raw.w[r][j], table.x, table.y);
             a[j][r] = e.x;
             a[j][2 + r] = e.y;
         }
     }
-}
-
-// Where 4-byte unit u of a token's K block lands in the staged activation row: the 16-byte chunk and the unit in it.
-// kMixed: physical unit 8 q + 2 j + h is step j's unit 4 h + q; kGroupSteps: unit 8 j + 2 q + h of group j is step
-// j's unit 4 h + q.
-template <RsOrder kOrder>
-__device__ __forceinline__ int2 staged_unit(int u) {
-    if constexpr (kOrder == RsOrder::kMixed) return make_int2(u & 7, u >> 3);
-    return make_int2(2 * (u >> 3) + (u & 1), (u & 7) >> 1);
 }
 
 // Keeps A fragments alive (unchanged registers) until the wgmma wait that follows: the wgmma reads them
@@ -198,7 +151,7 @@ struct StagingRows {
 };
 
 // Phase p's activations (K blocks 8 p .. 8 p + 7) and token scales by cp.async, in the permuted K order.
-template <RsOrder kOrder, int kThreads>
+template <int kThreads>
 __device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const StagingRows& s, int p, int nk,
                                             uint8_t* x_tile, float* xscale) {
     const int kb0 = p * kPhaseBlocks;
@@ -209,8 +162,8 @@ __device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const Stagi
         const int u = f & 31, r = (f >> 5) & 15, kb = kb0 + (f >> 9);
         const int64_t row = r == ((tid >> 5) & 15) ? s.x[0] : s.x[1];
         const uint8_t* src = a.x_codes + (row >= 0 ? row * a.x_stride + kb * 128 + 4 * u : 0);
-        const int2 at = staged_unit<kOrder>(u);
-        cp_async4(x_tile + kb * kXBlockBytes + sw128_offset(r, at.x) + 4 * at.y, src, row >= 0 ? 4 : 0);
+        // Unit u = 8 q + 2 j + h (group q, step j, half h) is step j's unit 4 h + q: chunk u % 8, slot u / 8.
+        cp_async4(x_tile + kb * kXBlockBytes + sw128_offset(r, u & 7) + 4 * (u >> 3), src, row >= 0 ? 4 : 0);
     }
     if (tid < blocks * kTileTokens) {
         const int kb = kb0 + tid / kTileTokens;
@@ -240,7 +193,7 @@ __device__ __forceinline__ void swiglu_epilogue(const ExpertGemmArgs& a, const T
 }
 
 // Grid: (rows / 128 feature blocks, tiles); 256 MB threads.
-template <RsOrder kOrder, int MB, int PREFETCH>
+template <int MB, int PREFETCH>
 __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kernel(ExpertGemmArgs a) {
     constexpr int kThreads = 256 * MB;
     pdl_begin();
@@ -285,9 +238,9 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
         staging.x[i] = r < t.ntok ? slot_row(a, t, r) / a.x_div : -1;
     }
     staging.scale = (tid & 15) < t.ntok ? slot_row(a, t, tid & 15) / a.x_div : -1;
-    stage_phase<kOrder, kThreads>(a, staging, 0, nk, x_tile, xscale);
+    stage_phase<kThreads>(a, staging, 0, nk, x_tile, xscale);
     cp_async_commit();
-    stage_phase<kOrder, kThreads>(a, staging, 1, nk, x_tile, xscale);
+    stage_phase<kThreads>(a, staging, 1, nk, x_tile, xscale);
     cp_async_commit();
 
     float acc[8], part[8];
@@ -303,12 +256,12 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
                 cp_async_wait<1>();
                 fence_proxy_async();
                 __syncthreads();
-                stage_phase<kOrder, kThreads>(a, staging, kb / kPhaseBlocks + 2, nk, x_tile, xscale);
+                stage_phase<kThreads>(a, staging, kb / kPhaseBlocks + 2, nk, x_tile, xscale);
                 cp_async_commit();
             }
             uint32_t frag[4][4];
             float row_scale[2];
-            expand_block<kOrder>(raw[d], rows, q, lut, frag, row_scale, below);
+            expand_block(raw[d], rows, q, lut, frag, row_scale, below);
             if (kb + kDepth < nk) load_raw<PREFETCH>(rows, kb + kDepth, raw[d]);
             fence_regs(part);
             wgmma_fence();
@@ -331,32 +284,22 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
     }
 }
 
-template <RsOrder kOrder, int MB, int PREFETCH>
+template <int MB, int PREFETCH>
 void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
     static int configured = 0;  // host-side, the largest request so far of this instantiation
     if (shared > configured) {
-        cudaFuncSetAttribute(expert_gemm_rs_kernel<kOrder, MB, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             shared);
+        cudaFuncSetAttribute(expert_gemm_rs_kernel<MB, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
         configured = shared;
     }
-    launch_kernel(expert_gemm_rs_kernel<kOrder, MB, PREFETCH>, dim3(blocks_for(a.rows, kExpertGemmFeatures), tiles),
-                  256 * MB, shared, stream, a);
+    launch_kernel(expert_gemm_rs_kernel<MB, PREFETCH>, dim3(blocks_for(a.rows, kExpertGemmFeatures), tiles), 256 * MB,
+                  shared, stream, a);
 }
 
-template <RsOrder kOrder, int MB>
+template <int MB>
 void launch_prefetch(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
-    if (a.l2_prefetch == 256) return launch_typed<kOrder, MB, 256>(stream, a, tiles, shared);
-    if (a.l2_prefetch == 128) return launch_typed<kOrder, MB, 128>(stream, a, tiles, shared);
-    launch_typed<kOrder, MB, 0>(stream, a, tiles, shared);
-}
-
-template <RsOrder kOrder>
-void launch_order(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
-    if (a.table_up != nullptr) {
-        launch_prefetch<kOrder, 2>(stream, a, tiles, shared);
-    } else {
-        launch_prefetch<kOrder, 1>(stream, a, tiles, shared);
-    }
+    if (a.l2_prefetch == 256) return launch_typed<MB, 256>(stream, a, tiles, shared);
+    if (a.l2_prefetch == 128) return launch_typed<MB, 128>(stream, a, tiles, shared);
+    launch_typed<MB, 0>(stream, a, tiles, shared);
 }
 
 }  // namespace
@@ -368,10 +311,10 @@ bool expert_gemm_rs_fits(const ExpertGemmArgs& a) {
 
 void launch_expert_gemm_rs(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
     const int shared = RsLayout(static_cast<int>(a.k / 128)).total;
-    if (a.register_weights == kRegisterWeightsMixed) {
-        launch_order<RsOrder::kMixed>(stream, a, tiles, shared);
+    if (a.table_up != nullptr) {
+        launch_prefetch<2>(stream, a, tiles, shared);
     } else {
-        launch_order<RsOrder::kGroupSteps>(stream, a, tiles, shared);
+        launch_prefetch<1>(stream, a, tiles, shared);
     }
 }
 

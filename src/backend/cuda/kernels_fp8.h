@@ -100,11 +100,9 @@ struct ExpertGemmArgs {
     int32_t* clamp_count = nullptr;  // (tile, 32-group) conversions whose offset fell below -8; optional
     bool warp_specialized = false;   // FP4 weights: the producer / consumer kernel (kernels_expert_ws.cu), same bits
     int l2_prefetch = 0;             // FP4 decode tiles' L2 prefetch-size hint in bytes: 0, 128 or 256 (same bits)
-    int register_weights = 0;        // FP4 decode tiles: weights expanded into wgmma's register operand; 0: off,
-                                     // kRegisterWeightsMixed or kRegisterWeightsGroupSteps (kernels_expert_rs.cu)
+    bool register_weights = false;   // FP4 decode tiles: weights expanded into wgmma's register operand (not the
+                                     // same bits: a wgmma step mixes the K block's scale groups)
 };
-constexpr int kRegisterWeightsMixed = 1;       // a lane's 16 bytes of one scale group spread over the 4 wgmma steps
-constexpr int kRegisterWeightsGroupSteps = 2;  // each wgmma step one scale group, as the staged kernel
 // The kernels of launch_expert_gemm_fp8, one chosen per launch by choose_expert_kernel.
 enum class ExpertKernel {
     kStaged,           // kernels_expert_fp8.cu: weights expanded into shared memory, two warpgroups

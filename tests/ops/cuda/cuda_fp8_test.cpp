@@ -382,7 +382,8 @@ std::pair<std::vector<int32_t>, std::vector<float>> random_routing(int64_t n, in
 }
 
 // Token patterns: (tokens, pattern) of random_routing.
-void expect_grouped_matches_host(const std::function<void(CudaOptions&)>& vary) {
+// far_tolerance: the relative L2 bound at 8 tokens or more when a K block's scale groups span 30 binades.
+void expect_grouped_matches_host(const std::function<void(CudaOptions&)>& vary, double far_tolerance) {
     ScopedEnv force("DSV4_MOE_PATH", "grouped_fp8");
     CudaOptions options = cuda_options_from_env({});
     vary(options);
@@ -421,7 +422,9 @@ void expect_grouped_matches_host(const std::function<void(CudaOptions&)>& vary) 
             // ~1e-5 relative, which moves a few FP8 codes of the re-quantized activation by one step (up to 12.5% of
             // that activation). A single token averages over few of them, and one flipped large activation weighs a
             // lot: 6.0e-3 and 1.34e-2 seen at 1 token on fresh inputs (H200). A wrong expert, scale or tile is O(1).
-            EXPECT_LE(rel_l2(got, want), n < 8 ? 3e-2 : 5e-3)
+            EXPECT_LE(rel_l2(got, want), n < 8          ? 3e-2
+                                         : spread <= 14 ? 5e-3
+                                                        : far_tolerance)
                 << "tokens " << n << " pattern " << pattern << " spread " << spread;
         }
         const int32_t clamps = read_clamps(*gpu) - clamps_before;
@@ -433,19 +436,23 @@ void expect_grouped_matches_host(const std::function<void(CudaOptions&)>& vary) 
     }
 }
 
+// The staged kernel on every tile width.
 TEST(CudaFp8, GroupedExpertsMatchHostRoundings) {
     DSV4_REQUIRE_GPU();
-    expect_grouped_matches_host([](CudaOptions&) {});
+    expect_grouped_matches_host([](CudaOptions& o) { o.expert_register_weights = false; }, 5e-3);
 }
 
-// The register-weights kernel (DSV4_EXPERT_RS) takes the 16-token tiles of the fixture (1 and 22 tokens; the wide
-// tiles of 200 and 700 stay staged) and meets the same host model; its launches are chosen for these shapes.
+// The register-weights kernel (the default for 16-token tiles: the fixture's 1 and 22 tokens; 200 and 700 take the
+// wide staged tiles) against the same host model, and the launches chosen for these shapes. Its wgmma steps mix a K
+// block's scale groups, so at a 30-binade spread a group far below the row's largest loses its products' low bits
+// against it: 6.5e-3 seen once at 22 tokens (H200), where the staged kernel keeps 5e-3. A wrong lane, K order or
+// scale is O(1).
 TEST(CudaFp8, GroupedRegisterWeightsMatchHostRoundings) {
     cuda::ExpertGemmArgs up;
     up.format = WeightFormat::kFp4Row;
     up.tile_n = 16;
     up.k = 512;
-    up.register_weights = cuda::kRegisterWeightsGroupSteps;
+    up.register_weights = true;
     EXPECT_EQ(cuda::choose_expert_kernel(up), cuda::ExpertKernel::kRegisterWeights);
     cuda::ExpertGemmArgs down = up;
     down.k = 256;
@@ -456,11 +463,12 @@ TEST(CudaFp8, GroupedRegisterWeightsMatchHostRoundings) {
     cuda::ExpertGemmArgs huge = up;
     huge.k = 128 * 128;  // the activation tile (2 KB a K block) past shared memory: the staged kernel
     EXPECT_EQ(cuda::choose_expert_kernel(huge), cuda::ExpertKernel::kStaged);
+    cuda::ExpertGemmArgs off = up;
+    off.register_weights = false;
+    EXPECT_EQ(cuda::choose_expert_kernel(off), cuda::ExpertKernel::kStaged);
+    EXPECT_TRUE(cuda_options_from_env({}).expert_register_weights) << "the default";
     DSV4_REQUIRE_GPU();
-    for (int order : {cuda::kRegisterWeightsMixed, cuda::kRegisterWeightsGroupSteps}) {
-        SCOPED_TRACE("order " + std::to_string(order));
-        expect_grouped_matches_host([order](CudaOptions& o) { o.expert_register_weights = order; });
-    }
+    expect_grouped_matches_host([](CudaOptions& o) { o.expert_register_weights = true; }, 1e-2);
 }
 
 // g's moe over n = ids.size() / k tokens of h (d = h.size() / n wide), clamp 10: the output rows on the host.
@@ -482,9 +490,10 @@ std::vector<float> routed_moe(Backend& g, const MoeWeights& mw, const std::vecto
 // projection, K of 512 / 256 and 2048 / 384 (fewer K blocks than a producer's raw ring, and more), per-32 scale
 // spreads inside and beyond the exponent window (the same clamp counts), a NaN token. Routed experts only; outputs
 // compared as bits.
-void expect_grouped_variant_bits(const std::function<void(CudaOptions&)>& vary) {
+void expect_grouped_variant_bits(const std::function<void(CudaOptions&)>& vary, bool registers) {
     ScopedEnv force("DSV4_MOE_PATH", "grouped_fp8");
-    const CudaOptions base = cuda_options_from_env({});
+    CudaOptions base = cuda_options_from_env({});
+    base.expert_register_weights = registers;
     CudaOptions variant = base;
     vary(variant);
     const int64_t k = 6;
@@ -511,17 +520,18 @@ void expect_grouped_variant_bits(const std::function<void(CudaOptions&)>& vary) 
     }
 }
 
+// The same, with the 16-token tiles on the staged kernel and on the register-weights one.
+void expect_grouped_variant_bits(const std::function<void(CudaOptions&)>& vary) {
+    for (bool registers : {false, true}) {
+        SCOPED_TRACE(registers ? "register-weights decode tiles" : "staged decode tiles");
+        expect_grouped_variant_bits(vary, registers);
+    }
+}
+
 // The warp-specialized grouped W4A8 kernel (DSV4_EXPERT_WS).
 TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
     DSV4_REQUIRE_GPU();
     expect_grouped_variant_bits([](CudaOptions& o) { o.expert_ws = true; });
-}
-
-// The register-weights kernel with a scale group a wgmma step (DSV4_EXPERT_RS=2): the staged kernel's steps, K
-// positions permuted within each step.
-TEST(CudaFp8, GroupedRegisterWeightsGroupStepsGiveTheStagedBits) {
-    DSV4_REQUIRE_GPU();
-    expect_grouped_variant_bits([](CudaOptions& o) { o.expert_register_weights = cuda::kRegisterWeightsGroupSteps; });
 }
 
 // The FP4 weight loads' L2 prefetch-size hints (DSV4_EXPERT_L2_PREFETCH) against the default (256).
