@@ -28,7 +28,7 @@ def metrics(base):
     for line in text.splitlines():
         if line.startswith(("dsv4:kv_", "dsv4:tier", "vllm:prefix_cache")) and " " in line:
             name, value = line.rsplit(" ", 1)
-            out[name.split("{")[0]] = float(value)
+            out[name] = float(value)  # labelled samples (tier bytes by direction, hits by tier) kept apart
     return out
 
 
