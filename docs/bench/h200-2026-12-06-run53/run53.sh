@@ -60,21 +60,5 @@ suite)
     run dist 40 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*'
     ;;
 esac
-# The short table: tok/s per decode batch of every offline JSON, and the expert kernel rows.
-python3 - "$OUT" <<'PY' 2>/dev/null
-import glob, json, os, sys
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
-    try:
-        j = json.load(open(f))
-    except Exception:
-        continue
-    name = os.path.basename(f)[:-5]
-    for r in j.get("decode", []):
-        print(f"{name:16s} decode B={r.get('batch')} tok/s={r.get('tok_per_s', 0):.1f} step={r.get('step_ms', 0):.2f}")
-    for r in j.get("prefill", []):
-        print(f"{name:16s} prefill {r.get('tokens')} tok/s={r.get('tok_per_s', 0):.0f}")
-    for r in j.get("rows", []):
-        if "experts" in r.get("op", ""):
-            print(f"{name:16s} {r['path']:22s} n={r['m']:4d} us={r['us']:9.1f} copy={100 * r['copy_fraction']:.1f}%")
-PY
+python3 tools/device/short_table.py "$OUT"
 report "r53_$mode"
