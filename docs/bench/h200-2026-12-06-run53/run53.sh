@@ -4,7 +4,8 @@
 #   rs   : the register-weights kernel of the 16-token expert tiles (DSV4_EXPERT_RS): its tests, the expert kernel
 #          bench and offline decode / prefill against the staged kernel, golden
 #   order: the register-weights kernel's K orders (1: a lane's group spread over the steps; 2: a group a step)
-#   main : main's offline figures (register weights on by default), the FP8 and MoE op tests, golden
+#   main : main's offline figures (register weights on by default), the FP8 and MoE op tests, golden, memcheck of
+#          the register-weights kernel's test
 #   tier : issue 19's 380K TTFT, then main's offline figures and the full flash with skewed and even routing
 #   suite: the whole op suite and golden on this call's binaries
 mode=$1
@@ -44,6 +45,9 @@ main)  # main's figures with the register-weights default, its FP8 tests and gol
     run bench 50 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
     run ops 100 .devbin/ops_cuda --gtest_filter='CudaFp8*:*Moe*'
     run golden 40 .devbin/golden_cuda
+    run memcheck 70 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaFp8.GroupedRegister*'
+    grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
     ;;
 tier)
     EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 400 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16
