@@ -143,8 +143,8 @@ __device__ __forceinline__ void promote_rows(float (&acc)[8], const float (&part
     }
 }
 
-// The tokens whose activations this thread stages: its 4-byte units belong to token (thread / 32) % 16 and, with 256
-// threads, also to that token + 8 (rows[0] / rows[1]; -1: absent token, zero-filled).
+// The tokens whose activations this thread stages: its 4-byte units belong to token (thread / 32) % 16 (x[0]) and,
+// with 256 threads, also to that token + 8 (x[1]); -1: an absent token, zero-filled.
 struct StagingRows {
     int64_t x[2] = {-1, -1};
     int64_t scale = -1;  // the token-scale row of token thread % 16
