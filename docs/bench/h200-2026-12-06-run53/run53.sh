@@ -6,6 +6,7 @@
 #   order: the register-weights kernel's K orders (1: a lane's group spread over the steps; 2: a group a step)
 #   main : main's offline figures (register weights on by default), the FP8 and MoE op tests, golden, memcheck of
 #          the register-weights kernel's test
+#   wide : the register-weights kernel's 64-token prefill tiles (DSV4_EXPERT_RS_WIDE) against the staged ones
 #   tier : issue 19's 380K TTFT, then main's offline figures and the full flash with skewed and even routing
 #   suite: the whole op suite and golden on this call's binaries
 mode=$1
@@ -48,6 +49,17 @@ main)  # main's figures with the register-weights default, its FP8 tests and gol
     run memcheck 70 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
         --gtest_filter='CudaFp8.GroupedRegister*'
     grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
+    ;;
+wide)  # the register-weights kernel's 64-token prefill tiles (DSV4_EXPERT_RS_WIDE) against the staged wide tiles
+    run tests 90 .devbin/ops_cuda --gtest_filter='CudaFp8.GroupedRegister*'
+    for v in 0 1; do
+        run "kwide$v" 40 env DSV4_EXPERT_RS_WIDE=$v .devbin/dsv4 bench kernels --rows 1 --tokens 512,2048,8192 \
+            --filter experts --json "$OUT/kwide$v.json"
+    done
+    for v in 0 1 0 1; do
+        run "pre$v.$SECONDS" 40 env DSV4_EXPERT_RS_WIDE=$v "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
+            --steps 1 --json "$OUT/pre$v.$SECONDS.json"
+    done
     ;;
 tier)
     EVICT_TOKENS=409600 FILLER_TOKENS=8192 run ttft 400 tools/device/tier_ttft.sh 380000 flash-160 1610612736 16

@@ -80,6 +80,9 @@ struct CudaOptions {
     // block (kernels_expert_rs.cu; the last bits differ from the staged kernel's) (DSV4_EXPERT_RS; 0: the staged
     // kernel). On: decode B=64 / B=256 +16-17% (H200, 2026-12-06).
     bool expert_register_weights = true;
+    // The same kernel for the prefill (wide) tiles: 64 tokens a tile for both projections, the activations in a ring
+    // of phases (DSV4_EXPERT_RS_WIDE; off: the staged kernel's 64 / 128-token tiles). Not yet measured.
+    bool expert_register_wide = false;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
     // (one wave of 16 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).

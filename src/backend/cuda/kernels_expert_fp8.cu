@@ -251,7 +251,7 @@ int expert_gemm_large_tile(WeightFormat format, bool swiglu) {
 
 ExpertKernel choose_expert_kernel(const ExpertGemmArgs& a) {
     if (a.format != WeightFormat::kFp4Row) return ExpertKernel::kStaged;
-    if (a.register_weights && expert_gemm_rs_fits(a)) return ExpertKernel::kRegisterWeights;
+    if (expert_gemm_rs_fits(a)) return ExpertKernel::kRegisterWeights;
     return a.warp_specialized ? ExpertKernel::kWarpSpecialized : ExpertKernel::kStaged;
 }
 

@@ -1,10 +1,11 @@
-// Grouped (routed-expert) GEMM of FP4 weights at decode tile sizes (16 tokens) on FP8 wgmma with the weights in
-// registers (kernels_fp8.h: ExpertKernel::kRegisterWeights). The staged kernel (kernels_expert_fp8.cu) expands every
-// K block of weights into shared memory and meets at a barrier before the tensor cores read it; at decode sizes that
-// chain (load, expand, barrier, wgmma, promote) is its time (ncu: a quarter occupancy, no eligible warp 63% of cycles;
+// Grouped (routed-expert) GEMM of FP4 weights on FP8 wgmma with the weights in registers, 16- and 64-token tiles
+// (kernels_fp8.h: ExpertKernel::kRegisterWeights). The staged kernel (kernels_expert_fp8.cu) expands every K block of
+// weights into shared memory and meets at a barrier before the tensor cores read it; at decode sizes that chain (load,
+// expand, barrier, wgmma, promote) is its time (ncu: a quarter occupancy, no eligible warp 63% of cycles;
 // performance-log.md 2026-12-06). Here each thread expands its own two rows straight into wgmma's A fragment: no
-// weight staging, no barrier a K block, and each thread's FP4 loads run kDepth K blocks ahead in registers. Only the
-// tile's activations sit in shared memory, all of K, staged once in phases of kPhaseBlocks K blocks.
+// weight staging, no barrier a K block, and each thread's FP4 loads run K blocks ahead in registers. Only the tile's
+// activations sit in shared memory, staged in phases of K blocks (RsShape): all of K for the 16-token decode tiles,
+// a ring of phases for the 64-token prefill tiles (ExpertGemmArgs::register_wide, off by default until measured).
 //
 // K order within a 128-wide block: lane q of a row's four lanes loads 16 bytes, scale group q (32 codes under one
 // per-32 scale), and gives word j to wgmma step j (A bytes 0..3 and 16..19 of the step: codes 8 j .. 8 j + 3 and
@@ -29,26 +30,47 @@ namespace {
 
 using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file's shared pieces
 
-constexpr int kTileTokens = 16;
-constexpr int kDepth = 4;                        // K blocks of FP4 loads in flight a thread
-constexpr int kPhaseBlocks = 8;                  // K blocks of activations staged a phase
-constexpr int kXBlockBytes = kTileTokens * 128;  // one K block of the activation tile
-constexpr int kMaxShared = 227 * 1024;           // the opt-in limit of a block on sm_90
-// Epilogue (SwiGLU), over the activation tile once every wgmma has read it: u handed over ([8][256] floats), then
-// store_swiglu's scratch.
-constexpr int kHandOverBytes = 8 * 256 * 4;
-constexpr int kEpilogueBytes = kHandOverBytes + 8 * kTileTokens * 4 + kTileTokens * 4 + kTileTokens * 128;
+constexpr int kMaxShared = 227 * 1024;  // the opt-in limit of a block on sm_90
 
-// Shared memory of a launch over nk K blocks (byte offsets from the 1024-aligned base).
+// The tile shapes: BN tokens a tile (16: decode; 64: prefill), K blocks of FP4 loads in flight a thread (the wide
+// tile's 64 accumulators and partial sums leave room for one at 128 registers), K blocks of activations staged a
+// phase. The decode tile keeps all of K's activations (2 KB a block); the wide one a ring of
+// three phases (8 KB a block), a phase staged two ahead of the one computing.
+template <int BN>
+struct RsShape {
+    static constexpr int kDepth = BN == 16 ? 4 : 1;
+    static constexpr int kPhaseBlocks = BN == 16 ? 8 : 4;
+    static constexpr int kXBlockBytes = BN * 128;
+    // Epilogue (SwiGLU), over the activation tile once every wgmma has read it: u handed over ([BN / 2][256]
+    // floats), then store_swiglu's scratch.
+    static constexpr int kHandOverBytes = BN / 2 * 256 * 4;
+    static constexpr int kEpilogueBytes = kHandOverBytes + 8 * BN * 4 + BN * 4 + BN * 128;
+    // Phase slots of the activation ring for nk K blocks.
+    __host__ __device__ static int ring(int nk) { return BN == 16 ? (nk + kPhaseBlocks - 1) / kPhaseBlocks : 3; }
+};
+
+// Shared memory of a launch over nk K blocks (byte offsets from the 1024-aligned base): the activation ring (phase
+// p in slot p mod ring: [kPhaseBlocks][BN][128], swizzled, K permuted) from 0, the token scales
+// ([ring][kPhaseBlocks][BN]), the tile's activation rows ([BN], also the token-scale rows), the byte table.
+template <int BN>
 struct RsLayout {
-    int xscale = 0;  // [nk][16] token scales; the activation tile [nk][16][128] (swizzled, permuted) starts at 0
+    using S = RsShape<BN>;
+    int xscale = 0;
+    int rows = 0;
     int lut = 0;
     int total = 0;  // bytes to request, with the alignment slack
     __host__ __device__ explicit RsLayout(int nk) {
-        const int tile = nk * kXBlockBytes, base = tile > kEpilogueBytes ? tile : kEpilogueBytes;
+        const int blocks = S::ring(nk) * S::kPhaseBlocks;
+        const int tile = blocks * S::kXBlockBytes, base = tile > S::kEpilogueBytes ? tile : S::kEpilogueBytes;
         xscale = (base + 15) / 16 * 16;
-        lut = xscale + nk * kTileTokens * 4;
+        rows = xscale + blocks * BN * 4;
+        lut = rows + BN * 8;
         total = lut + kLutRows * 8 + 1024;
+    }
+    // Where K block kb's activations and token scales sit.
+    __device__ static int slot_block([[maybe_unused]] int nk, int kb) {
+        if constexpr (BN == 16) return kb;  // all of K: phase p in slot p
+        return (kb / S::kPhaseBlocks) % S::ring(nk) * S::kPhaseBlocks + kb % S::kPhaseBlocks;
     }
 };
 
@@ -61,8 +83,10 @@ struct RsRaw {
 
 // The thread's two weight rows at K block 0 (the first byte of group q) and the scale words.
 struct RsRows {
-    const uint8_t* data[2] = {};
-    const uint8_t* scales[2] = {};
+    const uint8_t* data = nullptr;    // row g's first byte of group q
+    const uint8_t* scales = nullptr;  // row g's scale words
+    uint32_t data_step = 0;           // bytes from row g's to row g + 8's (registers: one offset, not two pointers)
+    uint32_t scale_step = 0;
     bool valid[2] = {};  // a row past the weight reads the last row; its sums are never stored nor its clamps counted
 };
 
@@ -70,12 +94,12 @@ template <int PREFETCH>
 __device__ __forceinline__ void load_raw(const RsRows& r, int kb, RsRaw& raw) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-        const uint4 v = load_u4<PREFETCH>(r.data[i] + kb * 64);
+        const uint4 v = load_u4<PREFETCH>(r.data + i * r.data_step + kb * 64);
         raw.w[i][0] = v.x;
         raw.w[i][1] = v.y;
         raw.w[i][2] = v.z;
         raw.w[i][3] = v.w;
-        raw.scales[i] = load_u32<PREFETCH>(r.scales[i] + kb * 4);
+        raw.scales[i] = load_u32<PREFETCH>(r.scales + i * r.scale_step + kb * 4);
     }
 }
 
@@ -130,11 +154,12 @@ __device__ __forceinline__ void hold_fragments(uint32_t (&a)[4][4]) {
 }
 
 // acc += part * row scale * token scale (promote()'s arithmetic, the row scales from registers).
-__device__ __forceinline__ void promote_rows(float (&acc)[8], const float (&part)[8], const float (&row_scale)[2],
-                                             const float* xscale) {
+template <int BN>
+__device__ __forceinline__ void promote_rows(float (&acc)[BN / 2], const float (&part)[BN / 2],
+                                             const float (&row_scale)[2], const float* xscale) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < BN / 8; ++j) {
         const float2 xs = *reinterpret_cast<const float2*>(xscale + 8 * j + 2 * (lane & 3));
         acc[4 * j + 0] = fmaf(part[4 * j + 0] * row_scale[0], xs.x, acc[4 * j + 0]);
         acc[4 * j + 1] = fmaf(part[4 * j + 1] * row_scale[0], xs.y, acc[4 * j + 1]);
@@ -143,72 +168,82 @@ __device__ __forceinline__ void promote_rows(float (&acc)[8], const float (&part
     }
 }
 
-// The tokens whose activations this thread stages: its 4-byte units belong to token (thread / 32) % 16 (x[0]) and,
-// with 256 threads, also to that token + 8 (x[1]); -1: an absent token, zero-filled.
-struct StagingRows {
-    int64_t x[2] = {-1, -1};
-    int64_t scale = -1;  // the token-scale row of token thread % 16
-};
-
-// Phase p's activations (K blocks 8 p .. 8 p + 7) and token scales by cp.async, in the permuted K order.
-template <int kThreads>
-__device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const StagingRows& s, int p, int nk,
-                                            uint8_t* x_tile, float* xscale) {
-    const int kb0 = p * kPhaseBlocks;
-    const int blocks = min(kPhaseBlocks, nk - kb0);
-    if (blocks <= 0) return;
+// The tile's activation rows, also its token-scale rows (-1: an absent token), into shared memory, once.
+template <int BN>
+__device__ __forceinline__ void tile_rows(const ExpertGemmArgs& a, const TileInfo& t, int64_t* rows) {
     const int tid = static_cast<int>(threadIdx.x);
-    for (int f = tid; f < blocks * kTileTokens * 32; f += kThreads) {
-        const int u = f & 31, r = (f >> 5) & 15, kb = kb0 + (f >> 9);
-        const int64_t row = r == ((tid >> 5) & 15) ? s.x[0] : s.x[1];
-        const uint8_t* src = a.x_codes + (row >= 0 ? row * a.x_stride + kb * 128 + 4 * u : 0);
+    if (tid < BN) rows[tid] = tid < t.ntok ? slot_row(a, t, tid) / a.x_div : -1;
+}
+
+// Phase p's activations (K blocks kPhaseBlocks p ..) and token scales by cp.async into its ring slot, in the
+// permuted K order; absent tokens zero-filled.
+template <int BN, int kThreads>
+__device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const int64_t* rows, int p, int nk,
+                                            uint8_t* x_tile, float* xscale) {
+    using S = RsShape<BN>;
+    const int kb0 = p * S::kPhaseBlocks;
+    const int blocks = min(S::kPhaseBlocks, nk - kb0);
+    if (blocks <= 0) return;
+    const int slot0 = RsLayout<BN>::slot_block(nk, kb0);
+    const int tid = static_cast<int>(threadIdx.x);
+    for (int f = tid; f < blocks * BN * 32; f += kThreads) {
+        const int u = f & 31, r = (f >> 5) % BN, i = f / (32 * BN);
+        const int64_t row = rows[r];
+        const uint8_t* src = a.x_codes + (row >= 0 ? row * a.x_stride + (kb0 + i) * 128 + 4 * u : 0);
         // Unit u = 8 q + 2 j + h (group q, step j, half h) is step j's unit 4 h + q: chunk u % 8, slot u / 8.
-        cp_async4(x_tile + kb * kXBlockBytes + sw128_offset(r, u & 7) + 4 * (u >> 3), src, row >= 0 ? 4 : 0);
+        cp_async4(x_tile + (slot0 + i) * S::kXBlockBytes + sw128_offset(r, u & 7) + 4 * (u >> 3), src,
+                  row >= 0 ? 4 : 0);
     }
-    if (tid < blocks * kTileTokens) {
-        const int kb = kb0 + tid / kTileTokens;
-        const float* src = a.x_scales + (s.scale >= 0 ? kb * a.x_rows_pad + s.scale : 0);
-        cp_async4(xscale + kb * kTileTokens + tid % kTileTokens, src, s.scale >= 0 ? 4 : 0);
+    for (int f = tid; f < blocks * BN; f += kThreads) {
+        const int i = f / BN, r = f % BN;
+        const int64_t row = rows[r];
+        const float* src = a.x_scales + (row >= 0 ? (kb0 + i) * a.x_rows_pad + row : 0);
+        cp_async4(xscale + (slot0 + i) * BN + r, src, row >= 0 ? 4 : 0);
     }
 }
 
 // The SwiGLU epilogue across warpgroups: W3's (2, 3) hand u to W1's (0, 1), which run store_swiglu.
-__device__ __forceinline__ void swiglu_epilogue(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0, float (&acc)[8],
-                                                int row_base, uint8_t* smem) {
+template <int BN>
+__device__ __forceinline__ void swiglu_epilogue(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0,
+                                                float (&acc)[BN / 2], int row_base, uint8_t* smem) {
     const int tid = static_cast<int>(threadIdx.x);
     auto* hand = reinterpret_cast<float*>(smem);
     __syncthreads();  // every wgmma has read the activation tile: the epilogue reuses its memory
     if (tid >= 256) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) hand[i * 256 + tid - 256] = acc[i];
+        for (int i = 0; i < BN / 2; ++i) hand[i * 256 + tid - 256] = acc[i];
     }
     __syncthreads();
     if (tid >= 256) return;
-    float u[8];
+    float u[BN / 2];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) u[i] = hand[i * 256 + tid];
-    store_swiglu<kTileTokens>(a, t, n0, acc, u, row_base, smem + kHandOverBytes, tid, [] {
+    for (int i = 0; i < BN / 2; ++i) u[i] = hand[i * 256 + tid];
+    store_swiglu<BN>(a, t, n0, acc, u, row_base, smem + RsShape<BN>::kHandOverBytes, tid, [] {
         asm volatile("bar.sync 1, 256;" ::: "memory");
     });
 }
 
 // Grid: (rows / 128 feature blocks, tiles); 256 MB threads.
-template <int MB, int PREFETCH>
+template <int BN, int MB, int PREFETCH>
 __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kernel(ExpertGemmArgs a) {
+    using S = RsShape<BN>;
+    using L = RsLayout<BN>;
     constexpr int kThreads = 256 * MB;
     pdl_begin();
     extern __shared__ uint8_t smem_raw[];
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
     TileInfo t;
-    if (!load_tile(a, kTileTokens, static_cast<int>(blockIdx.y), t)) return;
+    if (!load_tile(a, BN, static_cast<int>(blockIdx.y), t)) return;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kExpertGemmFeatures;
     if (n0 >= a.rows) return;
     const int nk = static_cast<int>(a.k / 128);
-    const RsLayout layout(nk);
+    const L layout(nk);
     uint8_t* x_tile = smem;
     auto* xscale = reinterpret_cast<float*>(smem + layout.xscale);
+    auto* token_rows = reinterpret_cast<int64_t*>(smem + layout.rows);
     auto* lut = reinterpret_cast<uint2*>(smem + layout.lut);
     build_lut(reinterpret_cast<uint8_t*>(lut));
+    tile_rows<BN>(a, t, token_rows);
 
     const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, lane = tid & 31, q = lane & 3;
     const int row_base = 64 * (wg & 1) + 16 * ((tid / 32) % 4);  // the warp's first fragment row in the block
@@ -217,104 +252,120 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
         const bool w3 = wg >= 2;
         const uint8_t* data = w3 ? t.data3 : t.data1;
         const uint8_t* scales = w3 ? t.scales3 : t.scales1;
+        int64_t f[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int64_t feature = n0 + row_base + lane / 4 + 8 * r;
             rows.valid[r] = feature < a.rows;
-            const int64_t f = rows.valid[r] ? feature : a.rows - 1;
-            rows.data[r] = data + f * (a.k / 2) + 16 * q;
-            rows.scales[r] = scales + f * t.scale_cols;
+            f[r] = rows.valid[r] ? feature : a.rows - 1;
         }
+        rows.data = data + f[0] * (a.k / 2) + 16 * q;
+        rows.scales = scales + f[0] * t.scale_cols;
+        rows.data_step = static_cast<uint32_t>((f[1] - f[0]) * (a.k / 2));
+        rows.scale_step = static_cast<uint32_t>((f[1] - f[0]) * t.scale_cols);
     }
     // The first K blocks' weights in flight while the activations are staged.
-    RsRaw raw[kDepth];
+    RsRaw raw[S::kDepth];
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) {
+    for (int d = 0; d < S::kDepth; ++d) {
         if (d < nk) load_raw<PREFETCH>(rows, d, raw[d]);
     }
-    StagingRows staging;
-    for (int i = 0; i < 2; ++i) {
-        const int r = ((tid >> 5) & 15) ^ (8 * i);
-        staging.x[i] = r < t.ntok ? slot_row(a, t, r) / a.x_div : -1;
-    }
-    staging.scale = (tid & 15) < t.ntok ? slot_row(a, t, tid & 15) / a.x_div : -1;
-    stage_phase<kThreads>(a, staging, 0, nk, x_tile, xscale);
+    __syncthreads();  // the tile's rows
+    stage_phase<BN, kThreads>(a, token_rows, 0, nk, x_tile, xscale);
     cp_async_commit();
-    stage_phase<kThreads>(a, staging, 1, nk, x_tile, xscale);
+    stage_phase<BN, kThreads>(a, token_rows, 1, nk, x_tile, xscale);
     cp_async_commit();
 
-    float acc[8], part[8];
+    float acc[BN / 2], part[BN / 2];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = part[i] = 0.0f;
+    for (int i = 0; i < BN / 2; ++i) acc[i] = part[i] = 0.0f;
     int below = 0;
-    for (int kb0 = 0; kb0 < nk; kb0 += kDepth) {
+    for (int kb0 = 0; kb0 < nk; kb0 += S::kDepth) {
 #pragma unroll
-        for (int d = 0; d < kDepth; ++d) {
+        for (int d = 0; d < S::kDepth; ++d) {
             const int kb = kb0 + d;
             if (kb >= nk) break;
-            if (kb % kPhaseBlocks == 0) {  // this phase landed (the next may be in flight); request the one after
+            if (kb % S::kPhaseBlocks == 0) {
+                // This phase landed (the next may be in flight) and every thread is past the previous phase's
+                // wgmma: its ring slot takes the phase after next.
                 cp_async_wait<1>();
                 fence_proxy_async();
                 __syncthreads();
-                stage_phase<kThreads>(a, staging, kb / kPhaseBlocks + 2, nk, x_tile, xscale);
+                stage_phase<BN, kThreads>(a, token_rows, kb / S::kPhaseBlocks + 2, nk, x_tile, xscale);
                 cp_async_commit();
             }
             uint32_t frag[4][4];
             float row_scale[2];
             expand_block(raw[d], rows, q, lut, frag, row_scale, below);
-            if (kb + kDepth < nk) load_raw<PREFETCH>(rows, kb + kDepth, raw[d]);
+            if (kb + S::kDepth < nk) load_raw<PREFETCH>(rows, kb + S::kDepth, raw[d]);
             fence_regs(part);
             wgmma_fence();
-            const uint64_t desc = smem_desc_sw128(x_tile + kb * kXBlockBytes);
+            const int block = L::slot_block(nk, kb);
+            const uint64_t desc = smem_desc_sw128(x_tile + block * S::kXBlockBytes);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) wgmma_m64n16k32_rs(part, frag[j], desc + 2 * j, j > 0 ? 1 : 0);
+            for (int j = 0; j < 4; ++j) wgmma_m64k32_rs<BN>(part, frag[j], desc + 2 * j, j > 0 ? 1 : 0);
             wgmma_commit();
             wgmma_wait_all();
             fence_regs(part);
             hold_fragments(frag);
-            promote_rows(acc, part, row_scale, xscale + kb * kTileTokens);
+            promote_rows<BN>(acc, part, row_scale, xscale + block * BN);
         }
     }
     cp_async_wait<0>();
     if (below > 0 && a.clamp_count != nullptr) atomicAdd(a.clamp_count, below);
     if constexpr (MB == 2) {
-        swiglu_epilogue(a, t, n0, acc, row_base, smem);
+        swiglu_epilogue<BN>(a, t, n0, acc, row_base, smem);
     } else {
-        store_plain<kTileTokens>(a, t, n0, acc, row_base);
+        store_plain<BN>(a, t, n0, acc, row_base);
     }
 }
 
-template <int MB, int PREFETCH>
+template <int BN, int MB, int PREFETCH>
 void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
     static int configured = 0;  // host-side, the largest request so far of this instantiation
     if (shared > configured) {
-        cudaFuncSetAttribute(expert_gemm_rs_kernel<MB, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
+        cudaFuncSetAttribute(expert_gemm_rs_kernel<BN, MB, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             shared);
         configured = shared;
     }
-    launch_kernel(expert_gemm_rs_kernel<MB, PREFETCH>, dim3(blocks_for(a.rows, kExpertGemmFeatures), tiles), 256 * MB,
-                  shared, stream, a);
+    launch_kernel(expert_gemm_rs_kernel<BN, MB, PREFETCH>, dim3(blocks_for(a.rows, kExpertGemmFeatures), tiles),
+                  256 * MB, shared, stream, a);
 }
 
-template <int MB>
-void launch_prefetch(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
-    if (a.l2_prefetch == 256) return launch_typed<MB, 256>(stream, a, tiles, shared);
-    if (a.l2_prefetch == 128) return launch_typed<MB, 128>(stream, a, tiles, shared);
-    launch_typed<MB, 0>(stream, a, tiles, shared);
+// The decode tiles take a.l2_prefetch's load hint (the staged kernel's rule: the wide tiles load plainly).
+template <int BN, int MB>
+void launch_prefetch(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
+    const int shared = RsLayout<BN>(static_cast<int>(a.k / 128)).total;
+    if constexpr (BN == 16) {
+        if (a.l2_prefetch == 256) return launch_typed<BN, MB, 256>(stream, a, tiles, shared);
+        if (a.l2_prefetch == 128) return launch_typed<BN, MB, 128>(stream, a, tiles, shared);
+    }
+    launch_typed<BN, MB, 0>(stream, a, tiles, shared);
+}
+
+template <int BN>
+void launch_width(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
+    if (a.table_up != nullptr) {
+        launch_prefetch<BN, 2>(stream, a, tiles);
+    } else {
+        launch_prefetch<BN, 1>(stream, a, tiles);
+    }
 }
 
 }  // namespace
 
 bool expert_gemm_rs_fits(const ExpertGemmArgs& a) {
-    return a.format == WeightFormat::kFp4Row && a.tile_n == kTileTokens && a.k % 128 == 0 &&
-           RsLayout(static_cast<int>(a.k / 128)).total <= kMaxShared;
+    if (a.format != WeightFormat::kFp4Row || a.k % 128 != 0) return false;
+    const int nk = static_cast<int>(a.k / 128);
+    if (a.tile_n == 16) return a.register_weights && RsLayout<16>(nk).total <= kMaxShared;
+    return a.tile_n == 64 && a.register_wide && RsLayout<64>(nk).total <= kMaxShared;
 }
 
 void launch_expert_gemm_rs(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    const int shared = RsLayout(static_cast<int>(a.k / 128)).total;
-    if (a.table_up != nullptr) {
-        launch_prefetch<2>(stream, a, tiles, shared);
+    if (a.tile_n == 16) {
+        launch_width<16>(stream, a, tiles);
     } else {
-        launch_prefetch<1>(stream, a, tiles, shared);
+        launch_width<64>(stream, a, tiles);
     }
 }
 
