@@ -34,8 +34,8 @@ constexpr int kMaxShared = 227 * 1024;  // the opt-in limit of a block on sm_90
 
 // The tile shapes: BN tokens a tile (16: decode; 64: prefill), K blocks of FP4 loads in flight a thread (the wide
 // tile's 64 accumulators and partial sums leave room for one at 128 registers), K blocks of activations staged a
-// phase. The decode tile keeps all of K's activations (2 KB a block); the wide one a ring of
-// three phases (8 KB a block), a phase staged two ahead of the one computing.
+// phase. The decode tile keeps all of K's activations (2 KB a block); the wide one a ring of three phases (8 KB a
+// block), a phase staged two ahead of the one computing.
 template <int BN>
 struct RsShape {
     static constexpr int kDepth = BN == 16 ? 4 : 1;
