@@ -7,6 +7,8 @@
 
 #include <cuda_fp8.h>
 
+#include <type_traits>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/kernels_fp8.h"
 #include "backend/cuda/quant_sim.cuh"
@@ -112,6 +114,18 @@ __device__ __forceinline__ uint32_t load_u32(const void* p) {
     return v;
 }
 
+// The L2 prefetch-size hint (ExpertGemmArgs::l2_prefetch) a launch's FP4 loads take: the decode (16-token) tiles
+// only (256 bytes made the 64- and 256-token experts 7% faster; on the wide prefill tiles it cost 1-3%, H100,
+// 2026-12-06). Calls launch(std::integral_constant<int, bytes>{}) on the host.
+template <int BN, typename Launch>
+void with_l2_prefetch(int bytes, Launch&& launch) {
+    if constexpr (BN == 16) {
+        if (bytes == 256) return launch(std::integral_constant<int, 256>{});
+        if (bytes == 128) return launch(std::integral_constant<int, 128>{});
+    }
+    launch(std::integral_constant<int, 0>{});
+}
+
 // e4m3 code of each e2m1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^k, k = kLutMin .. 6, 8 bytes per k.
 __device__ inline void build_lut(uint8_t* lut) {
     for (int i = threadIdx.x; i < kLutRows * 8; i += blockDim.x) {
@@ -120,10 +134,32 @@ __device__ inline void build_lut(uint8_t* lut) {
     }
 }
 
+// A row's largest UE8M0 scale byte of the K block (its four groups' bytes in `scales`).
+__device__ __forceinline__ int row_emax(uint32_t scales) {
+    uint32_t m = __vmaxu4(scales, scales >> 16);
+    m = __vmaxu4(m, m >> 8);
+    return static_cast<int>(m & 0xffu);
+}
+
+// The row's scale of the K block, 2^(emax - 133) (from the bits where that is a normal float), NaN when a byte is
+// 0xFF, i.e. when emax is.
+__device__ __forceinline__ float row_scale(int emax) {
+    if (emax == 0xff) return __uint_as_float(0x7fc00000u);
+    return emax >= 7 ? __int_as_float((emax - 6) << 23) : ldexpf(1.0f, emax - 6 - 127);
+}
+
+// The byte table of group i of a row's K block: offset e_i - emax + 6, the largest group at 6 (largest code
+// 6 * 2^6 = 384 <= 448); `count`: an offset below -8 loses bits and is counted as a clamp.
+__device__ __forceinline__ uint2 group_table(uint32_t scales, int i, int emax, bool count, const uint2* lut,
+                                             int& below) {
+    const int offset = static_cast<int>((scales >> (8 * i)) & 0xffu) - emax + 6;
+    below += count && offset < -8;
+    return lut[max(offset, kLutMin) - kLutMin];
+}
+
 // Expands G consecutive 32-code FP4 groups of one weight row (from group0; `scales`: the row's four UE8M0 bytes of
-// the K block) into a stage's swizzled e4m3 tile, and writes the row's scale 2^(max_e - 133) (NaN when a scale byte
-// is 0xFF) where group0 is 0. The group with the largest scale gets offset 6 (largest code 6 * 2^6 = 384 <= 448);
-// offsets below -8 lose bits and are counted. An invalid row (past the weight) is zero-filled.
+// the K block) into a stage's swizzled e4m3 tile through the groups' byte tables (group_table's rule), and writes the
+// row's scale (row_scale's) where group0 is 0. An invalid row (past the weight) is zero-filled.
 template <int G>
 __device__ __forceinline__ void expand_fp4_groups(int tile_row, int group0, const uint4 (&groups)[G], uint32_t scales,
                                                   bool valid, uint8_t* stage_w, float* stage_wscale, const uint2* lut,
@@ -138,6 +174,8 @@ __device__ __forceinline__ void expand_fp4_groups(int tile_row, int group0, cons
         if (group0 == 0) stage_wscale[tile_row] = 0.0f;
         return;
     }
+    // row_emax, row_scale and group_table's rule, written out: through them the warp-specialized kernel's wide
+    // tiles spill at their register counts.
     int emax = 0;
     bool nan = false;
 #pragma unroll
@@ -171,13 +209,13 @@ __device__ __forceinline__ void fence_regs(float (&r)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-// acc += part * wscale[row] * xscale[col] over this thread's fragment (wgmma accumulator layout: element i of warp
-// w's fragment is row 16 w + lane / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (lane % 4) + i % 2).
+// acc += part * row scale * xscale[col] over this thread's fragment (wgmma accumulator layout: element i of warp
+// w's fragment is row 16 w + lane / 4 + 8 ((i / 2) % 2), column 8 (i / 4) + 2 (lane % 4) + i % 2); w0 / w1: the
+// scales of the thread's rows lane / 4 and lane / 4 + 8.
 template <int BN>
-__device__ __forceinline__ void promote(float (&acc)[BN / 2], const float (&part)[BN / 2], const float* wscale,
-                                        const float* xscale, int row_base) {
+__device__ __forceinline__ void promote(float (&acc)[BN / 2], const float (&part)[BN / 2], float w0, float w1,
+                                        const float* xscale) {
     const int lane = threadIdx.x & 31;
-    const float w0 = wscale[row_base + lane / 4], w1 = wscale[row_base + lane / 4 + 8];
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j) {
         const float2 xs = *reinterpret_cast<const float2*>(xscale + 8 * j + 2 * (lane & 3));
@@ -222,7 +260,10 @@ __device__ __forceinline__ void promote_block(float (&acc)[MB][BN / 2], float (&
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb) fence_regs(part[mb]);
 #pragma unroll
-    for (int mb = 0; mb < MB; ++mb) promote<BN>(acc[mb], part[mb], wscale + mb * 128, xscale, row_base);
+    for (int mb = 0; mb < MB; ++mb) {
+        const int row = mb * 128 + row_base + (threadIdx.x & 31) / 4;
+        promote<BN>(acc[mb], part[mb], wscale[row], wscale[row + 8], xscale);
+    }
 }
 
 template <int BN>

@@ -226,15 +226,11 @@ void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) 
     launch_kernel(expert_gemm_fp8_kernel<BN, MB, FP4, PREFETCH>, grid, kThreads, kSmem, stream, a);
 }
 
-// FP4 weights: the decode (16-token) tiles with a.l2_prefetch's load hint (H100, 2026-12-06: 256 bytes made the
-// 64- and 256-token experts 7% faster; on the wide prefill tiles it cost 1-3%, so they load plainly).
+// FP4 weights, with the decode tiles' load hint (with_l2_prefetch).
 template <int BN, int MB>
 void launch_fp4(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    if constexpr (BN == 16) {
-        if (a.l2_prefetch == 256) return launch_typed<BN, MB, true, 256>(stream, a, tiles);
-        if (a.l2_prefetch == 128) return launch_typed<BN, MB, true, 128>(stream, a, tiles);
-    }
-    launch_typed<BN, MB, true>(stream, a, tiles);
+    with_l2_prefetch<BN>(a.l2_prefetch,
+                         [&](auto bytes) { launch_typed<BN, MB, true, decltype(bytes)::value>(stream, a, tiles); });
 }
 
 }  // namespace

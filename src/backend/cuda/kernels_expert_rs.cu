@@ -103,36 +103,14 @@ __device__ __forceinline__ void load_raw(const RsRows& r, int kb, RsRaw& raw) {
     }
 }
 
-// 2^(e - 133) as the staged kernel writes it (ldexpf), from the bits where that is a normal float.
-__device__ __forceinline__ float row_scale_of(int emax) {
-    return emax >= 7 ? __int_as_float((emax - 6) << 23) : ldexpf(1.0f, emax - 6 - 127);
-}
-
-// A row's largest scale byte of the K block and its scale 2^(emax - 133) (NaN when a byte is 0xFF, i.e. when emax
-// is).
-__device__ __forceinline__ int row_emax(uint32_t scales, float& row_scale) {
-    uint32_t m = __vmaxu4(scales, scales >> 16);
-    m = __vmaxu4(m, m >> 8);
-    const int emax = static_cast<int>(m & 0xffu);
-    row_scale = emax == 0xff ? __uint_as_float(0x7fc00000u) : row_scale_of(emax);
-    return emax;
-}
-
-// The byte table of group i (offset e_i - emax + 6; expand_fp4_groups' rules); `count`: an offset below -8 is a clamp.
-__device__ __forceinline__ uint2 group_table(uint32_t scales, int i, int emax, bool count, const uint2* lut,
-                                             int& below) {
-    const int offset = static_cast<int>((scales >> (8 * i)) & 0xffu) - emax + 6;
-    below += count && offset < -8;
-    return lut[max(offset, kLutMin) - kLutMin];
-}
-
 // The K block's A fragments of wgmma steps 0..3 (a[j]: rows g, g + 8, the A layout of wgmma_m64n16k32_rs) and the
 // rows' scales, from the thread's raw loads: word j of its group q feeds step j, all through group q's byte table.
 __device__ __forceinline__ void expand_block(const RsRaw& raw, const RsRows& rows, int q, const uint2* lut,
                                              uint32_t (&a)[4][4], float (&row_scale)[2], int& below) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const int emax = row_emax(raw.scales[r], row_scale[r]);
+        const int emax = row_emax(raw.scales[r]);
+        row_scale[r] = dsv4::cuda::expert_gemm::row_scale(emax);
         const uint2 table = group_table(raw.scales[r], q, emax, rows.valid[r], lut, below);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -150,21 +128,6 @@ __device__ __forceinline__ void hold_fragments(uint32_t (&a)[4][4]) {
     for (int j = 0; j < 4; ++j) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[j][i])::"memory");
-    }
-}
-
-// acc += part * row scale * token scale (promote()'s arithmetic, the row scales from registers).
-template <int BN>
-__device__ __forceinline__ void promote_rows(float (&acc)[BN / 2], const float (&part)[BN / 2],
-                                             const float (&row_scale)[2], const float* xscale) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-        const float2 xs = *reinterpret_cast<const float2*>(xscale + 8 * j + 2 * (lane & 3));
-        acc[4 * j + 0] = fmaf(part[4 * j + 0] * row_scale[0], xs.x, acc[4 * j + 0]);
-        acc[4 * j + 1] = fmaf(part[4 * j + 1] * row_scale[0], xs.y, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(part[4 * j + 2] * row_scale[1], xs.x, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(part[4 * j + 3] * row_scale[1], xs.y, acc[4 * j + 3]);
     }
 }
 
@@ -308,7 +271,7 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
             wgmma_wait_all();
             fence_regs(part);
             hold_fragments(frag);
-            promote_rows<BN>(acc, part, row_scale, xscale + block * BN);
+            promote<BN>(acc, part, row_scale[0], row_scale[1], xscale + block * BN);
         }
     }
     cp_async_wait<0>();
@@ -332,15 +295,11 @@ void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, 
                   256 * MB, shared, stream, a);
 }
 
-// The decode tiles take a.l2_prefetch's load hint (the staged kernel's rule: the wide tiles load plainly).
 template <int BN, int MB>
 void launch_prefetch(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
     const int shared = RsLayout<BN>(static_cast<int>(a.k / 128)).total;
-    if constexpr (BN == 16) {
-        if (a.l2_prefetch == 256) return launch_typed<BN, MB, 256>(stream, a, tiles, shared);
-        if (a.l2_prefetch == 128) return launch_typed<BN, MB, 128>(stream, a, tiles, shared);
-    }
-    launch_typed<BN, MB, 0>(stream, a, tiles, shared);
+    with_l2_prefetch<BN>(a.l2_prefetch,
+                         [&](auto bytes) { launch_typed<BN, MB, decltype(bytes)::value>(stream, a, tiles, shared); });
 }
 
 template <int BN>
