@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-06, fourth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run54/run54.sh MODE
+# (H200: flash-160 is 102 GiB; LAYERS=24 fits it on an H100)
+#   first: the register-weights kernel's 64-token prefill tiles (DSV4_EXPERT_RS_WIDE) against the staged ones (tests,
+#          kernel bench 512-8192 tokens, 2K / 8K prefill alternated), the 8K prefill's op profile, main's offline
+#          figures (register weights on by default), issue 17's batch-1 oracle ratios
+#   suite: the FP8 / MoE op tests, golden, memcheck of the register-weights kernel's tests
+mode=$1
+source tools/device/call_lib.sh
+fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+((mem < 100000)) && LAYERS=${LAYERS:-24}
+[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS") && echo "LAYERS=$LAYERS"
+oracle() {  # K L: batch-1 speculative decode with K MTP drafts accepted at oracle length L, and the plain step
+    run "oracle$1" 60 "${fast[@]}" --batch 1 --context 1000 --steps 8 --json "$OUT/oracle$1.json" \
+        --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$1}" --oracle-acceptance "$2"
+}
+case $mode in
+first)
+    run tests 60 .devbin/ops_cuda --gtest_filter='CudaFp8.GroupedRegister*'
+    for v in 0 1; do
+        run "kwide$v" 40 env DSV4_EXPERT_RS_WIDE=$v .devbin/dsv4 bench kernels --rows 1 --tokens 512,2048,8192 \
+            --filter experts --json "$OUT/kwide$v.json"
+    done
+    for v in 0 1 0 1; do
+        run "pre$v.$SECONDS" 40 env DSV4_EXPERT_RS_WIDE=$v "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
+            --steps 1 --json "$OUT/pre$v.$SECONDS.json"
+    done
+    run prof_8k 60 env DSV4_PROFILE_OPS=1 DSV4_EXPERT_RS_WIDE=1 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 \
+        --steps 1
+    run bench 60 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
+    oracle 3 3
+    oracle 7 5.6
+    ;;
+suite)
+    run ops 100 .devbin/ops_cuda --gtest_filter='CudaFp8*:*Moe*'
+    run golden 40 .devbin/golden_cuda
+    run memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaFp8.GroupedRegister*'
+    grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
+    ;;
+esac
+python3 tools/device/short_table.py "$OUT"
+report "r54_$mode"
