@@ -3,7 +3,7 @@
 # (H200: flash-160 is 102 GiB; LAYERS=24 fits it on an H100)
 #   first: the register-weights kernel's 64-token prefill tiles (DSV4_EXPERT_RS_WIDE) against the staged ones (tests,
 #          kernel bench 512-8192 tokens, 2K / 8K prefill alternated), the 8K prefill's op profile, main's offline
-#          figures, the FP8 linears at M 2048 / 8192 (register weights on by default), issue 17's batch-1 oracle ratios
+#          figures, ncu of every prefill kernel at 8K (4 layers), the FP8 linears at M 2048 / 8192 (register weights on by default), issue 17's batch-1 oracle ratios
 #   suite: the FP8 / MoE op tests, golden, memcheck of the register-weights kernel's tests
 mode=$1
 source tools/device/call_lib.sh
@@ -28,6 +28,12 @@ first)
     done
     run prof_8k 60 env DSV4_PROFILE_OPS=1 DSV4_EXPERT_RS_WIDE=1 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 \
         --steps 1
+    # Every prefill kernel's duration at 8K (4 layers: two window, one CSA, one HCA; the build's fill kernels left out)
+    run ncupre 150 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
+        --section WarpStateStats --csv --page details --kernel-name-base function \
+        --kernel-name regex:'^(?!.*(fill_|expand_block))' --launch-count 400 env DSV4_EXPERT_RS_WIDE=1 "${fast[@]}" \
+        --layers 4 --batch 1 --context 1000 --prefill 8192 --steps 1 --enforce-eager &&
+        python3 tools/device/ncu_summary.py "$OUT/ncupre.log" >"$OUT/ncupre.txt"
     run klin 60 .devbin/dsv4 bench kernels --rows 2048,8192 --tokens 8192 --json "$OUT/klin.json"
     run bench 60 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
     oracle 3 3
