@@ -390,18 +390,65 @@ __global__ void __launch_bounds__(kChannels) hc_boundary_kernel(HcBoundaryParams
     }
 }
 
+constexpr int kTileTokens = 8;  // tokens a block of the tiled kernel takes (below)
+static_assert(kTileTokens == kWarps, "finish_tile: a warp a tile token");
+
+// The tile tokens a block is last for (bits of `last`), all at once: their partials summed (a thread per token and
+// row), each token's pre / post / comb by its own warp (warp i: tile token i) and its norm scale, then the collapses.
+// Token by token, the last block's single warp ran Sinkhorn for up to eight tokens in turn while the others idled.
+// Each token's arithmetic is finish_token's: the same bits.
+template <int kHc>
+__device__ void finish_tile(const HcBoundaryParams& p, int64_t t0, unsigned last, int chunks,
+                            const MixVectors<kHc>& vectors) {
+    constexpr int kWidth = partial_width(kHc);
+    constexpr int kRows = mix_rows<kHc>();
+    __shared__ float mix[kTileTokens][kWidth];
+    __shared__ float pre[kTileTokens][kHc + 1];  // pre, then the norm's scale
+    __threadfence();
+    for (int f = static_cast<int>(threadIdx.x); f < kTileTokens * kWidth; f += static_cast<int>(blockDim.x)) {
+        const int i = f / kWidth, r = f % kWidth;
+        if ((last >> i & 1u) == 0) continue;
+        const float* partial = p.partial + (t0 + i) * chunks * kWidth;
+        float s = 0.0f;
+        batched_loads<16>(
+            0, chunks, 1, [&](int c) { return __ldcg(partial + static_cast<int64_t>(c) * kWidth + r); },
+            [&](int, float v) { s += v; });
+        mix[i][r] = s;
+    }
+    __syncthreads();
+    const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+    if ((last >> warp & 1u) != 0) {
+        const int64_t t = t0 + warp;
+        MhcWeights w = p.w;
+        w.base.data = vectors.base;
+        w.scale.data = vectors.scale;
+        const float inv = 1.0f / sqrtf(mix[warp][kRows] / static_cast<float>(kHc * p.d) + p.norm_eps);
+        if constexpr (kHc == 4) {
+            mhc::mix_token_hc4<float>(mix[warp], inv, w, p.iters, p.hc_eps, pre[warp], p.post + t * kHc,
+                                      p.comb + t * kHc * kHc);
+        } else if (lane == 0) {
+            mhc::mix_token<float>(mix[warp], inv, kHc, w, p.iters, p.hc_eps, pre[warp], p.post + t * kHc,
+                                  p.comb + t * kHc * kHc);
+        }
+        __syncwarp();
+        if (lane == 0) pre[warp][kHc] = collapsed_inv_rms<kHc>(mix[warp] + kRows + 1, pre[warp], p.d, p.norm_eps);
+    }
+    __syncthreads();
+    for (int i = 0; i < kTileTokens; ++i) {
+        if ((last >> i & 1u) == 0) continue;
+        collapse_all<kHc>(p, t0 + i, pre[i], pre[i][kHc]);
+        if (threadIdx.x == 0) p.arrivals[t0 + i] = 0;  // ready for the next launch
+    }
+}
+
 // Steps of many tokens (prefill): a block takes kTileTokens tokens of its channel chunk, so each fn weight is loaded
 // once for the tile rather than once a token (at 2K-8K tokens the weights' reloads were most of the boundary's memory
 // traffic: 96 KB a block and token). Each token's arithmetic and summation order are the per-token path's, so the bits
-// are the same; the last block to finish any token of the tile collapses that token.
-constexpr int kTileTokens = 8;
-
+// are the same; the last block to finish any token of the tile finishes and collapses it (finish_tile).
 template <int kHc>
 __global__ void __launch_bounds__(kChannels, kHc <= 4 ? 2 : 1) hc_boundary_tiled_kernel(HcBoundaryParams p) {
     constexpr int kWidth = partial_width(kHc);
     __shared__ float red[kWarps][kWidth];
-    __shared__ float mix[kWidth];
-    __shared__ float pre[kHc + 1];  // pre, then the norm's scale
     __shared__ MixVectors<kHc> vectors;
     __shared__ unsigned last_of;  // bit i: this block is the last of tile token i
     const int chunks = static_cast<int>(hc_boundary_chunks(p.d));
@@ -434,18 +481,7 @@ __global__ void __launch_bounds__(kChannels, kHc <= 4 ? 2 : 1) hc_boundary_tiled
         atomicOr(&last_of, 1u << threadIdx.x);
     }
     __syncthreads();
-    const unsigned mine = last_of;
-    for (int i = 0; i < tokens; ++i) {
-        if ((mine >> i & 1u) == 0) continue;
-        const int64_t t = t0 + i;
-        __threadfence();
-        sum_partials<kWidth>(p.partial + t * chunks * kWidth, chunks, mix);
-        __syncthreads();
-        finish_token<kHc>(p, t, mix, vectors, true, pre);
-        collapse_all<kHc>(p, t, pre, pre[kHc]);
-        if (threadIdx.x == 0) p.arrivals[t] = 0;  // ready for the next launch
-        __syncthreads();                          // mix and pre are the next token's
-    }
+    if (last_of != 0) finish_tile<kHc>(p, t0, last_of, chunks, vectors);
 }
 
 // Blocks of the grid-wide kernel that can be resident at once (where a launch fits, its waits always end): the
