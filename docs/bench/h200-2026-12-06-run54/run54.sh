@@ -2,9 +2,10 @@
 # Device calls of 2026-12-06, fourth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run54/run54.sh MODE
 # (H200: flash-160 is 102 GiB; LAYERS=24 fits it on an H100)
 #   first: the register-weights kernel's 64-token prefill tiles (DSV4_EXPERT_RS_WIDE) against the staged ones (tests,
-#          kernel bench 512-8192 tokens, 2K / 8K prefill alternated), the 8K prefill's op profile, main's offline
-#          figures, ncu of every prefill kernel at 8K (4 layers), the FP8 linears at M 2048 / 8192 (register weights on by default), issue 17's batch-1 oracle ratios
-#   suite: the FP8 / MoE op tests, golden, memcheck of the register-weights kernel's tests
+#          kernel bench 512-8192 tokens, 2K / 8K prefill alternated, with the mHC change's A/B), the 8K prefill's
+#          op profile, ncu of every prefill kernel at 8K (4 layers), the FP8 linears at M 2048 / 8192
+#   second: main's offline figures, issue 17's batch-1 oracle ratios, the FP8 / MoE / mHC op tests, golden, memcheck
+#          of the register-weights kernel's tests
 mode=$1
 source tools/device/call_lib.sh
 fast=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast)
@@ -15,16 +16,20 @@ oracle() {  # K L: batch-1 speculative decode with K MTP drafts accepted at orac
     run "oracle$1" 60 "${fast[@]}" --batch 1 --context 1000 --steps 8 --json "$OUT/oracle$1.json" \
         --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$1}" --oracle-acceptance "$2"
 }
-case $mode in
-first)
+first() {
     run tests 60 .devbin/ops_cuda --gtest_filter='CudaFp8.GroupedRegister*'
     for v in 0 1; do
         run "kwide$v" 40 env DSV4_EXPERT_RS_WIDE=$v .devbin/dsv4 bench kernels --rows 1 --tokens 512,2048,8192 \
             --filter experts --json "$OUT/kwide$v.json"
     done
-    for v in 0 1 0 1; do
-        run "pre$v.$SECONDS" 40 env DSV4_EXPERT_RS_WIDE=$v "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
-            --steps 1 --json "$OUT/pre$v.$SECONDS.json"
+    # 2K / 8K prefill: staged wide tiles (w0), register wide tiles (w1), and w1 with the mHC tiles' finish at once
+    # (dsv4_mhc: head + that change), alternated
+    for v in w0 w1 mhc w0 w1 mhc; do
+        local bin=.devbin/dsv4 wide=1
+        [[ $v == mhc ]] && bin=.devbin/dsv4_mhc
+        [[ $v == w0 ]] && wide=0
+        run "pre_$v.$SECONDS" 40 env DSV4_EXPERT_RS_WIDE=$wide "$bin" "${fast[@]:1}" --batch 1 --context 1000 \
+            --prefill 2048,8192 --steps 1 --json "$OUT/pre_$v.$SECONDS.json"
     done
     run prof_8k 60 env DSV4_PROFILE_OPS=1 DSV4_EXPERT_RS_WIDE=1 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 \
         --steps 1
@@ -35,12 +40,14 @@ first)
         --layers 4 --batch 1 --context 1000 --prefill 8192 --steps 1 --enforce-eager &&
         python3 tools/device/ncu_summary.py "$OUT/ncupre.log" >"$OUT/ncupre.txt"
     run klin 60 .devbin/dsv4 bench kernels --rows 2048,8192 --tokens 8192 --json "$OUT/klin.json"
+}
+case $mode in
+first) first ;;
+second)
     run bench 60 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
     oracle 3 3
     oracle 7 5.6
-    ;;
-suite)
-    run ops 100 .devbin/ops_cuda --gtest_filter='CudaFp8*:*Moe*'
+    run ops 100 .devbin/ops_cuda --gtest_filter='CudaFp8*:*Moe*:*Mhc*:*Fused*'
     run golden 40 .devbin/golden_cuda
     run memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
         --gtest_filter='CudaFp8.GroupedRegister*'
