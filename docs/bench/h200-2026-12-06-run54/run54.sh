@@ -36,8 +36,8 @@ first() {
     # Every prefill kernel's duration at 8K (4 layers: two window, one CSA, one HCA; the build's fill kernels left out)
     run ncupre 150 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
         --section WarpStateStats --csv --page details --kernel-name-base function \
-        --kernel-name regex:'^(?!.*(fill_|expand_block))' --launch-count 400 env DSV4_EXPERT_RS_WIDE=1 "${fast[@]}" \
-        --layers 4 --batch 1 --context 1000 --prefill 8192 --steps 1 --enforce-eager &&
+        --kernel-name regex:'^(?!.*(fill_|expand_block))' --launch-count 400 env DSV4_EXPERT_RS_WIDE=1 .devbin/dsv4 bench offline \
+        --preset flash-160 --numerics fast --layers 4 --batch 1 --context 1000 --prefill 8192 --steps 1 --enforce-eager &&
         python3 tools/device/ncu_summary.py "$OUT/ncupre.log" >"$OUT/ncupre.txt"
     run klin 60 .devbin/dsv4 bench kernels --rows 2048,8192 --tokens 8192 --json "$OUT/klin.json"
 }
