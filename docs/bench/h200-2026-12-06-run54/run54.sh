@@ -4,6 +4,7 @@
 #   first: the register-weights kernel's 64-token prefill tiles (DSV4_EXPERT_RS_WIDE) against the staged ones (tests,
 #          kernel bench 512-8192 tokens, 2K / 8K prefill alternated, with the mHC change's A/B), the 8K prefill's
 #          op profile, ncu of every prefill kernel at 8K (4 layers), the FP8 linears at M 2048 / 8192
+#   probe: ncu of the staged wide W4A8 tiles at 8192 tokens (details and SASS stall counts), the mHC op tests
 #   second: main's offline figures, issue 17's batch-1 oracle ratios, the FP8 / MoE / mHC op tests, golden, memcheck
 #          of the register-weights kernel's tests
 mode=$1
@@ -43,6 +44,18 @@ first() {
 }
 case $mode in
 first) first ;;
+probe)  # where the staged wide W4A8 tiles spend a K block (8192 tokens: up BN 64 MB 2, down BN 128), the mHC tests
+    run ops 60 .devbin/ops_cuda --gtest_filter='*Mhc*:*Fused*:*HcBoundary*'
+    run ncuk 120 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --csv \
+        --page details --kernel-name regex:expert_gemm_fp8 --launch-count 2 .devbin/dsv4 bench kernels --rows 1 \
+        --tokens 8192 --filter experts
+    run ncusrc 150 ncu --clock-control none --section SourceCounters --kernel-name regex:expert_gemm_fp8 \
+        --launch-count 2 --page source --print-source sass --csv .devbin/dsv4 bench kernels --rows 1 --tokens 8192 \
+        --filter experts &&
+        python3 tools/device/ncu_source_summary.py "$OUT/ncusrc.log" >"$OUT/ncusrc.txt"
+    cp "$OUT/ncusrc.txt" /dev/stdout 2>/dev/null | head -80
+    ;;
 second)
     run bench 60 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
     oracle 3 3
