@@ -5,6 +5,8 @@
 #          kernel bench 512-8192 tokens, 2K / 8K prefill alternated, with the mHC change's A/B), the 8K prefill's
 #          op profile, ncu of every prefill kernel at 8K (4 layers), the FP8 linears at M 2048 / 8192
 #   probe: ncu of the staged wide W4A8 tiles at 8192 tokens (details and SASS stall counts), the mHC op tests
+#   ws   : the warp-specialized W4A8 kernel (two producer warpgroups) against the staged one: tests, kernel bench,
+#          2K / 8K prefill alternated
 #   second: main's offline figures, issue 17's batch-1 oracle ratios, the FP8 / MoE / mHC op tests, golden, memcheck
 #          of the register-weights kernel's tests
 mode=$1
@@ -55,6 +57,17 @@ probe)  # where the staged wide W4A8 tiles spend a K block (8192 tokens: up BN 6
         --filter experts &&
         python3 tools/device/ncu_source_summary.py "$OUT/ncusrc.log" >"$OUT/ncusrc.txt"
     cp "$OUT/ncusrc.txt" /dev/stdout 2>/dev/null | head -80
+    ;;
+ws)  # the warp-specialized W4A8 kernel with two producer warpgroups (DSV4_EXPERT_WS) against the staged one
+    run tests 90 .devbin/ops_cuda --gtest_filter='CudaFp8.GroupedWarpSpecialized*:CudaFp8.GroupedExperts*'
+    for v in 0 1; do
+        run "kws$v" 40 env DSV4_EXPERT_WS=$v .devbin/dsv4 bench kernels --rows 1 --tokens 64,512,2048,8192 \
+            --filter experts --json "$OUT/kws$v.json"
+    done
+    for v in 0 1 0 1; do
+        run "pre_ws$v.$SECONDS" 40 env DSV4_EXPERT_WS=$v "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
+            --steps 1 --json "$OUT/pre_ws$v.$SECONDS.json"
+    done
     ;;
 second)
     run bench 60 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"

@@ -1,15 +1,18 @@
 // Grouped (routed-expert) W4A8 GEMM on FP8 tensor cores, warp-specialized and persistent: the same tiles, wgmma
 // steps, promotions and epilogues as the two-warpgroup kernel (kernels_expert_fp8.cu; the same bits for the same tile
-// width), with the work split by role instead of by weight rows. A producer warpgroup copies each 128-wide K block's
+// width), with the work split by role instead of by weight rows. Two producer warpgroups copy each 128-wide K block's
 // FP4 codes, row scale bytes, activation tile and token scales into a raw ring (cp.async, kRawStages - 1 blocks
-// ahead), expands the codes to e4m3 into the block's stage (one activation tile for both consumers) and signals the
+// ahead), expand the codes to e4m3 into the block's stage (one activation tile for both consumers) and signal the
 // stage full on an mbarrier; two consumer warpgroups (64 weight rows of each 128 each, as before) wait for it, run the
 // wgmma steps, promote their partial sums and signal the stage empty. The consumers never expand, copy or wait on
 // copies: one consumer's promotion overlaps the other's wgmma, and the producer's expansion overlaps both (in the
 // two-warpgroup kernel each warpgroup did all three in turn, 16.9% of the FP8 ceiling at 8K tokens, H200). A block
 // keeps one feature block and takes every gridDim.y-th tile: the producer runs on into the next tile's K blocks while
 // the consumers write the last one's outputs (their SwiGLU epilogue has its own shared memory), so no tile pays for
-// filling the pipeline. FP4 weights only (FP8 experts keep the two-warpgroup kernel). DSV4_EXPERT_WS=1
+// filling the pipeline. The expansion is most of the instructions (ncu, 8K tokens: ~800 a warp and K block in the
+// two-warpgroup kernel, 43% of them expanding): one producer warpgroup, a warp a scheduler, could not issue them as
+// fast as the tensor cores run a block, so there are two (a row a thread in SwiGLU mode, half a row's groups else).
+// FP4 weights only (FP8 experts keep the two-warpgroup kernel). DSV4_EXPERT_WS=1
 // (CudaOptions::expert_ws) selects it.
 #include <algorithm>
 
@@ -22,7 +25,7 @@ namespace {
 
 using namespace expert_gemm;  // NOLINT(google-build-using-namespace): the pieces shared with the two-warpgroup kernel
 
-constexpr int kProducerThreads = 128;
+constexpr int kProducerThreads = 256;  // two warpgroups
 constexpr int kThreads = kProducerThreads + kComputeThreads;
 constexpr int kStages = 3;  // e4m3 stages between the producer and the consumers
 constexpr int kMaxSmem = 227 * 1024;
@@ -33,15 +36,20 @@ constexpr int round_up(int v, int to) {
 }
 
 // Shared memory: kStages e4m3 stages (StageTile, 1024-aligned for the 128-byte swizzle), the SwiGLU epilogue's
-// staging, the raw ring, the barriers, the byte table. A raw slot: codes [MB rows x 4 groups][128 producer
-// threads][16 bytes] (a warp's loads are consecutive 16-byte chunks), row scale bytes [MB][128][4], activation chunks
-// [BN x 8][16] (chunk f: token f / 8, 16 bytes f % 8), token scales [BN].
+// staging, the raw ring, the barriers, the byte table. A raw slot: codes [groups a thread][producer threads][16
+// bytes] (a warp's loads are consecutive 16-byte chunks), each thread's copy of its row's scale bytes [producer
+// threads][4], activation chunks [BN x 8][16] (chunk f: token f / 8, 16 bytes f % 8), token scales [BN].
 template <int BN, int MB>
 struct WsLayout : StageTile<BN, MB> {
     static constexpr int kStageBytes = StageTile<BN, MB>::kBytes;
+    // A producer thread's share of the stage's 128 MB weight rows: one row (SwiGLU) or half of one (groups).
+    static constexpr int kThreadsPerRow = kProducerThreads / (128 * MB);
+    static constexpr int kGroups = kGroupsPerRow / kThreadsPerRow;
+    static_assert(kThreadsPerRow * 128 * MB == kProducerThreads && kGroups * kThreadsPerRow == kGroupsPerRow,
+                  "whole rows or row halves a producer thread");
     static constexpr int kRawCodes = 0;
-    static constexpr int kRawScales = MB * kGroupsPerRow * kProducerThreads * 16;
-    static constexpr int kRawX = kRawScales + MB * kProducerThreads * 4;
+    static constexpr int kRawScales = kGroups * kProducerThreads * 16;
+    static constexpr int kRawX = kRawScales + kProducerThreads * 4;
     static constexpr int kRawXScale = kRawX + BN * 128;
     static constexpr int kRawBytes = round_up(kRawXScale + BN * 4, 128);
     static constexpr int kEpilogue = kStages * kStageBytes;  // store_swiglu's [8][BN] amax, [BN] scales, [BN][128]
@@ -57,16 +65,17 @@ struct WsLayout : StageTile<BN, MB> {
     static constexpr int kTotal = kFixed + kRawStages * kRawBytes;
     static_assert(kRawStages >= 2, "shared memory: two raw blocks at least");
     static_assert(kTotal <= kMaxSmem, "shared memory");
-    static constexpr int kXChunksPerThread = BN * 8 / kProducerThreads;  // BN is a multiple of 16
-    static_assert(BN * 8 % kProducerThreads == 0, "whole activation chunks a producer thread");
+    static constexpr int kXChunksPerThread = (BN * 8 + kProducerThreads - 1) / kProducerThreads;
 };
 
-// The producer thread's fixed part of every K block: its weight rows (row p of W1, and of W3 in SwiGLU mode) and its
-// activation chunks' source rows (-1: no token) and token-scale row.
+// The producer thread's fixed part of every K block: its weight row (tile row p % (128 MB): W1's rows, then W3's)
+// and first group, its activation chunks' source rows (-1: no token) and token-scale row.
 template <int BN, int MB>
 struct ProducerSlots {
-    const uint8_t* data[MB];
-    const uint8_t* scales[MB];
+    const uint8_t* data = nullptr;
+    const uint8_t* scales = nullptr;
+    int tile_row = 0;
+    int group0 = 0;
     bool row_valid = false;
     int64_t x_rows[WsLayout<BN, MB>::kXChunksPerThread];
     int64_t scale_row = -1;
@@ -75,20 +84,20 @@ struct ProducerSlots {
 template <int BN, int MB>
 __device__ __forceinline__ ProducerSlots<BN, MB> producer_slots(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0,
                                                                 int p) {
+    using L = WsLayout<BN, MB>;
     ProducerSlots<BN, MB> s;
-    const int64_t feature = n0 + p;
+    s.tile_row = p % (128 * MB);
+    s.group0 = p / (128 * MB) * L::kGroups;
+    const int64_t feature = n0 + s.tile_row % 128;
     s.row_valid = feature < a.rows;
+    const bool w3 = s.tile_row >= 128;
+    s.data = (w3 ? t.data3 : t.data1) + (s.row_valid ? feature * (a.k / 2) : 0);
+    s.scales = (w3 ? t.scales3 : t.scales1) + (s.row_valid ? feature * t.scale_cols : 0);
 #pragma unroll
-    for (int m = 0; m < MB; ++m) {
-        const uint8_t* data = m == 0 ? t.data1 : t.data3;
-        const uint8_t* scales = m == 0 ? t.scales1 : t.scales3;
-        s.data[m] = data + (s.row_valid ? feature * (a.k / 2) : 0);
-        s.scales[m] = scales + (s.row_valid ? feature * t.scale_cols : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < WsLayout<BN, MB>::kXChunksPerThread; ++i) {
-        const int r = (p + i * kProducerThreads) / 8;
-        s.x_rows[i] = r < t.ntok ? slot_row(a, t, r) / a.x_div : -1;
+    for (int i = 0; i < L::kXChunksPerThread; ++i) {
+        const int f = p + i * kProducerThreads;
+        const int r = f / 8;
+        s.x_rows[i] = f < BN * 8 && r < t.ntok ? slot_row(a, t, r) / a.x_div : -1;
     }
     s.scale_row = p < t.ntok && p < BN ? slot_row(a, t, p) / a.x_div : -1;
     return s;
@@ -101,17 +110,15 @@ __device__ __forceinline__ void issue_raw(const ExpertGemmArgs& a, const Produce
                                           uint8_t* raw) {
     using L = WsLayout<BN, MB>;
 #pragma unroll
-    for (int m = 0; m < MB; ++m) {
-#pragma unroll
-        for (int g = 0; g < kGroupsPerRow; ++g) {
-            cp_async16(raw + L::kRawCodes + ((m * kGroupsPerRow + g) * kProducerThreads + p) * 16,
-                       s.data[m] + kb * 64 + g * 16, s.row_valid ? 16 : 0);
-        }
-        cp_async4(raw + L::kRawScales + (m * kProducerThreads + p) * 4, s.scales[m] + kb * 4, s.row_valid ? 4 : 0);
+    for (int i = 0; i < L::kGroups; ++i) {
+        cp_async16(raw + L::kRawCodes + (i * kProducerThreads + p) * 16, s.data + kb * 64 + (s.group0 + i) * 16,
+                   s.row_valid ? 16 : 0);
     }
+    cp_async4(raw + L::kRawScales + p * 4, s.scales + kb * 4, s.row_valid ? 4 : 0);
 #pragma unroll
     for (int i = 0; i < L::kXChunksPerThread; ++i) {
         const int f = p + i * kProducerThreads;
+        if (f >= BN * 8) break;
         const bool valid = s.x_rows[i] >= 0;
         const uint8_t* src = a.x_codes + (valid ? s.x_rows[i] * a.x_stride + kb * 128 + (f % 8) * 16 : 0);
         cp_async16(raw + L::kRawX + f * 16, src, valid ? 16 : 0);
@@ -126,25 +133,21 @@ __device__ __forceinline__ void issue_raw(const ExpertGemmArgs& a, const Produce
 // A landed raw slot (this thread's own copies) into a stage: the weight rows expanded to e4m3 with their scales, the
 // activation chunks swizzled, the token scale.
 template <int BN, int MB>
-__device__ __forceinline__ void fill_stage(const ExpertGemmArgs& a, bool row_valid, int p, const uint8_t* raw,
-                                           uint8_t* stage, const uint2* lut) {
+__device__ __forceinline__ void fill_stage(const ExpertGemmArgs& a, const ProducerSlots<BN, MB>& s, int p,
+                                           const uint8_t* raw, uint8_t* stage, const uint2* lut) {
     using L = WsLayout<BN, MB>;
+    uint4 groups[L::kGroups];
 #pragma unroll
-    for (int m = 0; m < MB; ++m) {
-        uint4 groups[kGroupsPerRow];
-#pragma unroll
-        for (int g = 0; g < kGroupsPerRow; ++g) {
-            groups[g] = *reinterpret_cast<const uint4*>(raw + L::kRawCodes +
-                                                        ((m * kGroupsPerRow + g) * kProducerThreads + p) * 16);
-        }
-        const uint32_t scales =
-            *reinterpret_cast<const uint32_t*>(raw + L::kRawScales + (m * kProducerThreads + p) * 4);
-        expand_fp4_groups(m * 128 + p, 0, groups, scales, row_valid, stage + L::kW,
-                          reinterpret_cast<float*>(stage + L::kWScale), lut, a.clamp_count);
+    for (int i = 0; i < L::kGroups; ++i) {
+        groups[i] = *reinterpret_cast<const uint4*>(raw + L::kRawCodes + (i * kProducerThreads + p) * 16);
     }
+    const uint32_t scales = *reinterpret_cast<const uint32_t*>(raw + L::kRawScales + p * 4);
+    expand_fp4_groups(s.tile_row, s.group0, groups, scales, s.row_valid, stage + L::kW,
+                      reinterpret_cast<float*>(stage + L::kWScale), lut, a.clamp_count);
 #pragma unroll
     for (int i = 0; i < L::kXChunksPerThread; ++i) {
         const int f = p + i * kProducerThreads;
+        if (f >= BN * 8) break;
         *reinterpret_cast<uint4*>(stage + L::kX + sw128_offset(f / 8, f % 8)) =
             *reinterpret_cast<const uint4*>(raw + L::kRawX + f * 16);
     }
@@ -163,7 +166,7 @@ __device__ __forceinline__ int block_tile(int i) {
     return static_cast<int>(blockIdx.y) + i * static_cast<int>(gridDim.y);
 }
 
-// The producer warpgroup over the block's units (tile i, K block kb) = i * nk + kb in order: raw units kRawStages - 1
+// The producer warpgroups over the block's units (tile i, K block kb) = i * nk + kb in order: raw units kRawStages - 1
 // ahead (across tile boundaries); unit g goes into stage g % kStages once the consumers have released that stage's
 // previous unit (g - kStages).
 template <int BN, int MB>
@@ -198,7 +201,7 @@ __device__ __forceinline__ void produce(const ExpertGemmArgs& a, int64_t n0, int
         cp_async_wait<R - 1>();
         const int s = g % kStages;
         if (g >= kStages) mbarrier_wait(&empty[s], static_cast<uint32_t>(g / kStages - 1) & 1u);
-        fill_stage<BN, MB>(a, slots.row_valid, p, raw(g), smem + s * L::kStageBytes, lut);
+        fill_stage<BN, MB>(a, slots, p, raw(g), smem + s * L::kStageBytes, lut);
         fence_proxy_async();  // the stage's generic writes before the consumers' wgmma reads them
         mbarrier_arrive(&full[s]);
     }
@@ -268,14 +271,14 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_ws_kernel(ExpertGemmA
     }
     __syncthreads();  // the byte table and the barriers; the roles part here
     const int nk = static_cast<int>(a.k / 128);
-    // Registers move from the producer (copies and byte permutes) to the consumers (accumulators and partial sums of
-    // 64 x BN x MB each): 128 x 104 + 256 x 192 = 62,464 of the 64,512 held at launch (384 x 168). ptxas allocates
-    // each role within its count (-warn-spills: none at these counts; 56 / 224 spilled the producer).
+    // Registers move from the producers (copies and byte permutes) to the consumers (accumulators and partial sums of
+    // 64 x BN x MB each): 256 x 80 + 256 x 176 = 65,536, all of the 512 x 128 held at launch. ptxas allocates each
+    // role within its count (-warn-spills).
     if (threadIdx.x < kProducerThreads) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 104;\n" ::: "memory");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 80;\n" ::: "memory");
         produce<BN, MB>(a, n0, nk, tiles * nk, smem, full, empty, lut);
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 192;\n" ::: "memory");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 176;\n" ::: "memory");
         consume<BN, MB>(a, n0, nk, tiles, smem, full, empty);
     }
 }
