@@ -7,6 +7,7 @@
 #   probe: ncu of the staged wide W4A8 tiles at 8192 tokens (details and SASS stall counts), the mHC op tests
 #   ws   : the warp-specialized W4A8 kernel (two producer warpgroups) against the staged one: tests, kernel bench,
 #          2K / 8K prefill alternated
+#   ncuws: ncu of the warp-specialized kernel at 8192 tokens
 #   second: main's offline figures, issue 17's batch-1 oracle ratios, the FP8 / MoE / mHC op tests, golden, memcheck
 #          of the register-weights kernel's tests
 mode=$1
@@ -68,6 +69,15 @@ ws)  # the warp-specialized W4A8 kernel with two producer warpgroups (DSV4_EXPER
         run "pre_ws$v.$SECONDS" 40 env DSV4_EXPERT_WS=$v "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
             --steps 1 --json "$OUT/pre_ws$v.$SECONDS.json"
     done
+    ;;
+ncuws)  # the warp-specialized kernel under ncu at 8192 tokens (details, then SASS stall counts)
+    run ncuk 120 env DSV4_EXPERT_WS=1 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --csv \
+        --page details --kernel-name regex:expert_gemm_ws --launch-count 2 .devbin/dsv4 bench kernels --rows 1 \
+        --tokens 8192 --filter experts
+    run ncusrc 150 env DSV4_EXPERT_WS=1 ncu --clock-control none --section SourceCounters \
+        --kernel-name regex:expert_gemm_ws --launch-count 1 --page source --print-source sass --csv .devbin/dsv4 \
+        bench kernels --rows 1 --tokens 8192 --filter experts
     ;;
 second)
     run bench 60 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/offline.json"
