@@ -67,9 +67,10 @@ struct CudaOptions {
     // Fast numerics: the bf16 tensor-core GEMM splits K where its grid has few blocks (the router's gate at decode
     // batch sizes), the splits' sums added in order (DSV4_GEMM_SPLIT_K; 0: one block a tile over all of K).
     bool gemm_split_k = true;
-    // Fast numerics: the routed FP4 experts' grouped GEMMs on the warp-specialized kernel (a producer warpgroup
-    // copies and expands, two consumers run wgmma; kernels_expert_ws.cu; the same bits) (DSV4_EXPERT_WS; 0: the
-    // two-warpgroup kernel). Off: 12-19% slower in the experts at B=64, B=256 and prefill (H100, 2026-12-06).
+    // Fast numerics: the routed FP4 experts' grouped GEMMs on the warp-specialized kernel (two producer warpgroups
+    // copy and expand, two consumers run wgmma; kernels_expert_ws.cu; the same bits) (DSV4_EXPERT_WS; 0: the
+    // two-warpgroup kernel). Off: with one producer warpgroup 12-19% slower, with two 1-3% slower in the experts at
+    // 64-8192 tokens (H100, 2026-12-06).
     bool expert_ws = false;
     // Fast numerics: the L2 prefetch-size hint (bytes: 0, 128, 256) of the grouped W4A8 kernel's FP4 weight loads in
     // its decode tiles (DSV4_EXPERT_L2_PREFETCH; the same bits for any value). 256: the experts 7% faster at 64 and
@@ -80,9 +81,6 @@ struct CudaOptions {
     // block (kernels_expert_rs.cu; the last bits differ from the staged kernel's) (DSV4_EXPERT_RS; 0: the staged
     // kernel). On: decode B=64 / B=256 +16-17% (H200, 2026-12-06).
     bool expert_register_weights = true;
-    // The same kernel for the prefill (wide) tiles: 64 tokens a tile for both projections, the activations in a ring
-    // of phases (DSV4_EXPERT_RS_WIDE; off: the staged kernel's 64 / 128-token tiles). Not yet measured.
-    bool expert_register_wide = false;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
     // (one wave of 16 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).

@@ -128,13 +128,10 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     // Tile widths: a small tile when the average expert gets few tokens (decode batches), else the large ones.
     const int64_t per_expert = pairs / std::max<int64_t>(1, std::min<int64_t>(pairs, n_experts));
     const bool small = per_expert <= 24;
-    // The register-weights kernel's wide tiles are 64 tokens for both projections (one plan).
-    const bool wide_registers = !small && options_.expert_register_wide;
     const int up_tile = small ? expert_gemm_small_tile(WeightFormat::kFp4Row, true)
                               : expert_gemm_large_tile(WeightFormat::kFp4Row, true);
-    const int down_tile = small            ? expert_gemm_small_tile(WeightFormat::kFp4Row, false)
-                          : wide_registers ? up_tile
-                                           : expert_gemm_large_tile(WeightFormat::kFp4Row, false);
+    const int down_tile = small ? expert_gemm_small_tile(WeightFormat::kFp4Row, false)
+                                : expert_gemm_large_tile(WeightFormat::kFp4Row, false);
     auto ints = [&](int64_t count) {
         return reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(std::max<int64_t>(count, 1))));
     };
@@ -186,7 +183,6 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     g.warp_specialized = options_.expert_ws;
     g.l2_prefetch = options_.expert_l2_prefetch;
     g.register_weights = options_.expert_register_weights;
-    g.register_wide = wide_registers;
     launch_expert_gemm_fp8(stream_, g);
     launched("moe up (fp8)");
 

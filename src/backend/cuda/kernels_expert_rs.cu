@@ -1,11 +1,13 @@
-// Grouped (routed-expert) GEMM of FP4 weights on FP8 wgmma with the weights in registers, 16- and 64-token tiles
-// (kernels_fp8.h: ExpertKernel::kRegisterWeights). The staged kernel (kernels_expert_fp8.cu) expands every K block of
-// weights into shared memory and meets at a barrier before the tensor cores read it; at decode sizes that chain (load,
-// expand, barrier, wgmma, promote) is its time (ncu: a quarter occupancy, no eligible warp 63% of cycles;
+// Grouped (routed-expert) GEMM of FP4 weights at decode tile sizes (16 tokens) on FP8 wgmma with the weights in
+// registers (kernels_fp8.h: ExpertKernel::kRegisterWeights). The staged kernel (kernels_expert_fp8.cu) expands every K
+// block of weights into shared memory and meets at a barrier before the tensor cores read it; at decode sizes that
+// chain (load, expand, barrier, wgmma, promote) is its time (ncu: a quarter occupancy, no eligible warp 63% of cycles;
 // performance-log.md 2026-12-06). Here each thread expands its own two rows straight into wgmma's A fragment: no
 // weight staging, no barrier a K block, and each thread's FP4 loads run K blocks ahead in registers. Only the tile's
-// activations sit in shared memory, staged in phases of K blocks (RsShape): all of K for the 16-token decode tiles,
-// a ring of phases for the 64-token prefill tiles (ExpertGemmArgs::register_wide, off by default until measured).
+// activations sit in shared memory, all of K, staged in phases of K blocks (RsShape). The same kernel on 64-token
+// prefill tiles (a ring of activation phases, one K block of loads ahead) was 6-16% slower than the staged kernel
+// there (H100, 2026-12-06, fourth session) and was removed: at those widths the expansion per K block is the limit,
+// wherever it runs.
 //
 // K order within a 128-wide block: lane q of a row's four lanes loads 16 bytes, scale group q (32 codes under one
 // per-32 scale), and gives word j to wgmma step j (A bytes 0..3 and 16..19 of the step: codes 8 j .. 8 j + 3 and
@@ -32,26 +34,23 @@ using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file
 
 constexpr int kMaxShared = 227 * 1024;  // the opt-in limit of a block on sm_90
 
-// The tile shapes: BN tokens a tile (16: decode; 64: prefill), K blocks of FP4 loads in flight a thread (the wide
-// tile's 64 accumulators and partial sums leave room for one at 128 registers), K blocks of activations staged a
-// phase. The decode tile keeps all of K's activations (2 KB a block); the wide one a ring of three phases (8 KB a
-// block), a phase staged two ahead of the one computing.
+// The tile shape: BN tokens a tile, K blocks of FP4 loads in flight a thread, K blocks of activations staged a
+// phase (all of K's activations stay: 2 KB a block).
 template <int BN>
 struct RsShape {
-    static constexpr int kDepth = BN == 16 ? 4 : 1;
-    static constexpr int kPhaseBlocks = BN == 16 ? 8 : 4;
+    static_assert(BN == 16, "the register-weights kernel takes the 16-token decode tiles");
+    static constexpr int kDepth = 4;
+    static constexpr int kPhaseBlocks = 8;
     static constexpr int kXBlockBytes = BN * 128;
     // Epilogue (SwiGLU), over the activation tile once every wgmma has read it: u handed over ([BN / 2][256]
     // floats), then store_swiglu's scratch.
     static constexpr int kHandOverBytes = BN / 2 * 256 * 4;
     static constexpr int kEpilogueBytes = kHandOverBytes + 8 * BN * 4 + BN * 4 + BN * 128;
-    // Phase slots of the activation ring for nk K blocks.
-    __host__ __device__ static int ring(int nk) { return BN == 16 ? (nk + kPhaseBlocks - 1) / kPhaseBlocks : 3; }
 };
 
-// Shared memory of a launch over nk K blocks (byte offsets from the 1024-aligned base): the activation ring (phase
-// p in slot p mod ring: [kPhaseBlocks][BN][128], swizzled, K permuted) from 0, the token scales
-// ([ring][kPhaseBlocks][BN]), the tile's activation rows ([BN], also the token-scale rows), the byte table.
+// Shared memory of a launch over nk K blocks (byte offsets from the 1024-aligned base): the activation tile
+// ([nk][BN][128], swizzled, K permuted) from 0, the token scales ([nk][BN]), the tile's activation rows ([BN], also
+// the token-scale rows), the byte table.
 template <int BN>
 struct RsLayout {
     using S = RsShape<BN>;
@@ -60,17 +59,12 @@ struct RsLayout {
     int lut = 0;
     int total = 0;  // bytes to request, with the alignment slack
     __host__ __device__ explicit RsLayout(int nk) {
-        const int blocks = S::ring(nk) * S::kPhaseBlocks;
+        const int blocks = nk;
         const int tile = blocks * S::kXBlockBytes, base = tile > S::kEpilogueBytes ? tile : S::kEpilogueBytes;
         xscale = (base + 15) / 16 * 16;
         rows = xscale + blocks * BN * 4;
         lut = rows + BN * 8;
         total = lut + kLutRows * 8 + 1024;
-    }
-    // Where K block kb's activations and token scales sit.
-    __device__ static int slot_block([[maybe_unused]] int nk, int kb) {
-        if constexpr (BN == 16) return kb;  // all of K: phase p in slot p
-        return (kb / S::kPhaseBlocks) % S::ring(nk) * S::kPhaseBlocks + kb % S::kPhaseBlocks;
     }
 };
 
@@ -138,8 +132,8 @@ __device__ __forceinline__ void tile_rows(const ExpertGemmArgs& a, const TileInf
     if (tid < BN) rows[tid] = tid < t.ntok ? slot_row(a, t, tid) / a.x_div : -1;
 }
 
-// Phase p's activations (K blocks kPhaseBlocks p ..) and token scales by cp.async into its ring slot, in the
-// permuted K order; absent tokens zero-filled.
+// Phase p's activations (K blocks kPhaseBlocks p ..) and token scales by cp.async, in the permuted K order; absent
+// tokens zero-filled.
 template <int BN, int kThreads>
 __device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const int64_t* rows, int p, int nk,
                                             uint8_t* x_tile, float* xscale) {
@@ -147,7 +141,7 @@ __device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const int64
     const int kb0 = p * S::kPhaseBlocks;
     const int blocks = min(S::kPhaseBlocks, nk - kb0);
     if (blocks <= 0) return;
-    const int slot0 = RsLayout<BN>::slot_block(nk, kb0);
+    const int slot0 = kb0;
     const int tid = static_cast<int>(threadIdx.x);
     for (int f = tid; f < blocks * BN * 32; f += kThreads) {
         const int u = f & 31, r = (f >> 5) % BN, i = f / (32 * BN);
@@ -249,8 +243,7 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
             const int kb = kb0 + d;
             if (kb >= nk) break;
             if (kb % S::kPhaseBlocks == 0) {
-                // This phase landed (the next may be in flight) and every thread is past the previous phase's
-                // wgmma: its ring slot takes the phase after next.
+                // This phase landed (the next may be in flight); request the one after.
                 cp_async_wait<1>();
                 fence_proxy_async();
                 __syncthreads();
@@ -263,10 +256,10 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
             if (kb + S::kDepth < nk) load_raw<PREFETCH>(rows, kb + S::kDepth, raw[d]);
             fence_regs(part);
             wgmma_fence();
-            const int block = L::slot_block(nk, kb);
+            const int block = kb;
             const uint64_t desc = smem_desc_sw128(x_tile + block * S::kXBlockBytes);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) wgmma_m64k32_rs<BN>(part, frag[j], desc + 2 * j, j > 0 ? 1 : 0);
+            for (int j = 0; j < 4; ++j) wgmma_m64n16k32_rs(part, frag[j], desc + 2 * j, j > 0 ? 1 : 0);
             wgmma_commit();
             wgmma_wait_all();
             fence_regs(part);
@@ -315,17 +308,11 @@ void launch_width(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) 
 
 bool expert_gemm_rs_fits(const ExpertGemmArgs& a) {
     if (a.format != WeightFormat::kFp4Row || a.k % 128 != 0) return false;
-    const int nk = static_cast<int>(a.k / 128);
-    if (a.tile_n == 16) return a.register_weights && RsLayout<16>(nk).total <= kMaxShared;
-    return a.tile_n == 64 && a.register_wide && RsLayout<64>(nk).total <= kMaxShared;
+    return a.tile_n == 16 && a.register_weights && RsLayout<16>(static_cast<int>(a.k / 128)).total <= kMaxShared;
 }
 
 void launch_expert_gemm_rs(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    if (a.tile_n == 16) {
-        launch_width<16>(stream, a, tiles);
-    } else {
-        launch_width<64>(stream, a, tiles);
-    }
+    launch_width<16>(stream, a, tiles);  // expert_gemm_rs_fits: 16-token tiles only
 }
 
 }  // namespace dsv4::cuda

@@ -102,15 +102,13 @@ struct ExpertGemmArgs {
     int l2_prefetch = 0;             // FP4 decode tiles' L2 prefetch-size hint in bytes: 0, 128 or 256 (same bits)
     bool register_weights = false;   // FP4 decode tiles: weights expanded into wgmma's register operand (not the
                                      // same bits: a wgmma step mixes the K block's scale groups)
-    bool register_wide = false;      // FP4 64-token tiles on the register-weights kernel too
 };
 // The kernels of launch_expert_gemm_fp8, one chosen per launch by choose_expert_kernel.
 enum class ExpertKernel {
     kStaged,           // kernels_expert_fp8.cu: weights expanded into shared memory, two warpgroups
     kWarpSpecialized,  // kernels_expert_ws.cu: a producer warpgroup expands, two consumers (FP4, warp_specialized)
-    kRegisterWeights,  // kernels_expert_rs.cu: FP4 16-token tiles (register_weights) or 64-token tiles
-                       // (register_wide), weights in registers, where the activations fit shared memory
-                       // (expert_gemm_rs_fits)
+    kRegisterWeights,  // kernels_expert_rs.cu: FP4 16-token tiles, weights in registers (register_weights, and K's
+                       // activation tile fits shared memory: expert_gemm_rs_fits)
 };
 ExpertKernel choose_expert_kernel(const ExpertGemmArgs& a);
 void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a);

@@ -117,33 +117,6 @@ __device__ __forceinline__ void wgmma_m64n16k32_rs(float (&d)[8], const uint32_t
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
 
-// The same with 64 tokens: D[64 x 64] (+)= A[64 x 32] (registers) . B[64 x 32]^T.
-__device__ __forceinline__ void wgmma_m64n64k32_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
-                                                   int scale_d) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
-        "%23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-}
-
-// Dispatch of the register-A forms on the token count N (N / 2 accumulators a thread).
-template <int N>
-__device__ __forceinline__ void wgmma_m64k32_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
-                                                int scale_d) {
-    if constexpr (N == 16) {
-        wgmma_m64n16k32_rs(d, a, desc_b, scale_d);
-    } else {
-        static_assert(N == 64, "wgmma_m64k32_rs: N is 16 or 64");
-        wgmma_m64n64k32_rs(d, a, desc_b, scale_d);
-    }
-}
-
 // Dispatch on the accumulator width (N / 2 floats per thread).
 template <int N>
 __device__ __forceinline__ void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {

@@ -382,14 +382,12 @@ std::pair<std::vector<int32_t>, std::vector<float>> random_routing(int64_t n, in
 }
 
 // Token patterns: (tokens, pattern) of random_routing.
-// far_tolerance: the relative L2 bound at 8 tokens or more when a K block's scale groups span 30 binades. d, inter:
-// the model width and the experts' intermediate width.
-void expect_grouped_matches_host(const std::function<void(CudaOptions&)>& vary, double far_tolerance, int64_t d = 512,
-                                 int64_t inter = 256) {
+// far_tolerance: the relative L2 bound at 8 tokens or more when a K block's scale groups span 30 binades.
+void expect_grouped_matches_host(const std::function<void(CudaOptions&)>& vary, double far_tolerance) {
     ScopedEnv force("DSV4_MOE_PATH", "grouped_fp8");
     CudaOptions options = cuda_options_from_env({});
     vary(options);
-    const int64_t k = 6, experts = 8;
+    const int64_t d = 512, inter = 256, k = 6, experts = 8;
     const float limit = 10.0f;
     for (int spread : {6, 30}) {  // per-32 scale exponents within / beyond the 15-binade window of a K block
         auto gpu = make_cuda_backend(Numerics::kFast, options);
@@ -460,10 +458,8 @@ TEST(CudaFp8, GroupedRegisterWeightsMatchHostRoundings) {
     down.k = 256;
     EXPECT_EQ(cuda::choose_expert_kernel(down), cuda::ExpertKernel::kRegisterWeights);
     cuda::ExpertGemmArgs wide = up;
-    wide.tile_n = 64;
+    wide.tile_n = 64;  // the staged kernel's SwiGLU wide tile
     EXPECT_EQ(cuda::choose_expert_kernel(wide), cuda::ExpertKernel::kStaged);
-    wide.register_wide = true;
-    EXPECT_EQ(cuda::choose_expert_kernel(wide), cuda::ExpertKernel::kRegisterWeights);
     wide.tile_n = 128;  // the staged kernel's plain wide tile
     EXPECT_EQ(cuda::choose_expert_kernel(wide), cuda::ExpertKernel::kStaged);
     cuda::ExpertGemmArgs huge = up;
@@ -475,22 +471,6 @@ TEST(CudaFp8, GroupedRegisterWeightsMatchHostRoundings) {
     EXPECT_TRUE(cuda_options_from_env({}).expert_register_weights) << "the default";
     DSV4_REQUIRE_GPU();
     expect_grouped_matches_host([](CudaOptions& o) { o.expert_register_weights = true; }, 1e-2);
-}
-
-// The register-weights kernel's 64-token tiles (DSV4_EXPERT_RS_WIDE; the fixture's 200 and 700 tokens, both
-// projections on 64-token tiles) against the host model, with the decode tiles' bounds; width 2048 takes the up
-// projection's 16 K blocks through the activation ring's three slots more than once.
-TEST(CudaFp8, GroupedRegisterWideTilesMatchHostRoundings) {
-    DSV4_REQUIRE_GPU();
-    for (auto [d, inter] : {std::pair<int64_t, int64_t>{512, 256}, {2048, 384}}) {
-        SCOPED_TRACE("d " + std::to_string(d));
-        expect_grouped_matches_host(
-            [](CudaOptions& o) {
-                o.expert_register_weights = true;
-                o.expert_register_wide = true;
-            },
-            1e-2, d, inter);
-    }
 }
 
 // g's moe over n = ids.size() / k tokens of h (d = h.size() / n wide), clamp 10: the output rows on the host.
