@@ -7,6 +7,8 @@
 #   probe: ncu of the staged wide W4A8 tiles at 8192 tokens (details and SASS stall counts), the mHC op tests
 #   ws   : the warp-specialized W4A8 kernel (two producer warpgroups) against the staged one: tests, kernel bench,
 #          2K / 8K prefill alternated
+#   half : the down projection's 48-token tiles, two blocks an SM (DSV4_EXPERT_HALF_WIDE): tests, kernel bench,
+#          prefill alternated, the 8K op profile
 #   ncuws: ncu of the warp-specialized kernel at 8192 tokens
 #   second: main's offline figures, issue 17's batch-1 oracle ratios, the FP8 / MoE / mHC op tests, golden, memcheck
 #          of the register-weights kernel's tests
@@ -69,6 +71,19 @@ ws)  # the warp-specialized W4A8 kernel with two producer warpgroups (DSV4_EXPER
         run "pre_ws$v.$SECONDS" 40 env DSV4_EXPERT_WS=$v "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
             --steps 1 --json "$OUT/pre_ws$v.$SECONDS.json"
     done
+    ;;
+half)  # the down projection's 48-token tiles two blocks an SM (DSV4_EXPERT_HALF_WIDE) against the 128-token ones
+    run tests 120 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
+    for v in 0 1; do
+        run "khalf$v" 40 env DSV4_EXPERT_HALF_WIDE=$v .devbin/dsv4 bench kernels --rows 1 --tokens 512,2048,8192 \
+            --filter experts --json "$OUT/khalf$v.json"
+    done
+    for v in 0 1 0 1; do
+        run "pre_half$v.$SECONDS" 40 env DSV4_EXPERT_HALF_WIDE=$v "${fast[@]}" --batch 1 --context 1000 \
+            --prefill 2048,8192 --steps 1 --json "$OUT/pre_half$v.$SECONDS.json"
+    done
+    run prof_half 40 env DSV4_PROFILE_OPS=1 DSV4_EXPERT_HALF_WIDE=1 "${fast[@]}" --batch 1 --context 1000 \
+        --prefill 8192 --steps 1
     ;;
 ncuws)  # the warp-specialized kernel under ncu at 8192 tokens (details, then SASS stall counts)
     run ncuk 120 env DSV4_EXPERT_WS=1 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \

@@ -71,6 +71,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);
     o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);
     o.expert_register_weights = switch_env("DSV4_EXPERT_RS", o.expert_register_weights);
+    o.expert_half_wide = switch_env("DSV4_EXPERT_HALF_WIDE", o.expert_half_wide);
     if (const char* v = std::getenv("DSV4_EXPERT_L2_PREFETCH")) {
         const std::string bytes = v;
         DSV4_CHECK(bytes == "0" || bytes == "128" || bytes == "256",

@@ -131,7 +131,7 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     const int up_tile = small ? expert_gemm_small_tile(WeightFormat::kFp4Row, true)
                               : expert_gemm_large_tile(WeightFormat::kFp4Row, true);
     const int down_tile = small ? expert_gemm_small_tile(WeightFormat::kFp4Row, false)
-                                : expert_gemm_large_tile(WeightFormat::kFp4Row, false);
+                                : expert_gemm_large_tile(WeightFormat::kFp4Row, false, options_.expert_half_wide);
     auto ints = [&](int64_t count) {
         return reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(std::max<int64_t>(count, 1))));
     };

@@ -39,10 +39,10 @@ struct WeightSlot {
     static constexpr int kGroups = 2 * MB;  // 512 * MB groups per stage over 256 threads
     int tile_row = 0;                       // row in the stage's weight tile (MB = 2: W1 rows, then W3 rows)
     int group0 = 0;
-    int64_t feature = 0;
+    int32_t feature = 0;            // int32 (and scale_cols): registers for the two-block tiles
     const uint8_t* data = nullptr;  // the row's weight (W1 or W3)
     const uint8_t* scales = nullptr;
-    int64_t scale_cols = 0;
+    int32_t scale_cols = 0;
 };
 
 template <int MB>
@@ -51,10 +51,10 @@ __device__ __forceinline__ WeightSlot<MB> weight_slot(const TileInfo& t, int64_t
     const int f = threadIdx.x * WeightSlot<MB>::kGroups;
     s.tile_row = f / 4;
     s.group0 = f % 4;
-    s.feature = n0 + s.tile_row % 128;
+    s.feature = static_cast<int32_t>(n0 + s.tile_row % 128);
     s.data = s.tile_row < 128 ? t.data1 : t.data3;
     s.scales = s.tile_row < 128 ? t.scales1 : t.scales3;
-    s.scale_cols = t.scale_cols;
+    s.scale_cols = static_cast<int32_t>(t.scale_cols);
     return s;
 }
 
@@ -63,12 +63,12 @@ __device__ __forceinline__ void load_fp4(const WeightSlot<MB>& s, int64_t rows, 
                                          RawWeights<WeightSlot<MB>::kGroups>& raw) {
     raw.valid = s.feature < rows;
     if (!raw.valid) return;
-    const uint8_t* row = s.data + s.feature * (k / 2) + kb * 64;
+    const uint8_t* row = s.data + static_cast<int64_t>(s.feature) * (k / 2) + kb * 64;
 #pragma unroll
     for (int i = 0; i < WeightSlot<MB>::kGroups; ++i) {
         raw.groups[i] = load_u4<PREFETCH>(reinterpret_cast<const uint4*>(row) + s.group0 + i);
     }
-    raw.scales = load_u32<PREFETCH>(s.scales + s.feature * s.scale_cols + kb * 4);
+    raw.scales = load_u32<PREFETCH>(s.scales + static_cast<int64_t>(s.feature) * s.scale_cols + kb * 4);
 }
 
 // Expands this thread's raw FP4 groups into the stage's swizzled e4m3 tile (expand_fp4_groups).
@@ -102,7 +102,7 @@ __device__ __forceinline__ void issue_fp8_weights(const TileInfo& t, int64_t n0,
 // The stage's activation rows (BN tokens x 128 bytes) and token scales by cp.async; absent tokens are zero-filled.
 template <int BN>
 __device__ __forceinline__ void issue_x(const ExpertGemmArgs& a,
-                                        const int64_t (&x_rows)[(BN * 8 + kThreads - 1) / kThreads], int64_t scale_row,
+                                        const int32_t (&x_rows)[(BN * 8 + kThreads - 1) / kThreads], int32_t scale_row,
                                         int kb, uint8_t* stage_x, float* stage_xscale) {
     constexpr int kPerThread = (BN * 8 + kThreads - 1) / kThreads;
 #pragma unroll
@@ -120,10 +120,18 @@ __device__ __forceinline__ void issue_x(const ExpertGemmArgs& a,
     }
 }
 
+// Blocks an SM a shape is compiled for: the plain 48-token tile (CudaOptions::expert_half_wide) fits two (24
+// accumulators and 24 partial sums a thread: 64 tokens spilled at 128 registers), so that one block's promotion and
+// barrier overlap the other's wgmma (the one-block tiles leave the tensor cores idle then).
+template <int BN, int MB>
+constexpr int blocks_per_sm() {
+    return BN == kExpertHalfWideTile && MB == 1 ? 2 : 1;
+}
+
 // Grid: (rows / 128 feature blocks, tiles). BN: tokens per tile; MB: 1 (plain) or 2 (SwiGLU: W1 and W3); FP4: weight
 // format (else FP8 block-scaled).
 template <int BN, int MB, bool FP4, int PREFETCH = 0>
-__global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemmArgs a) {
+__global__ void __launch_bounds__(kThreads, blocks_per_sm<BN, MB>()) expert_gemm_fp8_kernel(ExpertGemmArgs a) {
     pdl_begin();
     using L = StageLayout<BN, MB>;
     extern __shared__ uint8_t smem_raw[];
@@ -139,13 +147,14 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_fp8_kernel(ExpertGemm
 
     // This thread's activation rows (-1: absent token) and its token-scale row.
     constexpr int kXPer = (BN * 8 + kThreads - 1) / kThreads;
-    int64_t x_rows[kXPer];
+    int32_t x_rows[kXPer];  // token rows (int32: registers for the two-block tiles)
 #pragma unroll
     for (int i = 0; i < kXPer; ++i) {
         const int r = (threadIdx.x + i * kThreads) / 8;
-        x_rows[i] = r < t.ntok ? slot_row(a, t, r) / a.x_div : -1;
+        x_rows[i] = r < t.ntok ? static_cast<int32_t>(slot_row(a, t, r) / a.x_div) : -1;
     }
-    const int64_t scale_row = static_cast<int>(threadIdx.x) < t.ntok ? slot_row(a, t, threadIdx.x) / a.x_div : -1;
+    const int32_t scale_row =
+        static_cast<int>(threadIdx.x) < t.ntok ? static_cast<int32_t>(slot_row(a, t, threadIdx.x) / a.x_div) : -1;
     auto stage = [&](int kb) { return smem + (kb % kStages) * L::kBytes; };
     auto issue = [&](int kb) {
         if (kb < nk) {
@@ -240,8 +249,8 @@ int expert_gemm_small_tile(WeightFormat format, bool swiglu) {
     return format == WeightFormat::kFp8Block && !swiglu ? 16 : 0;
 }
 
-int expert_gemm_large_tile(WeightFormat format, bool swiglu) {
-    if (format == WeightFormat::kFp4Row) return swiglu ? 64 : 128;
+int expert_gemm_large_tile(WeightFormat format, bool swiglu, bool half_wide) {
+    if (format == WeightFormat::kFp4Row) return swiglu ? 64 : (half_wide ? kExpertHalfWideTile : 128);
     return format == WeightFormat::kFp8Block && !swiglu ? 128 : 0;
 }
 
@@ -268,7 +277,9 @@ void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a) {
         if (swiglu) {
             a.tile_n == 16 ? launch_fp4<16, 2>(stream, a, tiles) : launch_fp4<64, 2>(stream, a, tiles);
         } else {
-            a.tile_n == 16 ? launch_fp4<16, 1>(stream, a, tiles) : launch_fp4<128, 1>(stream, a, tiles);
+            if (a.tile_n == 16) return launch_fp4<16, 1>(stream, a, tiles);
+            if (a.tile_n == kExpertHalfWideTile) return launch_fp4<kExpertHalfWideTile, 1>(stream, a, tiles);
+            launch_fp4<128, 1>(stream, a, tiles);
         }
     } else {
         a.tile_n == 16 ? launch_typed<16, 1, false>(stream, a, tiles) : launch_typed<128, 1, false>(stream, a, tiles);

@@ -305,7 +305,9 @@ void launch_expert_gemm_ws(cudaStream_t stream, const ExpertGemmArgs& a, unsigne
     if (swiglu) {
         a.tile_n == 16 ? launch_typed<16, 2>(stream, a, tiles) : launch_typed<64, 2>(stream, a, tiles);
     } else {
-        a.tile_n == 16 ? launch_typed<16, 1>(stream, a, tiles) : launch_typed<128, 1>(stream, a, tiles);
+        if (a.tile_n == 16) return launch_typed<16, 1>(stream, a, tiles);
+        if (a.tile_n == kExpertHalfWideTile) return launch_typed<kExpertHalfWideTile, 1>(stream, a, tiles);
+        launch_typed<128, 1>(stream, a, tiles);
     }
 }
 

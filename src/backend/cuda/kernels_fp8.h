@@ -120,7 +120,9 @@ bool expert_gemm_rs_fits(const ExpertGemmArgs& a);
 void launch_expert_gemm_rs(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles);
 // Token tile widths instantiated for (format, swiglu); 0 where the combination has none. Small first.
 int expert_gemm_small_tile(WeightFormat format, bool swiglu);
-int expert_gemm_large_tile(WeightFormat format, bool swiglu);
+// The plain (down) projection's prefill tile with CudaOptions::expert_half_wide: two blocks an SM.
+constexpr int kExpertHalfWideTile = 48;
+int expert_gemm_large_tile(WeightFormat format, bool swiglu, bool half_wide = false);
 constexpr int kExpertGemmFeatures = 128;  // output features per block
 
 // Decode-sized linears on FP8 tensor cores (kernels_gemv_fp8.cu): FP8 e4m3 weights with 128x128 UE8M0 scales (OCP),

@@ -69,6 +69,19 @@ __device__ __forceinline__ void wgmma_m64n16k32(float (&d)[8], uint64_t desc_a, 
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+// D[64 x 48] (+)= A[64 x 32] . B[48 x 32]^T, as wgmma_m64n16k32.
+__device__ __forceinline__ void wgmma_m64n48k32(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
+        "%23}, %24, %25, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 // D[64 x 64] (+)= A[64 x 32] . B[64 x 32]^T, e4m3 x e4m3 -> f32; scale_d = 0 overwrites D.
 __device__ __forceinline__ void wgmma_m64n64k32(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -122,10 +135,12 @@ template <int N>
 __device__ __forceinline__ void wgmma_m64k32(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     if constexpr (N == 16) {
         wgmma_m64n16k32(d, desc_a, desc_b, scale_d);
+    } else if constexpr (N == 48) {
+        wgmma_m64n48k32(d, desc_a, desc_b, scale_d);
     } else if constexpr (N == 64) {
         wgmma_m64n64k32(d, desc_a, desc_b, scale_d);
     } else {
-        static_assert(N == 128, "wgmma_m64k32: N is 16, 64 or 128");
+        static_assert(N == 128, "wgmma_m64k32: N is 16, 48, 64 or 128");
         wgmma_m64n128k32(d, desc_a, desc_b, scale_d);
     }
 }

@@ -536,6 +536,17 @@ TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
     expect_grouped_variant_bits([](CudaOptions& o) { o.expert_ws = true; });
 }
 
+// The down projection's 48-token prefill tiles, two blocks an SM (DSV4_EXPERT_HALF_WIDE), on the two-warpgroup and
+// the warp-specialized kernels: the 128-token tiles' bits.
+TEST(CudaFp8, GroupedHalfWideTilesGiveTheSameBits) {
+    DSV4_REQUIRE_GPU();
+    expect_grouped_variant_bits([](CudaOptions& o) { o.expert_half_wide = true; });
+    expect_grouped_variant_bits([](CudaOptions& o) {
+        o.expert_half_wide = true;
+        o.expert_ws = true;
+    });
+}
+
 // The FP4 weight loads' L2 prefetch-size hints (DSV4_EXPERT_L2_PREFETCH) against the default (256).
 TEST(CudaFp8, GroupedL2PrefetchGivesTheSameBits) {
     DSV4_REQUIRE_GPU();
