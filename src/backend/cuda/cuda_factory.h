@@ -76,9 +76,11 @@ struct CudaOptions {
     // its decode tiles (DSV4_EXPERT_L2_PREFETCH; the same bits for any value). 256: the experts 7% faster at 64 and
     // 256 tokens, decode B=64 / B=256 +4% (H100, 2026-12-06).
     int expert_l2_prefetch = 256;
-    // Fast numerics: the routed FP4 experts' down projection at prefill sizes on 64-token tiles, two blocks an SM,
-    // instead of 128-token tiles one block an SM (the same bits) (DSV4_EXPERT_HALF_WIDE).
-    bool expert_half_wide = false;
+    // Fast numerics: the routed FP4 experts' down projection at prefill sizes on 48-token tiles, two blocks an SM,
+    // instead of 128-token tiles one block an SM (the same bits) (DSV4_EXPERT_HALF_WIDE; 0: 128-token tiles). On:
+    // prefill 2K / 8K +1.7-1.9%, the down projection -20% at 8K (H100, 24 layers, 2026-12-06; a 2,048-token chunk
+    // gives an expert ~77 tokens: two 48-token tiles waste less than one of 128).
+    bool expert_half_wide = true;
     // Fast numerics: the routed FP4 experts' 16-token (decode) tiles on the register-weights kernel: each thread
     // expands its weight rows into wgmma's register operand, no weight staging in shared memory and no barrier a K
     // block (kernels_expert_rs.cu; the last bits differ from the staged kernel's) (DSV4_EXPERT_RS; 0: the staged
