@@ -9,6 +9,7 @@
 #          2K / 8K prefill alternated
 #   half : the down projection's 48-token tiles, two blocks an SM (DSV4_EXPERT_HALF_WIDE): tests, kernel bench,
 #          prefill alternated, the 8K op profile
+#   check: head's FP8 / MoE / mHC op tests and golden, 8K prefill at 2,048 / 8,192-token chunks, batch-1 oracles
 #   ncuws: ncu of the warp-specialized kernel at 8192 tokens
 #   second: main's offline figures, issue 17's batch-1 oracle ratios, the FP8 / MoE / mHC op tests, golden, memcheck
 #          of the register-weights kernel's tests
@@ -84,6 +85,16 @@ half)  # the down projection's 48-token tiles two blocks an SM (DSV4_EXPERT_HALF
     done
     run prof_half 40 env DSV4_PROFILE_OPS=1 DSV4_EXPERT_HALF_WIDE=1 "${fast[@]}" --batch 1 --context 1000 \
         --prefill 8192 --steps 1
+    ;;
+check)  # head on any GPU: the FP8 / MoE / mHC op tests, golden, prefill at 2,048- and 8,192-token chunks, oracles
+    run ops 150 .devbin/ops_cuda --gtest_filter='CudaFp8*:*Moe*:*Mhc*:*Fused*:*HcPostPre*'
+    run golden 40 .devbin/golden_cuda
+    for c in 2048 8192; do
+        run "chunk$c" 40 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 --prefill-chunk $c --steps 1 \
+            --json "$OUT/chunk$c.json"
+    done
+    oracle 3 3
+    oracle 7 5.6
     ;;
 ncuws)  # the warp-specialized kernel under ncu at 8192 tokens (details, then SASS stall counts)
     run ncuk 120 env DSV4_EXPERT_WS=1 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
