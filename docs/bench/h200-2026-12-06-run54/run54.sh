@@ -23,6 +23,17 @@ oracle() {  # K L: batch-1 speculative decode with K MTP drafts accepted at orac
     run "oracle$1" 60 "${fast[@]}" --batch 1 --context 1000 --steps 8 --json "$OUT/oracle$1.json" \
         --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$1}" --oracle-acceptance "$2"
 }
+knob_ab() {  # NAME VAR TOKENS: the expert kernel bench at TOKENS with VAR=0 / 1, then 2K / 8K prefill alternated
+    local name=$1 var=$2 tokens=$3 v
+    for v in 0 1; do
+        run "k$name$v" 40 env "$var=$v" .devbin/dsv4 bench kernels --rows 1 --tokens "$tokens" --filter experts \
+            --json "$OUT/k$name$v.json"
+    done
+    for v in 0 1 0 1; do
+        run "pre_$name$v.$SECONDS" 40 env "$var=$v" "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
+            --steps 1 --json "$OUT/pre_$name$v.$SECONDS.json"
+    done
+}
 first() {
     run tests 60 .devbin/ops_cuda --gtest_filter='CudaFp8.GroupedRegister*'
     for v in 0 1; do
@@ -64,25 +75,11 @@ probe)  # where the staged wide W4A8 tiles spend a K block (8192 tokens: up BN 6
     ;;
 ws)  # the warp-specialized W4A8 kernel with two producer warpgroups (DSV4_EXPERT_WS) against the staged one
     run tests 90 .devbin/ops_cuda --gtest_filter='CudaFp8.GroupedWarpSpecialized*:CudaFp8.GroupedExperts*'
-    for v in 0 1; do
-        run "kws$v" 40 env DSV4_EXPERT_WS=$v .devbin/dsv4 bench kernels --rows 1 --tokens 64,512,2048,8192 \
-            --filter experts --json "$OUT/kws$v.json"
-    done
-    for v in 0 1 0 1; do
-        run "pre_ws$v.$SECONDS" 40 env DSV4_EXPERT_WS=$v "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
-            --steps 1 --json "$OUT/pre_ws$v.$SECONDS.json"
-    done
+    knob_ab ws DSV4_EXPERT_WS 64,512,2048,8192
     ;;
 half)  # the down projection's 48-token tiles two blocks an SM (DSV4_EXPERT_HALF_WIDE) against the 128-token ones
     run tests 120 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
-    for v in 0 1; do
-        run "khalf$v" 40 env DSV4_EXPERT_HALF_WIDE=$v .devbin/dsv4 bench kernels --rows 1 --tokens 512,2048,8192 \
-            --filter experts --json "$OUT/khalf$v.json"
-    done
-    for v in 0 1 0 1; do
-        run "pre_half$v.$SECONDS" 40 env DSV4_EXPERT_HALF_WIDE=$v "${fast[@]}" --batch 1 --context 1000 \
-            --prefill 2048,8192 --steps 1 --json "$OUT/pre_half$v.$SECONDS.json"
-    done
+    knob_ab half DSV4_EXPERT_HALF_WIDE 512,2048,8192
     run prof_half 40 env DSV4_PROFILE_OPS=1 DSV4_EXPERT_HALF_WIDE=1 "${fast[@]}" --batch 1 --context 1000 \
         --prefill 8192 --steps 1
     ;;
