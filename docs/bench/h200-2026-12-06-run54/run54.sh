@@ -10,6 +10,8 @@
 #   half : the down projection's 48-token tiles, two blocks an SM (DSV4_EXPERT_HALF_WIDE): tests, kernel bench,
 #          prefill alternated, the 8K op profile
 #   check: head's FP8 / MoE / mHC op tests and golden, 8K prefill at 2,048 / 8,192-token chunks, batch-1 oracles
+#   shared: the W4A8 kernels' shared-memory accesses (align_shared_1024) against dsv4_old: tests, kernel bench,
+#          decode B=64 / 256 and 2K / 8K prefill alternated
 #   ncuws: ncu of the warp-specialized kernel at 8192 tokens
 #   second: main's offline figures, issue 17's batch-1 oracle ratios, the FP8 / MoE / mHC op tests, golden, memcheck
 #          of the register-weights kernel's tests
@@ -92,6 +94,21 @@ check)  # head on any GPU: the FP8 / MoE / mHC op tests, golden, prefill at 2,04
     done
     oracle 3 3
     oracle 7 5.6
+    ;;
+shared)  # the W4A8 kernels' shared-memory accesses as shared (LDS / STS): head (dsv4) against dsv4_old (e34b3c4)
+    run tests 120 .devbin/ops_cuda --gtest_filter='CudaFp8.Grouped*'
+    for b in old new; do
+        bin=.devbin/dsv4
+        [[ $b == old ]] && bin=.devbin/dsv4_old
+        run "kshared_$b" 40 "$bin" bench kernels --rows 1 --tokens 64,256,2048,8192 --filter experts \
+            --json "$OUT/kshared_$b.json"
+    done
+    for b in old new old new; do
+        bin=.devbin/dsv4
+        [[ $b == old ]] && bin=.devbin/dsv4_old
+        run "ab_$b.$SECONDS" 60 "$bin" "${fast[@]:1}" --batch 64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+            --json "$OUT/ab_$b.$SECONDS.json"
+    done
     ;;
 ncuws)  # the warp-specialized kernel under ncu at 8192 tokens (details, then SASS stall counts)
     run ncuk 120 env DSV4_EXPERT_WS=1 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \

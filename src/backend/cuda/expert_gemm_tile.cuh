@@ -126,6 +126,15 @@ void with_l2_prefetch(int bytes, Launch&& launch) {
     launch(std::integral_constant<int, 0>{});
 }
 
+// The dynamic shared memory's first 1024-byte-aligned byte (the 128-byte swizzle's tiles are 1024-aligned), by pointer
+// arithmetic on the shared array itself. Rounded through an integer instead, the pointer lost its address space: every
+// stage, ring and table access compiled to a generic LD / ST with 64-bit addresses (ncu, SASS of the W4A8 kernels,
+// 2026-12-06); from the array the compiler keeps them shared (LDS / STS, 32-bit).
+__device__ __forceinline__ uint8_t* align_shared_1024(uint8_t* smem_raw) {
+    const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+    return smem_raw + ((1024u - (addr & 1023u)) & 1023u);
+}
+
 // e4m3 code of each e2m1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^k, k = kLutMin .. 6, 8 bytes per k.
 __device__ inline void build_lut(uint8_t* lut) {
     for (int i = threadIdx.x; i < kLutRows * 8; i += blockDim.x) {

@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm<BN, MB>()) expert_gemm
     pdl_begin();
     using L = StageLayout<BN, MB>;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+    uint8_t* smem = align_shared_1024(smem_raw);
     auto* lut = reinterpret_cast<uint2*>(smem + kStages * L::kBytes);
     TileInfo t;
     if (!load_tile(a, BN, static_cast<int>(blockIdx.y), t)) return;

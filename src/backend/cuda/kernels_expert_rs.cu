@@ -188,6 +188,8 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
     constexpr int kThreads = 256 * MB;
     pdl_begin();
     extern __shared__ uint8_t smem_raw[];
+    // Rounded through an integer (generic accesses): align_shared_1024's shared-space accesses made the SwiGLU
+    // launch spill 24 bytes at its 128 registers.
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
     TileInfo t;
     if (!load_tile(a, BN, static_cast<int>(blockIdx.y), t)) return;

@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_ws_kernel(ExpertGemmA
     pdl_begin();
     using L = WsLayout<BN, MB>;
     extern __shared__ uint8_t smem_raw[];
-    uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+    uint8_t* smem = align_shared_1024(smem_raw);
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kExpertGemmFeatures;
     const int tiles = block_tiles(tile_count(a, BN));
     if (n0 >= a.rows || tiles == 0) return;
