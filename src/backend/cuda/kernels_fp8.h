@@ -115,7 +115,7 @@ void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a);
 // The warp-specialized kernel over `tiles` token tiles (launch_expert_gemm_fp8 calls it for FP4 weights when
 // a.warp_specialized is set).
 void launch_expert_gemm_ws(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles);
-// The register-weights kernel over `tiles` 16- or 64-token tiles, and whether it takes a's shapes and flags.
+// The register-weights kernel over `tiles` 16-token tiles, and whether it takes a's shapes and flags.
 bool expert_gemm_rs_fits(const ExpertGemmArgs& a);
 void launch_expert_gemm_rs(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles);
 // Token tile widths instantiated for (format, swiglu); 0 where the combination has none. Small first.
