@@ -7,6 +7,7 @@
 #   tools/device/serve_bench.sh [PRESET=flash-160] [LEVELS="1 2 4 8 64"]
 # SPEC_CONFIG: a --speculative-config for the server, e.g. issue 17's C64 oracle point:
 #   SPEC_CONFIG='{"method":"mtp","num_speculative_tokens":3,"oracle_acceptance_length":3}'
+# SERVER_FLAGS: more server flags, e.g. SERVER_FLAGS="--max-num-batched-tokens 8192 --long-prefill-token-threshold 8192".
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -26,7 +27,7 @@ spec_flags=()
 # shellcheck disable=SC2086
 start_device_server "$OUT/serve_server.log" --model "$work/bundled" \
   ${SERVE_BENCH_MODEL:---synthetic-weights $preset --device cuda --numerics fast} --max-num-seqs 64 --quiet \
-  "${spec_flags[@]}"
+  "${spec_flags[@]}" ${SERVER_FLAGS:-}
 port=$PORT
 echo "server ready on port $port"
 

@@ -12,6 +12,7 @@
 #   check: head's FP8 / MoE / mHC op tests and golden, 8K prefill at 2,048 / 8,192-token chunks, batch-1 oracles
 #   shared: the W4A8 kernels' shared-memory accesses (align_shared_1024) against dsv4_old: tests, kernel bench,
 #          decode B=64 / 256 and 2K / 8K prefill alternated
+#   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
 #   ncuws: ncu of the warp-specialized kernel at 8192 tokens
 #   second: main's offline figures, issue 17's batch-1 oracle ratios, the FP8 / MoE / mHC op tests, golden, memcheck
 #          of the register-weights kernel's tests
@@ -109,6 +110,12 @@ shared)  # the W4A8 kernels' shared-memory accesses as shared (LDS / STS): head 
         run "ab_$b.$SECONDS" 60 "$bin" "${fast[@]:1}" --batch 64,256 --context 1000 --prefill 2048,8192 --steps 4 \
             --json "$OUT/ab_$b.$SECONDS.json"
     done
+    ;;
+serve)  # the seeds' serving protocol C1 / C64 with the default token budget and with 8,192 tokens a step (H200)
+    run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
+    SERVER_FLAGS="--max-num-batched-tokens 8192 --long-prefill-token-threshold 8192" \
+        run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
     ;;
 ncuws)  # the warp-specialized kernel under ncu at 8192 tokens (details, then SASS stall counts)
     run ncuk 120 env DSV4_EXPERT_WS=1 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
