@@ -4,7 +4,7 @@
 // chain (load, expand, barrier, wgmma, promote) is its time (ncu: a quarter occupancy, no eligible warp 63% of cycles;
 // performance-log.md 2026-12-06). Here each thread expands its own two rows straight into wgmma's A fragment: no
 // weight staging, no barrier a K block, and each thread's FP4 loads run K blocks ahead in registers. Only the tile's
-// activations sit in shared memory, all of K, staged in phases of K blocks (RsShape). The same kernel on 64-token
+// activations sit in shared memory, all of K, staged in phases of kPhaseBlocks K blocks. The same kernel on 64-token
 // prefill tiles (a ring of activation phases, one K block of loads ahead) was 6-16% slower than the staged kernel
 // there (H100, 2026-12-06, fourth session) and was removed: at those widths the expansion per K block is the limit,
 // wherever it runs.
@@ -34,36 +34,28 @@ using namespace expert_gemm;  // NOLINT(google-build-using-namespace): this file
 
 constexpr int kMaxShared = 227 * 1024;  // the opt-in limit of a block on sm_90
 
-// The tile shape: BN tokens a tile, K blocks of FP4 loads in flight a thread, K blocks of activations staged a
-// phase (all of K's activations stay: 2 KB a block).
-template <int BN>
-struct RsShape {
-    static_assert(BN == 16, "the register-weights kernel takes the 16-token decode tiles");
-    static constexpr int kDepth = 4;
-    static constexpr int kPhaseBlocks = 8;
-    static constexpr int kXBlockBytes = BN * 128;
-    // Epilogue (SwiGLU), over the activation tile once every wgmma has read it: u handed over ([BN / 2][256]
-    // floats), then store_swiglu's scratch.
-    static constexpr int kHandOverBytes = BN / 2 * 256 * 4;
-    static constexpr int kEpilogueBytes = kHandOverBytes + 8 * BN * 4 + BN * 4 + BN * 128;
-};
+constexpr int kTileTokens = 16;  // tokens a tile (the decode tiles)
+constexpr int kDepth = 4;        // K blocks of FP4 loads in flight a thread
+constexpr int kPhaseBlocks = 8;  // K blocks of activations staged a phase (all of K's stay: 2 KB a block)
+constexpr int kXBlockBytes = kTileTokens * 128;  // one K block of the activation tile
+// Epilogue (SwiGLU), over the activation tile once every wgmma has read it: u handed over ([kTileTokens / 2][256]
+// floats), then store_swiglu's scratch.
+constexpr int kHandOverBytes = kTileTokens / 2 * 256 * 4;
+constexpr int kEpilogueBytes = kHandOverBytes + 8 * kTileTokens * 4 + kTileTokens * 4 + kTileTokens * 128;
 
 // Shared memory of a launch over nk K blocks (byte offsets from the 1024-aligned base): the activation tile
-// ([nk][BN][128], swizzled, K permuted) from 0, the token scales ([nk][BN]), the tile's activation rows ([BN], also
-// the token-scale rows), the byte table.
-template <int BN>
+// ([nk][kTileTokens][128], swizzled, K permuted) from 0, the token scales ([nk][kTileTokens]), the tile's activation
+// rows ([kTileTokens], also the token-scale rows), the byte table.
 struct RsLayout {
-    using S = RsShape<BN>;
     int xscale = 0;
     int rows = 0;
     int lut = 0;
     int total = 0;  // bytes to request, with the alignment slack
     __host__ __device__ explicit RsLayout(int nk) {
-        const int blocks = nk;
-        const int tile = blocks * S::kXBlockBytes, base = tile > S::kEpilogueBytes ? tile : S::kEpilogueBytes;
+        const int tile = nk * kXBlockBytes, base = tile > kEpilogueBytes ? tile : kEpilogueBytes;
         xscale = (base + 15) / 16 * 16;
-        rows = xscale + blocks * BN * 4;
-        lut = rows + BN * 8;
+        rows = xscale + nk * kTileTokens * 4;
+        lut = rows + kTileTokens * 8;
         total = lut + kLutRows * 8 + 1024;
     }
 };
@@ -126,65 +118,58 @@ __device__ __forceinline__ void hold_fragments(uint32_t (&a)[4][4]) {
 }
 
 // The tile's activation rows, also its token-scale rows (-1: an absent token), into shared memory, once.
-template <int BN>
 __device__ __forceinline__ void tile_rows(const ExpertGemmArgs& a, const TileInfo& t, int64_t* rows) {
     const int tid = static_cast<int>(threadIdx.x);
-    if (tid < BN) rows[tid] = tid < t.ntok ? slot_row(a, t, tid) / a.x_div : -1;
+    if (tid < kTileTokens) rows[tid] = tid < t.ntok ? slot_row(a, t, tid) / a.x_div : -1;
 }
 
 // Phase p's activations (K blocks kPhaseBlocks p ..) and token scales by cp.async, in the permuted K order; absent
 // tokens zero-filled.
-template <int BN, int kThreads>
+template <int kThreads>
 __device__ __forceinline__ void stage_phase(const ExpertGemmArgs& a, const int64_t* rows, int p, int nk,
                                             uint8_t* x_tile, float* xscale) {
-    using S = RsShape<BN>;
-    const int kb0 = p * S::kPhaseBlocks;
-    const int blocks = min(S::kPhaseBlocks, nk - kb0);
+    const int kb0 = p * kPhaseBlocks;
+    const int blocks = min(kPhaseBlocks, nk - kb0);
     if (blocks <= 0) return;
-    const int slot0 = kb0;
     const int tid = static_cast<int>(threadIdx.x);
-    for (int f = tid; f < blocks * BN * 32; f += kThreads) {
-        const int u = f & 31, r = (f >> 5) % BN, i = f / (32 * BN);
+    for (int f = tid; f < blocks * kTileTokens * 32; f += kThreads) {
+        const int u = f & 31, r = (f >> 5) % kTileTokens, i = f / (32 * kTileTokens);
         const int64_t row = rows[r];
         const uint8_t* src = a.x_codes + (row >= 0 ? row * a.x_stride + (kb0 + i) * 128 + 4 * u : 0);
         // Unit u = 8 q + 2 j + h (group q, step j, half h) is step j's unit 4 h + q: chunk u % 8, slot u / 8.
-        cp_async4(x_tile + (slot0 + i) * S::kXBlockBytes + sw128_offset(r, u & 7) + 4 * (u >> 3), src,
-                  row >= 0 ? 4 : 0);
+        cp_async4(x_tile + (kb0 + i) * kXBlockBytes + sw128_offset(r, u & 7) + 4 * (u >> 3), src, row >= 0 ? 4 : 0);
     }
-    for (int f = tid; f < blocks * BN; f += kThreads) {
-        const int i = f / BN, r = f % BN;
+    for (int f = tid; f < blocks * kTileTokens; f += kThreads) {
+        const int i = f / kTileTokens, r = f % kTileTokens;
         const int64_t row = rows[r];
         const float* src = a.x_scales + (row >= 0 ? (kb0 + i) * a.x_rows_pad + row : 0);
-        cp_async4(xscale + (slot0 + i) * BN + r, src, row >= 0 ? 4 : 0);
+        cp_async4(xscale + (kb0 + i) * kTileTokens + r, src, row >= 0 ? 4 : 0);
     }
 }
 
 // The SwiGLU epilogue across warpgroups: W3's (2, 3) hand u to W1's (0, 1), which run store_swiglu.
-template <int BN>
 __device__ __forceinline__ void swiglu_epilogue(const ExpertGemmArgs& a, const TileInfo& t, int64_t n0,
-                                                float (&acc)[BN / 2], int row_base, uint8_t* smem) {
+                                                float (&acc)[kTileTokens / 2], int row_base, uint8_t* smem) {
     const int tid = static_cast<int>(threadIdx.x);
     auto* hand = reinterpret_cast<float*>(smem);
     __syncthreads();  // every wgmma has read the activation tile: the epilogue reuses its memory
     if (tid >= 256) {
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) hand[i * 256 + tid - 256] = acc[i];
+        for (int i = 0; i < kTileTokens / 2; ++i) hand[i * 256 + tid - 256] = acc[i];
     }
     __syncthreads();
     if (tid >= 256) return;
-    float u[BN / 2];
+    float u[kTileTokens / 2];
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) u[i] = hand[i * 256 + tid];
-    store_swiglu<BN>(a, t, n0, acc, u, row_base, smem + RsShape<BN>::kHandOverBytes, tid, [] {
+    for (int i = 0; i < kTileTokens / 2; ++i) u[i] = hand[i * 256 + tid];
+    store_swiglu<kTileTokens>(a, t, n0, acc, u, row_base, smem + kHandOverBytes, tid, [] {
         asm volatile("bar.sync 1, 256;" ::: "memory");
     });
 }
 
 // Grid: (rows / 128 feature blocks, tiles); 256 MB threads.
-template <int BN, int MB, int PREFETCH>
+template <int MB, int PREFETCH>
 __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kernel(ExpertGemmArgs a) {
-    using S = RsShape<BN>;
-    using L = RsLayout<BN>;
     constexpr int kThreads = 256 * MB;
     pdl_begin();
     extern __shared__ uint8_t smem_raw[];
@@ -192,17 +177,17 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
     // launch spill 24 bytes at its 128 registers.
     uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
     TileInfo t;
-    if (!load_tile(a, BN, static_cast<int>(blockIdx.y), t)) return;
+    if (!load_tile(a, kTileTokens, static_cast<int>(blockIdx.y), t)) return;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kExpertGemmFeatures;
     if (n0 >= a.rows) return;
     const int nk = static_cast<int>(a.k / 128);
-    const L layout(nk);
+    const RsLayout layout(nk);
     uint8_t* x_tile = smem;
     auto* xscale = reinterpret_cast<float*>(smem + layout.xscale);
     auto* token_rows = reinterpret_cast<int64_t*>(smem + layout.rows);
     auto* lut = reinterpret_cast<uint2*>(smem + layout.lut);
     build_lut(reinterpret_cast<uint8_t*>(lut));
-    tile_rows<BN>(a, t, token_rows);
+    tile_rows(a, t, token_rows);
 
     const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, lane = tid & 31, q = lane & 3;
     const int row_base = 64 * (wg & 1) + 16 * ((tid / 32) % 4);  // the warp's first fragment row in the block
@@ -224,97 +209,90 @@ __global__ void __launch_bounds__(256 * MB, MB == 2 ? 1 : 2) expert_gemm_rs_kern
         rows.scale_step = static_cast<uint32_t>((f[1] - f[0]) * t.scale_cols);
     }
     // The first K blocks' weights in flight while the activations are staged.
-    RsRaw raw[S::kDepth];
+    RsRaw raw[kDepth];
 #pragma unroll
-    for (int d = 0; d < S::kDepth; ++d) {
+    for (int d = 0; d < kDepth; ++d) {
         if (d < nk) load_raw<PREFETCH>(rows, d, raw[d]);
     }
     __syncthreads();  // the tile's rows
-    stage_phase<BN, kThreads>(a, token_rows, 0, nk, x_tile, xscale);
+    stage_phase<kThreads>(a, token_rows, 0, nk, x_tile, xscale);
     cp_async_commit();
-    stage_phase<BN, kThreads>(a, token_rows, 1, nk, x_tile, xscale);
+    stage_phase<kThreads>(a, token_rows, 1, nk, x_tile, xscale);
     cp_async_commit();
 
-    float acc[BN / 2], part[BN / 2];
+    float acc[kTileTokens / 2], part[kTileTokens / 2];
 #pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] = part[i] = 0.0f;
+    for (int i = 0; i < kTileTokens / 2; ++i) acc[i] = part[i] = 0.0f;
     int below = 0;
-    for (int kb0 = 0; kb0 < nk; kb0 += S::kDepth) {
+    for (int kb0 = 0; kb0 < nk; kb0 += kDepth) {
 #pragma unroll
-        for (int d = 0; d < S::kDepth; ++d) {
+        for (int d = 0; d < kDepth; ++d) {
             const int kb = kb0 + d;
             if (kb >= nk) break;
-            if (kb % S::kPhaseBlocks == 0) {
+            if (kb % kPhaseBlocks == 0) {
                 // This phase landed (the next may be in flight); request the one after.
                 cp_async_wait<1>();
                 fence_proxy_async();
                 __syncthreads();
-                stage_phase<BN, kThreads>(a, token_rows, kb / S::kPhaseBlocks + 2, nk, x_tile, xscale);
+                stage_phase<kThreads>(a, token_rows, kb / kPhaseBlocks + 2, nk, x_tile, xscale);
                 cp_async_commit();
             }
             uint32_t frag[4][4];
             float row_scale[2];
             expand_block(raw[d], rows, q, lut, frag, row_scale, below);
-            if (kb + S::kDepth < nk) load_raw<PREFETCH>(rows, kb + S::kDepth, raw[d]);
+            if (kb + kDepth < nk) load_raw<PREFETCH>(rows, kb + kDepth, raw[d]);
             fence_regs(part);
             wgmma_fence();
-            const int block = kb;
-            const uint64_t desc = smem_desc_sw128(x_tile + block * S::kXBlockBytes);
+            const uint64_t desc = smem_desc_sw128(x_tile + kb * kXBlockBytes);
 #pragma unroll
             for (int j = 0; j < 4; ++j) wgmma_m64n16k32_rs(part, frag[j], desc + 2 * j, j > 0 ? 1 : 0);
             wgmma_commit();
             wgmma_wait_all();
             fence_regs(part);
             hold_fragments(frag);
-            promote<BN>(acc, part, row_scale[0], row_scale[1], xscale + block * BN);
+            promote<kTileTokens>(acc, part, row_scale[0], row_scale[1], xscale + kb * kTileTokens);
         }
     }
     cp_async_wait<0>();
     if (below > 0 && a.clamp_count != nullptr) atomicAdd(a.clamp_count, below);
     if constexpr (MB == 2) {
-        swiglu_epilogue<BN>(a, t, n0, acc, row_base, smem);
+        swiglu_epilogue(a, t, n0, acc, row_base, smem);
     } else {
-        store_plain<BN>(a, t, n0, acc, row_base);
+        store_plain<kTileTokens>(a, t, n0, acc, row_base);
     }
 }
 
-template <int BN, int MB, int PREFETCH>
+template <int MB, int PREFETCH>
 void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles, int shared) {
     static int configured = 0;  // host-side, the largest request so far of this instantiation
     if (shared > configured) {
-        cudaFuncSetAttribute(expert_gemm_rs_kernel<BN, MB, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             shared);
+        cudaFuncSetAttribute(expert_gemm_rs_kernel<MB, PREFETCH>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
         configured = shared;
     }
-    launch_kernel(expert_gemm_rs_kernel<BN, MB, PREFETCH>, dim3(blocks_for(a.rows, kExpertGemmFeatures), tiles),
-                  256 * MB, shared, stream, a);
+    launch_kernel(expert_gemm_rs_kernel<MB, PREFETCH>, dim3(blocks_for(a.rows, kExpertGemmFeatures), tiles), 256 * MB,
+                  shared, stream, a);
 }
 
-template <int BN, int MB>
+template <int MB>
 void launch_prefetch(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    const int shared = RsLayout<BN>(static_cast<int>(a.k / 128)).total;
-    with_l2_prefetch<BN>(a.l2_prefetch,
-                         [&](auto bytes) { launch_typed<BN, MB, decltype(bytes)::value>(stream, a, tiles, shared); });
-}
-
-template <int BN>
-void launch_width(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    if (a.table_up != nullptr) {
-        launch_prefetch<BN, 2>(stream, a, tiles);
-    } else {
-        launch_prefetch<BN, 1>(stream, a, tiles);
-    }
+    const int shared = RsLayout(static_cast<int>(a.k / 128)).total;
+    with_l2_prefetch<kTileTokens>(
+        a.l2_prefetch, [&](auto bytes) { launch_typed<MB, decltype(bytes)::value>(stream, a, tiles, shared); });
 }
 
 }  // namespace
 
 bool expert_gemm_rs_fits(const ExpertGemmArgs& a) {
     if (a.format != WeightFormat::kFp4Row || a.k % 128 != 0) return false;
-    return a.tile_n == 16 && a.register_weights && RsLayout<16>(static_cast<int>(a.k / 128)).total <= kMaxShared;
+    return a.tile_n == kTileTokens && a.register_weights && RsLayout(static_cast<int>(a.k / 128)).total <= kMaxShared;
 }
 
 void launch_expert_gemm_rs(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    launch_width<16>(stream, a, tiles);  // expert_gemm_rs_fits: 16-token tiles only
+    if (a.table_up != nullptr) {
+        launch_prefetch<2>(stream, a, tiles);
+    } else {
+        launch_prefetch<1>(stream, a, tiles);
+    }
 }
 
 }  // namespace dsv4::cuda
