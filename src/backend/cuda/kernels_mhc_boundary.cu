@@ -225,17 +225,21 @@ __device__ void store_block_partial(const float (*red)[kWidth], float* partial) 
     }
 }
 
-// The token's partial rows added in chunk order, sixteen chunks' loads in flight at once (all of them at D = 4096:
-// this is on the critical path, the other blocks of the token wait for it).
+// Entry r of a token's partial rows added in chunk order, sixteen chunks' loads in flight at once (all of them at
+// D = 4096: this is on the critical path, the other blocks of the token wait for it).
+template <int kWidth>
+__device__ __forceinline__ float partial_sum(const float* partial, int chunks, int r) {
+    float s = 0.0f;
+    batched_loads<16>(
+        0, chunks, 1, [&](int c) { return __ldcg(partial + static_cast<int64_t>(c) * kWidth + r); },
+        [&](int, float v) { s += v; });
+    return s;
+}
+
+// Every entry of the token's partial rows summed (partial_sum).
 template <int kWidth>
 __device__ void sum_partials(const float* partial, int chunks, float* mix) {
-    for (int r = threadIdx.x; r < kWidth; r += blockDim.x) {
-        float s = 0.0f;
-        batched_loads<16>(
-            0, chunks, 1, [&](int c) { return __ldcg(partial + static_cast<int64_t>(c) * kWidth + r); },
-            [&](int, float v) { s += v; });
-        mix[r] = s;
-    }
+    for (int r = threadIdx.x; r < kWidth; r += blockDim.x) mix[r] = partial_sum<kWidth>(partial, chunks, r);
 }
 
 // 1 / RMS(u) for u = sum_j pre_j X'_j: |u|^2 = sum_jk pre_j pre_k G_jk (in double: the terms can cancel; clamped at 0).
@@ -306,26 +310,36 @@ __device__ void load_mix_vectors(const MhcWeights& w, MixVectors<kHc>& v) {
     }
 }
 
-// pre / post / comb from the token's summed mixes, and the norm's scale: pre[0..hc) = pre, pre[hc] = the scale (shared
-// memory). `store`: this block writes post and comb (blocks that compute them too keep theirs in shared memory).
+// One warp (all its lanes call): pre / post / comb from a token's summed mixes and the norm's scale, pre[0..hc) =
+// pre, pre[hc] = the scale (shared memory); post and comb into post_t / comb_t.
 template <int kHc>
-__device__ void finish_token(const HcBoundaryParams& p, int64_t t, const float* mix, const MixVectors<kHc>& vectors,
-                             bool store, float* pre) {
-    __shared__ float discarded[kHc + kHc * kHc];
+__device__ void finish_token_warp(const HcBoundaryParams& p, const float* mix, const MixVectors<kHc>& vectors,
+                                  float* pre, float* post_t, float* comb_t) {
     MhcWeights w = p.w;
     w.base.data = vectors.base;
     w.scale.data = vectors.scale;
     constexpr int kRows = mix_rows<kHc>();
     const float inv = 1.0f / sqrtf(mix[kRows] / static_cast<float>(kHc * p.d) + p.norm_eps);
-    float* post_t = store ? p.post + t * kHc : discarded;
-    float* comb_t = store ? p.comb + t * kHc * kHc : discarded + kHc;
+    const int lane = static_cast<int>(threadIdx.x % 32);
     if constexpr (kHc == 4) {  // DeepSeek-V4's hc_mult
-        if (threadIdx.x < 32) mhc::mix_token_hc4<float>(mix, inv, w, p.iters, p.hc_eps, pre, post_t, comb_t);
-    } else if (threadIdx.x == 0) {
+        mhc::mix_token_hc4<float>(mix, inv, w, p.iters, p.hc_eps, pre, post_t, comb_t);
+    } else if (lane == 0) {
         mhc::mix_token<float>(mix, inv, kHc, w, p.iters, p.hc_eps, pre, post_t, comb_t);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) pre[kHc] = collapsed_inv_rms<kHc>(mix + kRows + 1, pre, p.d, p.norm_eps);
+    __syncwarp();
+    if (lane == 0) pre[kHc] = collapsed_inv_rms<kHc>(mix + kRows + 1, pre, p.d, p.norm_eps);
+}
+
+// The token's finish (finish_token_warp) by warp 0, then a block barrier. `store`: this block writes post and comb
+// (blocks that compute them too keep theirs in shared memory).
+template <int kHc>
+__device__ void finish_token(const HcBoundaryParams& p, int64_t t, const float* mix, const MixVectors<kHc>& vectors,
+                             bool store, float* pre) {
+    __shared__ float discarded[kHc + kHc * kHc];
+    if (threadIdx.x < 32) {
+        finish_token_warp<kHc>(p, mix, vectors, pre, store ? p.post + t * kHc : discarded,
+                               store ? p.comb + t * kHc * kHc : discarded + kHc);
+    }
     __syncthreads();
 }
 
@@ -401,37 +415,19 @@ template <int kHc>
 __device__ void finish_tile(const HcBoundaryParams& p, int64_t t0, unsigned last, int chunks,
                             const MixVectors<kHc>& vectors) {
     constexpr int kWidth = partial_width(kHc);
-    constexpr int kRows = mix_rows<kHc>();
     __shared__ float mix[kTileTokens][kWidth];
     __shared__ float pre[kTileTokens][kHc + 1];  // pre, then the norm's scale
     __threadfence();
     for (int f = static_cast<int>(threadIdx.x); f < kTileTokens * kWidth; f += static_cast<int>(blockDim.x)) {
         const int i = f / kWidth, r = f % kWidth;
         if ((last >> i & 1u) == 0) continue;
-        const float* partial = p.partial + (t0 + i) * chunks * kWidth;
-        float s = 0.0f;
-        batched_loads<16>(
-            0, chunks, 1, [&](int c) { return __ldcg(partial + static_cast<int64_t>(c) * kWidth + r); },
-            [&](int, float v) { s += v; });
-        mix[i][r] = s;
+        mix[i][r] = partial_sum<kWidth>(p.partial + (t0 + i) * chunks * kWidth, chunks, r);
     }
     __syncthreads();
-    const int warp = static_cast<int>(threadIdx.x / 32), lane = static_cast<int>(threadIdx.x % 32);
+    const int warp = static_cast<int>(threadIdx.x / 32);
     if ((last >> warp & 1u) != 0) {
         const int64_t t = t0 + warp;
-        MhcWeights w = p.w;
-        w.base.data = vectors.base;
-        w.scale.data = vectors.scale;
-        const float inv = 1.0f / sqrtf(mix[warp][kRows] / static_cast<float>(kHc * p.d) + p.norm_eps);
-        if constexpr (kHc == 4) {
-            mhc::mix_token_hc4<float>(mix[warp], inv, w, p.iters, p.hc_eps, pre[warp], p.post + t * kHc,
-                                      p.comb + t * kHc * kHc);
-        } else if (lane == 0) {
-            mhc::mix_token<float>(mix[warp], inv, kHc, w, p.iters, p.hc_eps, pre[warp], p.post + t * kHc,
-                                  p.comb + t * kHc * kHc);
-        }
-        __syncwarp();
-        if (lane == 0) pre[warp][kHc] = collapsed_inv_rms<kHc>(mix[warp] + kRows + 1, pre[warp], p.d, p.norm_eps);
+        finish_token_warp<kHc>(p, mix[warp], vectors, pre[warp], p.post + t * kHc, p.comb + t * kHc * kHc);
     }
     __syncthreads();
     for (int i = 0; i < kTileTokens; ++i) {
