@@ -126,6 +126,23 @@ void with_l2_prefetch(int bytes, Launch&& launch) {
     launch(std::integral_constant<int, 0>{});
 }
 
+// The FP4 kernels' token-tile widths (expert_gemm_small_tile / expert_gemm_large_tile), one dispatch for the staged
+// and warp-specialized launchers: calls launch(std::integral_constant<int, BN>{}, std::integral_constant<int, MB>{})
+// on the host for the launch's width and projection (MB 2: SwiGLU, W1 and W3).
+template <typename Launch>
+void with_fp4_tile(int tile_n, bool swiglu, Launch&& launch) {
+    using std::integral_constant;
+    if (swiglu) {
+        if (tile_n == 16) return launch(integral_constant<int, 16>{}, integral_constant<int, 2>{});
+        return launch(integral_constant<int, 64>{}, integral_constant<int, 2>{});
+    }
+    if (tile_n == 16) return launch(integral_constant<int, 16>{}, integral_constant<int, 1>{});
+    if (tile_n == kExpertHalfWideTile) {
+        return launch(integral_constant<int, kExpertHalfWideTile>{}, integral_constant<int, 1>{});
+    }
+    launch(integral_constant<int, 128>{}, integral_constant<int, 1>{});
+}
+
 // The dynamic shared memory's first 1024-byte-aligned byte (the 128-byte swizzle's tiles are 1024-aligned), by pointer
 // arithmetic on the shared array itself. Rounded through an integer instead, the pointer lost its address space: every
 // stage, ring and table access compiled to a generic LD / ST with 64-bit addresses (ncu, SASS of the W4A8 kernels,

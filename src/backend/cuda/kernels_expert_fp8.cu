@@ -274,13 +274,9 @@ void launch_expert_gemm_fp8(cudaStream_t stream, const ExpertGemmArgs& a) {
             break;
     }
     if (a.format == WeightFormat::kFp4Row) {
-        if (swiglu) {
-            a.tile_n == 16 ? launch_fp4<16, 2>(stream, a, tiles) : launch_fp4<64, 2>(stream, a, tiles);
-        } else {
-            if (a.tile_n == 16) return launch_fp4<16, 1>(stream, a, tiles);
-            if (a.tile_n == kExpertHalfWideTile) return launch_fp4<kExpertHalfWideTile, 1>(stream, a, tiles);
-            launch_fp4<128, 1>(stream, a, tiles);
-        }
+        with_fp4_tile(a.tile_n, swiglu, [&](auto bn, auto mb) {
+            launch_fp4<decltype(bn)::value, decltype(mb)::value>(stream, a, tiles);
+        });
     } else {
         a.tile_n == 16 ? launch_typed<16, 1, false>(stream, a, tiles) : launch_typed<128, 1, false>(stream, a, tiles);
     }

@@ -301,14 +301,8 @@ void launch_typed(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) 
 }  // namespace
 
 void launch_expert_gemm_ws(cudaStream_t stream, const ExpertGemmArgs& a, unsigned tiles) {
-    const bool swiglu = a.table_up != nullptr;
-    if (swiglu) {
-        a.tile_n == 16 ? launch_typed<16, 2>(stream, a, tiles) : launch_typed<64, 2>(stream, a, tiles);
-    } else {
-        if (a.tile_n == 16) return launch_typed<16, 1>(stream, a, tiles);
-        if (a.tile_n == kExpertHalfWideTile) return launch_typed<kExpertHalfWideTile, 1>(stream, a, tiles);
-        launch_typed<128, 1>(stream, a, tiles);
-    }
+    with_fp4_tile(a.tile_n, a.table_up != nullptr,
+                  [&](auto bn, auto mb) { launch_typed<decltype(bn)::value, decltype(mb)::value>(stream, a, tiles); });
 }
 
 }  // namespace dsv4::cuda
