@@ -199,6 +199,7 @@ nlohmann::json run_oracle(const ModelConfig& config, Backend& backend, const Ora
     DraftOptions draft;
     draft.num_speculative_tokens = o.k;
     draft.probabilistic = false;
+    draft.enforce_eager = options.enforce_eager;
     o.drafter = make_drafter(spec.method, o.model(), std::move(o.loaded->drafts), draft);
     o.graphs = std::make_unique<StepGraphs>(o.model(), options.enforce_eager);
     const WeightBytes wb = weight_bytes(config);

@@ -105,6 +105,18 @@ int64_t argmax_row_width(const Tensor& x, const Tensor& out) {
     return x.numel() / x.size(0);
 }
 
+void ModelOps::add_to_streams(Tensor x, const Tensor& y) {
+    const int64_t n = x.size(0), hc = x.size(1);
+    std::vector<float> ones(static_cast<size_t>(n * hc), 1.0f), eye(static_cast<size_t>(n * hc * hc), 0.0f);
+    for (int64_t t = 0; t < n; ++t) {
+        for (int64_t k = 0; k < hc; ++k) eye[static_cast<size_t>((t * hc + k) * hc + k)] = 1.0f;
+    }
+    Tensor post = alloc(DType::kF32, {n, hc}), comb = alloc(DType::kF32, {n, hc, hc});
+    from_host(post, ones.data());
+    from_host(comb, eye.data());
+    hc_post(x, y, post, comb);
+}
+
 void ModelOps::hc_post_pre(Tensor x, const HcPostInputs* prev, const MhcWeights& w, const VecRef& norm,
                            int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u, Tensor post, Tensor comb) {
     if (prev != nullptr) hc_post(x, prev->y, prev->post, prev->comb);

@@ -80,6 +80,10 @@ class ModelOps {
                         float norm_eps, Tensor u /*[N,D]*/, Tensor post /*[N,hc]*/, Tensor comb /*[N,hc,hc]*/) = 0;
     virtual void hc_post(Tensor x /*[N,hc,D] in/out*/, const Tensor& y /*[N,D]*/, const Tensor& post,
                          const Tensor& comb) = 0;
+    // x[t, j] += y[t] for every stream j: hc_post with post = 1 and comb = identity (the MTP drafter's input, Z_j =
+    // h_proj(..)_j + e). Optional: the default is that hc_post, with post and comb built on the host (so not
+    // recordable in a graph); a backend may add directly with the same arithmetic (CUDA: one launch, recordable).
+    virtual void add_to_streams(Tensor x /*[N,hc,D] in/out*/, const Tensor& y /*[N,D]*/);
     virtual void hc_head(const Tensor& x /*[N,hc,D]*/, const HcHeadWeights& w, float hc_eps, float norm_eps,
                          Tensor y /*[N,D]*/) = 0;
     // The boundary between two mHC sites: the previous site's hc_post (when `prev` is given), then this site's

@@ -78,9 +78,10 @@ int draft_state_stages(const SpeculativeConfig& spec, const ModelConfig& model) 
 }
 
 // The runner's drafter and verification method (null drafter: no speculative decoding).
-void make_speculation(const SpeculativeConfig& spec, EngineParts& parts) {
+void make_speculation(const SpeculativeConfig& spec, bool enforce_eager, EngineParts& parts) {
     if (!spec.enabled()) return;
     DraftOptions options;
+    options.enforce_eager = enforce_eager;
     options.num_speculative_tokens = spec.num_speculative_tokens;
     options.probabilistic = spec.draft_sample_method == "probabilistic";
     options.confidence_threshold = spec.confidence_threshold;
@@ -199,7 +200,7 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
         parts.expert_tier->finish_loading();
         parts.model->model->set_moe_dispatch(parts.expert_tier.get());
     }
-    make_speculation(config.speculative, parts);
+    make_speculation(config.speculative, config.enforce_eager, parts);
     parts.kv.max_slots = plan.state.max_slots;
     parts.kv.num_blocks = plan.state.num_blocks;
     parts.kv.block_tokens = plan.state.block_tokens;

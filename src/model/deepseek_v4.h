@@ -56,6 +56,12 @@ class DeepseekV4 {
     // moe op. Not owned; must outlive the model's steps.
     void set_moe_dispatch(MoeDispatch* dispatch) { moe_dispatch_ = dispatch; }
     MoeDispatch* moe_dispatch() const { return moe_dispatch_; }
+    // Whether a step (or substep) of `tokens` tokens may be recorded in a graph: no debug hook (it reads
+    // intermediates on the host), and no MoE dispatcher that reads each layer's routing on the host (expert
+    // parallelism, the expert tier's planned steps; the tier's in-place steps are device work only).
+    bool graphable(int64_t tokens) const {
+        return !debug_hook && (moe_dispatch_ == nullptr || moe_dispatch_->device_only(tokens));
+    }
 
     // How a draft stage's block attends (spec/): kCausal as a backbone sliding-window layer (MTP); kDraftBlock
     // bidirectionally inside each sequence's step tokens plus the ring rows of the window before them (DSpark:

@@ -29,5 +29,7 @@ bool drafts_greedily(const DraftInput& in, bool probabilistic);
 // [rows, vocab] floats (33 MB a step at batch 64). Throws dsv4::Error when a row has no choice (NaN, +inf, only
 // -inf): a drafter fault, which costs the step's proposals (ModelRunner), never a request.
 std::vector<int32_t> greedy_draft_tokens(ModelOps& ops, const Tensor& logits);
+// The ids ModelOps::argmax_rows wrote into `ids` [rows] i32, read to the host; throws like greedy_draft_tokens.
+std::vector<int32_t> read_draft_ids(ModelOps& ops, const Tensor& ids);
 
 }  // namespace dsv4

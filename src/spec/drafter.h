@@ -33,6 +33,7 @@ struct DraftOptions {
     // DSpark confidence scheduling: a sequence's drafts stop at the first j whose survival prod_{i <= j}
     // sigmoid(kappa_i) falls below this (0: always k drafts).
     double confidence_threshold = 0.0;
+    bool enforce_eager = false;  // never record the drafter's substeps in graphs (--enforce-eager)
 };
 
 // One scheduled sequence's part of the target step, after verification.

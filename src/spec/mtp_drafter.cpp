@@ -7,10 +7,14 @@
 // After a target step the final rows of every sequence are absorbed (one substep over all of them, which writes the
 // ring); the last row's logits give draft 1. Draft j > 1 recurses: a one-row substep at position t + j - 1 whose H
 // is the previous row's block output and whose token is draft j - 1 (its ring row is overwritten when the real
-// row of that position is absorbed). Only stage 0 is used, recursively, as in vLLM and drafters.py.
-#include <algorithm>
+// row of that position is absorbed). Only stage 0 is used, recursively, as in vLLM and drafters.py. The recursive
+// substeps differ only in their metadata (positions, tokens), so where the backend records graphs they run as one
+// recorded graph each (GraphedRuns): at batch 1 a substep is ~60 short kernels, whose eager launches cost more than
+// their work.
+#include <span>
 #include <vector>
 
+#include "backend/graphed_runs.h"
 #include "backend/tensor_reads.h"
 #include "core/error.h"
 #include "spec/draft_steps.h"
@@ -22,7 +26,10 @@ namespace {
 class MtpDrafter final : public Drafter {
   public:
     MtpDrafter(DeepseekV4& model, DraftWeights weights, const DraftOptions& options)
-        : Drafter(options), model_(model), weights_(std::move(weights)) {
+        : Drafter(options),
+          model_(model),
+          weights_(std::move(weights)),
+          recursions_(options.enforce_eager ? nullptr : model.backend().graph_recorder()) {
         const ModelConfig& c = model_.config();
         hidden_ = {c.num_layers - 1};
         state_layer_ = c.num_layers;
@@ -35,15 +42,35 @@ class MtpDrafter final : public Drafter {
     std::vector<DraftOutput> step(const ForwardResult& target, std::span<const DraftInput> seqs) override;
 
   private:
+    // A substep's draft logits [m, vocab] and their argmax [m] (i32), in scratch.
+    struct DraftRows {
+        Tensor logits, ids;
+    };
+    // Who proposes in a step: the inputs' indices, and whether all of them draft by argmax.
+    struct Proposers {
+        std::vector<int32_t> seqs;
+        bool greedy = true;
+    };
+
     const MtpStageWeights& stage() const { return weights_.mtp[0]; }
     // The block's input streams for the substep's tokens (E of the step tokens) and states h [N, hc, D].
     Tensor block_input(const Tensor& h);
-    // Logits [rows, vocab] of the given rows of the block output.
-    Tensor logits(const Tensor& z, std::span<const int32_t> rows);
+    // The drafts' logits and argmax from block output rows z [m, hc, D].
+    DraftRows draft_rows(const Tensor& z);
+    // One recursive substep (after its begin_substep): the block over `chain` [m, hc, D] (the previous rows' block
+    // outputs), whose output becomes the next substep's chain in place, and the next drafts' rows. Recordable.
+    DraftRows recursive_substep(Tensor chain);
+    // The recursive substep's graph key (0: eager): its row count, the scratch offset it starts from, the recorder's
+    // shape key.
+    uint64_t recursion_key(const StepBatch& batch, size_t chain_mark) const;
+    // Appends draft j of every proposer, from their rows (ids when greedy, else the logits on the host).
+    void take_drafts(const DraftRows& rows, const Proposers& who, int j, std::span<const DraftInput> seqs,
+                     std::vector<DraftOutput>& out);
     int block_tokens() { return model_.backend().state_config().block_tokens; }
 
     DeepseekV4& model_;
     DraftWeights weights_;
+    GraphedRuns<DraftRows> recursions_;
     std::vector<int> hidden_;
     int state_layer_ = 0;
 };
@@ -63,42 +90,66 @@ Tensor MtpDrafter::block_input(const Tensor& h) {
     b.rms_norm(emb.view({n, d}), &w.enorm, eps, emb.view({n, d}));
     Tensor e = b.alloc(DType::kF32, {n, d});
     b.linear(emb.view({n, d}), w.e_proj, LinearKind::kQuantized, e);
-    // Z_j += e for every stream: hc_post with post = 1 and comb = identity (X'_k = y + X_k).
-    std::vector<float> ones(static_cast<size_t>(n * hc), 1.0f), eye(static_cast<size_t>(n * hc * hc), 0.0f);
-    for (int64_t t = 0; t < n; ++t) {
-        for (int64_t k = 0; k < hc; ++k) eye[static_cast<size_t>((t * hc + k) * hc + k)] = 1.0f;
-    }
-    Tensor post = b.alloc(DType::kF32, {n, hc}), comb = b.alloc(DType::kF32, {n, hc, hc});
-    b.from_host(post, ones.data());
-    b.from_host(comb, eye.data());
-    b.hc_post(z, e, post, comb);
+    b.add_to_streams(z, e);  // Z_j += e for every stream
     return z;
 }
 
-Tensor MtpDrafter::logits(const Tensor& z, std::span<const int32_t> rows) {
+MtpDrafter::DraftRows MtpDrafter::draft_rows(const Tensor& z) {
     Backend& b = model_.backend();
     const ModelConfig& c = model_.config();
-    const auto m = static_cast<int64_t>(rows.size());
-    const int64_t hc = c.hc_mult, d = c.hidden_size;
-    Tensor picked = b.alloc(DType::kF32, {m, hc, d});
-    b.gather_rows(z, rows, picked);
+    const int64_t m = z.size(0), d = c.hidden_size;
     Tensor y = b.alloc(DType::kF32, {m, d});
-    b.hc_head(picked, stage().hc_head, static_cast<float>(c.hc_eps), static_cast<float>(c.rms_norm_eps), y);
+    b.hc_head(z, stage().hc_head, static_cast<float>(c.hc_eps), static_cast<float>(c.rms_norm_eps), y);
     b.rms_norm(y, &stage().norm, static_cast<float>(c.rms_norm_eps), y);
-    Tensor out = b.alloc(DType::kF32, {m, c.vocab_size});
-    b.linear(y, model_.weights().head, LinearKind::kF32Out, out);
-    return out;
+    DraftRows rows{b.alloc(DType::kF32, {m, c.vocab_size}), b.alloc(DType::kI32, {m})};
+    b.linear(y, model_.weights().head, LinearKind::kF32Out, rows.logits);
+    b.argmax_rows(rows.logits, rows.ids);
+    return rows;
+}
+
+MtpDrafter::DraftRows MtpDrafter::recursive_substep(Tensor chain) {
+    Tensor z = block_input(chain);
+    model_.draft_block(stage().block, state_layer_, z, DeepseekV4::BlockAttention::kCausal);
+    model_.backend().copy(z, chain);  // this substep's rows are the next one's H
+    return draft_rows(chain);
+}
+
+uint64_t MtpDrafter::recursion_key(const StepBatch& batch, size_t chain_mark) const {
+    const auto tokens = static_cast<int64_t>(batch.tokens.size());
+    if (!recursions_.available() || !model_.graphable(tokens)) return 0;
+    uint64_t key = 0x6d74702d64726674ull;  // "mtp-drft": apart from the runner's step keys
+    key = mix_graph_key(key, static_cast<uint64_t>(tokens));
+    key = mix_graph_key(key, chain_mark);
+    key = mix_graph_key(key, recursions_.shape_key(batch));
+    return key == 0 ? 1 : key;
+}
+
+void MtpDrafter::take_drafts(const DraftRows& rows, const Proposers& who, int j, std::span<const DraftInput> seqs,
+                             std::vector<DraftOutput>& out) {
+    Backend& b = model_.backend();
+    if (who.greedy) {  // only the ids come to the host
+        const std::vector<int32_t> picks = read_draft_ids(b, rows.ids);
+        for (size_t p = 0; p < who.seqs.size(); ++p) out[who.seqs[p]].proposal.tokens.push_back(picks[p]);
+        return;
+    }
+    const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+    const std::vector<float> host = read_f32(b, rows.logits);
+    for (size_t p = 0; p < who.seqs.size(); ++p) {
+        draw_draft(std::span<const float>(host).subspan(p * vocab, vocab), seqs[who.seqs[p]], options_.probabilistic, j,
+                   out[who.seqs[p]].proposal);
+    }
 }
 
 std::vector<DraftOutput> MtpDrafter::step(const ForwardResult& target, std::span<const DraftInput> seqs) {
     Backend& b = model_.backend();
     const ModelConfig& c = model_.config();
-    const int64_t hc = c.hc_mult, d = c.hidden_size, vocab = c.vocab_size;
+    const int64_t hc = c.hc_mult, d = c.hidden_size;
     DSV4_CHECK(!target.hidden.empty(), "MTP drafter: the target step did not return its last layer's states");
     std::vector<DraftOutput> out(seqs.size());
     // 1. Absorb: one substep over every sequence's final rows (H_t, x_t+1) at positions t.
     StepBatch absorb;
-    std::vector<int32_t> src_rows, last_rows, proposing;
+    std::vector<int32_t> src_rows, last_rows;
+    Proposers who;
     for (size_t i = 0; i < seqs.size(); ++i) {
         const DraftInput& in = seqs[i];
         const auto rows = static_cast<int64_t>(in.next_tokens.size());
@@ -108,52 +159,41 @@ std::vector<DraftOutput> MtpDrafter::step(const ForwardResult& target, std::span
         for (int64_t r = 0; r < rows; ++r) src_rows.push_back(static_cast<int32_t>(in.row_begin + r));
         if (in.propose && options_.num_speculative_tokens > 0) {
             last_rows.push_back(static_cast<int32_t>(src_rows.size() - 1));
-            proposing.push_back(static_cast<int32_t>(i));
+            who.seqs.push_back(static_cast<int32_t>(i));
+            who.greedy = who.greedy && drafts_greedily(in, options_.probabilistic);
         }
     }
     if (src_rows.empty()) return out;
+    const auto m = static_cast<int64_t>(who.seqs.size());
+    // The proposers' H for the recursive substeps, allocated below everything the absorb allocates: each recursive
+    // substep then starts from the same scratch offset (one recorded graph for all of them) and rewrites it in place.
+    const Tensor chain = m > 0 ? b.alloc(DType::kF32, {m, hc, d}) : Tensor();
     b.begin_substep(absorb);
     const auto n = static_cast<int64_t>(src_rows.size());
     Tensor h = b.alloc(DType::kF32, {n, hc, d});
     b.gather_rows(target.hidden[0], src_rows, h);
     Tensor z = block_input(h);
     model_.draft_block(stage().block, state_layer_, z, DeepseekV4::BlockAttention::kCausal);
-    if (proposing.empty()) return out;
+    if (m == 0) return out;
 
     // 2. Propose: draft 1 from the absorbed last rows, then one recursive row per further draft.
-    std::vector<int32_t> rows = last_rows;
-    const bool greedy = std::all_of(proposing.begin(), proposing.end(),
-                                    [&](int32_t i) { return drafts_greedily(seqs[i], options_.probabilistic); });
-    for (int j = 0; j < options_.num_speculative_tokens; ++j) {
-        Tensor lg = logits(z, rows);
-        if (greedy) {  // the argmax where the logits are: only the ids come to the host
-            const std::vector<int32_t> picks = greedy_draft_tokens(b, lg);
-            for (size_t p = 0; p < proposing.size(); ++p) out[proposing[p]].proposal.tokens.push_back(picks[p]);
-        } else {
-            const std::vector<float> host = read_f32(b, lg);
-            for (size_t p = 0; p < proposing.size(); ++p) {
-                const DraftInput& in = seqs[proposing[p]];
-                draw_draft(std::span<const float>(host).subspan(p * vocab, vocab), in, options_.probabilistic, j,
-                           out[proposing[p]].proposal);
-            }
-        }
-        if (j + 1 == options_.num_speculative_tokens) break;
+    b.gather_rows(z, last_rows, chain);
+    take_drafts(draft_rows(chain), who, 0, seqs, out);
+    const size_t chain_mark = b.scratch_mark();
+    for (int j = 1; j < options_.num_speculative_tokens; ++j) {
         StepBatch next;
-        for (int32_t i : proposing) {
+        for (int32_t i : who.seqs) {
             const DraftInput& in = seqs[i];
-            const int64_t pos = in.start + static_cast<int64_t>(in.next_tokens.size()) + j;
+            const int64_t pos = in.start + static_cast<int64_t>(in.next_tokens.size()) + j - 1;
             const int32_t token = out[i].proposal.tokens.back();
             add_draft_sequence(next, in, pos, std::span(&token, 1), block_tokens());
             out[i].written_end = pos + 1;
         }
-        const auto m = static_cast<int64_t>(proposing.size());
-        Tensor prev = b.alloc(DType::kF32, {m, hc, d});
-        b.gather_rows(z, rows, prev);  // the previous rows' block outputs are the next rows' H
+        b.scratch_release(chain_mark);  // the previous substep's rows were read (their drafts) or copied (chain)
         b.begin_substep(next);
-        z = block_input(prev);
-        model_.draft_block(stage().block, state_layer_, z, DeepseekV4::BlockAttention::kCausal);
-        rows.resize(proposing.size());
-        for (size_t p = 0; p < rows.size(); ++p) rows[p] = static_cast<int32_t>(p);
+        const DraftRows rows =
+            recursions_.run(recursion_key(next, chain_mark), [&] { return recursive_substep(chain); });
+        take_drafts(rows, who, j, seqs, out);
     }
     return out;
 }

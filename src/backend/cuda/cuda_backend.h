@@ -100,6 +100,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
     void hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iters, float hc_eps, float norm_eps, Tensor u,
                 Tensor post, Tensor comb) override;
     void hc_post(Tensor x, const Tensor& y, const Tensor& post, const Tensor& comb) override;
+    void add_to_streams(Tensor x, const Tensor& y) override;
     void hc_head(const Tensor& x, const HcHeadWeights& w, float hc_eps, float norm_eps, Tensor y) override;
     void hc_post_pre(Tensor x, const HcPostInputs* prev, const MhcWeights& w, const VecRef& norm, int sinkhorn_iters,
                      float hc_eps, float norm_eps, Tensor u, Tensor post, Tensor comb) override;

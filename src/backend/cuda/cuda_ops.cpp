@@ -187,6 +187,13 @@ void CudaBackend::hc_pre(const Tensor& x, const MhcWeights& w, int sinkhorn_iter
     launched("hc_pre");
 }
 
+void CudaBackend::add_to_streams(Tensor x, const Tensor& y) {
+    DSV4_CHECK(x.dtype == DType::kF32 && y.dtype == DType::kF32 && x.numel() == y.numel() * x.size(1),
+               "add_to_streams: x [{}] and y [{}] do not match", x.numel(), y.numel());
+    launch_add_to_streams(stream_, x.f32(), y.f32(), x.size(0), static_cast<int>(x.size(1)), x.size(2), reference());
+    launched("add_to_streams");
+}
+
 void CudaBackend::hc_post(Tensor x, const Tensor& y, const Tensor& post, const Tensor& comb) {
     launch_hc_post(stream_, x.f32(), y.f32(), post.f32(), comb.f32(), x.size(0), static_cast<int>(x.size(1)), x.size(2),
                    reference());

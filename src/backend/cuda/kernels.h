@@ -107,6 +107,8 @@ void launch_hc_pre(cudaStream_t s, const float* x, const float* raw_mixes, int64
                    float* comb);
 void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post, const float* comb, int64_t n, int hc,
                     int64_t d, bool reference);
+// x[t, j] += y[t] for every stream j, with hc_post's arithmetic at post = 1, comb = identity.
+void launch_add_to_streams(cudaStream_t s, float* x, const float* y, int64_t n, int hc, int64_t d, bool reference);
 void launch_hc_head(cudaStream_t s, const float* x, const float* raw_mixes, int64_t n, int hc, int64_t d,
                     const HcHeadWeights& w, float hc_eps, float norm_eps, bool reference, float* y);
 

@@ -94,6 +94,18 @@ __global__ void hc_post_kernel(float* x, const float* y, const float* post, cons
     }
 }
 
+// hc_post_kernel at post = 1 and comb = identity: acc = y, then + x_k (the zero terms change nothing).
+template <typename Acc>
+__global__ void add_to_streams_kernel(float* x, const float* y, int64_t n, int hc, int64_t d, bool round) {
+    pdl_begin();
+    const int64_t id = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (id >= n * hc * d) return;
+    const int64_t t = id / (hc * d), i = id % d;
+    Acc acc = Acc(y[t * d + i]);
+    acc += Acc(x[id]);
+    x[id] = store_acc(acc, round);
+}
+
 template <typename Acc>
 __global__ void hc_head_finish_kernel(const float* x, const float* raw_mixes, int hc, int64_t d, HcHeadWeights w,
                                       float hc_eps, float norm_eps, bool round, float* y) {
@@ -135,6 +147,16 @@ void launch_hc_post(cudaStream_t s, float* x, const float* y, const float* post,
         launch_kernel(hc_post_kernel<double>, blocks_for(n * d, 256), 256, 0, s, x, y, post, comb, n, hc, d, true);
     } else {
         launch_kernel(hc_post_kernel<float>, blocks_for(n * d, 256), 256, 0, s, x, y, post, comb, n, hc, d, false);
+    }
+}
+
+void launch_add_to_streams(cudaStream_t s, float* x, const float* y, int64_t n, int hc, int64_t d, bool reference) {
+    if (n == 0) return;
+    const unsigned blocks = blocks_for(n * hc * d, 256);
+    if (reference) {
+        launch_kernel(add_to_streams_kernel<double>, blocks, 256, 0, s, x, y, n, hc, d, true);
+    } else {
+        launch_kernel(add_to_streams_kernel<float>, blocks, 256, 0, s, x, y, n, hc, d, false);
     }
 }
 

@@ -1,9 +1,12 @@
 // The CUDA backend's fused ops against the op sequences they replace (ModelOps' default implementations), on the GPU
-// and on the CPU reference, on fresh random inputs: hc_post_pre (one launch per mHC site boundary in fast numerics)
-// and norm_rope. Outputs are poisoned with NaN first; NaN never passes. Skipped without a GPU.
+// and on the CPU reference, on fresh random inputs: hc_post_pre (one launch per mHC site boundary in fast numerics),
+// norm_rope and add_to_streams. Outputs are poisoned with NaN first; NaN never passes. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -217,6 +220,35 @@ TEST(CudaFusedOps, NormRopesEqualTheOpsApart) {
         for (float v : qf) ASSERT_TRUE(std::isfinite(v)) << numerics_name(numerics);
         EXPECT_EQ(qf, read(*p.gpu, q_apart)) << numerics_name(numerics) << " norm alone";
         EXPECT_EQ(kf, read(*p.gpu, kv_apart)) << numerics_name(numerics) << " norm + rope";
+    }
+}
+
+// add_to_streams (the MTP drafter's Z_j += e, one recordable launch) gives hc_post's bits at post = 1 and comb =
+// identity (ModelOps' default), in fast and in reference numerics (bf16-rounded stores), on the GPU and the CPU.
+TEST(CudaFusedOps, AddToStreamsIsHcPostWithIdentity) {
+    DSV4_REQUIRE_GPU();
+    for (Numerics numerics : {Numerics::kFast, Numerics::kReference}) {
+        for (auto [n, hc, d] : {std::tuple<int64_t, int64_t, int64_t>{1, 4, 4096}, {7, 4, 4096}, {3, 2, 130}}) {
+            Pair p(numerics);
+            p.step(simple_batch(n));
+            const std::vector<float> x0 = random_floats(n * hc * d, 2.0f), y0 = random_floats(n * d);
+            Tensor direct = make_tensor(*p.gpu, {n, hc, d}, x0), via_post = make_tensor(*p.gpu, {n, hc, d}, x0);
+            Tensor cpu_x = make_tensor(*p.cpu, {n, hc, d}, x0);
+            const Tensor y = make_tensor(*p.gpu, {n, d}, y0), cpu_y = make_tensor(*p.cpu, {n, d}, y0);
+            p.gpu->add_to_streams(direct, y);
+            p.gpu->ModelOps::add_to_streams(via_post, y);
+            p.cpu->add_to_streams(cpu_x, cpu_y);
+            const std::vector<float> got = read(*p.gpu, direct), want = read(*p.gpu, via_post);
+            const std::string what = std::string(numerics == Numerics::kFast ? "fast" : "reference") + " n " +
+                                     std::to_string(n) + " hc " + std::to_string(hc) + " d " + std::to_string(d);
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i) {
+                ASSERT_FALSE(std::isnan(got[i])) << what << " element " << i;
+                ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                    << what << " element " << i;
+            }
+            EXPECT_LE(rel_l2(got, read(*p.cpu, cpu_x)), tolerance(numerics)) << what;
+        }
     }
 }
 

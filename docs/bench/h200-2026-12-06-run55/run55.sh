@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-06, fifth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run55/run55.sh MODE
+# (H200: flash-160 is 102 GiB; LAYERS=24 fits it on an H100). .devbin/dsv4_old: the binaries of 5b1507c.
+#   spec : the MTP drafter's recursive substeps recorded in graphs (dsv4) against eager ones (dsv4_old): batch-1
+#          oracle K = 7 / L = 5.6 and K = 3 / L = 3, alternated; the fused-op / mHC tests and golden (the engine's
+#          speculative greedy = plain greedy test replays the drafter's graphs)
+#   main : main's offline figures (decode B=1/8/64/256, prefill 2K/8K), the FP8 / MoE op tests, memcheck of the
+#          register-weights kernel's tests
+#   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
+mode=$1
+source tools/device/call_lib.sh
+fast=(bench offline --preset flash-160 --numerics fast)
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+((mem < 100000)) && LAYERS=${LAYERS:-24}
+[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS") && echo "LAYERS=$LAYERS"
+oracle() {  # BIN K L: batch-1 speculative decode with K MTP drafts accepted at oracle length L, and the plain step
+    local bin=$1 k=$2 l=$3 tag
+    tag=$(basename "$bin")_k$k.$SECONDS
+    run "$tag" 60 "$bin" "${fast[@]}" --batch 1 --context 1000 --steps 12 --json "$OUT/$tag.json" \
+        --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}" --oracle-acceptance "$l"
+}
+case $mode in
+spec)
+    for b in dsv4_old dsv4 dsv4_old dsv4; do oracle ".devbin/$b" 7 5.6; done
+    for b in dsv4_old dsv4; do oracle ".devbin/$b" 3 3; done
+    run ops 120 .devbin/ops_cuda --gtest_filter='CudaFusedOps*:*HcPostPre*:*Mhc*'
+    run golden 60 .devbin/golden_cuda
+    grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
+    ;;
+main)
+    run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    run ops 150 .devbin/ops_cuda --gtest_filter='CudaFp8*:*Moe*'
+    run memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaFp8.GroupedRegister*'
+    grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
+    ;;
+serve)
+    run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
+    SERVER_FLAGS="--max-num-batched-tokens 8192 --long-prefill-token-threshold 8192" \
+        run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
+    ;;
+esac
+python3 tools/device/short_table.py "$OUT"
+report "r55_$mode"

@@ -1,0 +1,62 @@
+// GraphedRuns: the warm-up / record / replay policy of one kind of recordable work, keyed by its launch shape (the
+// runner's forward steps, runtime/step_graphs.h; the MTP drafter's recursive substeps, spec/mtp_drafter.cpp). The
+// first run of a key is eager (lazy uploads happen outside any capture), the second is recorded and replayed, later
+// ones replay. A replayed run's results live at the recorded addresses, which the caller's deterministic scratch
+// makes the same for every run of a key, so the recorded run's Result is returned again. Key 0 always runs eagerly.
+// Callers keep their keys apart (one recorder holds them all): each mixes in its own seed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "backend/graph_recorder.h"
+
+namespace dsv4 {
+
+// FNV-style mixing of a graph key's fields.
+inline uint64_t mix_graph_key(uint64_t h, uint64_t v) {
+    return (h ^ v) * 0x100000001b3ull + (h >> 29);
+}
+
+template <class Result>
+class GraphedRuns {
+  public:
+    explicit GraphedRuns(GraphRecorder* recorder) : recorder_(recorder) {}
+
+    // Whether work can be recorded now (a recorder, and the backend not profiling).
+    bool available() const { return recorder_ != nullptr && recorder_->graphs_available(); }
+    // The recorder's part of a key (GraphRecorder::shape_key); only when available().
+    uint64_t shape_key(const StepBatch& batch) const { return recorder_->shape_key(batch); }
+
+    // Runs `work` (a callable returning Result) eagerly, recording, or replays what was recorded under `key`.
+    template <class Work>
+    Result run(uint64_t key, Work&& work) {
+        if (key == 0) return work();
+        if (auto it = recorded_.find(key); it != recorded_.end()) {
+            recorder_->replay(key);
+            ++replays_;
+            return it->second;
+        }
+        if (warmed_.insert(key).second) return work();
+        recorder_->begin_capture();
+        Result result = work();  // recorded, not run
+        recorder_->end_capture(key);
+        recorded_.emplace(key, result);
+        recorder_->replay(key);
+        ++replays_;
+        return result;
+    }
+
+    int64_t recorded() const { return static_cast<int64_t>(recorded_.size()); }
+    int64_t replays() const { return replays_; }
+
+  private:
+    GraphRecorder* recorder_;  // null: never records (no recorder, or --enforce-eager)
+    std::set<uint64_t> warmed_;
+    std::map<uint64_t, Result> recorded_;
+    int64_t replays_ = 0;
+};
+
+}  // namespace dsv4
