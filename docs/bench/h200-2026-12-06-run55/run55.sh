@@ -5,7 +5,8 @@
 #          oracle K = 7 / L = 5.6 and K = 3 / L = 3, alternated; the fused-op / mHC tests and golden (the engine's
 #          speculative greedy = plain greedy test replays the drafter's graphs)
 #   main : main's offline figures (decode B=1/8/64/256, prefill 2K/8K), the FP8 / MoE op tests, memcheck of the
-#          register-weights kernel's tests
+#          register-weights kernel's tests; the FP8 GEMV's split at 1,056 target warps against 2,112 (B=1 / 8,
+#          alternated) and its op tests at 1,056
 #   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
 mode=$1
 source tools/device/call_lib.sh
@@ -34,6 +35,11 @@ main)
     run memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
         --gtest_filter='CudaFp8.GroupedRegister*'
     grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
+    run gemv1056 60 env DSV4_FP8_GEMV_WARPS=1056 .devbin/ops_cuda --gtest_filter='*Gemv*:*Fp8Dense*'
+    for w in 2112 1056 2112 1056; do
+        run "warps$w.$SECONDS" 60 env DSV4_FP8_GEMV_WARPS=$w .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 \
+            --prefill 0 --steps 16 --json "$OUT/warps$w.$SECONDS.json"
+    done
     ;;
 serve)
     run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
