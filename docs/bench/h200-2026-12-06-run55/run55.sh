@@ -6,7 +6,7 @@
 #          speculative greedy = plain greedy test replays the drafter's graphs)
 #   main : main's offline figures (decode B=1/8/64/256, prefill 2K/8K), the FP8 / MoE op tests, memcheck of the
 #          register-weights kernel's tests; the FP8 GEMV's split at 1,056 target warps against 2,112 (B=1 / 8,
-#          alternated) and its op tests at 1,056
+#          alternated) and its op tests at 1,056; the batch-1 decode's per-op profile (eager)
 #   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
 mode=$1
 source tools/device/call_lib.sh
@@ -40,6 +40,7 @@ main)
         run "warps$w.$SECONDS" 60 env DSV4_FP8_GEMV_WARPS=$w .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 \
             --prefill 0 --steps 16 --json "$OUT/warps$w.$SECONDS.json"
     done
+    run prof_b1 45 env DSV4_PROFILE_OPS=1 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 0 --steps 4
     ;;
 serve)
     run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
