@@ -7,6 +7,8 @@
 #   main : main's offline figures (decode B=1/8/64/256, prefill 2K/8K), the FP8 / MoE op tests, memcheck of the
 #          register-weights kernel's tests; the FP8 GEMV's split at 1,056 target warps against 2,112 (B=1 / 8,
 #          alternated) and its op tests at 1,056; the batch-1 decode's per-op profile (eager)
+#   combo: spec's K = 7 A/B and K = 3, main's offline figures, the fused-op / mHC / FP8 / MoE op tests and golden, in
+#          one call (when device starts are scarce)
 #   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
 mode=$1
 source tools/device/call_lib.sh
@@ -41,6 +43,15 @@ main)
             --prefill 0 --steps 16 --json "$OUT/warps$w.$SECONDS.json"
     done
     run prof_b1 45 env DSV4_PROFILE_OPS=1 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 0 --steps 4
+    ;;
+combo)
+    run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    for b in dsv4_old dsv4 dsv4_old dsv4; do oracle ".devbin/$b" 7 5.6; done
+    oracle .devbin/dsv4 3 3
+    run ops 120 .devbin/ops_cuda --gtest_filter='CudaFusedOps*:*HcPostPre*:CudaFp8.Grouped*:*MoeDecode*'
+    run golden 60 .devbin/golden_cuda
+    grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
     ;;
 serve)
     run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
