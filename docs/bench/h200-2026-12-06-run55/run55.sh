@@ -4,9 +4,9 @@
 #   spec : the MTP drafter's recursive substeps recorded in graphs (dsv4) against eager ones (dsv4_old): batch-1
 #          oracle K = 7 / L = 5.6 and K = 3 / L = 3, alternated; the fused-op / mHC tests and golden (the engine's
 #          speculative greedy = plain greedy test replays the drafter's graphs)
-#   main : main's offline figures (decode B=1/8/64/256, prefill 2K/8K), the FP8 / MoE op tests, memcheck of the
-#          register-weights kernel's tests; the FP8 GEMV's split at 1,056 target warps against 2,112 (B=1 / 8,
-#          alternated) and its op tests at 1,056; the batch-1 decode's per-op profile (eager)
+#   knobs: memcheck of the register-weights kernel's tests; decode B=1 / 8 alternated with the FP8 GEMV split at
+#          1,056 target warps (2,112 default; its op tests at 1,056) and with W4A8 grouping from 24 pairs (64
+#          default; the expert kernel bench at 4 / 8 tokens both ways); the batch-1 decode's per-op profile (eager)
 #   combo: spec's K = 7 A/B and K = 3, main's offline figures, the fused-op / mHC / FP8 / MoE op tests and golden, in
 #          one call (when device starts are scarce)
 #   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
@@ -30,17 +30,22 @@ spec)
     run golden 60 .devbin/golden_cuda
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
     ;;
-main)
-    run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
-        --json "$OUT/offline.json"
-    run ops 150 .devbin/ops_cuda --gtest_filter='CudaFp8*:*Moe*'
+knobs)
     run memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
         --gtest_filter='CudaFp8.GroupedRegister*'
     grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
     run gemv1056 60 env DSV4_FP8_GEMV_WARPS=1056 .devbin/ops_cuda --gtest_filter='*Gemv*:*Fp8Dense*'
-    for w in 2112 1056 2112 1056; do
-        run "warps$w.$SECONDS" 60 env DSV4_FP8_GEMV_WARPS=$w .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 \
-            --prefill 0 --steps 16 --json "$OUT/warps$w.$SECONDS.json"
+    for v in 64 24; do
+        run "kpairs$v" 30 env DSV4_MIN_GROUPED_FP8_PAIRS=$v .devbin/dsv4 bench kernels --rows 1 --tokens 4,8 \
+            --filter experts --json "$OUT/kpairs$v.json"
+    done
+    # decode B=1 / 8: default, the FP8 GEMV at 1,056 target warps, W4A8 grouping from 24 pairs; alternated
+    for v in base warps pairs base warps pairs; do
+        local_env=()
+        [[ $v == warps ]] && local_env=(DSV4_FP8_GEMV_WARPS=1056)
+        [[ $v == pairs ]] && local_env=(DSV4_MIN_GROUPED_FP8_PAIRS=24)
+        run "dec_$v.$SECONDS" 60 env "${local_env[@]}" .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 \
+            --prefill 0 --steps 16 --json "$OUT/dec_$v.$SECONDS.json"
     done
     run prof_b1 45 env DSV4_PROFILE_OPS=1 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 0 --steps 4
     ;;
