@@ -15,6 +15,10 @@
 
 namespace dsv4 {
 
+// Steps (and substeps) that feed more tokens a sequence run eagerly: prefill chunks, whose kernels are long, so launch
+// cost does not matter (decode feeds 1, draft verification k + 1).
+inline constexpr int32_t kMaxGraphTokensPerSeq = 16;
+
 // FNV-style mixing of a graph key's fields.
 inline uint64_t mix_graph_key(uint64_t h, uint64_t v) {
     return (h ^ v) * 0x100000001b3ull + (h >> 29);
