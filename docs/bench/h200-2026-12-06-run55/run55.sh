@@ -9,6 +9,7 @@
 #          default; the expert kernel bench at 4 / 8 tokens both ways); the batch-1 decode's per-op profile (eager)
 #   combo: spec's K = 7 A/B and K = 3, main's offline figures, the fused-op / mHC / FP8 / MoE op tests and golden, in
 #          one call (when device starts are scarce)
+#   h200 : combo's offline figures and batch-1 oracles (48 steps: the steady state), then serve, in one call
 #   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
 mode=$1
 source tools/device/call_lib.sh
@@ -19,7 +20,7 @@ mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -
 oracle() {  # BIN K L: batch-1 speculative decode with K MTP drafts accepted at oracle length L, and the plain step
     local bin=$1 k=$2 l=$3 tag
     tag=$(basename "$bin")_k$k.$SECONDS
-    run "$tag" 60 "$bin" "${fast[@]}" --batch 1 --context 1000 --steps 12 --json "$OUT/$tag.json" \
+    run "$tag" 60 "$bin" "${fast[@]}" --batch 1 --context 1000 --steps "${STEPS:-12}" --json "$OUT/$tag.json" \
         --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}" --oracle-acceptance "$l"
 }
 case $mode in
@@ -58,6 +59,15 @@ combo)
     run golden 60 .devbin/golden_cuda
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
     ;;
+h200)
+    run bench 60 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    STEPS=48 oracle .devbin/dsv4_old 7 5.6
+    STEPS=48 oracle .devbin/dsv4 7 5.6
+    STEPS=48 oracle .devbin/dsv4 3 3
+    oracle .devbin/dsv4 7 5.6
+    grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
+    ;&
 serve)
     run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
     for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
