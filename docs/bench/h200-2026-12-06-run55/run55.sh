@@ -62,9 +62,8 @@ combo)
     run golden 60 .devbin/golden_cuda
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
     ;;
-fp4)
+fp4)  # the correctness tests that are quick first, then the A/B, then the broad op filter with what time is left
     run layout 60 .devbin/ops_cuda --gtest_filter='CudaFp4Layout.*'
-    run ops 200 .devbin/ops_cuda --gtest_filter='CudaFp8.*:CudaFp8Dialect.*:Shapes/CudaLinear.*:Shapes/CudaGemvStream.*:CudaGemvStreamMulti.*:CudaGemvStreamExperts.*:CudaGemvVectors.*:Shapes/CudaMoeDecode.*:CudaMoeDecodeErrors.*:CudaOps.Moe*:CudaOps.SharedExpertStreamEqualsOneStream'
     run golden 60 .devbin/golden_cuda
     run tier 40 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*'
     for b in dsv4_main dsv4; do
@@ -75,6 +74,7 @@ fp4)
         run "ab_$b.$SECONDS" 60 ".devbin/$b" "${fast[@]}" --batch 1,64,256 --context 1000 --prefill 2048,8192 \
             --steps 8 --json "$OUT/ab_$b.$SECONDS.json"
     done
+    run ops 200 .devbin/ops_cuda --gtest_filter='CudaFp8.*:CudaFp8Dialect.*:Shapes/CudaLinear.*:Shapes/CudaGemvStream.*:CudaGemvStreamMulti.*:CudaGemvStreamExperts.*:CudaGemvVectors.*:Shapes/CudaMoeDecode.*:CudaMoeDecodeErrors.*:CudaOps.Moe*:CudaOps.SharedExpertStreamEqualsOneStream'
     ;;
 h200)
     run bench 60 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
