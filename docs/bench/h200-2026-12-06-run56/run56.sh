@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-06, sixth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run56/run56.sh MODE
-# .devbin: main's binaries (dsv4, ops_cuda, golden_cuda: 2bbf1be) and branch next/fp4-layout's under *_fp4 (96903a2:
-# FP4 codes sign-split on the CUDA backend, based on 14a9685, before the drafter's graphs and the 1,056-warp GEMV).
+# .devbin (.devpack/dev79): main's binaries (dsv4, ops_cuda, golden_cuda: 574bb60) and branch next/fp4-layout's
+# under *_fp4 (382ee75: main merged into it; FP4 codes sign-split on the CUDA backend).
 #   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K) and batch-1 oracles (48 steps,
 #          K = 7 / L = 5.6 and K = 3 / L = 3), main's golden; the fp4 branch's layout tests, golden and expert-tier
 #          tests; the expert kernel bench and B = 1 / 64 / 256 + prefill A/B against main, alternated; the FP4 op filter
