@@ -2,10 +2,12 @@
 # Device calls of 2026-12-06, sixth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run56/run56.sh MODE
 # .devbin (.devpack/dev79): main's binaries (dsv4, ops_cuda, golden_cuda: 574bb60) and branch next/fp4-layout's
 # under *_fp4 (382ee75: main merged into it; FP4 codes sign-split on the CUDA backend).
-#   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K) and batch-1 oracles (48 steps,
-#          K = 7 / L = 5.6 and K = 3 / L = 3), main's golden; the fp4 branch's layout tests, golden and expert-tier
-#          tests; the expert kernel bench and B = 1 / 64 / 256 + prefill A/B against main, alternated; the FP4 op filter
-#   b    : serving C1 / C64 at the default token budget (2,048) and at 8,192; main's whole op suite with what is left
+#   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K), batch-1 oracles (48 steps,
+#          K = 7 / L = 5.6 and K = 3 / L = 3) and golden; then serving C1 / C64 at the default token budget (2,048)
+#          and at 8,192
+#   f    : the fp4 branch's layout tests, golden and expert-tier tests; the expert kernel bench and B = 1 / 64 / 256 +
+#          prefill A/B against main, alternated; the FP4 op filter with what is left
+#   b    : main's whole op suite
 mode=$1
 source tools/device/call_lib.sh
 fast=(bench offline --preset flash-160 --numerics fast)
@@ -26,6 +28,12 @@ a)
     oracle .devbin/dsv4 3 3
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
     run golden 60 .devbin/golden_cuda
+    run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
+    SERVER_FLAGS="--max-num-batched-tokens 8192 --long-prefill-token-threshold 8192" \
+        run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
+    ;;
+f)
     run layout 60 .devbin/ops_cuda_fp4 --gtest_filter='CudaFp4Layout.*'
     run golden_fp4 60 .devbin/golden_cuda_fp4
     run tier_fp4 40 .devbin/golden_dist_cuda_fp4 --gtest_filter='CudaExpertTier*'
@@ -40,11 +48,7 @@ a)
     run ops_fp4 200 .devbin/ops_cuda_fp4 --gtest_filter='CudaFp8.*:CudaFp8Dialect.*:Shapes/CudaLinear.*:Shapes/CudaGemvStream.*:CudaGemvStreamMulti.*:CudaGemvStreamExperts.*:CudaGemvVectors.*:Shapes/CudaMoeDecode.*:CudaMoeDecodeErrors.*:CudaOps.Moe*:CudaOps.SharedExpertStreamEqualsOneStream'
     ;;
 b)
-    run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
-    for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
-    SERVER_FLAGS="--max-num-batched-tokens 8192 --long-prefill-token-threshold 8192" \
-        run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
-    run ops 400 .devbin/ops_cuda
+    run ops 560 .devbin/ops_cuda
     ;;
 esac
 python3 tools/device/short_table.py "$OUT"
