@@ -312,9 +312,11 @@ class CudaBackend final : public Backend, public GraphRecorder {
     uint8_t* expert_slot(int layer, int slot, const ExpertWeights& expert) const;
     void copy_expert_async(const ExpertWeights& from, const ExpertWeights& to, cudaMemcpyKind kind);
     // A linear weight's handle with its bytes (and scales) copied by `copy` (to the device, or to pinned memory).
+    // copy(bytes, n, fp4_codes): fp4_codes says the bytes are FP4 codes, which the copy holds in the sign-split layout
+    // (backend/fp4_layout.h).
     WeightRef copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
                           int64_t cols, int block_rows, int block_cols,
-                          const std::function<const void*(const void*, size_t)>& copy);
+                          const std::function<const void*(const void*, size_t, bool)>& copy);
 
     // --- Device and options ---
     Numerics numerics_;
