@@ -10,9 +10,9 @@
 //
 // Why: a kernel turns a word into 8 e4m3 bytes through a byte table of the 8 magnitudes (the per-32 scale folded
 // in): two byte permutes whose selectors are the magnitude nibbles. In this layout the signs of codes 0..3 already sit
-// at bit 7 of their bytes, and those of codes 4..7 do four bits to the left, so the expansion is 7 instructions a word
-// (expand_fp4_word) instead of 13 for the checkpoint's nibbles. The W4A8 expert kernels were instruction-bound and the
-// expansion 43% of their instructions (ncu, H100).
+// at bit 7 of their bytes and those of codes 4..7 four bits below it, so the expansion is 7 SASS instructions a word
+// (expand_fp4_word) where the checkpoint's nibbles took 14 (two more permutes, shifts and masks to move the signs).
+// The W4A8 expert kernels were instruction-bound, the expansion 43% of their instructions (ncu, H100).
 //
 // Where: the CUDA backend permutes FP4 codes once as they arrive (upload_linear on the device, upload_host_linear's
 // pinned copies on the host, synthetic weights as they are made) and every CUDA kernel reads this layout; copies of
@@ -63,12 +63,16 @@ DSV4_FP4_HD constexpr uint32_t fp4_code_at(uint32_t word, int i) {
     return ((word >> (4 * i)) & 7u) | (((word >> fp4_sign_bit(i)) & 1u) << 3);
 }
 
-// PTX prmt.b32 in its default mode (CUDA's __byte_perm; written out for the host): byte n of the result is byte
-// (s >> 4n) & 7 of the eight bytes {a, b} (a's bytes first), or that byte's top bit copied into all eight bits when
-// bit 3 of the selector nibble is set. Only the low 16 bits of s are read.
-DSV4_FP4_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+// PTX prmt.b32 in its default mode, written out for the host: byte n of the result is byte (s >> 4n) & 7 of the
+// eight bytes {a, b} (a's bytes first), or that byte's top bit copied into all eight bits when bit 3 of the selector
+// nibble is set. Only the low 16 bits of s are read. On the device the instruction itself, not __byte_perm: that
+// intrinsic masks each selector nibble to 3 bits first, an AND a permute that expand_fp4_word's selectors (already
+// masked) do not need.
+DSV4_FP4_HD uint32_t prmt_b32(uint32_t a, uint32_t b, uint32_t s) {
 #if defined(__CUDA_ARCH__)
-    return __byte_perm(a, b, s);
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+    return d;
 #else
     const uint64_t bytes = static_cast<uint64_t>(b) << 32 | a;
     uint32_t out = 0;
@@ -92,10 +96,19 @@ struct Fp4Bytes {
 // of its byte. Seven instructions: the magnitude mask, two byte permutes, one shift of the mask for codes 4..7, one
 // of the word for their signs, and two AND-ORs (LOP3).
 DSV4_FP4_HD Fp4Bytes expand_fp4_word(uint32_t w, uint32_t table_lo, uint32_t table_hi) {
-    const uint32_t magnitudes = w & kFp4MagnitudeBits;
-    return {byte_perm(table_lo, table_hi, magnitudes) | (w & kFp4ByteSignBits),
-            byte_perm(table_lo, table_hi, magnitudes >> 16) | ((w << 4) & kFp4ByteSignBits)};
+    const uint32_t magnitudes = w & kFp4MagnitudeBits;  // selector nibbles with bit 3 clear: plain byte picks
+    return {prmt_b32(table_lo, table_hi, magnitudes) | (w & kFp4ByteSignBits),
+            prmt_b32(table_lo, table_hi, magnitudes >> 16) | ((w << 4) & kFp4ByteSignBits)};
 }
+
+// Magnitude tables of expand_fp4_word: the e4m3 codes of 0, 0.5, 1, 1.5 (lo) and 2, 3, 4, 6 (hi), e4m3 0x00 0x30
+// 0x38 0x3C 0x40 0x44 0x48 0x4C (the GEMVs' decode; the expert GEMMs build one a power of two, the per-32 scale) ...
+constexpr uint32_t kE2m1E4m3Lo = 0x3C383000u;
+constexpr uint32_t kE2m1E4m3Hi = 0x4C484440u;
+// ... and of the same magnitudes times 2^-6, exactly: each magnitude index's bits moved to bits 2..4 (0x00 0x04 ..
+// 0x1C), which is the same number 6 binades down for every code (0.5 becomes the e4m3 subnormal 2^-7, 0 stays 0).
+constexpr uint32_t kE2m1E4m3Down6Lo = 0x0C080400u;
+constexpr uint32_t kE2m1E4m3Down6Hi = 0x1C181410u;
 
 // Host loops over `words` 4-byte words (any alignment; src and dst may be the same buffer).
 inline void fp4_words_from_checkpoint(const void* src, void* dst, int64_t words) {

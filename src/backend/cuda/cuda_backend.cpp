@@ -243,8 +243,8 @@ WeightRef CudaBackend::copy_linear(const TensorView& weight, const TensorView* s
 
 WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                      int64_t rows, int64_t cols, int block_rows, int block_cols) {
-    const WeightRef w =
-        copy_linear(weight, scale, format, rows, cols, block_rows, block_cols, [this](const void* p, size_t n, bool fp4) {
+    const WeightRef w = copy_linear(
+        weight, scale, format, rows, cols, block_rows, block_cols, [this](const void* p, size_t n, bool fp4) {
             void* d = device_copy(p, n);
             if (fp4) {  // in place on the device, once (the stream orders it before every kernel that reads it)
                 launch_fp4_to_sign_split(stream_, static_cast<uint32_t*>(d), static_cast<int64_t>(n / 4));

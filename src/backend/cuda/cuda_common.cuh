@@ -147,13 +147,8 @@ __device__ __forceinline__ float decode_e2m1(uint32_t code) {
     return __uint_as_float(bits);
 }
 
-// The unscaled magnitude table of expand_fp4_word (backend/fp4_layout.h): e4m3 0x00 0x30 0x38 0x3C (0, 0.5, 1, 1.5)
-// and 0x40 0x44 0x48 0x4C (2, 3, 4, 6).
-constexpr uint32_t kE2m1E4m3Lo = 0x3C383000u;
-constexpr uint32_t kE2m1E4m3Hi = 0x4C484440u;
-
 // The eight e2m1 values of a sign-split FP4 word (backend/fp4_layout.h) as floats, column 0 first (exact: every e2m1
-// value is an e4m3 value), by the word's expansion and the hardware e4m3 conversion.
+// value is an e4m3 value), by the word's expansion through the unscaled table and the hardware e4m3 conversion.
 __device__ __forceinline__ void decode8_fp4_word(uint32_t w, float* out) {
     const Fp4Bytes e = expand_fp4_word(w, kE2m1E4m3Lo, kE2m1E4m3Hi);
     decode4_e4m3(e.lo, out);

@@ -184,8 +184,9 @@ __device__ __forceinline__ uint2 group_table(uint32_t scales, int i, int emax, b
 }
 
 // Expands G consecutive 32-code FP4 groups of one weight row (sign-split words, backend/fp4_layout.h; from group0;
-// `scales`: the row's four UE8M0 bytes of the K block) into a stage's swizzled e4m3 tile through the groups' byte tables (group_table's rule), and writes the
-// row's scale (row_scale's) where group0 is 0. An invalid row (past the weight) is zero-filled.
+// `scales`: the row's four UE8M0 bytes of the K block) into a stage's swizzled e4m3 tile through the groups' byte
+// tables (group_table's rule), and writes the row's scale (row_scale's) where group0 is 0. An invalid row (past the
+// weight) is zero-filled.
 template <int G>
 __device__ __forceinline__ void expand_fp4_groups(int tile_row, int group0, const uint4 (&groups)[G], uint32_t scales,
                                                   bool valid, uint8_t* stage_w, float* stage_wscale, const uint2* lut,

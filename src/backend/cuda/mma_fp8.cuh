@@ -63,11 +63,7 @@ __device__ __forceinline__ void mma_kblock_e4m3(const uint4 (&lo)[2], const uint
 }
 
 // The eight codes of a sign-split FP4 word (backend/fp4_layout.h) as e4m3 codes of their values times 2^-6, exactly,
-// column 0 first (lo: columns 0..3, hi: 4..7): the magnitude table of expand_fp4_word is each magnitude index's bits
-// moved to bits 2..4 (e4m3 0x00 0x04 0x08 0x0C 0x10 0x14 0x18 0x1C), which is the same number 6 binades down for
-// every code (0.5 becomes the e4m3 subnormal 2^-7, 0 stays 0).
-constexpr uint32_t kE2m1E4m3Down6Lo = 0x0C080400u;
-constexpr uint32_t kE2m1E4m3Down6Hi = 0x1C181410u;
+// column 0 first (lo: columns 0..3, hi: 4..7), through the 2^-6 magnitude table.
 __device__ __forceinline__ Fp4Bytes fp4_word_to_e4m3_down6(uint32_t w) {
     return expand_fp4_word(w, kE2m1E4m3Down6Lo, kE2m1E4m3Down6Hi);
 }
