@@ -78,7 +78,9 @@ __device__ __forceinline__ float2 column_scales(uint32_t word, int shift) {
 
 // The block's D[r][n] = row r's sum over scale group n (n < 4), eight m16n8k16 steps: word j of this lane's 16 bytes
 // gives steps 2 j (its elements 0, 1 | 2, 3 at K 2 tq, + 1 | 2 tq + 8, + 9) and 2 j + 1 (4, 5 | 6, 7), matching the
-// staged B order (the elements in order). Lanes other than g == tq give zeros to B.
+// staged B order (the elements in order). Lanes other than g == tq give zeros to B. (Before the sign-split layout a
+// step held elements 0, 2 | 1, 3: the same products in other K slots of the same step, which the tensor cores sum as a
+// set, kernels_expert_rs.cu.)
 __device__ __forceinline__ void block_group_sums(const BlockLoads& l, const uint8_t* codes, bool b_lane, float d[4]) {
     const uint32_t* rg = &l.w[0].x;
     const uint32_t* rg8 = &l.w[1].x;
