@@ -1,8 +1,8 @@
 // WeightStore: the model's weights as a backend holds them, uploaded once in checkpoint form (FP8 + UE8M0 128x128
 // block scales, FP4 e2m1 + per-32 scales, BF16: backend/weights.h) and decoded inside the kernels; a backend may
 // re-pack codes exactly where its weights say so (the CUDA backend's FP4 words, WeightRef::fp4_layout). The
-// checkpoint's host views stay valid while the model lives. The expert tier (routed experts resident in host memory, a device
-// cache of some of them: dist/expert_tier_moe.h) is the role at the end of this interface.
+// checkpoint's host views stay valid while the model lives. The expert tier (routed experts resident in host memory, a
+// device cache of some of them: dist/expert_tier_moe.h) is the role at the end of this interface.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,9 @@
 // CudaBackend (host side, compiled by the host compiler; kernels are in kernels_*.cu behind kernels.h): every op of
 // backend.h on an NVIDIA GPU (built for sm_90a). Weights are uploaded in checkpoint form
 // (FP8 + UE8M0 block scales, FP4 + per-32 scales, BF16; FP4 codes re-packed exactly into sign-split words,
-// backend/fp4_layout.h) and decoded inside the kernels; no dequantized copies are resident. Activations are float32 in exact and reference numerics; the sequence state stores K=V rows and indexer
-// keys in the StateConfig's kv_dtype (backend/state_format.h; device codec in state_codec.cuh) and compressor
-// records in float32. Every runtime index the
+// backend/fp4_layout.h) and decoded inside the kernels; no dequantized copies are resident. Activations are float32 in
+// exact and reference numerics; the sequence state stores K=V rows and indexer keys in the StateConfig's kv_dtype
+// (backend/state_format.h; device codec in state_codec.cuh) and compressor records in float32. Every runtime index the
 // kernels read (block tables, indexer picks, expert ids) is bounds-checked on the device; violations set an error
 // flag that the host turns into a dsv4::Error at the next synchronisation.
 #pragma once
