@@ -1,9 +1,10 @@
 // GraphedRuns: the warm-up / record / replay policy of one kind of recordable work, keyed by its launch shape (the
-// runner's forward steps, runtime/step_graphs.h; the MTP drafter's recursive substeps, spec/mtp_drafter.cpp). The
-// first run of a key is eager (lazy uploads happen outside any capture), the second is recorded and replayed, later
-// ones replay. A replayed run's results live at the recorded addresses, which the caller's deterministic scratch
-// makes the same for every run of a key, so the recorded run's Result is returned again. Key 0 always runs eagerly.
-// Callers keep their keys apart (one recorder holds them all): each mixes in its own seed.
+// runner's forward steps, runtime/step_graphs.h; the MTP drafter's absorb and recursive substeps,
+// spec/mtp_drafter.cpp). The first run of a key is eager (lazy uploads happen outside any capture), the second is
+// recorded and replayed, later ones replay. A replayed run's results live at the recorded addresses, which the
+// caller's deterministic scratch makes the same for every run of a key, so the recorded run's Result is returned
+// again. Key 0 always runs eagerly. Callers keep their keys apart (one recorder holds them all): each mixes in its
+// own seed.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,10 @@
 #include "backend/graph_recorder.h"
 
 namespace dsv4 {
+
+// Steps (and substeps) that feed more tokens a sequence run eagerly: prefill chunks, whose kernels are long, so launch
+// cost does not matter (decode feeds 1, draft verification k + 1).
+inline constexpr int32_t kMaxGraphTokensPerSeq = 16;
 
 // FNV-style mixing of a graph key's fields.
 inline uint64_t mix_graph_key(uint64_t h, uint64_t v) {

@@ -45,6 +45,9 @@ struct StepBatch {
     std::vector<int32_t> seq_index;  // [N] index into seqs
     std::vector<SequenceSlice> seqs;
     std::vector<int32_t> logit_rows;  // step rows whose logits are wanted, in output order
+    // Substeps (ModelOps::begin_substep): the rows of an earlier step's outputs that this substep's tokens read
+    // (gather_rows), uploaded with the metadata so that the gather can be recorded in a graph; empty otherwise.
+    std::vector<int32_t> source_rows;
 
     int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
     // Tokens every sequence feeds when they all feed the same number (decode: 1; draft verification: k + 1), else 0.

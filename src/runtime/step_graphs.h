@@ -15,8 +15,6 @@
 
 namespace dsv4 {
 
-inline constexpr int32_t kMaxGraphTokensPerSeq = 16;
-
 class StepGraphs {
   public:
     StepGraphs(DeepseekV4& model, bool enforce_eager);

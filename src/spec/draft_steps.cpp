@@ -23,23 +23,12 @@ bool drafts_greedily(const DraftInput& in, bool probabilistic) {
     return !probabilistic || in.temperature < kGreedyTemperature;
 }
 
-namespace {
-
-std::vector<int32_t> checked_draft_ids(std::vector<int32_t> picks) {
+std::vector<int32_t> read_draft_ids(ModelOps& ops, const Tensor& ids) {
+    std::vector<int32_t> picks = read_i32(ops, ids);
     for (size_t r = 0; r < picks.size(); ++r) {
         DSV4_CHECK(picks[r] != kNoArgmax, "draft: logits row {} holds NaN or +inf, or only -inf", r);
     }
     return picks;
-}
-
-}  // namespace
-
-std::vector<int32_t> greedy_draft_tokens(ModelOps& ops, const Tensor& logits) {
-    return checked_draft_ids(read_argmax_rows(ops, logits));
-}
-
-std::vector<int32_t> read_draft_ids(ModelOps& ops, const Tensor& ids) {
-    return checked_draft_ids(read_i32(ops, ids));
 }
 
 void draw_draft(std::span<const float> logits, const DraftInput& in, bool probabilistic, int j, DraftProposal& out) {

@@ -23,13 +23,11 @@ void add_draft_sequence(StepBatch& batch, const DraftInput& in, int64_t start, s
 // probabilistic; else a draw from softmax(logits / T) with the request's draft stream, q appended to out.probs).
 void draw_draft(std::span<const float> logits, const DraftInput& in, bool probabilistic, int j, DraftProposal& out);
 
-// Whether draw_draft takes the argmax for `in` (then the logits need not come to the host: greedy_draft_tokens).
+// Whether draw_draft takes the argmax for `in` (then the logits need not come to the host: read_draft_ids).
 bool drafts_greedily(const DraftInput& in, bool probabilistic);
-// Each row's argmax chosen where the rows are (ModelOps::argmax_rows): only the token ids come to the host, not
-// [rows, vocab] floats (33 MB a step at batch 64). Throws dsv4::Error when a row has no choice (NaN, +inf, only
-// -inf): a drafter fault, which costs the step's proposals (ModelRunner), never a request.
-std::vector<int32_t> greedy_draft_tokens(ModelOps& ops, const Tensor& logits);
-// The ids ModelOps::argmax_rows wrote into `ids` [rows] i32, read to the host; throws like greedy_draft_tokens.
+// The rows' argmax ids that ModelOps::argmax_rows wrote into `ids` [rows] i32, where the logits are: only the ids
+// come to the host, not [rows, vocab] floats (33 MB a step at batch 64). Throws dsv4::Error when a row had no choice
+// (NaN, +inf, only -inf): a drafter fault, which costs the step's proposals (ModelRunner), never a request.
 std::vector<int32_t> read_draft_ids(ModelOps& ops, const Tensor& ids);
 
 }  // namespace dsv4

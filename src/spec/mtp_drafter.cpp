@@ -7,11 +7,14 @@
 // After a target step the final rows of every sequence are absorbed (one substep over all of them, which writes the
 // ring); the last row's logits give draft 1. Draft j > 1 recurses: a one-row substep at position t + j - 1 whose H
 // is the previous row's block output and whose token is draft j - 1 (its ring row is overwritten when the real
-// row of that position is absorbed). Only stage 0 is used, recursively, as in vLLM and drafters.py. The recursive
-// substeps differ only in their metadata (positions, tokens), so where the backend records graphs they run as one
-// recorded graph each (GraphedRuns): at batch 1 a substep is ~60 short kernels, whose eager launches cost more than
-// their work.
+// row of that position is absorbed). Only stage 0 is used, recursively, as in vLLM and drafters.py.
+// Where the backend records graphs, both substeps replay a graph recorded for their shape (GraphedRuns): at batch 1 a
+// substep is ~60 short kernels, whose eager launches cost more than their work. The recursive substeps differ only
+// in their metadata (positions, tokens), so one graph serves all of them; the absorb's gathers read rows uploaded
+// with its metadata (StepBatch::source_rows, logit_rows).
+#include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/graphed_runs.h"
@@ -23,13 +26,17 @@
 namespace dsv4 {
 namespace {
 
+// The drafter's graph keys start from these ("mtp-absb", "mtp-drft"): apart from each other and the runner's steps.
+constexpr uint64_t kAbsorbKey = 0x6d74702d61627362ull;
+constexpr uint64_t kRecursionKey = 0x6d74702d64726674ull;
+
 class MtpDrafter final : public Drafter {
   public:
     MtpDrafter(DeepseekV4& model, DraftWeights weights, const DraftOptions& options)
         : Drafter(options),
           model_(model),
           weights_(std::move(weights)),
-          recursions_(options.enforce_eager ? nullptr : model.backend().graph_recorder()) {
+          graphs_(options.enforce_eager ? nullptr : model.backend().graph_recorder()) {
         const ModelConfig& c = model_.config();
         hidden_ = {c.num_layers - 1};
         state_layer_ = c.num_layers;
@@ -57,12 +64,15 @@ class MtpDrafter final : public Drafter {
     Tensor block_input(const Tensor& h);
     // The drafts' logits and argmax from block output rows z [m, hc, D].
     DraftRows draft_rows(const Tensor& z);
+    // The absorb substep (after its begin_substep): the block over the target's rows batch.source_rows of `hidden`,
+    // then the proposers' last rows (batch.logit_rows) into `chain` and their first drafts' rows. Recordable.
+    DraftRows absorb_substep(const Tensor& hidden, const StepBatch& batch, Tensor chain);
     // One recursive substep (after its begin_substep): the block over `chain` [m, hc, D] (the previous rows' block
     // outputs), whose output becomes the next substep's chain in place, and the next drafts' rows. Recordable.
     DraftRows recursive_substep(Tensor chain);
-    // The recursive substep's graph key (0: eager): its row count, the scratch offset it starts from, the recorder's
-    // shape key.
-    uint64_t recursion_key(const StepBatch& batch, size_t chain_mark) const;
+    // A substep's graph key (0: eager): `kind`, its shape (token, sequence, tokens-a-sequence and logit-row counts,
+    // the recorder's shape key), the scratch offset it starts from and the address of the input it reads.
+    uint64_t substep_key(uint64_t kind, const StepBatch& batch, size_t mark, const Tensor& input) const;
     // Appends draft j of every proposer, from their rows (ids when greedy, else the logits on the host).
     void take_drafts(const DraftRows& rows, const Proposers& who, int j, std::span<const DraftInput> seqs,
                      std::vector<DraftOutput>& out);
@@ -70,7 +80,7 @@ class MtpDrafter final : public Drafter {
 
     DeepseekV4& model_;
     DraftWeights weights_;
-    GraphedRuns<DraftRows> recursions_;
+    GraphedRuns<DraftRows> graphs_;
     std::vector<int> hidden_;
     int state_layer_ = 0;
 };
@@ -107,6 +117,18 @@ MtpDrafter::DraftRows MtpDrafter::draft_rows(const Tensor& z) {
     return rows;
 }
 
+MtpDrafter::DraftRows MtpDrafter::absorb_substep(const Tensor& hidden, const StepBatch& batch, Tensor chain) {
+    Backend& b = model_.backend();
+    const int64_t n = batch.n_tokens(), hc = model_.config().hc_mult, d = model_.config().hidden_size;
+    Tensor h = b.alloc(DType::kF32, {n, hc, d});
+    b.gather_rows(hidden, batch.source_rows, h);
+    Tensor z = block_input(h);
+    model_.draft_block(stage().block, state_layer_, z, DeepseekV4::BlockAttention::kCausal);
+    if (batch.logit_rows.empty()) return {};
+    b.gather_rows(z, batch.logit_rows, chain);
+    return draft_rows(chain);
+}
+
 MtpDrafter::DraftRows MtpDrafter::recursive_substep(Tensor chain) {
     Tensor z = block_input(chain);
     model_.draft_block(stage().block, state_layer_, z, DeepseekV4::BlockAttention::kCausal);
@@ -114,13 +136,18 @@ MtpDrafter::DraftRows MtpDrafter::recursive_substep(Tensor chain) {
     return draft_rows(chain);
 }
 
-uint64_t MtpDrafter::recursion_key(const StepBatch& batch, size_t chain_mark) const {
-    const auto tokens = static_cast<int64_t>(batch.tokens.size());
-    if (!recursions_.available() || !model_.graphable(tokens)) return 0;
-    uint64_t key = 0x6d74702d64726674ull;  // "mtp-drft": apart from the runner's step keys
-    key = mix_graph_key(key, static_cast<uint64_t>(tokens));
-    key = mix_graph_key(key, chain_mark);
-    key = mix_graph_key(key, recursions_.shape_key(batch));
+uint64_t MtpDrafter::substep_key(uint64_t kind, const StepBatch& batch, size_t mark, const Tensor& input) const {
+    if (!graphs_.available() || !model_.graphable(batch.n_tokens())) return 0;
+    const int32_t per_seq = batch.uniform_tokens_per_seq();
+    if (per_seq == 0 || per_seq > kMaxGraphTokensPerSeq) return 0;  // mixed lengths (absorbing after a prefill)
+    uint64_t key = kind;
+    key = mix_graph_key(key, static_cast<uint64_t>(batch.n_tokens()));
+    key = mix_graph_key(key, batch.seqs.size());
+    key = mix_graph_key(key, static_cast<uint64_t>(per_seq));
+    key = mix_graph_key(key, batch.logit_rows.size());
+    key = mix_graph_key(key, mark);
+    key = mix_graph_key(key, reinterpret_cast<uintptr_t>(input.data));
+    key = mix_graph_key(key, graphs_.shape_key(batch));
     return key == 0 ? 1 : key;
 }
 
@@ -168,17 +195,17 @@ std::vector<DraftOutput> MtpDrafter::step(const ForwardResult& target, std::span
     // The proposers' H for the recursive substeps, allocated below everything the absorb allocates: each recursive
     // substep then starts from the same scratch offset (one recorded graph for all of them) and rewrites it in place.
     const Tensor chain = m > 0 ? b.alloc(DType::kF32, {m, hc, d}) : Tensor();
+    absorb.source_rows = std::move(src_rows);
+    absorb.logit_rows = std::move(last_rows);
+    const size_t absorb_mark = b.scratch_mark();
     b.begin_substep(absorb);
-    const auto n = static_cast<int64_t>(src_rows.size());
-    Tensor h = b.alloc(DType::kF32, {n, hc, d});
-    b.gather_rows(target.hidden[0], src_rows, h);
-    Tensor z = block_input(h);
-    model_.draft_block(stage().block, state_layer_, z, DeepseekV4::BlockAttention::kCausal);
+    const Tensor& hidden = target.hidden[0];
+    const DraftRows first = graphs_.run(substep_key(kAbsorbKey, absorb, absorb_mark, hidden),
+                                        [&] { return absorb_substep(hidden, absorb, chain); });
     if (m == 0) return out;
 
     // 2. Propose: draft 1 from the absorbed last rows, then one recursive row per further draft.
-    b.gather_rows(z, last_rows, chain);
-    take_drafts(draft_rows(chain), who, 0, seqs, out);
+    take_drafts(first, who, 0, seqs, out);
     const size_t chain_mark = b.scratch_mark();
     for (int j = 1; j < options_.num_speculative_tokens; ++j) {
         StepBatch next;
@@ -192,7 +219,7 @@ std::vector<DraftOutput> MtpDrafter::step(const ForwardResult& target, std::span
         b.scratch_release(chain_mark);  // the previous substep's rows were read (their drafts) or copied (chain)
         b.begin_substep(next);
         const DraftRows rows =
-            recursions_.run(recursion_key(next, chain_mark), [&] { return recursive_substep(chain); });
+            graphs_.run(substep_key(kRecursionKey, next, chain_mark, chain), [&] { return recursive_substep(chain); });
         take_drafts(rows, who, j, seqs, out);
     }
     return out;

@@ -4,9 +4,15 @@
 #   spec : the MTP drafter's recursive substeps recorded in graphs (dsv4) against eager ones (dsv4_old): batch-1
 #          oracle K = 7 / L = 5.6 and K = 3 / L = 3, alternated; the fused-op / mHC tests and golden (the engine's
 #          speculative greedy = plain greedy test replays the drafter's graphs)
-#   main : main's offline figures (decode B=1/8/64/256, prefill 2K/8K), the FP8 / MoE op tests, memcheck of the
-#          register-weights kernel's tests; the FP8 GEMV's split at 1,056 target warps against 2,112 (B=1 / 8,
-#          alternated) and its op tests at 1,056
+#   knobs: memcheck of the register-weights kernel's tests; decode B=1 / 8 alternated with the FP8 GEMV split at
+#          1,056 target warps (2,112 default; its op tests at 1,056) and with W4A8 grouping from 24 pairs (64
+#          default; the expert kernel bench at 4 / 8 tokens both ways); the batch-1 decode's per-op profile (eager)
+#   combo: spec's K = 7 A/B and K = 3, main's offline figures, the fused-op / mHC / FP8 / MoE op tests and golden, in
+#          one call (when device starts are scarce)
+#   fp4  : branch next/fp4-layout (dsv4, ops_cuda, golden*: 96903a2, FP4 codes sign-split on the CUDA backend) against
+#          main (dsv4_main: 8a124e8): its layout tests, the FP4 op tests, golden, the expert tier's tests; the expert
+#          kernel bench and decode B=64 / 256 with 2K / 8K prefill, alternated
+#   h200 : combo's offline figures and batch-1 oracles (48 steps: the steady state), then serve, in one call
 #   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
 mode=$1
 source tools/device/call_lib.sh
@@ -17,7 +23,7 @@ mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -
 oracle() {  # BIN K L: batch-1 speculative decode with K MTP drafts accepted at oracle length L, and the plain step
     local bin=$1 k=$2 l=$3 tag
     tag=$(basename "$bin")_k$k.$SECONDS
-    run "$tag" 60 "$bin" "${fast[@]}" --batch 1 --context 1000 --steps 12 --json "$OUT/$tag.json" \
+    run "$tag" 60 "$bin" "${fast[@]}" --batch 1 --context 1000 --steps "${STEPS:-12}" --json "$OUT/$tag.json" \
         --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}" --oracle-acceptance "$l"
 }
 case $mode in
@@ -28,19 +34,57 @@ spec)
     run golden 60 .devbin/golden_cuda
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
     ;;
-main)
-    run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
-        --json "$OUT/offline.json"
-    run ops 150 .devbin/ops_cuda --gtest_filter='CudaFp8*:*Moe*'
+knobs)
     run memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
         --gtest_filter='CudaFp8.GroupedRegister*'
     grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
     run gemv1056 60 env DSV4_FP8_GEMV_WARPS=1056 .devbin/ops_cuda --gtest_filter='*Gemv*:*Fp8Dense*'
-    for w in 2112 1056 2112 1056; do
-        run "warps$w.$SECONDS" 60 env DSV4_FP8_GEMV_WARPS=$w .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 \
-            --prefill 0 --steps 16 --json "$OUT/warps$w.$SECONDS.json"
+    for v in 64 24; do
+        run "kpairs$v" 30 env DSV4_MIN_GROUPED_FP8_PAIRS=$v .devbin/dsv4 bench kernels --rows 1 --tokens 4,8 \
+            --filter experts --json "$OUT/kpairs$v.json"
     done
+    # decode B=1 / 8: default, the FP8 GEMV at 1,056 target warps, W4A8 grouping from 24 pairs; alternated
+    for v in base warps pairs base warps pairs; do
+        local_env=()
+        [[ $v == warps ]] && local_env=(DSV4_FP8_GEMV_WARPS=1056)
+        [[ $v == pairs ]] && local_env=(DSV4_MIN_GROUPED_FP8_PAIRS=24)
+        run "dec_$v.$SECONDS" 60 env "${local_env[@]}" .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 \
+            --prefill 0 --steps 16 --json "$OUT/dec_$v.$SECONDS.json"
+    done
+    run prof_b1 45 env DSV4_PROFILE_OPS=1 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 0 --steps 4
     ;;
+combo)
+    run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    for b in dsv4_old dsv4 dsv4_old dsv4; do oracle ".devbin/$b" 7 5.6; done
+    oracle .devbin/dsv4 3 3
+    run ops 120 .devbin/ops_cuda --gtest_filter='CudaFusedOps*:*HcPostPre*:CudaFp8.Grouped*:*MoeDecode*'
+    run golden 60 .devbin/golden_cuda
+    grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
+    ;;
+fp4)  # the correctness tests that are quick first, then the A/B, then the broad op filter with what time is left
+    run layout 60 .devbin/ops_cuda --gtest_filter='CudaFp4Layout.*'
+    run golden 60 .devbin/golden_cuda
+    run tier 40 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*'
+    for b in dsv4_main dsv4; do
+        run "k_$b" 40 ".devbin/$b" bench kernels --rows 1 --tokens 8,64,256,2048,8192 --filter experts \
+            --json "$OUT/k_$b.json"
+    done
+    for b in dsv4_main dsv4 dsv4_main dsv4; do
+        run "ab_$b.$SECONDS" 60 ".devbin/$b" "${fast[@]}" --batch 1,64,256 --context 1000 --prefill 2048,8192 \
+            --steps 8 --json "$OUT/ab_$b.$SECONDS.json"
+    done
+    run ops 200 .devbin/ops_cuda --gtest_filter='CudaFp8.*:CudaFp8Dialect.*:Shapes/CudaLinear.*:Shapes/CudaGemvStream.*:CudaGemvStreamMulti.*:CudaGemvStreamExperts.*:CudaGemvVectors.*:Shapes/CudaMoeDecode.*:CudaMoeDecodeErrors.*:CudaOps.Moe*:CudaOps.SharedExpertStreamEqualsOneStream'
+    ;;
+h200)
+    run bench 60 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    STEPS=48 oracle .devbin/dsv4_old 7 5.6
+    STEPS=48 oracle .devbin/dsv4 7 5.6
+    STEPS=48 oracle .devbin/dsv4 3 3
+    oracle .devbin/dsv4 7 5.6
+    grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
+    ;&
 serve)
     run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
     for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done

@@ -414,13 +414,15 @@ void CudaBackend::begin_substep(const StepBatch& batch) {
         DSV4_CHECK(token >= 0 && token < model_.vocab_size, "token id {} is outside the vocabulary [0, {})", token,
                    model_.vocab_size);
     }
-    // One int32 buffer: tokens | positions | seq_of_token | logit rows | slot | begin | count | start | offset | len
-    // | tables. Every offset depends only on the token, logit-row and sequence counts (a graph's key).
+    // One int32 buffer: tokens | positions | seq_of_token | logit rows | source rows | slot | begin | count | start |
+    // offset | len | tables. Every offset depends only on the token, logit-row, source-row and sequence counts (a
+    // graph's key).
     meta_host_.clear();
     meta_host_.insert(meta_host_.end(), batch.tokens.begin(), batch.tokens.end());
     meta_host_.insert(meta_host_.end(), batch.positions.begin(), batch.positions.end());
     meta_host_.insert(meta_host_.end(), batch.seq_index.begin(), batch.seq_index.end());
     meta_host_.insert(meta_host_.end(), batch.logit_rows.begin(), batch.logit_rows.end());
+    meta_host_.insert(meta_host_.end(), batch.source_rows.begin(), batch.source_rows.end());
     // Per sequence, one array per field (the kernels read them as StepMeta::seq_*).
     struct SeqColumns {
         std::vector<int32_t> slot, token_begin, n_tokens, start, table_offset, table_len;
@@ -461,7 +463,8 @@ void CudaBackend::begin_substep(const StepBatch& batch) {
     meta_.seq_of_token = p + 2 * n;
     const auto m = static_cast<int32_t>(batch.logit_rows.size());
     logit_rows_dev_ = p + 3 * n;
-    const int32_t* per_seq = p + 3 * n + m;
+    source_rows_dev_ = logit_rows_dev_ + m;
+    const int32_t* per_seq = source_rows_dev_ + batch.source_rows.size();
     meta_.seq_slot = per_seq;
     meta_.seq_token_begin = per_seq + s;
     meta_.seq_n_tokens = per_seq + 2 * s;
@@ -474,6 +477,7 @@ void CudaBackend::begin_substep(const StepBatch& batch) {
     meta_.num_blocks = state_.num_blocks;
     meta_.error_flag = error_flag_;
     host_logit_rows_ = batch.logit_rows;
+    host_source_rows_ = batch.source_rows;
     ring_written_layer_ = -1;
     max_position_ = 0;
     for (int32_t pos : batch.positions) max_position_ = std::max<int64_t>(max_position_, pos);

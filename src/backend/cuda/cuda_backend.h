@@ -394,9 +394,10 @@ class CudaBackend final : public Backend, public GraphRecorder {
     int32_t* meta_dev_ = nullptr;
     size_t meta_capacity_ = 0;
     StepMeta meta_;
-    std::vector<int32_t> host_logit_rows_;
-    const int32_t* logit_rows_dev_ = nullptr;  // the step's logit rows inside the metadata buffer
-    int64_t max_position_ = 0;                 // decides the indexer / HCA key buckets (part of the graph key)
+    std::vector<int32_t> host_logit_rows_, host_source_rows_;
+    const int32_t* logit_rows_dev_ = nullptr;   // the step's logit rows inside the metadata buffer
+    const int32_t* source_rows_dev_ = nullptr;  // and its source rows (StepBatch::source_rows)
+    int64_t max_position_ = 0;                  // decides the indexer / HCA key buckets (part of the graph key)
 
     // --- Graph recorder ---
     bool capturing_ = false;

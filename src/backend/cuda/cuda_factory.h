@@ -87,7 +87,7 @@ struct CudaOptions {
     // kernel). On: decode B=64 / B=256 +16-17% (H200, 2026-12-06).
     bool expert_register_weights = true;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
-    // (one wave of 16 warps an SM on the H200). A tuning knob: other splits, other summation orders
+    // (1,056: one wave of 8 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).
     int fp8_gemv_warps = 0;
     // The wide attention's key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for

@@ -112,9 +112,15 @@ void CudaBackend::round_bf16(Tensor x) {
 void CudaBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor y) {
     for (int32_t r : rows) DSV4_CHECK(r >= 0 && r < x.size(0), "gather_rows: row {} outside [0, {})", r, x.size(0));
     if (rows.empty()) return;
-    const int32_t* dev_rows = logit_rows_dev_;  // the step's logit rows were uploaded with its metadata
-    if (!std::equal(rows.begin(), rows.end(), host_logit_rows_.begin(), host_logit_rows_.end())) {
-        DSV4_CHECK(!capturing_, "gather_rows: rows other than the step's logit rows cannot be recorded in a graph");
+    // The step's logit rows and source rows were uploaded with its metadata; other rows are uploaded here.
+    const int32_t* dev_rows = nullptr;
+    if (std::equal(rows.begin(), rows.end(), host_logit_rows_.begin(), host_logit_rows_.end())) {
+        dev_rows = logit_rows_dev_;
+    } else if (std::equal(rows.begin(), rows.end(), host_source_rows_.begin(), host_source_rows_.end())) {
+        dev_rows = source_rows_dev_;
+    } else {
+        DSV4_CHECK(!capturing_,
+                   "gather_rows: rows other than the step's logit or source rows cannot be recorded in a graph");
         auto* copy = static_cast<int32_t*>(arena_.take(rows.size() * sizeof(int32_t)));
         DSV4_CUDA(cudaMemcpyAsync(copy, rows.data(), rows.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
         dev_rows = copy;

@@ -46,6 +46,12 @@ std::string synthetic_dir(const std::string& preset) {
 // drafter fault, reported as an error.
 TEST(SpecDecode, GreedyDraftTokensAreEachRowsArgmax) {
     auto backend = make_cpu_backend(Numerics::kExact, 1);
+    // What the MTP drafter does with a substep's logits: argmax_rows where they are, then read_draft_ids.
+    auto greedy_draft_tokens = [&](const Tensor& logits) {
+        Tensor ids = backend->alloc(DType::kI32, {logits.size(0)});
+        backend->argmax_rows(logits, ids);
+        return read_draft_ids(*backend, ids);
+    };
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     const std::vector<float> rows = {
         1.0f, 3.0f,  3.0f, 2.0f, 0.0f,  // a tie: the lower index
@@ -54,13 +60,13 @@ TEST(SpecDecode, GreedyDraftTokensAreEachRowsArgmax) {
     const size_t mark = backend->scratch_mark();
     Tensor logits = backend->alloc(DType::kF32, {2, 5});
     backend->from_host(logits, rows.data());
-    EXPECT_EQ(greedy_draft_tokens(*backend, logits), (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(greedy_draft_tokens(logits), (std::vector<int32_t>{1, 2}));
     for (const std::vector<float>& fault : {std::vector<float>{nan, 1.0f, 2.0f}, std::vector<float>{-2.0f, inf, 5.0f},
                                             std::vector<float>{-inf, -inf, -inf}}) {
         EXPECT_EQ(argmax_of_row(fault), kNoArgmax);
         Tensor one = backend->alloc(DType::kF32, {1, 3});
         backend->from_host(one, fault.data());
-        EXPECT_THROW(greedy_draft_tokens(*backend, one), Error);
+        EXPECT_THROW(greedy_draft_tokens(one), Error);
     }
     std::mt19937 gen(3);
     std::uniform_int_distribution<int> value(0, 9);
@@ -68,7 +74,7 @@ TEST(SpecDecode, GreedyDraftTokensAreEachRowsArgmax) {
     for (float& v : wide) v = static_cast<float>(value(gen));
     Tensor many = backend->alloc(DType::kF32, {4, 1000});
     backend->from_host(many, wide.data());
-    const std::vector<int32_t> picks = greedy_draft_tokens(*backend, many);
+    const std::vector<int32_t> picks = greedy_draft_tokens(many);
     for (int64_t r = 0; r < 4; ++r) {
         EXPECT_EQ(picks[r], argmax_token(std::span<const float>(wide).subspan(r * 1000, 1000))) << "row " << r;
     }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-06, sixth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run56/run56.sh MODE
+# .devbin: main's binaries (dsv4, ops_cuda, golden_cuda: 2bbf1be) and branch next/fp4-layout's under *_fp4 (96903a2:
+# FP4 codes sign-split on the CUDA backend, based on 14a9685, before the drafter's graphs and the 1,056-warp GEMV).
+#   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K) and batch-1 oracles (48 steps,
+#          K = 7 / L = 5.6 and K = 3 / L = 3), main's golden; the fp4 branch's layout tests, golden and expert-tier
+#          tests; the expert kernel bench and B = 1 / 64 / 256 + prefill A/B against main, alternated; the FP4 op filter
+#   b    : serving C1 / C64 at the default token budget (2,048) and at 8,192; main's whole op suite with what is left
+mode=$1
+source tools/device/call_lib.sh
+fast=(bench offline --preset flash-160 --numerics fast)
+mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+((mem < 100000)) && LAYERS=${LAYERS:-24}
+[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS") && echo "LAYERS=$LAYERS"
+oracle() {  # BIN K L: batch-1 speculative decode with K MTP drafts accepted at oracle length L, and the plain step
+    local bin=$1 k=$2 l=$3 tag
+    tag=$(basename "$bin")_k$k.$SECONDS
+    run "$tag" 60 "$bin" "${fast[@]}" --batch 1 --context 1000 --steps "${STEPS:-48}" --json "$OUT/$tag.json" \
+        --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}" --oracle-acceptance "$l"
+}
+case $mode in
+a)
+    run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    oracle .devbin/dsv4 7 5.6
+    oracle .devbin/dsv4 3 3
+    grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
+    run golden 60 .devbin/golden_cuda
+    run layout 60 .devbin/ops_cuda_fp4 --gtest_filter='CudaFp4Layout.*'
+    run golden_fp4 60 .devbin/golden_cuda_fp4
+    run tier_fp4 40 .devbin/golden_dist_cuda_fp4 --gtest_filter='CudaExpertTier*'
+    for b in dsv4 dsv4_fp4; do
+        run "k_$b" 40 ".devbin/$b" bench kernels --rows 1 --tokens 8,64,256,2048,8192 --filter experts \
+            --json "$OUT/k_$b.json"
+    done
+    for b in dsv4 dsv4_fp4 dsv4 dsv4_fp4; do
+        run "ab_$b.$SECONDS" 60 ".devbin/$b" "${fast[@]}" --batch 1,64,256 --context 1000 --prefill 2048,8192 \
+            --steps 8 --json "$OUT/ab_$b.$SECONDS.json"
+    done
+    run ops_fp4 200 .devbin/ops_cuda_fp4 --gtest_filter='CudaFp8.*:CudaFp8Dialect.*:Shapes/CudaLinear.*:Shapes/CudaGemvStream.*:CudaGemvStreamMulti.*:CudaGemvStreamExperts.*:CudaGemvVectors.*:Shapes/CudaMoeDecode.*:CudaMoeDecodeErrors.*:CudaOps.Moe*:CudaOps.SharedExpertStreamEqualsOneStream'
+    ;;
+b)
+    run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
+    SERVER_FLAGS="--max-num-batched-tokens 8192 --long-prefill-token-threshold 8192" \
+        run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
+    run ops 400 .devbin/ops_cuda
+    ;;
+esac
+python3 tools/device/short_table.py "$OUT"
+report "r56_$mode"
