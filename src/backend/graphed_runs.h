@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <span>
 #include <utility>
 
 #include "backend/graph_recorder.h"
@@ -32,8 +33,22 @@ class GraphedRuns {
 
     // Whether work can be recorded now (a recorder, and the backend not profiling).
     bool available() const { return recorder_ != nullptr && recorder_->graphs_available(); }
-    // The recorder's part of a key (GraphRecorder::shape_key); only when available().
-    uint64_t shape_key(const StepBatch& batch) const { return recorder_->shape_key(batch); }
+    // The one key formula of every graphed run: 0 (run eagerly) when nothing can be recorded or `batch` is not a
+    // uniform step of at most kMaxGraphTokensPerSeq tokens a sequence (mixed lengths, prefill chunks); otherwise the
+    // caller's seed, the batch's shape (token, sequence and logit-row counts, tokens a sequence), the recorder's own
+    // part (GraphRecorder::shape_key) and `extra` (whatever else the recorded work depends on) mixed, never 0.
+    uint64_t key(uint64_t seed, const StepBatch& batch, std::span<const uint64_t> extra = {}) const {
+        if (!available()) return 0;
+        const int32_t per_seq = batch.uniform_tokens_per_seq();
+        if (per_seq == 0 || per_seq > kMaxGraphTokensPerSeq) return 0;
+        uint64_t key = seed;
+        for (uint64_t field : {static_cast<uint64_t>(batch.n_tokens()), static_cast<uint64_t>(batch.seqs.size()),
+                               static_cast<uint64_t>(per_seq), static_cast<uint64_t>(batch.logit_rows.size()),
+                               recorder_->shape_key(batch)})
+            key = mix_graph_key(key, field);
+        for (uint64_t field : extra) key = mix_graph_key(key, field);
+        return key == 0 ? 1 : key;
+    }
 
     // Runs `work` (a callable returning Result) eagerly, recording, or replays what was recorded under `key`.
     template <class Work>

@@ -137,18 +137,9 @@ MtpDrafter::DraftRows MtpDrafter::recursive_substep(Tensor chain) {
 }
 
 uint64_t MtpDrafter::substep_key(uint64_t kind, const StepBatch& batch, size_t mark, const Tensor& input) const {
-    if (!graphs_.available() || !model_.graphable(batch.n_tokens())) return 0;
-    const int32_t per_seq = batch.uniform_tokens_per_seq();
-    if (per_seq == 0 || per_seq > kMaxGraphTokensPerSeq) return 0;  // mixed lengths (absorbing after a prefill)
-    uint64_t key = kind;
-    key = mix_graph_key(key, static_cast<uint64_t>(batch.n_tokens()));
-    key = mix_graph_key(key, batch.seqs.size());
-    key = mix_graph_key(key, static_cast<uint64_t>(per_seq));
-    key = mix_graph_key(key, batch.logit_rows.size());
-    key = mix_graph_key(key, mark);
-    key = mix_graph_key(key, reinterpret_cast<uintptr_t>(input.data));
-    key = mix_graph_key(key, graphs_.shape_key(batch));
-    return key == 0 ? 1 : key;
+    if (!model_.graphable(batch.n_tokens())) return 0;
+    const uint64_t extra[] = {mark, reinterpret_cast<uintptr_t>(input.data)};
+    return graphs_.key(kind, batch, extra);
 }
 
 void MtpDrafter::take_drafts(const DraftRows& rows, const Proposers& who, int j, std::span<const DraftInput> seqs,
