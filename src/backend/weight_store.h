@@ -1,7 +1,8 @@
 // WeightStore: the model's weights as a backend holds them, uploaded once in checkpoint form (FP8 + UE8M0 128x128
-// block scales, FP4 e2m1 + per-32 scales, BF16: backend/weights.h) and decoded inside the kernels. The checkpoint's
-// host views stay valid while the model lives. The expert tier (routed experts resident in host memory, a device
-// cache of some of them: dist/expert_tier_moe.h) is the role at the end of this interface.
+// block scales, FP4 e2m1 + per-32 scales, BF16: backend/weights.h) and decoded inside the kernels; a backend may
+// re-pack codes exactly where its weights say so (the CUDA backend's FP4 words, WeightRef::fp4_layout). The
+// checkpoint's host views stay valid while the model lives. The expert tier (routed experts resident in host memory, a
+// device cache of some of them: dist/expert_tier_moe.h) is the role at the end of this interface.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,8 @@ class WeightStore {
     virtual TableRef synthetic_table(int64_t rows, int64_t cols, int64_t max_value, uint64_t seed);
 
     // --- Expert tier role (dist/expert_tier_moe.h, dist/expert_cache.h). Optional: the defaults fail, naming it.
-    // A routed-expert matrix kept in host memory in checkpoint form (pinned and mapped on a GPU, so fetches are DMA and
+    // A routed-expert matrix kept in host memory in this backend's form (checkpoint form; a GPU's FP4 codes in its
+    // WeightRef::fp4_layout, which the CPU backend reads too), pinned and mapped on a GPU (so fetches are DMA and
     // kernels may read it in place), writable (an evicted expert is written back over a fetched one's): the source of
     // fetches into the expert cache and what the host CPU computes with. Its pointers are host addresses (on a GPU
     // also device addresses), valid while the backend lives or until released.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "backend/fp4_layout.h"
 #include "core/fp8_dialect.h"
 
 namespace dsv4 {
@@ -16,7 +17,8 @@ enum class WeightFormat : uint8_t {
     kF32,
     kBF16,
     kFp8Block,  // e4m3 codes [rows, cols] in WeightRef::fp8_dialect + UE8M0 scales [ceil(rows/br), ceil(cols/bc)]
-    kFp4Row,    // packed e2m1 [rows, cols/2] (low nibble = even column) + UE8M0 scales [rows, cols/32]
+    kFp4Row,    // packed e2m1 [rows, cols/2] (low nibble = even column) + UE8M0 scales [rows, cols/32], the codes'
+                // bits in WeightRef::fp4_layout
 };
 
 // A linear weight W [rows = out features, cols = in features] resident on a backend.
@@ -24,12 +26,13 @@ struct WeightRef {
     WeightFormat format = WeightFormat::kF32;
     int64_t rows = 0;
     int64_t cols = 0;
-    const void* data = nullptr;                 // backend memory
-    const uint8_t* scales = nullptr;            // backend memory; null for F32/BF16
-    int64_t scale_cols = 0;                     // scale row stride
-    int block_rows = 1;                         // rows sharing one scale row (128 for FP8, 1 for FP4)
-    int block_cols = 1;                         // columns sharing one scale (128 for FP8, 32 for FP4)
-    Fp8Dialect fp8_dialect = Fp8Dialect::kOcp;  // how kFp8Block codes are read (the backend's dialect)
+    const void* data = nullptr;                     // backend memory
+    const uint8_t* scales = nullptr;                // backend memory; null for F32/BF16
+    int64_t scale_cols = 0;                         // scale row stride
+    int block_rows = 1;                             // rows sharing one scale row (128 for FP8, 1 for FP4)
+    int block_cols = 1;                             // columns sharing one scale (128 for FP8, 32 for FP4)
+    Fp8Dialect fp8_dialect = Fp8Dialect::kOcp;      // how kFp8Block codes are read (the backend's dialect)
+    Fp4Layout fp4_layout = Fp4Layout::kCheckpoint;  // how kFp4Row codes lie (backend/fp4_layout.h; CUDA: sign-split)
     bool valid() const { return data != nullptr; }
 };
 

@@ -1,9 +1,10 @@
 // ExpertTierMoe: the MoE sub-layer with host-resident routed experts (the MoeDispatch seam, model/moe_dispatch.h),
 // carrying out the policy of dist/expert_cache.h. Each routed expert lives in exactly one place: one of the `slots`
-// per layer of the device's expert cache (--gpu-experts), or host memory in checkpoint form
-// (WeightStore::upload_host_linear, pinned on a GPU), so host memory holds only the experts the device does not (plus
-// one expert's worth for the write-back below). Loading hands every expert to put() (HostExpertSink): the initial
-// placement's go into their slots and their host memory is given back. Per MoE layer of a step:
+// per layer of the device's expert cache (--gpu-experts), or host memory in the device's form (checkpoint form, a
+// GPU's FP4 codes sign-split: WeightStore::upload_host_linear, pinned on a GPU), so host memory holds only the experts
+// the device does not (plus one expert's worth for the write-back below). Loading hands every expert to put()
+// (HostExpertSink): the initial placement's go into their slots and their host memory is given back. Per MoE layer of a
+// step:
 //   1. the routing ids come to the host (a synchronisation per layer: the price of deciding per step; a device-side
 //      plan, as for expert parallelism, is the next step) and the cache plans hits, fetches and host pairs;
 //   2. a fetch writes the slot's expert back to a free host expert (WeightStore::store_expert), copies the new

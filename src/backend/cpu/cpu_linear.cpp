@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_numerics.h"
+#include "backend/fp4_layout.h"
 #include "core/block_dequant.h"
 #include "core/parallel.h"
 
@@ -23,6 +24,18 @@ struct RowRef {
     const uint8_t* scales;
 };
 
+// An FP4 row of `bytes` bytes in checkpoint order: the row itself, or for a sign-split weight (the CUDA backend's
+// layout, backend/fp4_layout.h: an expert tier's host experts, whose host pairs this backend computes) its words
+// converted into this thread's buffer, valid until the thread's next call. Sign-split rows are whole words
+// (matmul_for_numerics checks).
+const uint8_t* checkpoint_fp4_row(const WeightRef& w, const uint8_t* row, int64_t bytes) {
+    if (w.fp4_layout == Fp4Layout::kCheckpoint) return row;
+    thread_local std::vector<uint8_t> buffer;
+    buffer.resize(static_cast<size_t>(bytes));
+    fp4_words_to_checkpoint(row, buffer.data(), bytes / 4);
+    return buffer.data();
+}
+
 RowRef row_ref(const WeightRef& w, int64_t r) {
     const auto* base = static_cast<const uint8_t*>(w.data);
     const int64_t k = w.cols;
@@ -34,7 +47,7 @@ RowRef row_ref(const WeightRef& w, int64_t r) {
         case WeightFormat::kFp8Block:
             return {base + r * k, w.scales + (r / w.block_rows) * w.scale_cols};
         case WeightFormat::kFp4Row:
-            return {base + r * (k / 2), w.scales + r * w.scale_cols};
+            return {checkpoint_fp4_row(w, base + r * (k / 2), k / 2), w.scales + r * w.scale_cols};
     }
     return {nullptr, nullptr};
 }
@@ -115,6 +128,8 @@ void matmul_f64(const WeightRef& w, int64_t row0, int64_t count, const float* x,
 
 void CpuBackend::matmul_for_numerics(const WeightRef& w, int64_t row0, int64_t count, const float* x, int64_t m,
                                      float* y, int64_t y_stride) const {
+    DSV4_CHECK(w.format != WeightFormat::kFp4Row || w.fp4_layout == Fp4Layout::kCheckpoint || w.cols % 8 == 0,
+               "sign-split FP4 weight [{}, {}]: rows must be whole 32-bit words", w.rows, w.cols);
     if (reference()) {
         matmul_f64(w, row0, count, x, m, y, y_stride);
     } else {

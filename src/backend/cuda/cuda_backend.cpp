@@ -218,7 +218,12 @@ void* CudaBackend::device_copy(const void* host, size_t bytes) {
 
 WeightRef CudaBackend::copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
                                    int64_t cols, int block_rows, int block_cols,
-                                   const std::function<const void*(const void*, size_t)>& copy) {
+                                   const std::function<const void*(const void*, size_t, bool)>& copy) {
+    const bool fp4 = format == WeightFormat::kFp4Row;
+    DSV4_CHECK(!fp4 || (cols % 8 == 0 && static_cast<int64_t>(weight.nbytes) == rows * cols / 2),
+               "FP4 weight [{}, {}] of {} bytes: this backend holds FP4 rows as whole 32-bit words of 8 codes (cols a "
+               "multiple of 8, backend/fp4_layout.h)",
+               rows, cols, weight.nbytes);
     WeightRef w;
     w.format = format;
     w.rows = rows;
@@ -226,9 +231,11 @@ WeightRef CudaBackend::copy_linear(const TensorView& weight, const TensorView* s
     w.block_rows = block_rows;
     w.block_cols = block_cols;
     w.fp8_dialect = fp8_.weights;  // the loader hands FP8 weights over in the backend's dialect (weight_store.h)
-    w.data = copy(weight.data, weight.nbytes);  // checkpoint form, byte for byte
+    // Checkpoint form byte for byte, FP4 codes in the sign-split layout.
+    w.data = copy(weight.data, weight.nbytes, fp4);
+    if (fp4) w.fp4_layout = Fp4Layout::kSignSplit;
     if (scale != nullptr) {
-        w.scales = static_cast<const uint8_t*>(copy(scale->data, scale->nbytes));
+        w.scales = static_cast<const uint8_t*>(copy(scale->data, scale->nbytes, false));
         w.scale_cols = scale->shape.back();
     }
     return w;
@@ -236,8 +243,15 @@ WeightRef CudaBackend::copy_linear(const TensorView& weight, const TensorView* s
 
 WeightRef CudaBackend::upload_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                      int64_t rows, int64_t cols, int block_rows, int block_cols) {
-    const WeightRef w = copy_linear(weight, scale, format, rows, cols, block_rows, block_cols,
-                                    [this](const void* p, size_t n) { return device_copy(p, n); });
+    const WeightRef w = copy_linear(
+        weight, scale, format, rows, cols, block_rows, block_cols, [this](const void* p, size_t n, bool fp4) {
+            void* d = device_copy(p, n);
+            if (fp4) {  // in place on the device, once (the stream orders it before every kernel that reads it)
+                launch_fp4_to_sign_split(stream_, static_cast<uint32_t*>(d), static_cast<int64_t>(n / 4));
+                check(cudaGetLastError(), "FP4 sign-split layout");
+            }
+            return static_cast<const void*>(d);
+        });
     if (w.fp8_dialect == Fp8Dialect::kOcp) register_fp8_weight(w);  // FNUZ never takes the FP8 tensor-core paths
     return w;
 }

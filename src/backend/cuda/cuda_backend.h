@@ -1,9 +1,9 @@
 // CudaBackend (host side, compiled by the host compiler; kernels are in kernels_*.cu behind kernels.h): every op of
 // backend.h on an NVIDIA GPU (built for sm_90a). Weights are uploaded in checkpoint form
-// (FP8 + UE8M0 block scales, FP4 + per-32 scales, BF16) and decoded inside the kernels; no dequantized copies are
-// resident. Activations are float32 in exact and reference numerics; the sequence state stores K=V rows and indexer
-// keys in the StateConfig's kv_dtype (backend/state_format.h; device codec in state_codec.cuh) and compressor
-// records in float32. Every runtime index the
+// (FP8 + UE8M0 block scales, FP4 + per-32 scales, BF16; FP4 codes re-packed exactly into sign-split words,
+// backend/fp4_layout.h) and decoded inside the kernels; no dequantized copies are resident. Activations are float32 in
+// exact and reference numerics; the sequence state stores K=V rows and indexer keys in the StateConfig's kv_dtype
+// (backend/state_format.h; device codec in state_codec.cuh) and compressor records in float32. Every runtime index the
 // kernels read (block tables, indexer picks, expert ids) is bounds-checked on the device; violations set an error
 // flag that the host turns into a dsv4::Error at the next synchronisation.
 #pragma once
@@ -312,9 +312,11 @@ class CudaBackend final : public Backend, public GraphRecorder {
     uint8_t* expert_slot(int layer, int slot, const ExpertWeights& expert) const;
     void copy_expert_async(const ExpertWeights& from, const ExpertWeights& to, cudaMemcpyKind kind);
     // A linear weight's handle with its bytes (and scales) copied by `copy` (to the device, or to pinned memory).
+    // copy(bytes, n, fp4_codes): fp4_codes says the bytes are FP4 codes, which the copy holds in the sign-split layout
+    // (backend/fp4_layout.h).
     WeightRef copy_linear(const TensorView& weight, const TensorView* scale, WeightFormat format, int64_t rows,
                           int64_t cols, int block_rows, int block_cols,
-                          const std::function<const void*(const void*, size_t)>& copy);
+                          const std::function<const void*(const void*, size_t, bool)>& copy);
 
     // --- Device and options ---
     Numerics numerics_;

@@ -147,27 +147,12 @@ __device__ __forceinline__ float decode_e2m1(uint32_t code) {
     return __uint_as_float(bits);
 }
 
-// Eight e2m1 codes (one word, element 0 in the low nibble) -> eight e4m3 codes (x: elements 0..3, y: 4..7) through a
-// magnitude table: byte i of (lo, hi) is the e4m3 code of magnitude i (0, 0.5, 1, 1.5, 2, 3, 4, 6, possibly scaled);
-// the sign moves from nibble bit 3 to byte bit 7. Two byte permutes per four codes.
-__device__ __forceinline__ uint2 expand_e2m1_word(uint32_t w, uint32_t lo, uint32_t hi) {
-    const uint32_t mag_lo = __byte_perm(lo, hi, w & 0x7777u);
-    const uint32_t mag_hi = __byte_perm(lo, hi, (w >> 16) & 0x7777u);
-    const uint32_t sign_lo = __byte_perm(0x8000u, 0u, (w >> 3) & 0x1111u);
-    const uint32_t sign_hi = __byte_perm(0x8000u, 0u, (w >> 19) & 0x1111u);
-    return make_uint2(mag_lo | sign_lo, mag_hi | sign_hi);
-}
-
-// The unscaled magnitude table: e4m3 0x00 0x30 0x38 0x3C (0, 0.5, 1, 1.5) and 0x40 0x44 0x48 0x4C (2, 3, 4, 6).
-constexpr uint32_t kE2m1E4m3Lo = 0x3C383000u;
-constexpr uint32_t kE2m1E4m3Hi = 0x4C484440u;
-
-// Eight e2m1 values of one word as floats (exact: every e2m1 value is an e4m3 value), by the byte permutes and the
-// hardware e4m3 conversion: about a third of the instructions of decoding each nibble's bits (decode_e2m1).
-__device__ __forceinline__ void decode8_e2m1(uint32_t w, float* out) {
-    const uint2 e = expand_e2m1_word(w, kE2m1E4m3Lo, kE2m1E4m3Hi);
-    decode4_e4m3(e.x, out);
-    decode4_e4m3(e.y, out + 4);
+// The eight e2m1 values of a sign-split FP4 word (backend/fp4_layout.h) as floats, column 0 first (exact: every e2m1
+// value is an e4m3 value), by the word's expansion through the unscaled table and the hardware e4m3 conversion.
+__device__ __forceinline__ void decode8_fp4_word(uint32_t w, float* out) {
+    const Fp4Bytes e = expand_fp4_word(w, kE2m1E4m3Lo, kE2m1E4m3Hi);
+    decode4_e4m3(e.lo, out);
+    decode4_e4m3(e.hi, out + 4);
 }
 
 // 2^e for e in [-127, 127], exactly ldexpf(1.0f, e) there, from the bits (ldexpf is a library call of a dozen
@@ -220,7 +205,7 @@ __device__ __forceinline__ void decode_ue8m0_x4(uint32_t w, float out[4]) {
     out[3] = __uint_as_float((w >> 1) & 0x7f800000u);
 }
 
-// Element (r, j) of a checkpoint-form weight.
+// Element (r, j) of a weight as this backend holds it (checkpoint form; FP4 codes in sign-split words).
 __device__ __forceinline__ float weight_at(const WeightRef& w, int64_t r, int64_t j) {
     const auto* base = static_cast<const uint8_t*>(w.data);
     switch (w.format) {
@@ -235,10 +220,10 @@ __device__ __forceinline__ float weight_at(const WeightRef& w, int64_t r, int64_
             const float s = decode_ue8m0(w.scales[(r / w.block_rows) * w.scale_cols + j / w.block_cols]);
             return decode_e4m3(base[r * w.cols + j], w.fp8_dialect) * s;
         }
-        case WeightFormat::kFp4Row: {
-            const uint8_t byte = base[r * (w.cols / 2) + j / 2];
+        case WeightFormat::kFp4Row: {  // sign-split words (backend/fp4_layout.h): a row is cols / 8 of them
+            const uint32_t word = reinterpret_cast<const uint32_t*>(base)[(r * w.cols + j) / 8];
             const float s = decode_ue8m0(w.scales[r * w.scale_cols + j / w.block_cols]);
-            return decode_e2m1((j & 1) ? (byte >> 4) : (byte & 0xf)) * s;
+            return decode_e2m1(fp4_code_at(word, static_cast<int>(j % 8))) * s;
         }
     }
     return 0.0f;

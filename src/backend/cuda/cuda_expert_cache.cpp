@@ -4,12 +4,29 @@
 // same stream before an eviction, and the layer's expert handle table rewritten in place after fetches (the same
 // device address, so kernels and graphs that hold it stay valid). Host experts are mapped pinned memory, so the
 // tier's small steps can read them in place; their pairs are counted on the device (count_expert_pairs).
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/fp4_layout.h"
 #include "core/error.h"
+#include "core/parallel.h"
 
 namespace dsv4::cuda {
+namespace {
+
+// `words` FP4 words from the checkpoint's bytes into pinned memory in the sign-split layout (backend/fp4_layout.h),
+// on the OpenMP threads: kernels read host experts in place, and fetches copy the bytes to the device as they are.
+void copy_fp4_to_sign_split(const void* from, std::byte* to, int64_t words) {
+    constexpr int64_t kChunk = int64_t{1} << 16;  // words a task
+    const int64_t chunks = (words + kChunk - 1) / kChunk;
+    parallel_for(chunks, 8 * kChunk, [&](int64_t c) {
+        const int64_t first = c * kChunk, n = std::min(kChunk, words - first);
+        fp4_words_from_checkpoint(static_cast<const uint8_t*>(from) + 4 * first, to + 4 * first, n);
+    });
+}
+
+}  // namespace
 
 // Pinned memory for a host expert's piece: a released piece of the same size when there is one (loading moves most
 // experts through host memory into slots: reusing their pieces keeps the pinned total at the host experts' bytes).
@@ -41,11 +58,16 @@ void CudaBackend::release_host_expert(const ExpertWeights& host) {
 
 WeightRef CudaBackend::upload_host_linear(const TensorView& weight, const TensorView* scale, WeightFormat format,
                                           int64_t rows, int64_t cols, int block_rows, int block_cols) {
-    return copy_linear(weight, scale, format, rows, cols, block_rows, block_cols, [this](const void* p, size_t n) {
-        std::byte* host = pinned(n);
-        std::memcpy(host, p, n);
-        return static_cast<const void*>(host);
-    });
+    return copy_linear(weight, scale, format, rows, cols, block_rows, block_cols,
+                       [this](const void* p, size_t n, bool fp4) {
+                           std::byte* host = pinned(n);
+                           if (fp4) {
+                               copy_fp4_to_sign_split(p, host, static_cast<int64_t>(n / 4));
+                           } else {
+                               std::memcpy(host, p, n);
+                           }
+                           return static_cast<const void*>(host);
+                       });
 }
 
 // Made on the device in step scratch (the same kernels and values as synthetic_linear), then copied to pinned memory.

@@ -43,8 +43,9 @@ WeightRef CudaBackend::synthetic_weight(WeightFormat format, int64_t rows, int64
         case WeightFormat::kFp4Row: {
             DSV4_CHECK(cols % 32 == 0, "synthetic FP4 weight: cols {} is not a multiple of 32", cols);
             const int e = scale_exponent(stddev, 6.0f);
-            auto* packed = static_cast<uint8_t*>(alloc(rows * cols / 2));
-            launch_fill_fp4(stream_, packed, rows * cols / 2, std::ldexp(1.0f, -e), stddev, seed);
+            auto* packed = static_cast<uint32_t*>(alloc(rows * cols / 2));  // sign-split words (backend/fp4_layout.h)
+            launch_fill_fp4(stream_, packed, rows * cols / 8, std::ldexp(1.0f, -e), stddev, seed);
+            w.fp4_layout = Fp4Layout::kSignSplit;
             w.block_cols = 32;
             w.scale_cols = cols / 32;
             auto* scales = static_cast<uint8_t*>(alloc(rows * w.scale_cols));

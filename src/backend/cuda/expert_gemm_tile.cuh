@@ -183,9 +183,10 @@ __device__ __forceinline__ uint2 group_table(uint32_t scales, int i, int emax, b
     return lut[max(offset, kLutMin) - kLutMin];
 }
 
-// Expands G consecutive 32-code FP4 groups of one weight row (from group0; `scales`: the row's four UE8M0 bytes of
-// the K block) into a stage's swizzled e4m3 tile through the groups' byte tables (group_table's rule), and writes the
-// row's scale (row_scale's) where group0 is 0. An invalid row (past the weight) is zero-filled.
+// Expands G consecutive 32-code FP4 groups of one weight row (sign-split words, backend/fp4_layout.h; from group0;
+// `scales`: the row's four UE8M0 bytes of the K block) into a stage's swizzled e4m3 tile through the groups' byte
+// tables (group_table's rule), and writes the row's scale (row_scale's) where group0 is 0. An invalid row (past the
+// weight) is zero-filled.
 template <int G>
 __device__ __forceinline__ void expand_fp4_groups(int tile_row, int group0, const uint4 (&groups)[G], uint32_t scales,
                                                   bool valid, uint8_t* stage_w, float* stage_wscale, const uint2* lut,
@@ -219,10 +220,10 @@ __device__ __forceinline__ void expand_fp4_groups(int tile_row, int group0, cons
         below += offset < -8;
         const uint2 table = lut[max(offset, kLutMin) - kLutMin];
         const uint4 q = groups[i];
-        const uint2 a = expand_e2m1_word(q.x, table.x, table.y), b = expand_e2m1_word(q.y, table.x, table.y);
-        const uint2 c = expand_e2m1_word(q.z, table.x, table.y), d = expand_e2m1_word(q.w, table.x, table.y);
-        *reinterpret_cast<uint4*>(stage_w + sw128_offset(tile_row, 2 * g)) = make_uint4(a.x, a.y, b.x, b.y);
-        *reinterpret_cast<uint4*>(stage_w + sw128_offset(tile_row, 2 * g + 1)) = make_uint4(c.x, c.y, d.x, d.y);
+        const Fp4Bytes a = expand_fp4_word(q.x, table.x, table.y), b = expand_fp4_word(q.y, table.x, table.y);
+        const Fp4Bytes c = expand_fp4_word(q.z, table.x, table.y), d = expand_fp4_word(q.w, table.x, table.y);
+        *reinterpret_cast<uint4*>(stage_w + sw128_offset(tile_row, 2 * g)) = make_uint4(a.lo, a.hi, b.lo, b.hi);
+        *reinterpret_cast<uint4*>(stage_w + sw128_offset(tile_row, 2 * g + 1)) = make_uint4(c.lo, c.hi, d.lo, d.hi);
     }
     if (below > 0 && clamp_count != nullptr) atomicAdd(clamp_count, below);
 }

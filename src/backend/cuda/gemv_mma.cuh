@@ -17,7 +17,7 @@ constexpr int kMmaTileRows = 16;
 constexpr int kMmaCodePad = 64;  // bytes after each staged token row: tokens g and g + 1 on other banks
 
 // Shared memory of one block: the staged codes [m][k * code_bytes + kMmaCodePad] (code_bytes 2: the codes' values as
-// f16, StageOrder::kF16Pairs), their scales [m][k / 128], the split sums.
+// f16, StageOrder::kF16), their scales [m][k / 128], the split sums.
 struct MmaStageLayout {
     int64_t code_stride = 0, scales_offset = 0, partials_offset = 0, bytes = 0;
 };
@@ -71,9 +71,9 @@ __device__ __forceinline__ float split_order_sum(const float* first, int splits,
     return sum;
 }
 
-// How staged codes are stored: e4m3 bytes as they come (FP8 weights), or each run of 4 as the f16 values of codes 0,
-// 2, 1, 3 (FP4 weights: the B fragment order of kernels_expert_gemv_fp4.cu, which multiplies in f16, mma_fp8.cuh).
-enum class StageOrder { kNatural, kF16Pairs };
+// How staged codes are stored: e4m3 bytes as they come (FP8 weights), or as their f16 values in the same order (FP4
+// weights: kernels_expert_gemv_fp4.cu multiplies in f16, mma_fp8.cuh).
+enum class StageOrder { kNatural, kF16 };
 
 // m tokens (token t at x + t * x_stride), bf16-rounded and quantized per 128, into shared memory: one warp per (token,
 // K block), kStageBatch of them loaded before any is quantized (the loads' latency is the prologue's cost). Scales
@@ -114,10 +114,10 @@ __device__ void stage_tokens(const float* x, int64_t x_stride, int m, int64_t k,
             const float v[4] = {to_bf16(x4[j].x), to_bf16(x4[j].y), to_bf16(x4[j].z), to_bf16(x4[j].w)};
             float scale;
             const uint32_t word = quant_block_warp_word(v, scale);
-            if constexpr (kOrder == StageOrder::kF16Pairs) {
-                const uint32_t pairs = __byte_perm(word, 0, 0x3120);  // codes 0, 2 | 1, 3
-                *reinterpret_cast<uint2*>(shared + t * l.code_stride + 2 * (b * kFp8ActBlock + lane * 4)) =
-                    make_uint2(e4m3x2_to_f16x2(pairs & 0xffffu), e4m3x2_to_f16x2(pairs >> 16));
+            if constexpr (kOrder == StageOrder::kF16) {
+                uint2 values;
+                e4m3x4_to_f16x2x2(word, values.x, values.y);
+                *reinterpret_cast<uint2*>(shared + t * l.code_stride + 2 * (b * kFp8ActBlock + lane * 4)) = values;
             } else {
                 *reinterpret_cast<uint32_t*>(shared + t * l.code_stride + b * kFp8ActBlock + lane * 4) = word;
             }

@@ -69,7 +69,7 @@ __device__ __forceinline__ void decode_load(const Load<kFormat>& l, Fp8Dialect d
     if constexpr (is_fp8(kFormat)) {
         decode4_e4m3(l.w[0], dialect, out);
     } else if constexpr (is_fp4(kFormat)) {
-        decode8_e2m1(l.w[0], out);
+        decode8_fp4_word(l.w[0], out);
     } else if constexpr (is_bf16(kFormat)) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

@@ -444,12 +444,17 @@ struct MoeDownDecodeParams {
 };
 void launch_moe_down_decode(cudaStream_t s, const StepMeta& m, const MoeDownDecodeParams& p);
 
+// kernels_fp4_layout.cu: n_words checkpoint-order FP4 words rewritten in place into the sign-split layout
+// (backend/fp4_layout.h).
+void launch_fp4_to_sign_split(cudaStream_t s, uint32_t* words, int64_t n_words);
+
 // kernels_synthetic.cu: random weights / state in the checkpoint formats (values = N(0, stddev), codes of
 // value * inv_scale; the caller writes the matching UE8M0 scale bytes).
 // fnuz: FNUZ e4m3 codes (max 240) instead of OCP (max 448).
 void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale, float stddev, uint64_t seed,
                      bool fnuz);
-void launch_fill_fp4(cudaStream_t s, uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed);
+// FP4: n_words sign-split words (backend/fp4_layout.h), element e's code that of value e.
+void launch_fill_fp4(cudaStream_t s, uint32_t* words, int64_t n_words, float inv_scale, float stddev, uint64_t seed);
 void launch_fill_bytes(cudaStream_t s, uint8_t* p, int64_t n, uint8_t value);
 void launch_fill_bf16(cudaStream_t s, uint16_t* p, int64_t n, float stddev, uint64_t seed);
 void launch_fill_f32(cudaStream_t s, float* p, int64_t n, float mean, float stddev, uint64_t seed);

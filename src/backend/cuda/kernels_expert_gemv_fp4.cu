@@ -1,7 +1,8 @@
 // The routed experts' per-pair GEMVs on tensor cores, FP4 weights (W4A8; kernels.h, launch_expert_gemv_fp4). Hopper
 // has no FP8 mma.sync: ptxas turns an e4m3 m16n8k32 into byte-pair conversions to f16 and two f16 HMMAs (ncu SASS,
-// performance-log.md 2026-12-04), so this kernel multiplies in f16 itself: every e2m1 weight (as e4m3, mma_fp8.cuh's
-// exact bit move) and every e4m3 activation code is exact in f16, products are exact in the float32 accumulator.
+// performance-log.md 2026-12-04), so this kernel multiplies in f16 itself: every e2m1 weight (as e4m3 2^6 times too
+// small, mma_fp8.cuh's exact table) and every e4m3 activation code is exact in f16, products are exact in the float32
+// accumulator.
 //
 // One token per pair, so seven of the mma's eight columns would idle; instead column n holds scale group n. Lane
 // (g, tq) loads 16 bytes a row for rows g and g + 8 of its 16-row tile: all of scale group tq of the 128-wide K
@@ -23,7 +24,7 @@ namespace {
 
 constexpr int kChunk = 2;           // K blocks of one load batch; two batches in flight (double buffering)
 constexpr int kTargetWarps = 2112;  // one wave of 16 warps an SM on the H200's 132 SMs (1056 and 4224 measured slower)
-constexpr int kCodeBytes = 2;       // staged activations: f16 values (StageOrder::kF16Pairs)
+constexpr int kCodeBytes = 2;       // staged activations: f16 values (StageOrder::kF16)
 constexpr int64_t kMaxShared = 96 * 1024;
 
 // One lane's loads of a K block: scale group tq of rows g and g + 8 (16 bytes each) and the rows' four group scales.
@@ -76,21 +77,23 @@ __device__ __forceinline__ float2 column_scales(uint32_t word, int shift) {
 }
 
 // The block's D[r][n] = row r's sum over scale group n (n < 4), eight m16n8k16 steps: word j of this lane's 16 bytes
-// gives steps 2 j (its elements 0, 2 | 1, 3) and 2 j + 1 (4, 6 | 5, 7), matching the staged B order. Lanes other than
-// g == tq give zeros to B.
+// gives steps 2 j (its elements 0, 1 | 2, 3 at K 2 tq, + 1 | 2 tq + 8, + 9) and 2 j + 1 (4, 5 | 6, 7), matching the
+// staged B order (the elements in order). Lanes other than g == tq give zeros to B. (Before the sign-split layout a
+// step held elements 0, 2 | 1, 3: the same products in other K slots of the same step, which the tensor cores sum as a
+// set, kernels_expert_rs.cu.)
 __device__ __forceinline__ void block_group_sums(const BlockLoads& l, const uint8_t* codes, bool b_lane, float d[4]) {
     const uint32_t* rg = &l.w[0].x;
     const uint32_t* rg8 = &l.w[1].x;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        const uint2 e = e2m1_to_e4m3_even_odd(rg[j]), e8 = e2m1_to_e4m3_even_odd(rg8[j]);
+        const Fp4Bytes e = fp4_word_to_e4m3_down6(rg[j]), e8 = fp4_word_to_e4m3_down6(rg8[j]);
         uint4 b = make_uint4(0, 0, 0, 0);
         if (b_lane) b = *reinterpret_cast<const uint4*>(codes + 16 * j);
-        uint32_t a_lo[4], a_hi[4];  // rows g, g + 8: elements (0, 2), (1, 3) | (4, 6), (5, 7)
-        e4m3x4_to_f16x2x2(e.x, a_lo[0], a_hi[0]);
-        e4m3x4_to_f16x2x2(e8.x, a_lo[1], a_hi[1]);
-        e4m3x4_to_f16x2x2(e.y, a_lo[2], a_hi[2]);
-        e4m3x4_to_f16x2x2(e8.y, a_lo[3], a_hi[3]);
+        uint32_t a_lo[4], a_hi[4];  // rows g, g + 8: elements (0, 1), (2, 3) | (4, 5), (6, 7)
+        e4m3x4_to_f16x2x2(e.lo, a_lo[0], a_lo[2]);
+        e4m3x4_to_f16x2x2(e8.lo, a_lo[1], a_lo[3]);
+        e4m3x4_to_f16x2x2(e.hi, a_hi[0], a_hi[2]);
+        e4m3x4_to_f16x2x2(e8.hi, a_hi[1], a_hi[3]);
         mma_f16(d, a_lo, b.x, b.y);
         mma_f16(d, a_hi, b.z, b.w);
     }
@@ -277,8 +280,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     const int64_t k_range = static_cast<int64_t>(kb_range) * kFp8ActBlock;
     const MmaStageLayout l = mma_stage_layout(1, k_range, kCodeBytes);
     const int64_t x_at = (pair / p.x_div) * p.k + kb_begin * kFp8ActBlock;
-    stage_tokens<StageOrder::kF16Pairs>(p.x + x_at, k_range, 1, k_range, kE2m1E4m3Factor, l, shared,
-                                        p.swiglu_up != nullptr ? p.swiglu_up + x_at : nullptr, p.limit);
+    stage_tokens<StageOrder::kF16>(p.x + x_at, k_range, 1, k_range, kE2m1E4m3Factor, l, shared,
+                                   p.swiglu_up != nullptr ? p.swiglu_up + x_at : nullptr, p.limit);
     __syncthreads();
     const auto* token_scales = reinterpret_cast<const float*>(shared + l.scales_offset);
     float acc[2] = {0.0f, 0.0f};

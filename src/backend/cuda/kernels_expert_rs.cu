@@ -100,9 +100,9 @@ __device__ __forceinline__ void expand_block(const RsRaw& raw, const RsRows& row
         const uint2 table = group_table(raw.scales[r], q, emax, rows.valid[r], lut, below);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            const uint2 e = expand_e2m1_word(raw.w[r][j], table.x, table.y);
-            a[j][r] = e.x;
-            a[j][2 + r] = e.y;
+            const Fp4Bytes e = expand_fp4_word(raw.w[r][j], table.x, table.y);
+            a[j][r] = e.lo;
+            a[j][2 + r] = e.hi;
         }
     }
 }

@@ -67,13 +67,10 @@ __device__ __forceinline__ void store_group(const RawGroup<F>& g, Fp8Dialect dia
 #pragma unroll
         for (int i = 0; i < 16; ++i) v[i] *= s;
     } else if constexpr (F == static_cast<int>(WeightFormat::kFp4Row)) {
+        // Sign-split words (backend/fp4_layout.h), code by code: through decode8_fp4_word this kernel spilled.
         const float s = decode_ue8m0(g.scale);
-        const auto* b = reinterpret_cast<const uint8_t*>(&g.words[0]);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            v[2 * i] = decode_e2m1(b[i] & 0xfu) * s;
-            v[2 * i + 1] = decode_e2m1(b[i] >> 4) * s;
-        }
+        for (int i = 0; i < 16; ++i) v[i] = decode_e2m1(fp4_code_at(i < 8 ? g.words[0].x : g.words[0].y, i % 8)) * s;
     } else if constexpr (F == static_cast<int>(WeightFormat::kBF16)) {
         const auto* h = reinterpret_cast<const uint16_t*>(g.words);
 #pragma unroll

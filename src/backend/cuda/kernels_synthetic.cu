@@ -42,13 +42,19 @@ __global__ void fill_fp8_kernel(uint8_t* codes, int64_t n, float inv_scale, floa
     }
 }
 
-__global__ void fill_fp4_kernel(uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed) {
+// Element e's code is that of normal_at(seed, e), whatever the layout: word i packs elements 8 i .. 8 i + 7, first in
+// the checkpoint's nibble order, then moved into the backend's sign-split layout (backend/fp4_layout.h).
+__global__ void fill_fp4_kernel(uint32_t* words, int64_t n_words, float inv_scale, float stddev, uint64_t seed) {
     pdl_begin();
-    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n_bytes;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n_words;
          i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-        const float lo = fminf(fmaxf(normal_at(seed, 2 * i) * stddev * inv_scale, -6.0f), 6.0f);
-        const float hi = fminf(fmaxf(normal_at(seed, 2 * i + 1) * stddev * inv_scale, -6.0f), 6.0f);
-        packed[i] = static_cast<uint8_t>(e2m1_code(lo) | (e2m1_code(hi) << 4));
+        uint32_t checkpoint = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float v = fminf(fmaxf(normal_at(seed, 8 * i + j) * stddev * inv_scale, -6.0f), 6.0f);
+            checkpoint |= static_cast<uint32_t>(e2m1_code(v)) << (4 * j);
+        }
+        words[i] = fp4_word_from_checkpoint(checkpoint);
     }
 }
 
@@ -94,8 +100,8 @@ void launch_fill_fp8(cudaStream_t s, uint8_t* codes, int64_t n, float inv_scale,
                      bool fnuz) {
     launch_kernel(fill_fp8_kernel, kGrid, 256, 0, s, codes, n, inv_scale, stddev, seed, fnuz);
 }
-void launch_fill_fp4(cudaStream_t s, uint8_t* packed, int64_t n_bytes, float inv_scale, float stddev, uint64_t seed) {
-    launch_kernel(fill_fp4_kernel, kGrid, 256, 0, s, packed, n_bytes, inv_scale, stddev, seed);
+void launch_fill_fp4(cudaStream_t s, uint32_t* words, int64_t n_words, float inv_scale, float stddev, uint64_t seed) {
+    launch_kernel(fill_fp4_kernel, kGrid, 256, 0, s, words, n_words, inv_scale, stddev, seed);
 }
 void launch_fill_bytes(cudaStream_t s, uint8_t* p, int64_t n, uint8_t value) {
     launch_kernel(fill_bytes_kernel, kGrid, 256, 0, s, p, n, value);

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "backend/fp4_layout.h"
+
 namespace dsv4::cuda {
 
 // Hopper has no FP8 mma.sync: ptxas lowers an e4m3 m16n8k32 to byte-pair conversions to f16 (F2FP) and two f16
@@ -18,12 +20,6 @@ namespace dsv4::cuda {
 // float32 accumulator, so a kernel may as well convert and multiply in f16 itself where that lets it choose its own
 // fragments (kernels_expert_gemv_fp4.cu). The FP8 GEMV keeps the e4m3 instruction: staging its tokens as f16 (no
 // activation conversions in the loop) measured 3-6% slower on the H200 (twice the shared memory and its loads).
-
-// The f16 values of two e4m3 codes (low byte to the low half).
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two_codes) {
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_codes), __NV_E4M3);
-    return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;
-}
 
 // The f16 values of four e4m3 codes: codes 0, 1 into `lo`, codes 2, 3 into `hi` (the high half read in place, no
 // shift).
@@ -66,15 +62,12 @@ __device__ __forceinline__ void mma_kblock_e4m3(const uint4 (&lo)[2], const uint
     mma_e4m3(d, a3, b3, d);
 }
 
-// Eight e2m1 codes (one word, element j in nibble j, low first) as e4m3 codes of their values times 2^-6, exactly:
-// the sign moves to bit 7 and the exponent and mantissa bits to bits 2..4, which is the same number 6 binades down
-// for every code (0.5 becomes the e4m3 subnormal 2^-7, 0 stays 0). x: elements 0, 2, 4, 6; y: 1, 3, 5, 7.
-__device__ __forceinline__ uint2 e2m1_to_e4m3_even_odd(uint32_t w) {
-    const uint32_t even = ((w & 0x08080808u) << 4) | ((w & 0x07070707u) << 2);
-    const uint32_t odd = (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu);
-    return make_uint2(even, odd);
+// The eight codes of a sign-split FP4 word (backend/fp4_layout.h) as e4m3 codes of their values times 2^-6, exactly,
+// column 0 first (lo: columns 0..3, hi: 4..7), through the 2^-6 magnitude table.
+__device__ __forceinline__ Fp4Bytes fp4_word_to_e4m3_down6(uint32_t w) {
+    return expand_fp4_word(w, kE2m1E4m3Down6Lo, kE2m1E4m3Down6Hi);
 }
-constexpr float kE2m1E4m3Factor = 64.0f;  // what e2m1_to_e4m3_even_odd's codes are multiplied by to read true
+constexpr float kE2m1E4m3Factor = 64.0f;  // what fp4_word_to_e4m3_down6's codes are multiplied by to read true
 
 // 16 bytes of weights read once: through the non-coherent path, not kept in L1. Volatile: a kernel issues these
 // before its griddepcontrol.wait (pdl.cuh), and the compiler must keep them there.
