@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-06, sixth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run56/run56.sh MODE
-# .devbin (.devpack/dev79): main's binaries (dsv4, ops_cuda, golden_cuda: 574bb60) and branch next/fp4-layout's
+# .devbin (.devpack/dev79; dev80 for mode a: main b212e4d = the branch merged, dsv4 and golden_cuda only): main's
 # under *_fp4 (382ee75: main merged into it; FP4 codes sign-split on the CUDA backend).
 #   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K), batch-1 oracles (48 steps,
 #          K = 7 / L = 5.6 and K = 3 / L = 3) and golden; then serving C1 / C64 at the default token budget (2,048)
