@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-06, sixth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run56/run56.sh MODE
-# .devbin (.devpack/dev79; dev80 for mode a: main b212e4d = the branch merged, dsv4 and golden_cuda only): main's
-# under *_fp4 (382ee75: main merged into it; FP4 codes sign-split on the CUDA backend).
-#   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K), batch-1 oracles (48 steps,
-#          K = 7 / L = 5.6 and K = 3 / L = 3) and golden; then serving C1 / C64 at the default token budget (2,048)
-#          and at 8,192
+# .devbin: .devpack/dev79 for modes f and b (main's dsv4, ops_cuda, golden_cuda at 574bb60, and branch
+# next/fp4-layout's under *_fp4 at 382ee75: main merged into it, FP4 codes sign-split on the CUDA backend);
+# .devpack/dev80 for mode a (dsv4 and golden_cuda of main b212e4d: the branch merged).
+#   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K; prefill in 8K chunks), batch-1
+#          oracles (48 steps, K = 7 / L = 5.6 and K = 3 / L = 3) and golden; then serving C1 / C64 at the default
+#          token budget (2,048) and at 8,192
 #   f    : the fp4 branch's layout tests, golden and expert-tier tests; the expert kernel bench and B = 1 / 64 / 256 +
 #          prefill A/B against main, alternated; the FP4 op filter with what is left
 #   b    : main's whole op suite
@@ -24,6 +25,8 @@ case $mode in
 a)
     run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
         --json "$OUT/offline.json"
+    run chunk8k 60 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 --prefill-chunk 8192 \
+        --steps 2 --json "$OUT/chunk8k.json"
     oracle .devbin/dsv4 7 5.6
     oracle .devbin/dsv4 3 3
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
