@@ -16,16 +16,7 @@
 #   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
 mode=$1
 source tools/device/call_lib.sh
-fast=(bench offline --preset flash-160 --numerics fast)
-mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-((mem < 100000)) && LAYERS=${LAYERS:-24}
-[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS") && echo "LAYERS=$LAYERS"
-oracle() {  # BIN K L: batch-1 speculative decode with K MTP drafts accepted at oracle length L, and the plain step
-    local bin=$1 k=$2 l=$3 tag
-    tag=$(basename "$bin")_k$k.$SECONDS
-    run "$tag" 60 "$bin" "${fast[@]}" --batch 1 --context 1000 --steps "${STEPS:-12}" --json "$OUT/$tag.json" \
-        --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}" --oracle-acceptance "$l"
-}
+source tools/device/offline_lib.sh
 case $mode in
 spec)
     for b in dsv4_old dsv4 dsv4_old dsv4; do oracle ".devbin/$b" 7 5.6; done

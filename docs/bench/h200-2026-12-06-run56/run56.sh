@@ -11,16 +11,8 @@
 #   b    : main's whole op suite
 mode=$1
 source tools/device/call_lib.sh
-fast=(bench offline --preset flash-160 --numerics fast)
-mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-((mem < 100000)) && LAYERS=${LAYERS:-24}
-[[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS") && echo "LAYERS=$LAYERS"
-oracle() {  # BIN K L: batch-1 speculative decode with K MTP drafts accepted at oracle length L, and the plain step
-    local bin=$1 k=$2 l=$3 tag
-    tag=$(basename "$bin")_k$k.$SECONDS
-    run "$tag" 60 "$bin" "${fast[@]}" --batch 1 --context 1000 --steps "${STEPS:-48}" --json "$OUT/$tag.json" \
-        --speculative-config "{\"method\":\"mtp\",\"num_speculative_tokens\":$k}" --oracle-acceptance "$l"
-}
+source tools/device/offline_lib.sh
+STEPS=${STEPS:-48}
 case $mode in
 a)
     run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
