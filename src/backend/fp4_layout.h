@@ -110,22 +110,21 @@ constexpr uint32_t kE2m1E4m3Hi = 0x4C484440u;
 constexpr uint32_t kE2m1E4m3Down6Lo = 0x0C080400u;
 constexpr uint32_t kE2m1E4m3Down6Hi = 0x1C181410u;
 
-// Host loops over `words` 4-byte words (any alignment; src and dst may be the same buffer).
-inline void fp4_words_from_checkpoint(const void* src, void* dst, int64_t words) {
+// Host loops over `words` 4-byte words (any alignment; src and dst may be the same buffer), each word mapped by `map`.
+template <uint32_t (*map)(uint32_t)>
+inline void fp4_map_words(const void* src, void* dst, int64_t words) {
     for (int64_t i = 0; i < words; ++i) {
         uint32_t w;
         std::memcpy(&w, static_cast<const uint8_t*>(src) + 4 * i, 4);
-        w = fp4_word_from_checkpoint(w);
+        w = map(w);
         std::memcpy(static_cast<uint8_t*>(dst) + 4 * i, &w, 4);
     }
 }
+inline void fp4_words_from_checkpoint(const void* src, void* dst, int64_t words) {
+    fp4_map_words<fp4_word_from_checkpoint>(src, dst, words);
+}
 inline void fp4_words_to_checkpoint(const void* src, void* dst, int64_t words) {
-    for (int64_t i = 0; i < words; ++i) {
-        uint32_t w;
-        std::memcpy(&w, static_cast<const uint8_t*>(src) + 4 * i, 4);
-        w = fp4_word_to_checkpoint(w);
-        std::memcpy(static_cast<uint8_t*>(dst) + 4 * i, &w, 4);
-    }
+    fp4_map_words<fp4_word_to_checkpoint>(src, dst, words);
 }
 
 }  // namespace dsv4
