@@ -54,7 +54,8 @@ struct LevelResult {
     int64_t steps = 0;
     double step_mean_ms = 0;
     double host_ms_per_step = 0;
-    double host_share = 0;  // host work / step wall time
+    double host_share = 0;          // host work / step wall time
+    double sample_ms_per_step = 0;  // the sampling part of the host work (dsv4:engine_step_sample_seconds_total)
 };
 
 // Runs every level; prints a table per level to stdout as it goes. Throws dsv4::Error when the server is

@@ -193,6 +193,7 @@ struct EngineStats {
     // (scheduling, building the batch, sampling, state updates, publishing the events).
     double step_seconds_total = 0.0;
     double step_host_seconds_total = 0.0;
+    double step_sample_seconds_total = 0.0;  // the sampling part of the host work
 };
 
 // How the engine laid out its sequence state (reported by /metrics as vllm:cache_config_info).

@@ -234,7 +234,7 @@ void EngineCore::step() {
     record_step(output.num_batched_tokens);
     publish_stats();  // before the events: a client that saw a request finish sees its state freed in the stats
     publish(result);
-    record_step_time(seconds_since(start), runner_output.forward_seconds);
+    record_step_time(seconds_since(start), runner_output);
 }
 
 void EngineCore::record_step(int64_t tokens) {
@@ -246,10 +246,11 @@ void EngineCore::record_step(int64_t tokens) {
     stats_.step_tokens_total += tokens;
 }
 
-void EngineCore::record_step_time(double seconds, double forward_seconds) {
+void EngineCore::record_step_time(double seconds, const RunnerOutput& runner_output) {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.step_seconds_total += seconds;
-    stats_.step_host_seconds_total += std::max(0.0, seconds - forward_seconds);
+    stats_.step_host_seconds_total += std::max(0.0, seconds - runner_output.forward_seconds);
+    stats_.step_sample_seconds_total += runner_output.sample_seconds;
 }
 
 void EngineCore::fail_step(const SchedulerOutput& output, const std::string& error) {

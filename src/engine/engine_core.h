@@ -84,7 +84,7 @@ class EngineCore final : public Engine {
     void publish_stats();
     void record_step(int64_t tokens);
     // A completed step's wall time and the part of it its forward passes took (the rest is host work).
-    void record_step_time(double seconds, double forward_seconds);
+    void record_step_time(double seconds, const RunnerOutput& runner_output);
 
     EngineConfig config_;
     ModelInfo info_;

@@ -266,7 +266,9 @@ RunnerOutput ModelRunner::execute(const SchedulerOutput& output) {
     model_.backend().synchronize();  // the forward's time ends here, not in the first read of its results
     result.forward_seconds = seconds_since(forward_start);
     if (masks.prefetch != nullptr) masks.prefetch->wait();
+    const auto sample_start = std::chrono::steady_clock::now();
     sample_all(output, forward.logits, result);
+    result.sample_seconds = seconds_since(sample_start);
     if (drafter_ != nullptr) {
         const auto draft_start = std::chrono::steady_clock::now();
         draft(output, forward, result);

@@ -52,6 +52,9 @@ struct RunnerOutput {
     // Wall time of the step's forward passes (the target's, then the drafter's) until their results are on the
     // device, waiting included: the rest of the engine step is host work (scheduling, sampling, state updates).
     double forward_seconds = 0.0;
+    // Wall time of the step's sampling (the device sampler's launch, its wait and the host's reading of the draws),
+    // part of the host work.
+    double sample_seconds = 0.0;
 };
 
 struct CompletionUpdate {

@@ -143,6 +143,9 @@ void render_engine(Writer& w, const EngineStats& s) {
               "Host work in the engine's steps: the step minus its forward passes (scheduling, sampling, state "
               "updates, publishing events).",
               s.step_host_seconds_total);
+    w.counter("dsv4:engine_step_sample_seconds_total",
+              "The sampling part of the host work (the device sampler's launch and wait, reading the draws).",
+              s.step_sample_seconds_total);
     // The engine counts steps per bucket; Prometheus wants cumulative counts.
     Histogram::Snapshot steps;
     std::vector<double> bounds;

@@ -21,6 +21,7 @@ for (const l of r.levels) {
   check(Math.abs(l.step_mean_ms - 4) < 1e-6, `level ${l.concurrency}: mean step ${l.step_mean_ms} ms, not 4`);
   check(Math.abs(l.host_share - 0.25) < 1e-6, `level ${l.concurrency}: host share ${l.host_share}, not 0.25`);
   check(Math.abs(l.host_ms_per_step - 1) < 1e-6, `level ${l.concurrency}: host ${l.host_ms_per_step} ms a step`);
+  check(Math.abs(l.sample_ms_per_step - 0.5) < 1e-6, `level ${l.concurrency}: sampling ${l.sample_ms_per_step} ms a step`);
   check(l.server_overhead_mean_us !== null, `level ${l.concurrency}: no server overhead`);
 }
 console.log('bench serve: levels, counts and server-side sections as expected');

@@ -131,6 +131,8 @@ TEST(Engine, StepTokenHistogramCountsEveryStep) {
     EXPECT_GT(s.step_seconds_total, 0.0);  // the steps' wall time, of which host work is a part
     EXPECT_GT(s.step_host_seconds_total, 0.0);
     EXPECT_LE(s.step_host_seconds_total, s.step_seconds_total);
+    EXPECT_GT(s.step_sample_seconds_total, 0.0);  // a part of the host work
+    EXPECT_LE(s.step_sample_seconds_total, s.step_host_seconds_total);
     EXPECT_EQ(s.step_tokens_total, 40 + 4);  // the prompt, then one token per decode step (the last is not fed)
     EXPECT_EQ(s.steps_by_tokens[0], s.steps_total - 1);  // decode steps of 1 token; one prefill step of 40 (<= 64)
     EXPECT_EQ(s.steps_by_tokens[4], 1);

@@ -209,9 +209,11 @@ void FakeEngine::loop() {
 void FakeEngine::step_locked(std::vector<std::pair<std::shared_ptr<Stream>, RequestOutput>>& events) {
     ++steps_;
     ++totals_.steps_total;
-    // Step time as a real engine reports it, fixed so clients can check what they derive: 4 ms, a quarter host work.
+    // Step time as a real engine reports it, fixed so clients can check what they derive: 4 ms, a quarter host work,
+    // half of it sampling.
     totals_.step_seconds_total += kFakeStepSeconds;
     totals_.step_host_seconds_total += kFakeStepSeconds * kFakeHostShare;
+    totals_.step_sample_seconds_total += kFakeStepSeconds * kFakeSampleShare;
     const auto now = Clock::now();
     int running = 0;
     for (const auto& [id, live] : live_) running += live.running ? 1 : 0;

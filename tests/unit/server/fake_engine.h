@@ -138,9 +138,11 @@ ModelInfo fake_model_info(const tokenizer::Tokenizer& tokenizer, int max_model_l
 FakeScript fake_demo_script(std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
 
 // Text of the demo scripts (for assertions).
-// The step time the fake reports per step (EngineStats::step_seconds_total) and the host work's share of it.
+// The step time the fake reports per step (EngineStats::step_seconds_total), the host work's share of it and the
+// sampling's share.
 inline constexpr double kFakeStepSeconds = 0.004;
 inline constexpr double kFakeHostShare = 0.25;
+inline constexpr double kFakeSampleShare = 0.125;
 inline constexpr const char* kFakeThinkReasoning = "The user asks for six times seven. That is 42.";
 inline constexpr const char* kFakeThinkAnswer = "The answer is 42.";
 inline constexpr const char* kFakeToolReasoning = "I should call the weather tool.";

@@ -168,6 +168,8 @@ TEST(Metrics, EveryNameOfVllmsGrafanaDashboardIsExported) {
     EXPECT_NEAR(e.value("dsv4:engine_step_seconds_total"), stats.steps_total * kFakeStepSeconds, 1e-9);
     EXPECT_NEAR(e.value("dsv4:engine_step_host_seconds_total"), stats.steps_total * kFakeStepSeconds * kFakeHostShare,
                 1e-9);
+    EXPECT_NEAR(e.value("dsv4:engine_step_sample_seconds_total"),
+                stats.steps_total * kFakeStepSeconds * kFakeSampleShare, 1e-9);
     EXPECT_EQ(
         e.value("vllm:cache_config_info", "block_size=\"256\",cache_dtype=\"fake\",enable_prefix_caching=\"False\""),
         1);
