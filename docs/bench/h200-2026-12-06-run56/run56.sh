@@ -2,7 +2,8 @@
 # Device calls of 2026-12-06, sixth session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run56/run56.sh MODE
 # .devbin: .devpack/dev79 for modes f and b (main's dsv4, ops_cuda, golden_cuda at 574bb60, and branch
 # next/fp4-layout's under *_fp4 at 382ee75: main merged into it, FP4 codes sign-split on the CUDA backend);
-# .devpack/dev80 for mode a (dsv4 and golden_cuda of main b212e4d: the branch merged).
+# .devpack/dev81 for mode a (dsv4 of main 7cee281: the branch merged, the sampling part of the host work in
+# bench serve; golden_cuda of 382ee75, the same GPU code).
 #   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K; prefill in 8K chunks), batch-1
 #          oracles (48 steps, K = 7 / L = 5.6 and K = 3 / L = 3) and golden; then serving C1 / C64 at the default
 #          token budget (2,048) and at 8,192
