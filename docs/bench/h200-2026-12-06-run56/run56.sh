@@ -24,9 +24,10 @@ a)
     oracle .devbin/dsv4 3 3
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
     run golden 60 .devbin/golden_cuda
-    run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    cut=${LAYERS:+--synthetic-layers $LAYERS}
+    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
     for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
-    SERVER_FLAGS="--max-num-batched-tokens 8192 --long-prefill-token-threshold 8192" \
+    SERVER_FLAGS="$cut --max-num-batched-tokens 8192 --long-prefill-token-threshold 8192" \
         run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
     ;;
 f)
