@@ -10,6 +10,9 @@
 #   f    : the fp4 branch's layout tests, golden and expert-tier tests; the expert kernel bench and B = 1 / 64 / 256 +
 #          prefill A/B against main, alternated; the FP4 op filter with what is left
 #   b    : main's whole op suite
+#   s    : (.devpack/dev82: dsv4, ops_cuda, golden_cuda with the sampler's per-warp-pair histograms; dsv4_old: 7cee281)
+#          the sampler's op tests (and memcheck), golden, then serving C1 / C64 new / old / new (the sampling part of
+#          the host work per step is in each JSON)
 mode=$1
 source tools/device/call_lib.sh
 source tools/device/offline_lib.sh
@@ -46,6 +49,25 @@ f)
     ;;
 b)
     run ops 560 .devbin/ops_cuda
+    ;;
+s)
+    run sample_ops 120 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'
+    run sample_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaSampleRows.MatchesTheReferenceOnFreshRandomDraws'
+    grep -h "ERROR SUMMARY" "$OUT/sample_memcheck.log" 2>/dev/null
+    run golden 60 .devbin/golden_cuda
+    cut=${LAYERS:+--synthetic-layers $LAYERS}
+    cp .devbin/dsv4 .devbin/dsv4_new
+    for b in new old new; do
+        cp ".devbin/dsv4_$b" .devbin/dsv4
+        SERVER_FLAGS="$cut" run "serve_$b.$SECONDS" 120 tools/device/serve_bench.sh flash-160 "1 64"
+        for c in 1 64; do [[ -f $OUT/serve_c$c.json ]] && mv "$OUT/serve_c$c.json" "$OUT/serve_c${c}_$b.$SECONDS.json"; done
+    done
+    for f in "$OUT"/serve_c*_*.json; do
+        python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['levels'][0]; print(sys.argv[1].split('/')[-1], \
+'tok/s %.1f step %.2f ms host %.3f sample %.3f' % (l['output_throughput'], l['step_mean_ms'], \
+l['host_ms_per_step'], l['sample_ms_per_step']))" "$f"
+    done
     ;;
 esac
 python3 tools/device/short_table.py "$OUT"

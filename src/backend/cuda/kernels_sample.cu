@@ -14,17 +14,12 @@
 //      the token's rank, and the top tokens by a count-weighted select of the n-th largest logit and an ordered
 //      compaction of the ties at it.
 // Every sum is of integers (masses) or counts, so the result does not depend on the order of the additions.
-#include <cooperative_groups.h>
-#include <cooperative_groups/reduce.h>
-
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/sample_rows_math.h"
 
 namespace dsv4::cuda {
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int kSampleThreads = 1024;
 constexpr int kSampleWarps = kSampleThreads / 32;
@@ -34,9 +29,12 @@ constexpr int kKeyBits = 32;
 
 struct SampleShared {
     unsigned long long hist[kDigits];  // weight of the entries under the prefix, by their next digit
-    unsigned int candidates;           // entries with a weight (pass 0 of a select)
-    uint32_t prefix;                   // the select's decided key bits
-    unsigned long long above;          // weight of the entries with a key above the prefix's range
+    // A select pass's histograms, one for each pair of warps (summed into hist after the pass): a warp adds its digit
+    // groups' weights there, so the 32 warps do not all contend for the few bins a pass's weight falls in.
+    unsigned long long pair_hist[kSampleWarps / 2][kDigits];
+    unsigned int candidates;   // entries with a weight (pass 0 of a select)
+    uint32_t prefix;           // the select's decided key bits
+    unsigned long long above;  // weight of the entries with a key above the prefix's range
     double target;
     bool keep_all;                // the select found no threshold: nothing is removed
     unsigned long long best_key;  // block_argmax's answer
@@ -105,12 +103,20 @@ __device__ unsigned long long select_weight(float x, const SampleShape& shape) {
     }
 }
 
-// One pass of the radix select: the weights of the entries under the prefix, by their digit at `shift`. Lanes of a
-// warp with the same digit add their weights first (labeled_partition), so a crowded digit costs one atomic a warp.
+// One pass of the radix select: the weights of the entries under the prefix, by their digit at `shift`, into sm.hist
+// (which the caller zeroed; sm.candidates gets the count). A warp adds the weights of its lanes with the same digit
+// first, one digit at a time (a pass's weight falls in a few digits), and its lowest such lane adds the sum to the
+// warp pair's bins; every sum is of integers, so the order of the additions does not matter. Weights are below 2^47,
+// so a warp's sum of their 23-bit halves fits 32 bits (redux.sync adds 32-bit values).
 template <bool kMass>
 __device__ void select_histogram(const float* x, int64_t vocab, const SampleShape& shape, uint32_t prefix,
                                  uint32_t prefix_mask, int shift, SampleShared& sm) {
-    const cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    constexpr unsigned kAll = 0xffffffffu;
+    const int lane = threadIdx.x % 32;
+    unsigned long long* bins = sm.pair_hist[threadIdx.x / 64];
+    for (int i = threadIdx.x; i < kSampleWarps / 2 * kDigits; i += kSampleThreads) (&sm.pair_hist[0][0])[i] = 0;
+    __syncthreads();
+    unsigned counted_here = 0;
     for (int64_t base = 0; base < vocab; base += kSampleThreads) {  // the same trip count in every thread
         const int64_t i = base + threadIdx.x;
         unsigned long long weight = 0;
@@ -120,14 +126,26 @@ __device__ void select_histogram(const float* x, int64_t vocab, const SampleShap
             if ((key & prefix_mask) == prefix) weight = select_weight<kMass>(x[i], shape);
         }
         const bool counted = weight != 0;
-        if (!warp.any(counted)) continue;
-        const unsigned digit = counted ? (key >> shift) & (kDigits - 1) : kDigits;
-        const cg::coalesced_group same = cg::labeled_partition(warp, digit);
-        const unsigned long long sum = cg::reduce(same, weight, cg::plus<unsigned long long>());
-        if (counted && same.thread_rank() == 0) {
-            atomicAdd(&sm.hist[digit], sum);
-            atomicAdd(&sm.candidates, static_cast<unsigned>(same.size()));
+        counted_here += counted ? 1u : 0u;
+        const unsigned digit = (key >> shift) & (kDigits - 1);
+        const auto hi = static_cast<unsigned>(weight >> 23), lo = static_cast<unsigned>(weight & 0x7fffffu);
+        for (unsigned pending = __ballot_sync(kAll, counted); pending != 0;) {
+            const int leader = __ffs(pending) - 1;
+            const unsigned d = __shfl_sync(kAll, digit, leader);
+            const bool mine = counted && digit == d;
+            const unsigned hi_sum = __reduce_add_sync(kAll, mine ? hi : 0u);
+            const unsigned lo_sum = __reduce_add_sync(kAll, mine ? lo : 0u);
+            if (lane == leader) atomicAdd(&bins[d], (static_cast<unsigned long long>(hi_sum) << 23) + lo_sum);
+            pending &= ~__ballot_sync(kAll, mine);
         }
+    }
+    const unsigned warp_counted = __reduce_add_sync(kAll, counted_here);
+    if (lane == 0 && warp_counted != 0) atomicAdd(&sm.candidates, warp_counted);
+    __syncthreads();
+    for (int digit = threadIdx.x; digit < kDigits; digit += kSampleThreads) {
+        unsigned long long sum = 0;
+        for (int pair = 0; pair < kSampleWarps / 2; ++pair) sum += sm.pair_hist[pair][digit];
+        sm.hist[digit] = sum;
     }
 }
 
