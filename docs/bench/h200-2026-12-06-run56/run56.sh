@@ -10,6 +10,8 @@
 #   f    : the fp4 branch's layout tests, golden and expert-tier tests; the expert kernel bench and B = 1 / 64 / 256 +
 #          prefill A/B against main, alternated; the FP4 op filter with what is left
 #   b    : main's whole op suite
+#   t    : (.devpack/dev83: 4ebad2b's binaries) the sampler's op tests twice (fresh random draws each run), their
+#          memcheck, golden, serving C1 / C64
 #   s    : (.devpack/dev82: dsv4, ops_cuda, golden_cuda with the sampler's per-warp-pair histograms; dsv4_old: 7cee281)
 #          the sampler's op tests (and memcheck), golden, then serving C1 / C64 new / old / new (the sampling part of
 #          the host work per step is in each JSON)
@@ -49,6 +51,14 @@ f)
     ;;
 b)
     run ops 560 .devbin/ops_cuda
+    ;;
+t)
+    for i in 1 2; do run "sample_ops$i" 60 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'; done
+    run sample_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaSampleRows.MatchesTheReferenceOnFreshRandomDraws'
+    grep -h "ERROR SUMMARY" "$OUT/sample_memcheck.log" 2>/dev/null
+    run golden 60 .devbin/golden_cuda
+    SERVER_FLAGS="${LAYERS:+--synthetic-layers $LAYERS}" run serve 120 tools/device/serve_bench.sh flash-160 "1 64"
     ;;
 s)
     run sample_ops 120 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'
