@@ -91,7 +91,9 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
     app.add_option("--max-num-seqs", e.max_num_seqs,
                    "Sequences decoded together; also the most completions (n) one request may ask for")
         ->check(CLI::Range(1, 4096));
-    app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget per engine step")
+    app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens,
+                   "Token budget per engine step (above 4096 with many sequences a step may need more than the "
+                   "default --cuda-workspace-mib: 8192 at 64 sequences did on flash-160)")
         ->check(CLI::Range(1, 1 << 24));
     app.add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
                    "Longest prefill chunk per request per step")

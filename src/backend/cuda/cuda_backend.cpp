@@ -113,8 +113,9 @@ void DeviceArena::reserve(size_t bytes) {
 void* DeviceArena::take(size_t bytes) {
     const size_t aligned = (bytes + 255) & ~size_t{255};
     DSV4_CHECK(used_ + aligned <= capacity_,
-               "device scratch arena exhausted ({} of {} bytes in use, {} more asked); "
-               "raise the workspace size",
+               "device scratch arena exhausted ({} of {} bytes in use, {} more asked): raise the CUDA workspace "
+               "(dsv4 serve --cuda-workspace-mib, or DSV4_CUDA_WORKSPACE_MB) or lower the step's token budget "
+               "(--max-num-batched-tokens)",
                used_, capacity_, aligned);
     void* p = base_ + used_;
     used_ += aligned;

@@ -15,7 +15,9 @@ namespace dsv4 {
 // knobs, read in one place: cuda_options_from_env().
 struct CudaOptions {
     int device = 0;
-    int64_t workspace_mib = 6144;  // step scratch: 6 GiB covers an 8K-token prefill chunk of the Flash shapes
+    // Step scratch: 6 GiB covers an 8K-token prefill chunk of one sequence at the Flash shapes; a step of 8K tokens
+    // over 64 sequences (serving at an 8,192-token budget) asked for more (2026-12-06).
+    int64_t workspace_mib = 6144;
     // Fast numerics: activation rows from which linears run on tensor cores, and (token, expert) pairs from which the
     // routed experts are grouped by expert for tensor-core GEMMs (H200, 4-layer Flash: at 16 tokens the GEMVs are
     // faster, at 32 the GEMMs; docs/performance-log.md).
