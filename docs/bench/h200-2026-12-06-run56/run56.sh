@@ -6,7 +6,7 @@
 # bench serve; golden_cuda of 382ee75, the same GPU code).
 #   a    : main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K; prefill in 8K chunks), batch-1
 #          oracles (48 steps, K = 7 / L = 5.6 and K = 3 / L = 3) and golden; then serving C1 / C64 at the default
-#          token budget (2,048) and at 8,192
+#          token budget (2,048) and at 8,192 (with a 10 GiB workspace: 6 GiB was short at C64 on 2026-12-06)
 #   f    : the fp4 branch's layout tests, golden and expert-tier tests; the expert kernel bench and B = 1 / 64 / 256 +
 #          prefill A/B against main, alternated; the FP4 op filter with what is left
 #   b    : main's whole op suite
@@ -32,7 +32,7 @@ a)
     cut=${LAYERS:+--synthetic-layers $LAYERS}
     SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
     for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
-    SERVER_FLAGS="$cut --max-num-batched-tokens 8192 --long-prefill-token-threshold 8192" \
+    SERVER_FLAGS="$cut --max-num-batched-tokens 8192 --long-prefill-token-threshold 8192 --cuda-workspace-mib 10240" \
         run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
     ;;
 f)
