@@ -9,9 +9,7 @@
 #          default; the expert kernel bench at 4 / 8 tokens both ways); the batch-1 decode's per-op profile (eager)
 #   combo: spec's K = 7 A/B and K = 3, main's offline figures, the fused-op / mHC / FP8 / MoE op tests and golden, in
 #          one call (when device starts are scarce)
-#   fp4  : branch next/fp4-layout (dsv4, ops_cuda, golden*: 96903a2, FP4 codes sign-split on the CUDA backend) against
-#          main (dsv4_main: 8a124e8): its layout tests, the FP4 op tests, golden, the expert tier's tests; the expert
-#          kernel bench and decode B=64 / 256 with 2K / 8K prefill, alternated
+#   fp4  : (never ran here; run56.sh f ran it on the merged branch and replaced it)
 #   h200 : combo's offline figures and batch-1 oracles (48 steps: the steady state), then serve, in one call
 #   serve: the serving protocol C1 / C64 at the default token budget and at 8,192 (the prefill chunk's trade-off)
 mode=$1
@@ -52,20 +50,6 @@ combo)
     run ops 120 .devbin/ops_cuda --gtest_filter='CudaFusedOps*:*HcPostPre*:CudaFp8.Grouped*:*MoeDecode*'
     run golden 60 .devbin/golden_cuda
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
-    ;;
-fp4)  # the correctness tests that are quick first, then the A/B, then the broad op filter with what time is left
-    run layout 60 .devbin/ops_cuda --gtest_filter='CudaFp4Layout.*'
-    run golden 60 .devbin/golden_cuda
-    run tier 40 .devbin/golden_dist_cuda --gtest_filter='CudaExpertTier*'
-    for b in dsv4_main dsv4; do
-        run "k_$b" 40 ".devbin/$b" bench kernels --rows 1 --tokens 8,64,256,2048,8192 --filter experts \
-            --json "$OUT/k_$b.json"
-    done
-    for b in dsv4_main dsv4 dsv4_main dsv4; do
-        run "ab_$b.$SECONDS" 60 ".devbin/$b" "${fast[@]}" --batch 1,64,256 --context 1000 --prefill 2048,8192 \
-            --steps 8 --json "$OUT/ab_$b.$SECONDS.json"
-    done
-    run ops 200 .devbin/ops_cuda --gtest_filter='CudaFp8.*:CudaFp8Dialect.*:Shapes/CudaLinear.*:Shapes/CudaGemvStream.*:CudaGemvStreamMulti.*:CudaGemvStreamExperts.*:CudaGemvVectors.*:Shapes/CudaMoeDecode.*:CudaMoeDecodeErrors.*:CudaOps.Moe*:CudaOps.SharedExpertStreamEqualsOneStream'
     ;;
 h200)
     run bench 60 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
