@@ -83,7 +83,7 @@ class EngineCore final : public Engine {
     void publish(UpdateResult& result);
     void publish_stats();
     void record_step(int64_t tokens);
-    // A completed step's wall time and the part of it its forward passes took (the rest is host work).
+    // A completed step's wall time, the part of it its forward passes took (the rest is host work) and its sampling.
     void record_step_time(double seconds, const RunnerOutput& runner_output);
 
     EngineConfig config_;

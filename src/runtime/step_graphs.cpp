@@ -1,7 +1,5 @@
 #include "runtime/step_graphs.h"
 
-#include <vector>
-
 namespace dsv4 {
 
 StepGraphs::StepGraphs(DeepseekV4& model, bool enforce_eager)
@@ -9,9 +7,10 @@ StepGraphs::StepGraphs(DeepseekV4& model, bool enforce_eager)
 
 uint64_t StepGraphs::key_of(const StepBatch& batch, const ForwardRequest& request) const {
     if (!model_.graphable(batch.n_tokens())) return 0;
-    std::vector<uint64_t> layers;  // the hidden layers asked for
-    for (int layer : request.hidden_layers) layers.push_back(static_cast<uint64_t>(layer) + 1);
-    return runs_.key(0xcbf29ce484222325ull, batch, layers);
+    uint64_t layers = 0;  // the hidden layers asked for, mixed into one field (no allocation a step)
+    for (int layer : request.hidden_layers) layers = mix_graph_key(layers, static_cast<uint64_t>(layer) + 1);
+    const uint64_t extra[] = {layers};
+    return runs_.key(0xcbf29ce484222325ull, batch, extra);
 }
 
 ForwardResult StepGraphs::forward(const StepBatch& batch, const ForwardRequest& request) {
