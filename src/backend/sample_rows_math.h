@@ -52,11 +52,42 @@ struct SampleShape {
     double min_p = 0.0;
 };
 
-// A token's fixed-point mass round(exp((x - best) / T) * 2^kSampleMassBits), or 0 when it is not a candidate (masked,
-// below the top_k floor, below min_p, or underflowing as the host sampler's exp does).
+// exp(a) for a <= 0 in operations that round the same way on every IEEE device: the host's exp and the GPU's may
+// differ in the last bit (neither is required to round correctly), and a candidate's mass, exp rounded to a multiple
+// of 2^-46, then differs by one unit where it lies near a half. Here a = k ln2 + r (k = rint(a / ln2), r by two fused
+// multiply-adds against ln2 in two parts, |r| <= ln2 / 2), e^r by its Taylor series to r^13 / 13! (truncation below
+// 2^-60) in fused multiply-adds, scaled by 2^k; within ~2 ulp of e^a, the same bits on the host and the device.
+DSV4_SAMPLE_HD inline double sample_exp(double a) {
+    if (!(a > -745.0)) return 0.0;  // below the smallest subnormal (and NaN, which no candidate has)
+    constexpr double kLog2e = 1.4426950408889634074;
+    constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln2's leading 32 bits: k * kLn2Hi is exact
+    constexpr double kLn2Lo = 1.90821492927058770002e-10;
+    const double k = rint(a * kLog2e);
+    const double r = fma(-k, kLn2Lo, fma(-k, kLn2Hi, a));
+    double p = 1.60590438368216145994e-10;  // 1 / 13!, then Horner down to 1 / 0!
+    p = fma(p, r, 2.08767569878680989792e-09);
+    p = fma(p, r, 2.50521083854417187751e-08);
+    p = fma(p, r, 2.75573192239858906526e-07);
+    p = fma(p, r, 2.75573192239858906526e-06);
+    p = fma(p, r, 2.48015873015873015873e-05);
+    p = fma(p, r, 1.98412698412698412698e-04);
+    p = fma(p, r, 1.38888888888888888889e-03);
+    p = fma(p, r, 8.33333333333333333333e-03);
+    p = fma(p, r, 4.16666666666666666667e-02);
+    p = fma(p, r, 1.66666666666666666667e-01);
+    p = fma(p, r, 0.5);
+    p = fma(p, r, 1.0);
+    p = fma(p, r, 1.0);
+    return ldexp(p, static_cast<int>(k));
+}
+
+// A token's fixed-point mass round(exp((x - best) / T) * 2^kSampleMassBits) (sample_exp: the same bits on every
+// device), or 0 when it is not a candidate (masked, below the top_k floor, below min_p, or underflowing).
 DSV4_SAMPLE_HD inline uint64_t candidate_mass(float x, const SampleShape& s) {
     if (x == -INFINITY || x < s.floor) return 0;
-    const double weight = exp((static_cast<double>(x) - static_cast<double>(s.best)) * s.inv_temperature);
+    const double a = (static_cast<double>(x) - static_cast<double>(s.best)) * s.inv_temperature;
+    if (a < -33.0) return 0;  // e^-33 * 2^46 < 0.34 rounds to 0, as every smaller weight does: no exp needed
+    const double weight = sample_exp(a);
     if (weight < s.min_p || weight == 0.0) return 0;
     return static_cast<uint64_t>(rint(weight * 70368744177664.0));  // 2^46 = 2^kSampleMassBits
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/sample_rows_math.h"
 #include "backend/tensor_reads.h"
 #include "core/error.h"
 #include "logits_on_backend.h"
@@ -90,6 +91,31 @@ SamplingParams random_params(std::mt19937_64& rng, uint64_t seed) {
 }
 
 using Fixture = LogitsOnBackend<kVocab>;
+
+// The masses' exp (sample_exp: fused multiply-adds only, so the CUDA kernel computes the same bits): within one ulp
+// of the host's exp over the range a mass can take, exact at 0, zero below the subnormals, never increasing.
+TEST(DeviceSampling, MassExpIsWithinAnUlpOfExp) {
+    EXPECT_EQ(sample_exp(0.0), 1.0);
+    EXPECT_EQ(sample_exp(-0.0), 1.0);
+    EXPECT_EQ(sample_exp(-746.0), 0.0);
+    EXPECT_EQ(sample_exp(-std::numeric_limits<double>::infinity()), 0.0);
+    EXPECT_GT(sample_exp(-744.0), 0.0);
+    // candidate_mass skips the exp below -33, where every mass rounds to 0 anyway.
+    EXPECT_EQ(std::rint(sample_exp(-33.0) * 70368744177664.0), 0.0);
+    EXPECT_GT(std::rint(sample_exp(-32.5) * 70368744177664.0), 0.0);
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> wide(-40.0, 0.0), narrow(-1.0, 0.0);
+    double previous_a = 0.0, previous = 1.0;
+    for (int i = 0; i < 200000; ++i) {
+        const double a = i % 2 == 0 ? wide(rng) : narrow(rng);
+        const double want = std::exp(a), got = sample_exp(a);
+        ASSERT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -52)) << "a = " << a;
+        if (a < previous_a) {
+            EXPECT_LE(got, previous) << "a = " << a;
+        }
+        previous_a = a, previous = got;
+    }
+}
 
 TEST(DeviceSampling, SameTokensAsTheHostSamplerStepAfterStep) {
     Fixture f;
