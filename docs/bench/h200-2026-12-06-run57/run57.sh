@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-06, seventh session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run57/run57.sh MODE
+# .devbin: .devpack/dev84 (main 08a5864: dsv4, ops_cuda, golden_cuda; sample_exp back on main).
+#   a    : the sampler's op tests twice (fresh random draws each run) and their memcheck; main's offline figures
+#          (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K; prefill in 8K chunks), the FP8 linears and grouped
+#          experts against the FP8 ceiling, batch-1 oracles (48 steps, K = 7 / L = 5.6 and K = 3 / L = 3), golden;
+#          serving C1 / C64 at the default token budget (2,048) and at 8,192 with a 10 GiB workspace
+#   b    : main's whole op suite
+mode=$1
+source tools/device/call_lib.sh
+source tools/device/offline_lib.sh
+STEPS=${STEPS:-48}
+cut=${LAYERS:+--synthetic-layers $LAYERS}
+case $mode in
+a)
+    for i in 1 2; do run "sample_ops$i" 60 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'; done
+    run sample_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaSampleRows.MatchesTheReferenceOnFreshRandomDraws'
+    grep -h "ERROR SUMMARY" "$OUT/sample_memcheck.log" 2>/dev/null
+    run bench 120 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    run chunk8k 60 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 --prefill-chunk 8192 \
+        --steps 2 --json "$OUT/chunk8k.json"
+    run klin 60 .devbin/dsv4 bench kernels --rows 2048,8192 --tokens 8192 --json "$OUT/klin.json"
+    oracle .devbin/dsv4 7 5.6
+    oracle .devbin/dsv4 3 3
+    grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
+    run golden 60 .devbin/golden_cuda
+    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
+    SERVER_FLAGS="$cut --max-num-batched-tokens 8192 --long-prefill-token-threshold 8192 --cuda-workspace-mib 10240" \
+        run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
+    ;;
+b)
+    run ops 560 .devbin/ops_cuda
+    ;;
+esac
+python3 tools/device/short_table.py "$OUT"
+report "r57_$mode"
