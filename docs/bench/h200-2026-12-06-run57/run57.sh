@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-06, seventh session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run57/run57.sh MODE
-# .devbin: .devpack/dev84 (main 08a5864: dsv4, ops_cuda, golden_cuda; sample_exp back on main).
-#   a    : the sampler's op tests twice (fresh random draws each run) and their memcheck; main's offline figures
+# .devbin: .devpack/dev85 (dsv4, ops_cuda, golden_cuda of main with the sampler on a cluster of 8 blocks a draw;
+# dsv4_old: 08a5864, one block a draw).
+#   a    : the sampler's op tests twice (fresh random draws each run) and their memcheck, its kernel bench; main's
+#          offline figures
 #          (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K; prefill in 8K chunks), the FP8 linears and grouped
 #          experts against the FP8 ceiling, batch-1 oracles (48 steps, K = 7 / L = 5.6 and K = 3 / L = 3), golden;
-#          serving C1 / C64 at the default token budget (2,048) and at 8,192 with a 10 GiB workspace
+#          serving C1 / C64 at the default token budget (2,048), the same with dsv4_old (the sampler's A/B), and at
+#          8,192 with a 10 GiB workspace
 #   b    : main's whole op suite
 mode=$1
 source tools/device/call_lib.sh
@@ -17,6 +20,7 @@ a)
     run sample_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
         --gtest_filter='CudaSampleRows.MatchesTheReferenceOnFreshRandomDraws'
     grep -h "ERROR SUMMARY" "$OUT/sample_memcheck.log" 2>/dev/null
+    run ksample 40 .devbin/dsv4 bench kernels --rows 1 --tokens 8 --filter sample --json "$OUT/ksample.json"
     run bench 120 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
         --json "$OUT/offline.json"
     run chunk8k 60 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 --prefill-chunk 8192 \
@@ -27,9 +31,18 @@ a)
     grep -h "speedup" -A1 "$OUT"/dsv4*_k*.log | grep -v "^--" | sort -u
     run golden 60 .devbin/golden_cuda
     SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
-    for f in "$OUT"/serve_c*.json; do mv "$f" "${f%.json}_budget2048.json"; done
+    for f in "$OUT"/serve_c?.json "$OUT"/serve_c??.json; do mv "$f" "${f%.json}_budget2048.json"; done
+    cp .devbin/dsv4 .devbin/dsv4_new && cp .devbin/dsv4_old .devbin/dsv4
+    SERVER_FLAGS="$cut" run serve_old 200 tools/device/serve_bench.sh flash-160 "1 64"
+    for f in "$OUT"/serve_c?.json "$OUT"/serve_c??.json; do mv "$f" "${f%.json}_old.json"; done
+    cp .devbin/dsv4_new .devbin/dsv4
     SERVER_FLAGS="$cut --max-num-batched-tokens 8192 --long-prefill-token-threshold 8192 --cuda-workspace-mib 10240" \
         run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
+    for f in "$OUT"/serve_c*.json; do
+        python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['levels'][0]; print(sys.argv[1].split('/')[-1], \
+'tok/s %.1f tpot %.2f step %.2f ms host %.3f sample %.3f' % (l['output_throughput'], l['tpot']['mean_ms'], \
+l['step_mean_ms'], l['host_ms_per_step'], l['sample_ms_per_step']))" "$f"
+    done
     ;;
 b)
     run ops 560 .devbin/ops_cuda

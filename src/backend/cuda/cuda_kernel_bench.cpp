@@ -219,6 +219,36 @@ void bench_experts(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
     b.force_paths("", "");
 }
 
+// The device sampler (sample_rows) at temperature 1 and top_p 0.95 (the serving protocol's) over `draws` rows of the
+// model's 129,280 logits drawn from N(0, 2^2); each call uploads its draws, as a serving step does.
+void bench_sampler(CudaBackend& b, const KernelBenchOptions& o, KernelBenchResult& r) {
+    if (!o.filter.empty() && std::string("sample").find(o.filter) == std::string::npos) return;
+    const int64_t vocab = 129280, most = 64;
+    const VecRef logits = b.synthetic_vector(most * vocab, 0.0f, 2.0f, 11);
+    int32_t* out = nullptr;
+    DSV4_CUDA(cudaMalloc(&out, most * sizeof(int32_t)));
+    for (int64_t draws : {int64_t{1}, int64_t{8}, most}) {
+        std::vector<RowDraw> rows(static_cast<size_t>(draws));
+        for (int64_t i = 0; i < draws; ++i) {
+            RowDraw& d = rows[static_cast<size_t>(i)];
+            d.row = i;
+            d.top_p = 0.95;
+            d.uniform = (static_cast<double>(i) + 0.5) / static_cast<double>(draws);
+        }
+        SampleRowsArgs args;
+        args.draws = rows;
+        const double us = time_us(b.stream(), 10, [&](int) {
+            const size_t mark = b.scratch_mark();
+            b.sample_rows(Tensor(const_cast<float*>(logits.data), DType::kF32, {draws, vocab}), args,
+                          Tensor(out, DType::kI32, {draws}), nullptr, nullptr);
+            b.scratch_release(mark);
+        });
+        const double bytes = 4.0 * static_cast<double>(draws * vocab);
+        r.rows.push_back(row_of("sample (T 1, top_p 0.95)", "device", draws, vocab, 0, us, 0.0, bytes, r));
+    }
+    cudaFree(out);
+}
+
 }  // namespace
 
 KernelBenchResult run_kernel_bench(const KernelBenchOptions& o) {
@@ -235,6 +265,7 @@ KernelBenchResult run_kernel_bench(const KernelBenchOptions& o) {
     r.fp8_tflops = fp8_ceiling(b, buf.x, buf.y);
     bench_linears(b, o, buf, r);
     bench_experts(b, o, buf, r);
+    bench_sampler(b, o, r);
     b.synchronize();
     return r;
 }
