@@ -8,7 +8,8 @@
 #          experts against the FP8 ceiling, batch-1 oracles (48 steps, K = 7 / L = 5.6 and K = 3 / L = 3), golden;
 #          serving C1 / C64 at the default token budget (2,048), the same with dsv4_old (the sampler's A/B), and at
 #          8,192 with a 10 GiB workspace
-#   b    : main's whole op suite
+#   b    : main's whole op suite, golden, and ncu of every batch-1 decode kernel (4 layers, eager: each kernel's
+#          duration alone)
 mode=$1
 source tools/device/call_lib.sh
 source tools/device/offline_lib.sh
@@ -45,7 +46,14 @@ l['step_mean_ms'], l['host_ms_per_step'], l['sample_ms_per_step']))" "$f"
     done
     ;;
 b)
-    run ops 560 .devbin/ops_cuda
+    run ops 400 .devbin/ops_cuda
+    run golden 60 .devbin/golden_cuda
+    run ncudecode 120 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
+        --section WarpStateStats --csv --page details --kernel-name-base function \
+        --kernel-name regex:'^(?!.*(fill_|expand_block))' --launch-count 400 .devbin/dsv4 bench offline \
+        --preset flash-160 --numerics fast --layers 4 --batch 1 --context 1000 --prefill 0 --steps 1 --enforce-eager &&
+        python3 tools/device/ncu_summary.py "$OUT/ncudecode.log" >"$OUT/ncudecode.txt"
+    head -60 "$OUT/ncudecode.txt"
     ;;
 esac
 python3 tools/device/short_table.py "$OUT"
