@@ -8,6 +8,8 @@
 #          experts against the FP8 ceiling, batch-1 oracles (48 steps, K = 7 / L = 5.6 and K = 3 / L = 3), golden;
 #          serving C1 / C64 at the default token budget (2,048), the same with dsv4_old (the sampler's A/B), and at
 #          8,192 with a 10 GiB workspace
+#   h    : (the H100, while no H200 comes) the sampler's op tests twice, memcheck, kernel bench, golden; serving C1 /
+#          C64 new / old / new (24 layers)
 #   b    : main's whole op suite, golden, and ncu of every batch-1 decode kernel (4 layers, eager: each kernel's
 #          duration alone)
 mode=$1
@@ -15,6 +17,14 @@ source tools/device/call_lib.sh
 source tools/device/offline_lib.sh
 STEPS=${STEPS:-48}
 cut=${LAYERS:+--synthetic-layers $LAYERS}
+# One line a serving JSON: throughput, TPOT, step, host work and its sampling part.
+serve_lines() {
+    for f in "$OUT"/serve_c*.json; do
+        python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['levels'][0]; print(sys.argv[1].split('/')[-1], \
+'tok/s %.1f tpot %.2f step %.2f ms host %.3f sample %.3f' % (l['output_throughput'], l['tpot']['mean_ms'], \
+l['step_mean_ms'], l['host_ms_per_step'], l['sample_ms_per_step']))" "$f"
+    done
+}
 case $mode in
 a)
     for i in 1 2; do run "sample_ops$i" 60 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'; done
@@ -39,11 +49,23 @@ a)
     cp .devbin/dsv4_new .devbin/dsv4
     SERVER_FLAGS="$cut --max-num-batched-tokens 8192 --long-prefill-token-threshold 8192 --cuda-workspace-mib 10240" \
         run serve8k 200 tools/device/serve_bench.sh flash-160 "1 64"
-    for f in "$OUT"/serve_c*.json; do
-        python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['levels'][0]; print(sys.argv[1].split('/')[-1], \
-'tok/s %.1f tpot %.2f step %.2f ms host %.3f sample %.3f' % (l['output_throughput'], l['tpot']['mean_ms'], \
-l['step_mean_ms'], l['host_ms_per_step'], l['sample_ms_per_step']))" "$f"
+    serve_lines
+    ;;
+h)
+    for i in 1 2; do run "sample_ops$i" 60 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'; done
+    run sample_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaSampleRows.MatchesTheReferenceOnFreshRandomDraws'
+    grep -h "ERROR SUMMARY" "$OUT/sample_memcheck.log" 2>/dev/null
+    run ksample 40 .devbin/dsv4 bench kernels --rows 1 --tokens 8 --filter sample --json "$OUT/ksample.json"
+    run golden 60 .devbin/golden_cuda
+    cp .devbin/dsv4 .devbin/dsv4_new
+    for b in new old new; do
+        cp ".devbin/dsv4_$b" .devbin/dsv4
+        SERVER_FLAGS="$cut" run "serve_$b.$SECONDS" 120 tools/device/serve_bench.sh flash-160 "1 64"
+        for c in 1 64; do [[ -f $OUT/serve_c$c.json ]] && mv "$OUT/serve_c$c.json" "$OUT/serve_c${c}_$b.$SECONDS.json"; done
     done
+    cp .devbin/dsv4_new .devbin/dsv4
+    serve_lines
     ;;
 b)
     run ops 400 .devbin/ops_cuda
