@@ -220,6 +220,12 @@ Setup build(const OfflineOptions& o, int max_batch, int64_t max_context) {
     return s;
 }
 
+// The most of the device's step scratch the run's steps used (MiB; 0 on the CPU): what --cuda-workspace-mib must cover
+// for the batch or chunk.
+double workspace_mib(const Backend& b) {
+    return static_cast<double>(b.workspace_high_water_bytes()) / (1 << 20);
+}
+
 nlohmann::json decode_run(Setup& s, int batch, int64_t ctx, int steps, const WeightBytes& wb, double copy_tbps) {
     Backend& b = *s.backend;
     for (int i = 0; i < batch; ++i) {
@@ -235,6 +241,7 @@ nlohmann::json decode_run(Setup& s, int batch, int64_t ctx, int steps, const Wei
         }
         return sb;
     };
+    b.reset_workspace_high_water();
     for (int w = 0; w < 2; ++w) s.step(step_batch(ctx + w));  // warm-up (and graph recording)
     const int64_t launches0 = b.launches(), nodes0 = b.graph_nodes_replayed();
     const auto t0 = Clock::now();
@@ -262,7 +269,8 @@ nlohmann::json decode_run(Setup& s, int batch, int64_t ctx, int steps, const Wei
                         {"roofline_fraction", roofline_s / step_s},
                         {"launches_per_step", launches},
                         {"nodes_per_step", nodes},
-                        {"nodes_per_layer", nodes / s.config.num_layers}};
+                        {"nodes_per_layer", nodes / s.config.num_layers},
+                        {"workspace_high_water_mib", workspace_mib(b)}};
     nlohmann::json br = nlohmann::json::object();
     for (const auto& [name, ms] : regions) br[name] = ms;
     r["breakdown_ms"] = br;
@@ -283,6 +291,7 @@ nlohmann::json prefill_run(Setup& s, int64_t prompt, int64_t chunk, const Weight
             if (profiled) s.backend->profile(false);  // accumulates this chunk's regions
         }
     };
+    s.backend->reset_workspace_high_water();
     run(false);  // warm-up
     const auto t0 = Clock::now();
     run(false);
@@ -297,7 +306,7 @@ nlohmann::json prefill_run(Setup& s, int64_t prompt, int64_t chunk, const Weight
     return {{"prompt", prompt},    {"chunk", chunk},
             {"seconds", secs},     {"tok_per_s", prompt / secs},
             {"gemm_flops", flops}, {"compute_fraction", flops / secs / (gemm_tflops * 1e12)},
-            {"breakdown_ms", br}};
+            {"breakdown_ms", br},  {"workspace_high_water_mib", workspace_mib(*s.backend)}};
 }
 
 void print_breakdown(const nlohmann::json& r) {

@@ -164,6 +164,7 @@ struct OverheadSnapshot {
 struct StepCounters {
     bool present = false;
     double steps = 0, seconds = 0, host_seconds = 0, sample_seconds = 0;
+    double workspace_high_water = 0;  // bytes (a gauge: the value after the level is the level's answer)
 };
 
 struct ServerScrape {
@@ -197,6 +198,7 @@ void scrape_step_line(const std::string& line, StepCounters& steps) {
     if (auto v = sample_value(line, "dsv4:engine_steps_total")) steps.steps = *v;
     if (auto v = sample_value(line, "dsv4:engine_step_host_seconds_total")) steps.host_seconds = *v;
     if (auto v = sample_value(line, "dsv4:engine_step_sample_seconds_total")) steps.sample_seconds = *v;
+    if (auto v = sample_value(line, "dsv4:device_workspace_high_water_bytes")) steps.workspace_high_water = *v;
     if (auto v = sample_value(line, "dsv4:engine_step_seconds_total")) {
         steps.seconds = *v;
         steps.present = true;
@@ -240,6 +242,7 @@ void add_steps(LevelResult& level, const StepCounters& before, const StepCounter
     level.host_ms_per_step = (after.host_seconds - before.host_seconds) / steps * 1e3;
     level.host_share = (after.host_seconds - before.host_seconds) / seconds;
     level.sample_ms_per_step = (after.sample_seconds - before.sample_seconds) / steps * 1e3;
+    level.workspace_high_water_mib = after.workspace_high_water / (1 << 20);
 }
 
 void print_summary(const char* title, const char* key, const Summary& s) {
@@ -281,6 +284,7 @@ void print_level(const LevelResult& r) {
         std::printf("Host work per step (ms):%27.3f\n", r.host_ms_per_step);
         std::printf("Host share of the step (%%):%24.2f\n", r.host_share * 100.0);
         std::printf("  of which sampling per step (ms):%18.3f\n", r.sample_ms_per_step);
+        std::printf("Device workspace high water (MiB):%17.0f\n", r.workspace_high_water_mib);
     }
     std::printf("==================================================\n");
     std::fflush(stdout);
@@ -360,7 +364,8 @@ void write_json(const ServeBenchOptions& o, const std::vector<LevelResult>& resu
              {"step_mean_ms", r.has_steps ? json(r.step_mean_ms) : json(nullptr)},
              {"host_ms_per_step", r.has_steps ? json(r.host_ms_per_step) : json(nullptr)},
              {"host_share", r.has_steps ? json(r.host_share) : json(nullptr)},
-             {"sample_ms_per_step", r.has_steps ? json(r.sample_ms_per_step) : json(nullptr)}});
+             {"sample_ms_per_step", r.has_steps ? json(r.sample_ms_per_step) : json(nullptr)},
+             {"workspace_high_water_mib", r.has_steps ? json(r.workspace_high_water_mib) : json(nullptr)}});
     }
     std::ofstream(o.json_out) << json{{"endpoint", o.endpoint},
                                       {"input_len", o.input_len},

@@ -56,6 +56,9 @@ struct LevelResult {
     double host_ms_per_step = 0;
     double host_share = 0;          // host work / step wall time
     double sample_ms_per_step = 0;  // the sampling part of the host work (dsv4:engine_step_sample_seconds_total)
+    // The most of the device's step scratch a step has used since the server started (what --cuda-workspace-mib must
+    // cover; 0 on the CPU).
+    double workspace_high_water_mib = 0;
 };
 
 // Runs every level; prints a table per level to stdout as it goes. Throws dsv4::Error when the server is

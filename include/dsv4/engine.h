@@ -194,6 +194,9 @@ struct EngineStats {
     double step_seconds_total = 0.0;
     double step_host_seconds_total = 0.0;
     double step_sample_seconds_total = 0.0;  // the sampling part of the host work
+    // The device's step scratch (--cuda-workspace-mib) and the most of it a step has used; 0 on the CPU.
+    int64_t workspace_bytes = 0;
+    int64_t workspace_high_water_bytes = 0;
 };
 
 // How the engine laid out its sequence state (reported by /metrics as vllm:cache_config_info).

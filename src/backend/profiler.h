@@ -30,6 +30,12 @@ class Profiler {
     virtual int64_t graph_nodes_replayed() const { return 0; }
     // One line on the memory the backend holds and what is free (logged at startup).
     virtual std::string memory_report() const { return {}; }
+    // The device's step scratch (a bump arena reset every step; CUDA: --cuda-workspace-mib): its bytes, and the most
+    // of it in use at once since the backend started or the last reset_workspace_high_water(); 0 where there is none.
+    // What a workspace setting must cover for a token budget and batch.
+    virtual int64_t workspace_bytes() const { return 0; }
+    virtual int64_t workspace_high_water_bytes() const { return 0; }
+    virtual void reset_workspace_high_water() {}
 };
 
 }  // namespace dsv4

@@ -324,6 +324,9 @@ void EngineCore::publish_stats() {
     stats_.spec_draft_tokens_total = s.spec_draft_tokens_total;
     stats_.spec_accepted_tokens_total = s.spec_accepted_tokens_total;
     stats_.spec_accepted_per_pos = s.spec_accepted_per_pos;
+    const Profiler& device = model_->model->backend();
+    stats_.workspace_bytes = device.workspace_bytes();
+    stats_.workspace_high_water_bytes = device.workspace_high_water_bytes();
 }
 
 }  // namespace dsv4

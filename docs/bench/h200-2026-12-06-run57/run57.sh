@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-06, seventh session. Usage: BUDGET=S bash docs/bench/h200-2026-12-06-run57/run57.sh MODE
-# .devbin: .devpack/dev85 (dsv4, ops_cuda, golden_cuda of main with the sampler on a cluster of 8 blocks a draw;
+# .devbin: .devpack/dev86 (dsv4, ops_cuda, golden_cuda of main with the sampler on a cluster of 8 blocks a draw and the
+# workspace high-water gauge;
 # dsv4_old: 08a5864, one block a draw).
 #   a    : the sampler's op tests twice (fresh random draws each run) and their memcheck, its kernel bench; main's
 #          offline figures

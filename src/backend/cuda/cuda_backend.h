@@ -47,6 +47,7 @@ class DeviceArena {
     void advance_to(size_t mark) { used_ = mark > used_ ? mark : used_; }
     size_t capacity() const { return capacity_; }
     size_t high_water() const { return high_water_; }
+    void reset_high_water() { high_water_ = used_; }
     ~DeviceArena();
 
   private:
@@ -175,6 +176,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // Device bytes held by weights and state (for the memory report).
     size_t resident_bytes() const { return resident_bytes_; }
     std::string memory_report() const override;
+    int64_t workspace_bytes() const override { return static_cast<int64_t>(arena_.capacity()); }
+    int64_t workspace_high_water_bytes() const override { return static_cast<int64_t>(arena_.high_water()); }
+    void reset_workspace_high_water() override { arena_.reset_high_water(); }
 
     // For the kernels' launchers.
     bool reference() const { return numerics_ == Numerics::kReference; }

@@ -146,6 +146,11 @@ void render_engine(Writer& w, const EngineStats& s) {
     w.counter("dsv4:engine_step_sample_seconds_total",
               "The sampling part of the host work (the device sampler's launch and wait, reading the draws).",
               s.step_sample_seconds_total);
+    w.gauge("dsv4:device_workspace_bytes", "The device's step scratch (--cuda-workspace-mib); 0 on the CPU.",
+            static_cast<double>(s.workspace_bytes));
+    w.gauge("dsv4:device_workspace_high_water_bytes",
+            "The most of the device's step scratch a step has used since start: what --cuda-workspace-mib must cover.",
+            static_cast<double>(s.workspace_high_water_bytes));
     // The engine counts steps per bucket; Prometheus wants cumulative counts.
     Histogram::Snapshot steps;
     std::vector<double> bounds;

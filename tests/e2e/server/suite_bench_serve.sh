@@ -22,6 +22,8 @@ for (const l of r.levels) {
   check(Math.abs(l.host_share - 0.25) < 1e-6, `level ${l.concurrency}: host share ${l.host_share}, not 0.25`);
   check(Math.abs(l.host_ms_per_step - 1) < 1e-6, `level ${l.concurrency}: host ${l.host_ms_per_step} ms a step`);
   check(Math.abs(l.sample_ms_per_step - 0.5) < 1e-6, `level ${l.concurrency}: sampling ${l.sample_ms_per_step} ms a step`);
+  check(l.workspace_high_water_mib > 0 && l.workspace_high_water_mib <= 1024,
+        `level ${l.concurrency}: workspace high water ${l.workspace_high_water_mib} MiB`);
   check(l.server_overhead_mean_us !== null, `level ${l.concurrency}: no server overhead`);
 }
 console.log('bench serve: levels, counts and server-side sections as expected');

@@ -214,6 +214,8 @@ void FakeEngine::step_locked(std::vector<std::pair<std::shared_ptr<Stream>, Requ
     totals_.step_seconds_total += kFakeStepSeconds;
     totals_.step_host_seconds_total += kFakeStepSeconds * kFakeHostShare;
     totals_.step_sample_seconds_total += kFakeStepSeconds * kFakeSampleShare;
+    totals_.workspace_bytes = kFakeWorkspaceBytes;
+    totals_.workspace_high_water_bytes = std::min(kFakeWorkspaceBytes, kFakeWorkspaceBytes / 4 * steps_);
     const auto now = Clock::now();
     int running = 0;
     for (const auto& [id, live] : live_) running += live.running ? 1 : 0;

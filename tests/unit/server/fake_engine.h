@@ -143,6 +143,8 @@ FakeScript fake_demo_script(std::shared_ptr<const tokenizer::Tokenizer> tokenize
 inline constexpr double kFakeStepSeconds = 0.004;
 inline constexpr double kFakeHostShare = 0.25;
 inline constexpr double kFakeSampleShare = 0.125;
+// Its device scratch; each step's high-water mark is a quarter of it times the step count (capped at all of it).
+inline constexpr int64_t kFakeWorkspaceBytes = int64_t{1} << 30;
 inline constexpr const char* kFakeThinkReasoning = "The user asks for six times seven. That is 42.";
 inline constexpr const char* kFakeThinkAnswer = "The answer is 42.";
 inline constexpr const char* kFakeToolReasoning = "I should call the weather tool.";

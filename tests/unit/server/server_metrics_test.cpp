@@ -170,6 +170,9 @@ TEST(Metrics, EveryNameOfVllmsGrafanaDashboardIsExported) {
                 1e-9);
     EXPECT_NEAR(e.value("dsv4:engine_step_sample_seconds_total"),
                 stats.steps_total * kFakeStepSeconds * kFakeSampleShare, 1e-9);
+    EXPECT_EQ(e.value("dsv4:device_workspace_bytes"), static_cast<double>(kFakeWorkspaceBytes));
+    EXPECT_EQ(e.value("dsv4:device_workspace_high_water_bytes"), static_cast<double>(stats.workspace_high_water_bytes));
+    EXPECT_GT(stats.workspace_high_water_bytes, 0);
     EXPECT_EQ(
         e.value("vllm:cache_config_info", "block_size=\"256\",cache_dtype=\"fake\",enable_prefix_caching=\"False\""),
         1);
