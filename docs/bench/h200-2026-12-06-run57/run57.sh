@@ -11,6 +11,8 @@
 #          8,192 with a 10 GiB workspace
 #   h    : (the H100, while no H200 comes) the sampler's op tests twice, memcheck, kernel bench, golden; serving C1 /
 #          C64 new / old / new (24 layers)
+#   c    : serving C64 plain and with MTP k = 3 at oracle acceptance 3 (issue 17), both at an 8,192-token budget; then
+#          the whole op suite and golden
 #   b    : main's whole op suite, golden, and ncu of every batch-1 decode kernel (4 layers, eager: each kernel's
 #          duration alone)
 mode=$1
@@ -67,6 +69,17 @@ h)
     done
     cp .devbin/dsv4_new .devbin/dsv4
     serve_lines
+    ;;
+c)
+    SERVER_FLAGS="$cut --max-num-batched-tokens 8192 --long-prefill-token-threshold 8192 --cuda-workspace-mib 10240" \
+        run serve_plain 150 tools/device/serve_bench.sh flash-160 64
+    mv "$OUT/serve_c64.json" "$OUT/serve_c64_plain.json"
+    SPEC_CONFIG='{"method":"mtp","num_speculative_tokens":3,"oracle_acceptance_length":3,"draft_sample_method":"greedy"}' \
+        SERVER_FLAGS="$cut --max-num-batched-tokens 8192 --long-prefill-token-threshold 8192 --cuda-workspace-mib 10240" \
+        run serve_spec 150 tools/device/serve_bench.sh flash-160 64
+    mv "$OUT/serve_c64.json" "$OUT/serve_c64_spec.json"
+    serve_lines
+    run ops 330 .devbin/ops_cuda
     ;;
 b)
     run ops 400 .devbin/ops_cuda
