@@ -23,6 +23,7 @@
 #include "dist/expert_tier_moe.h"
 #include "engine/capacity_plan.h"
 #include "engine/device_registry.h"
+#include "engine/step_budget.h"
 #include "model/deepseek_v4.h"
 #include "model/flash_preset.h"
 #include "model/model_loader.h"
@@ -73,7 +74,7 @@ struct OfflineOptions {
     std::vector<int> batches{1, 8, 64};
     std::vector<int64_t> contexts{1024, 8192};
     std::vector<int64_t> prefills{1024, 8192};
-    int64_t prefill_chunk = 2048;  // the engine's default token budget per step
+    int64_t prefill_chunk = 0;  // 0: the engine's default token budget on the device (engine/step_budget.h)
     int steps = 8;
     std::string json_out;
     uint64_t seed = 1;
@@ -344,6 +345,14 @@ void run_oracle_mode(const OfflineOptions& o) {
     if (!o.json_out.empty()) std::ofstream(o.json_out) << out.dump(2) << "\n";
 }
 
+// --prefill-chunk's default: the engine's token budget on the device, so a prompt prefills in the server's steps.
+int64_t default_prefill_chunk(const OfflineOptions& o) {
+    EngineConfig c;
+    c.device = o.device;
+    c.gpu_experts = o.gpu_experts;
+    return default_step_tokens(c);
+}
+
 void run(const OfflineOptions& o) {
     if (!o.speculative_config.empty()) {
         run_oracle_mode(o);
@@ -445,7 +454,10 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--batch", o->batches, "Decode batch sizes")->delimiter(',');
         app.add_option("--context", o->contexts, "Decode context lengths")->delimiter(',');
         app.add_option("--prefill", o->prefills, "Prefill prompt lengths (empty: none)")->delimiter(',');
-        app.add_option("--prefill-chunk", o->prefill_chunk, "Prefill chunk size");
+        app.add_option("--prefill-chunk", o->prefill_chunk,
+                       "Prefill chunk size (0 = the engine's token budget: 8192 on cuda, 2048 on cpu or with "
+                       "--gpu-experts)")
+            ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
         app.add_option("--steps", o->steps, "Timed decode steps per point");
         app.add_option("--json", o->json_out, "Write the results as JSON");
         app.add_option("--seed", o->seed, "Weight seed");
@@ -473,7 +485,10 @@ const BenchmarkRegistrar kRegistrar{
         app.add_option("--model", o->model_dir,
                        "Oracle mode: a checkpoint with draft stages instead of synthetic weights (e.g. models/demo; "
                        "the CPU backend makes no synthetic weights)");
-        app.callback([o] { run(*o); });
+        app.callback([o] {
+            if (o->prefill_chunk == 0) o->prefill_chunk = default_prefill_chunk(*o);
+            run(*o);
+        });
     }};
 
 }  // namespace

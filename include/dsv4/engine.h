@@ -43,10 +43,12 @@ struct EngineConfig {
 
     // Scheduling (vLLM spellings on the CLI: --max-num-seqs, --max-num-batched-tokens, ...).
     int max_num_seqs = 64;
-    int max_num_batched_tokens = 2048;
-    int long_prefill_token_threshold = 1024;  // longest prefill chunk per request per step
-    int max_model_len = 0;                    // 0 = the model's max_position_embeddings
-    int max_queued_requests = 1024;           // requests waiting beyond the free running slots before 429
+    // Token budget per step and longest prefill chunk per request per step (0: no cap); 0 / -1: the device's
+    // defaults (engine/step_budget.h: 8,192 and 8,192 on CUDA, 2,048 and 1,024 on the CPU or with the expert tier).
+    int max_num_batched_tokens = 0;
+    int long_prefill_token_threshold = -1;
+    int max_model_len = 0;           // 0 = the model's max_position_embeddings
+    int max_queued_requests = 1024;  // requests waiting beyond the free running slots before 429
     int64_t max_queued_tokens = 1 << 22;
 
     // Sequence state memory.
@@ -71,7 +73,7 @@ struct EngineConfig {
 
     // Execution (vLLM spelling: --enforce-eager).
     bool enforce_eager = false;      // run every step eagerly: no CUDA graphs
-    int64_t cuda_workspace_mib = 0;  // CUDA step scratch in MiB (0 = the backend's default, 6 GiB)
+    int64_t cuda_workspace_mib = 0;  // CUDA step scratch in MiB (0 = from the token budget: 6 GiB, 10 GiB at 8,192)
 
     // Benchmarks without a checkpoint: random weights made in device memory, in the checkpoint's formats, for a
     // built-in full-size configuration ("flash", "flash-0731", "flash-160": model/flash_preset.h) instead of

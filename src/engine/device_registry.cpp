@@ -9,6 +9,7 @@
 
 #include "config/model_config.h"
 #include "core/error.h"
+#include "engine/step_budget.h"
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -43,7 +44,9 @@ DeviceBackend cpu_device() {
 // The CUDA backend's options from the engine's configuration, then the environment's overrides.
 CudaOptions cuda_options(const EngineConfig& c) {
     CudaOptions o;
-    if (c.cuda_workspace_mib > 0) o.workspace_mib = c.cuda_workspace_mib;
+    o.workspace_mib = c.cuda_workspace_mib > 0
+                          ? c.cuda_workspace_mib
+                          : default_cuda_workspace_mib(resolve_step_budget(c).max_num_batched_tokens);
     o.fp8_dialect = engine_fp8_dialect(c);
     return cuda_options_from_env(o);
 }

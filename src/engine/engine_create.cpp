@@ -7,6 +7,7 @@
 #include "engine/capacity_plan.h"
 #include "engine/device_registry.h"
 #include "engine/engine_core.h"
+#include "engine/step_budget.h"
 #include "kv/state_plan.h"
 #include "model/flash_preset.h"
 #include "model/synthetic_routing.h"
@@ -46,9 +47,10 @@ void check_speculative_config(const SpeculativeConfig& s) {
 
 void check_config(const EngineConfig& c) {
     DSV4_CHECK(c.max_num_seqs > 0, "max_num_seqs must be positive, got {}", c.max_num_seqs);
-    DSV4_CHECK(c.max_num_batched_tokens > 0, "max_num_batched_tokens must be positive, got {}",
-               c.max_num_batched_tokens);
-    DSV4_CHECK(c.long_prefill_token_threshold >= 0, "long_prefill_token_threshold must be >= 0 (0 = no cap), got {}",
+    DSV4_CHECK(c.max_num_batched_tokens >= 0,
+               "max_num_batched_tokens must be positive (0 = the device's default), got {}", c.max_num_batched_tokens);
+    DSV4_CHECK(c.long_prefill_token_threshold >= -1,
+               "long_prefill_token_threshold must be >= 0 (0 = no cap; -1 = the device's default), got {}",
                c.long_prefill_token_threshold);
     DSV4_CHECK(c.max_model_len >= 0, "max_model_len must be >= 0 (0 = the model's), got {}", c.max_model_len);
     DSV4_CHECK(c.max_queued_requests >= 0 && c.max_queued_tokens >= 0, "queue limits must be >= 0");
@@ -209,8 +211,9 @@ std::unique_ptr<Engine> Engine::create(const EngineConfig& config) {
     parts.kv.enable_prefix_caching = config.enable_prefix_caching;
     create_tiers(config, plan, *parts.backend, parts);
     parts.scheduler.max_num_seqs = config.max_num_seqs;
-    parts.scheduler.max_num_batched_tokens = config.max_num_batched_tokens;
-    parts.scheduler.long_prefill_token_threshold = config.long_prefill_token_threshold;
+    const StepBudget budget = resolve_step_budget(config);
+    parts.scheduler.max_num_batched_tokens = budget.max_num_batched_tokens;
+    parts.scheduler.long_prefill_token_threshold = budget.long_prefill_token_threshold;
     parts.scheduler.max_model_len = parts.config.max_model_len;
     parts.scheduler.vocab_size = model_config.vocab_size;
     parts.scheduler.eos_token_ids = {model_config.eos_token_id};

@@ -92,11 +92,11 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
                    "Sequences decoded together; also the most completions (n) one request may ask for")
         ->check(CLI::Range(1, 4096));
     app.add_option("--max-num-batched-tokens", e.max_num_batched_tokens,
-                   "Token budget per engine step (above 4096 with many sequences a step may need more than the "
-                   "default --cuda-workspace-mib: 8192 at 64 sequences did on flash-160)")
+                   "Token budget per engine step (default: 8192 on cuda, 2048 on cpu or with --gpu-experts); the "
+                   "default --cuda-workspace-mib grows with it")
         ->check(CLI::Range(1, 1 << 24));
     app.add_option("--long-prefill-token-threshold", e.long_prefill_token_threshold,
-                   "Longest prefill chunk per request per step")
+                   "Longest prefill chunk per request per step (default: the budget above 2048 tokens, else half)")
         ->check(CLI::Range(1, 1 << 24));
     app.add_option("--max-model-len", e.max_model_len, "Context length (0 = the model's)")
         ->check(CLI::Range(0, 1 << 30));
@@ -118,7 +118,8 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
     app.add_option("--block-size", e.block_tokens, "Positions per state block")->check(CLI::Range(1, 1 << 20));
     app.add_flag("--no-enable-prefix-caching", v.no_prefix_caching, "Disable prefix caching");
     app.add_flag("--enforce-eager", e.enforce_eager, "Run every step eagerly: no CUDA graphs (debugging, profiling)");
-    app.add_option("--cuda-workspace-mib", e.cuda_workspace_mib, "CUDA step scratch in MiB (0 = 6144)")
+    app.add_option("--cuda-workspace-mib", e.cuda_workspace_mib,
+                   "CUDA step scratch in MiB (0 = 6144, or 2048 + 1 a token of the budget where more: 10240 at 8192)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 22));
     app.add_option("--seed", e.seed, "Seed of the seeds of unseeded requests (0 = random)");
     app.add_option("--synthetic-weights", e.synthetic_preset,
