@@ -13,6 +13,8 @@
 #          C64 new / old / new (24 layers)
 #   c    : serving C64 plain and with MTP k = 3 at oracle acceptance 3 (issue 17), both at an 8,192-token budget; then
 #          the whole op suite and golden
+#   d    : (.devpack/dev87: main with the CUDA token budget of 8,192 and the workspace from it) serving C1 / C64 with
+#          main's defaults, C64 with MTP k = 3 at oracle acceptance 3; offline at main's defaults; golden; the op suite
 #   b    : main's whole op suite, golden, and ncu of every batch-1 decode kernel (4 layers, eager: each kernel's
 #          duration alone)
 mode=$1
@@ -80,6 +82,18 @@ c)
     mv "$OUT/serve_c64.json" "$OUT/serve_c64_spec.json"
     serve_lines
     run ops 330 .devbin/ops_cuda
+    ;;
+d)
+    SERVER_FLAGS="$cut" run serve 150 tools/device/serve_bench.sh flash-160 "1 64"
+    for c in 1 64; do mv "$OUT/serve_c$c.json" "$OUT/serve_c${c}_default.json"; done
+    SPEC_CONFIG='{"method":"mtp","num_speculative_tokens":3,"oracle_acceptance_length":3,"draft_sample_method":"greedy"}' \
+        SERVER_FLAGS="$cut" run serve_spec 120 tools/device/serve_bench.sh flash-160 64
+    mv "$OUT/serve_c64.json" "$OUT/serve_c64_spec.json"
+    serve_lines
+    run bench 90 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    run golden 60 .devbin/golden_cuda
+    run ops 300 .devbin/ops_cuda
     ;;
 b)
     run ops 400 .devbin/ops_cuda

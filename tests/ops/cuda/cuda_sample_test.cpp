@@ -120,9 +120,11 @@ TEST(CudaSampleRows, MatchesTheReferenceOnFreshRandomDraws) {
         std::vector<uint64_t> masks;
         for (int64_t i = 0; i < draws; ++i) {
             RowDraw d = random_draw(rows);
+            const bool surely_sampled = i < 6;  // rows 3 and 4 are plain: these draw from a distribution
+            if (surely_sampled) d.row = 3 + i % 2, d.greedy = false;
             maybe_probe(vocab, d);
             add_edits(vocab, pick({0, 0, 3, 300}), d, edits);
-            if (pick({false, false, true})) {
+            if (!surely_sampled && pick({false, false, true})) {
                 d.mask = static_cast<int64_t>(masks.size()) / words;
                 for (int64_t w = 0; w < words; ++w)
                     masks.push_back(pick({~uint64_t{0}, uint64_t{0}, uint64_t{0x5555aaaa0f0f3333}}));
@@ -180,8 +182,8 @@ TEST(CudaSampleRows, MatchesTheReferenceOnFreshRandomDraws) {
             }
             sampled += want >= 0 && !d.greedy ? 1 : 0;
         }
-        if (vocab >= 700) {
-            EXPECT_GT(sampled, 5) << "vocab " << vocab;
+        if (vocab >= 700) {  // 300 edits cannot ban every token: the six plain draws sample
+            EXPECT_GE(sampled, 6) << "vocab " << vocab;
         }
     }
 }
