@@ -32,10 +32,7 @@ l['step_mean_ms'], l['host_ms_per_step'], l['sample_ms_per_step']))" "$f"
 }
 case $mode in
 a)
-    for i in 1 2; do run "sample_ops$i" 60 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'; done
-    run sample_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
-        --gtest_filter='CudaSampleRows.MatchesTheReferenceOnFreshRandomDraws'
-    grep -h "ERROR SUMMARY" "$OUT/sample_memcheck.log" 2>/dev/null
+    sampler_checks
     run ksample 40 .devbin/dsv4 bench kernels --rows 1 --tokens 8 --filter sample --json "$OUT/ksample.json"
     run bench 120 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
         --json "$OUT/offline.json"
@@ -57,19 +54,10 @@ a)
     serve_lines
     ;;
 h)
-    for i in 1 2; do run "sample_ops$i" 60 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'; done
-    run sample_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
-        --gtest_filter='CudaSampleRows.MatchesTheReferenceOnFreshRandomDraws'
-    grep -h "ERROR SUMMARY" "$OUT/sample_memcheck.log" 2>/dev/null
+    sampler_checks
     run ksample 40 .devbin/dsv4 bench kernels --rows 1 --tokens 8 --filter sample --json "$OUT/ksample.json"
     run golden 60 .devbin/golden_cuda
-    cp .devbin/dsv4 .devbin/dsv4_new
-    for b in new old new; do
-        cp ".devbin/dsv4_$b" .devbin/dsv4
-        SERVER_FLAGS="$cut" run "serve_$b.$SECONDS" 120 tools/device/serve_bench.sh flash-160 "1 64"
-        for c in 1 64; do [[ -f $OUT/serve_c$c.json ]] && mv "$OUT/serve_c$c.json" "$OUT/serve_c${c}_$b.$SECONDS.json"; done
-    done
-    cp .devbin/dsv4_new .devbin/dsv4
+    serve_variants "$cut" new old new
     serve_lines
     ;;
 c)
