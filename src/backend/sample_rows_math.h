@@ -18,6 +18,11 @@ namespace dsv4 {
 
 inline constexpr float kSampleMaxLogit = 3.40282346638528859812e+38F;  // FLT_MAX
 
+// Whether a draw reads a processed copy of its row (logit edits or a mask) rather than the raw row.
+DSV4_SAMPLE_HD inline bool draw_processes_row(const RowDraw& d) {
+    return d.edit_count > 0 || d.mask >= 0;
+}
+
 // The host logits processors' rounding back to float: overflow saturates, a value below -FLT_MAX is a ban (-inf).
 DSV4_SAMPLE_HD inline float sample_to_logit(double value) {
     if (value > kSampleMaxLogit) return kSampleMaxLogit;

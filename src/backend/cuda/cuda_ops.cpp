@@ -157,6 +157,8 @@ void CudaBackend::sample_rows(const Tensor& logits, const SampleRowsArgs& args, 
     p.draw_count = static_cast<int64_t>(args.draws.size());
     p.edits = upload_scratch(args.edits);
     p.masks = upload_scratch(args.masks);
+    const bool processed = std::any_of(args.draws.begin(), args.draws.end(), draw_processes_row);
+    if (processed) p.processed = scratch(static_cast<size_t>(p.draw_count * vocab));
     p.out = out.i32();
     if (logprobs != nullptr) p.logprobs = static_cast<DrawLogprobs*>(logprobs->data);
     if (probes != nullptr) p.probes = static_cast<ProbeMasses*>(probes->data);

@@ -89,6 +89,7 @@ struct SampleRowsDev {
     int64_t draw_count = 0;
     const LogitEdit* edits = nullptr;
     const uint64_t* masks = nullptr;   // sample_mask_words(vocab) words a mask
+    float* processed = nullptr;        // [draw_count, vocab] scratch; null when no draw has edits or a mask
     int32_t* out = nullptr;            // [draw_count]
     DrawLogprobs* logprobs = nullptr;  // [draw_count]; null when no draw asks for logprobs
     ProbeMasses* probes = nullptr;     // [draw_count]; null when no draw probes

@@ -1,11 +1,10 @@
-// ModelOps::sample_rows on the GPU: a cluster of kRowBlocks blocks per draw, each block a contiguous part of the row
-// held in its shared memory, their histograms, sums and maxima merged through distributed shared memory (one block a
-// row ran its ~7 passes over 129,280 logits from L2 on one SM: ~0.7 ms a draw; a cluster reading L2 each pass, 0.15
-// ms, the passes waiting on their loads). backend/sample_rows.h defines the result and backend/sample_rows_math.h
-// holds the arithmetic shared with the host reference, so the two agree bit for bit. Passes over the part (after the
-// first, from shared memory; the masses are recomputed rather than stored):
+// ModelOps::sample_rows on the GPU: a cluster of kRowBlocks blocks per draw, each block a contiguous part of the row,
+// their histograms, sums and maxima merged through distributed shared memory (one block a row ran its ~7 passes over
+// 129,280 logits on one SM: ~0.7 ms a draw on the H100). backend/sample_rows.h defines the result and
+// backend/sample_rows_math.h holds the arithmetic shared with the host reference, so the two agree bit for bit.
+// Passes over the row (each reads it from L2 or memory; the masses are recomputed rather than stored):
 //   1. NaN / +inf in the raw row: no choice;
-//   2. the part into shared memory, processed where the draw has edits or a mask (mask, then the sparse edits);
+//   2. with edits or a mask: the processed row is written to scratch (mask, then the sparse edits);
 //   3. the largest logit and its lowest index (greedy draws end here);
 //   4. top_k: the k-th largest logit, by a radix select over the logits' order keys (4 passes of 8 bits);
 //   5. top_p: the largest logit c whose upper tail holds top_p of the fixed-point mass, by the same radix select
@@ -55,25 +54,17 @@ struct SampleShared {
     float top_values[kMaxDrawLogprobs];
 };
 
-// The ids a block works on and their values (x[i - begin]): a contiguous part of the row, its results merged over
-// the draw's cluster, or (clustered false) the whole row by one block.
+// The ids a block works on: a contiguous part of the row, its results merged over the draw's cluster, or (clustered
+// false) the whole row by one block.
 struct RowPart {
     int64_t begin = 0, end = 0;
     bool clustered = false;
-    const float* x = nullptr;
-    __device__ float at(int64_t i) const { return x[i - begin]; }
 };
 
-// Ids in each block's part of a row of `vocab` ids: equal parts in whole warps of ids (the shared memory a block
-// holds them in: 64 KB at the largest vocabulary, kMaxSampleVocab).
-__host__ __device__ constexpr int64_t part_width(int64_t vocab) {
-    return ((vocab + kRowBlocks - 1) / kRowBlocks + 31) / 32 * 32;
-}
-
-// The draw's cluster block `rank`'s part (its values to be loaded into `values`).
-__device__ RowPart cluster_part(int64_t vocab, unsigned rank, const float* values) {
-    const int64_t width = part_width(vocab);
-    return RowPart{min64(vocab, rank * width), min64(vocab, (rank + 1) * width), true, values};
+// The draw's cluster block `rank`'s part of a row of `vocab` ids: equal parts in whole warps of ids.
+__device__ RowPart cluster_part(int64_t vocab, unsigned rank) {
+    const int64_t per_block = ((vocab + kRowBlocks - 1) / kRowBlocks + 31) / 32 * 32;
+    return RowPart{min64(vocab, rank * per_block), min64(vocab, (rank + 1) * per_block), true};
 }
 
 // The maximum (kMax) or sum of each block's block-uniform `value` over the part's cluster, in every thread. Every
@@ -135,23 +126,20 @@ __device__ bool row_has_fault(const float* raw, const RowPart& part, SampleShare
     return cluster_merge<true>(block_bad ? 1 : 0, sm, part) != 0;
 }
 
-// The block's part of the row, processed, into shared memory (`values`, part.x): the mask's banned tokens at -inf,
-// then each edited token in the part (one thread an edit: a token is edited at most once in a draw).
-__device__ void load_part(const float* raw, const RowDraw& d, const SampleRowsDev& p, const RowPart& part,
-                          float* values) {
+// The part of the processed row in `px`: the mask's banned tokens at -inf, then each edited token in the part (one
+// thread an edit: a token is edited at most once in a draw).
+__device__ void process_row(const float* raw, const RowDraw& d, const SampleRowsDev& p, const RowPart& part,
+                            float* px) {
     const uint64_t* mask = d.mask >= 0 ? p.masks + d.mask * sample_mask_words(p.vocab) : nullptr;
     for (int64_t i = part.begin + threadIdx.x; i < part.end; i += kSampleThreads) {
         float v = raw[i];
         if (mask != nullptr && ((mask[i >> 6] >> (i & 63)) & 1) == 0) v = -INFINITY;
-        values[i - part.begin] = v;
+        px[i] = v;
     }
     __syncthreads();
     for (int64_t e = threadIdx.x; e < d.edit_count; e += kSampleThreads) {
         const LogitEdit edit = p.edits[d.edit_begin + e];
-        if (edit.token >= part.begin && edit.token < part.end) {
-            float& v = values[edit.token - part.begin];
-            v = apply_logit_edit(v, edit);
-        }
+        if (edit.token >= part.begin && edit.token < part.end) px[edit.token] = apply_logit_edit(px[edit.token], edit);
     }
     __syncthreads();
 }
@@ -165,11 +153,10 @@ __device__ unsigned long long argmax_key(float x, int64_t i) {
 
 // The largest logit (no NaN) of the row and its lowest index, in every thread: each warp's largest key joins
 // sm.best_key by one shared atomic max, then the blocks' keys are merged.
-__device__ void row_argmax(const RowPart& part, SampleShared& sm, float& best, int32_t& best_i) {
+__device__ void row_argmax(const float* x, const RowPart& part, SampleShared& sm, float& best, int32_t& best_i) {
     if (threadIdx.x == 0) sm.best_key = 0;  // below every logit's key (-inf's is 0x007fffff << 32 | ...)
     unsigned long long key = 0;
-    for (int64_t i = part.begin + threadIdx.x; i < part.end; i += kSampleThreads)
-        key = max(key, argmax_key(part.at(i), i));
+    for (int64_t i = part.begin + threadIdx.x; i < part.end; i += kSampleThreads) key = max(key, argmax_key(x[i], i));
     for (int offset = 16; offset > 0; offset /= 2) key = max(key, __shfl_down_sync(0xffffffffu, key, offset));
     __syncthreads();  // sm.best_key is reset
     if (threadIdx.x % 32 == 0 && key != 0) atomicMax(&sm.best_key, key);
@@ -197,8 +184,8 @@ __device__ unsigned long long select_weight(float x, const SampleShape& shape) {
 // adds the sum to the warp pair's bins; every sum is of integers, so the order of the additions does not matter.
 // Weights are below 2^47, so a warp's sum of their 23-bit halves fits 32 bits (redux.sync adds 32-bit values).
 template <bool kMass>
-__device__ void select_histogram(const RowPart& part, const SampleShape& shape, uint32_t prefix, uint32_t prefix_mask,
-                                 int shift, SampleShared& sm) {
+__device__ void select_histogram(const float* x, const RowPart& part, const SampleShape& shape, uint32_t prefix,
+                                 uint32_t prefix_mask, int shift, SampleShared& sm) {
     constexpr unsigned kAll = 0xffffffffu;
     const int lane = threadIdx.x % 32;
     unsigned long long* bins = sm.pair_hist[threadIdx.x / 64];
@@ -210,9 +197,8 @@ __device__ void select_histogram(const RowPart& part, const SampleShape& shape, 
         unsigned long long weight = 0;
         uint32_t key = 0;
         if (i < part.end) {
-            const float x = part.at(i);
-            key = logit_order_key(x);
-            if ((key & prefix_mask) == prefix) weight = select_weight<kMass>(x, shape);
+            key = logit_order_key(x[i]);
+            if ((key & prefix_mask) == prefix) weight = select_weight<kMass>(x[i], shape);
         }
         const bool counted = weight != 0;
         counted_here += counted ? 1u : 0u;
@@ -258,13 +244,14 @@ __device__ void select_narrow(int shift, SampleShared& sm) {
 // the cutoff, or -inf when there are fewer than two candidates or rounding makes the target unreachable. Every block
 // of a cluster decides the same from the same merged histograms.
 template <bool kMass>
-__device__ float select_logit(const RowPart& part, const SampleShape& shape, double goal, SampleShared& sm) {
+__device__ float select_logit(const float* x, const RowPart& part, const SampleShape& shape, double goal,
+                              SampleShared& sm) {
     if (threadIdx.x == 0) sm.prefix = 0, sm.above = 0, sm.keep_all = false, sm.target = goal;
     uint32_t prefix = 0, prefix_mask = 0;
     for (int shift = kKeyBits - kDigitBits; shift >= 0; shift -= kDigitBits) {
         if (threadIdx.x == 0) sm.candidates = 0;
         __syncthreads();
-        select_histogram<kMass>(part, shape, prefix, prefix_mask, shift, sm);
+        select_histogram<kMass>(x, part, shape, prefix, prefix_mask, shift, sm);
         __syncthreads();
         cluster_merge_hist(sm, part);
         const bool first_pass = kMass && shift == kKeyBits - kDigitBits;
@@ -322,13 +309,13 @@ __device__ void publish_token(int32_t token, int32_t* out, int32_t* drawn_at) {
 
 // The draw: the token where the kept mass, summed in id order, first exceeds floor(u * kept). Each thread sums a
 // contiguous slice of the block's part, a block scan and a scan over the cluster's blocks order the slices. A probing
-// draw (probe >= 0) sums every token but the probe; the block whose part holds the probe writes the masses to
-// *probe_out; when nothing but the probe is kept, the draw is the probe.
-__device__ void draw_token(const RowPart& part, const SampleShape& shape, float cutoff, double uniform, int32_t probe,
-                           SampleShared& sm, int32_t* out, int32_t* drawn_at, ProbeMasses* probe_out) {
+// draw (probe >= 0) sums every token but the probe, writes the masses to *probe_out and, when nothing but the probe is
+// kept, draws the probe.
+__device__ void draw_token(const float* x, const RowPart& part, const SampleShape& shape, float cutoff, double uniform,
+                           int32_t probe, SampleShared& sm, int32_t* out, int32_t* drawn_at, ProbeMasses* probe_out) {
     const int64_t slice = (part.end - part.begin + kSampleThreads - 1) / kSampleThreads;
     const int64_t begin = min64(part.end, part.begin + threadIdx.x * slice), end = min64(part.end, begin + slice);
-    auto mass_of = [&](int64_t i) { return i == probe ? 0ull : kept_mass(part.at(i), shape, cutoff); };
+    auto mass_of = [&](int64_t i) { return i == probe ? 0ull : kept_mass(x[i], shape, cutoff); };
     unsigned long long mine = 0;
     for (int64_t i = begin; i < end; ++i) mine += mass_of(i);
     unsigned long long block_kept = 0, kept = 0;
@@ -336,10 +323,8 @@ __device__ void draw_token(const RowPart& part, const SampleShape& shape, float 
     const unsigned long long before = cluster_exclusive_sum(block_kept, sm, part, kept) + in_block;
     const bool first = threadIdx.x == 0 && cg::this_cluster().block_rank() == 0;
     if (probe >= 0) {
-        if (threadIdx.x == 0 && probe_out != nullptr && probe >= part.begin && probe < part.end) {
-            const unsigned long long probe_mass = kept_mass(part.at(probe), shape, cutoff);
-            *probe_out = ProbeMasses{probe_mass, kept + probe_mass};
-        }
+        const unsigned long long probe_mass = kept_mass(x[probe], shape, cutoff);
+        if (first && probe_out != nullptr) *probe_out = ProbeMasses{probe_mass, kept + probe_mass};
         if (kept == 0) {  // the probe holds all the kept mass
             if (first) publish_token(probe, out, drawn_at);
             return;
@@ -372,7 +357,7 @@ __device__ double block_sum_fixed(double v, SampleShared& sm) {
 __device__ double row_log_sum_exp(const float* raw, const RowPart& whole, SampleShared& sm) {
     float best;
     int32_t best_i;
-    row_argmax(whole, sm, best, best_i);
+    row_argmax(raw, whole, sm, best, best_i);
     double sum = 0.0;
     for (int64_t i = threadIdx.x; i < whole.end; i += kSampleThreads) sum += exp(static_cast<double>(raw[i]) - best);
     return static_cast<double>(best) + log(block_sum_fixed(sum, sm));
@@ -381,7 +366,7 @@ __device__ double row_log_sum_exp(const float* raw, const RowPart& whole, Sample
 // The `count` largest logits of the raw row in sm.top_*, unordered: those above the count-th largest logit c, then the
 // lowest ids equal to c (a block scan over contiguous id slices keeps id order); one block.
 __device__ void collect_top(const float* raw, const RowPart& whole, int count, SampleShared& sm) {
-    const float c = select_logit<false>(whole, SampleShape{}, count, sm);
+    const float c = select_logit<false>(raw, whole, SampleShape{}, count, sm);
     const int64_t slice = (whole.end + kSampleThreads - 1) / kSampleThreads;
     const int64_t begin = min64(whole.end, threadIdx.x * slice), end = min64(whole.end, begin + slice);
     unsigned long long above = 0, tied = 0;
@@ -406,7 +391,7 @@ __device__ void collect_top(const float* raw, const RowPart& whole, int count, S
 // The raw logprobs of `token` (compute_raw_logprobs' definition) into *out; one block over the whole row.
 __device__ void report_logprobs(const float* raw, int64_t vocab, int32_t token, int count, SampleShared& sm,
                                 DrawLogprobs* out) {
-    const RowPart whole{0, vocab, false, raw};
+    const RowPart whole{0, vocab, false};
     const double lse = row_log_sum_exp(raw, whole, sm);
     const float logit = raw[token];
     double at_least = 0.0;  // tokens with a raw logit >= the token's (a count: exact in double)
@@ -434,15 +419,15 @@ __device__ void report_logprobs(const float* raw, int64_t vocab, int32_t token, 
 }
 
 // Steps 4-6 for a draw that is not greedy, over the block's part (publish_token says where the token goes).
-__device__ void draw_from(const RowDraw& d, float best, int64_t vocab, const RowPart& part, SampleShared& sm,
-                          int32_t* out, int32_t* drawn_at, ProbeMasses* probe_out) {
+__device__ void draw_from(const float* x, const RowDraw& d, float best, int64_t vocab, const RowPart& part,
+                          SampleShared& sm, int32_t* out, int32_t* drawn_at, ProbeMasses* probe_out) {
     SampleShape shape;
     shape.best = best;
     shape.inv_temperature = 1.0 / d.temperature;
     shape.min_p = d.min_p;
-    if (d.top_k > 0 && d.top_k < vocab) shape.floor = select_logit<false>(part, shape, d.top_k, sm);
-    const float cutoff = d.top_p < 1.0 ? select_logit<true>(part, shape, d.top_p, sm) : -INFINITY;
-    draw_token(part, shape, cutoff, d.uniform, d.probe, sm, out, drawn_at, probe_out);
+    if (d.top_k > 0 && d.top_k < vocab) shape.floor = select_logit<false>(x, part, shape, d.top_k, sm);
+    const float cutoff = d.top_p < 1.0 ? select_logit<true>(x, part, shape, d.top_p, sm) : -INFINITY;
+    draw_token(x, part, shape, cutoff, d.uniform, d.probe, sm, out, drawn_at, probe_out);
 }
 
 // A draw a cluster. Every return below follows a cluster barrier that ends the last reads of another block's shared
@@ -451,28 +436,32 @@ __global__ void __cluster_dims__(kRowBlocks, 1, 1) __launch_bounds__(kSampleThre
     sample_rows_kernel(SampleRowsDev p) {
     pdl_begin();
     __shared__ SampleShared sm;
-    extern __shared__ float part_values[];  // part_width(vocab) floats
     const cg::cluster_group cluster = cg::this_cluster();
     const int64_t draw = blockIdx.x / kRowBlocks;
     const bool first = cluster.block_rank() == 0;
     const RowDraw d = p.draws[draw];
     int32_t* out = p.out + draw;
     const float* raw = p.logits + d.row * p.vocab;
-    const RowPart part = cluster_part(p.vocab, cluster.block_rank(), part_values);
+    const RowPart part = cluster_part(p.vocab, cluster.block_rank());
     const bool report = d.logprobs >= 0 && p.logprobs != nullptr;
     if (first && threadIdx.x == 0) *out = sm.drawn = kNoSample;  // before the barriers of every later write
     if (row_has_fault(raw, part, sm)) return;
-    load_part(raw, d, p, part, part_values);
+    const float* x = raw;
+    if (draw_processes_row(d)) {
+        float* px = p.processed + draw * p.vocab;
+        process_row(raw, d, p, part, px);
+        x = px;
+    }
     float best;
     int32_t best_i;
-    row_argmax(part, sm, best, best_i);
+    row_argmax(x, part, sm, best, best_i);
     if (best == -INFINITY) return;
     if (d.greedy) {
         if (first && threadIdx.x == 0) *out = sm.drawn = best_i;
     } else {
         int32_t* drawn_at = report ? cluster.map_shared_rank(&sm.drawn, 0) : nullptr;
         ProbeMasses* probe_out = p.probes != nullptr ? p.probes + draw : nullptr;
-        draw_from(d, best, p.vocab, part, sm, out, drawn_at, probe_out);
+        draw_from(x, d, best, p.vocab, part, sm, out, drawn_at, probe_out);
     }
     if (!report) return;
     cluster.sync();  // the drawn token is in the first block's sm.drawn
@@ -484,15 +473,8 @@ __global__ void __cluster_dims__(kRowBlocks, 1, 1) __launch_bounds__(kSampleThre
 }  // namespace
 
 void launch_sample_rows(cudaStream_t s, const SampleRowsDev& p) {
-    if (p.draw_count == 0) return;
-    static const bool configured = [] {  // the largest part (kMaxSampleVocab) needs 64 KB of dynamic shared memory
-        cudaFuncSetAttribute(sample_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(part_width(kMaxSampleVocab) * sizeof(float)));
-        return true;
-    }();
-    (void)configured;
-    const auto shared = static_cast<size_t>(part_width(p.vocab)) * sizeof(float);
-    launch_kernel(sample_rows_kernel, static_cast<unsigned>(p.draw_count * kRowBlocks), kSampleThreads, shared, s, p);
+    if (p.draw_count > 0)
+        launch_kernel(sample_rows_kernel, static_cast<unsigned>(p.draw_count * kRowBlocks), kSampleThreads, 0, s, p);
 }
 
 }  // namespace dsv4::cuda
