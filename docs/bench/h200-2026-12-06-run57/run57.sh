@@ -13,8 +13,9 @@
 #          C64 new / old / new (24 layers)
 #   c    : serving C64 plain and with MTP k = 3 at oracle acceptance 3 (issue 17), both at an 8,192-token budget; then
 #          the whole op suite and golden
-#   d    : (.devpack/dev87: main with the CUDA token budget of 8,192 and the workspace from it) serving C1 / C64 with
-#          main's defaults, C64 with MTP k = 3 at oracle acceptance 3; offline at main's defaults; golden; the op suite
+#   d    : (.devpack/dev89: main d204fe9 with the CUDA token budget of 8,192 and the workspace from it; *_smem: branch
+#          next/sample-smem, the sampler's parts in shared memory) the sampler's op tests and kernel bench of both;
+#          serving C1 / C64 with main's defaults, C64 with MTP k = 3 at oracle acceptance 3; offline at main's defaults; golden; the op suite
 #   b    : main's whole op suite, golden, and ncu of every batch-1 decode kernel (4 layers, eager: each kernel's
 #          duration alone)
 mode=$1
@@ -72,6 +73,11 @@ c)
     run ops 330 .devbin/ops_cuda
     ;;
 d)
+    run sample_ops 60 .devbin/ops_cuda --gtest_filter='*Sample*:*Argmax*'
+    run sample_ops_smem 60 .devbin/ops_cuda_smem --gtest_filter='*Sample*:*Argmax*'
+    for b in dsv4 dsv4_smem; do
+        run "ksample_$b" 40 ".devbin/$b" bench kernels --rows 1 --tokens 8 --filter sample --json "$OUT/ksample_$b.json"
+    done
     SERVER_FLAGS="$cut" run serve 150 tools/device/serve_bench.sh flash-160 "1 64"
     for c in 1 64; do mv "$OUT/serve_c$c.json" "$OUT/serve_c${c}_default.json"; done
     SPEC_CONFIG='{"method":"mtp","num_speculative_tokens":3,"oracle_acceptance_length":3,"draft_sample_method":"greedy"}' \
