@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "dsv4/engine.h"
 #include "engine/device_registry.h"
+#include "engine/step_budget.h"
 
 namespace dsv4::cli {
 
@@ -26,6 +27,7 @@ inline std::unique_ptr<Backend> make_cli_backend(const std::string& device, cons
     c.numerics = numerics;
     c.threads = threads;
     c.fp8_dialect = fp8_dialect;
+    c.cuda_workspace_mib = kMinWorkspaceMib;  // one sequence's steps: an 8K-token chunk of flash-160 used 5,298 MiB
     return find_device_backend(device).create(c);
 }
 

@@ -153,6 +153,7 @@ void check_capacity(const OfflineOptions& o, const ModelConfig& config, const St
     engine.numerics = o.numerics;
     engine.synthetic_preset = o.preset;
     engine.gpu_memory_utilization = o.gpu_memory_utilization;
+    engine.cuda_workspace_mib = kMinWorkspaceMib;  // make_cli_backend's
     const StateLayout layout = compute_state_layout(config, state.block_tokens, state.rewind_capacity, state.kv_dtype);
     CapacityRequest r;
     r.numerics = parse_numerics(o.numerics);

@@ -44,9 +44,7 @@ DeviceBackend cpu_device() {
 // The CUDA backend's options from the engine's configuration, then the environment's overrides.
 CudaOptions cuda_options(const EngineConfig& c) {
     CudaOptions o;
-    o.workspace_mib = c.cuda_workspace_mib > 0
-                          ? c.cuda_workspace_mib
-                          : default_cuda_workspace_mib(resolve_step_budget(c).max_num_batched_tokens);
+    o.workspace_mib = cuda_workspace_mib(c);
     o.fp8_dialect = engine_fp8_dialect(c);
     return cuda_options_from_env(o);
 }

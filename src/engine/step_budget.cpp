@@ -21,8 +21,14 @@ StepBudget resolve_step_budget(const EngineConfig& c) {
     return b;
 }
 
-int64_t default_cuda_workspace_mib(int step_tokens) {
-    return std::max<int64_t>(kMinWorkspaceMib, 2048 + int64_t{step_tokens});
+int64_t default_cuda_workspace_mib(int step_tokens, bool drafting) {
+    const int64_t per_token_quarters = drafting ? 5 : 4;  // MiB / 4 a token
+    return std::max<int64_t>(kMinWorkspaceMib, 2048 + int64_t{step_tokens} * per_token_quarters / 4);
+}
+
+int64_t cuda_workspace_mib(const EngineConfig& c) {
+    if (c.cuda_workspace_mib > 0) return c.cuda_workspace_mib;
+    return default_cuda_workspace_mib(resolve_step_budget(c).max_num_batched_tokens, c.speculative.enabled());
 }
 
 }  // namespace dsv4

@@ -119,7 +119,8 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
     app.add_flag("--no-enable-prefix-caching", v.no_prefix_caching, "Disable prefix caching");
     app.add_flag("--enforce-eager", e.enforce_eager, "Run every step eagerly: no CUDA graphs (debugging, profiling)");
     app.add_option("--cuda-workspace-mib", e.cuda_workspace_mib,
-                   "CUDA step scratch in MiB (0 = 6144, or 2048 + 1 a token of the budget where more: 10240 at 8192)")
+                   "CUDA step scratch in MiB (0 = 6144, or 2048 + 1 a token of the budget where more: 10240 at 8192; "
+                   "1.25 a token with --speculative-config)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 22));
     app.add_option("--seed", e.seed, "Seed of the seeds of unseeded requests (0 = random)");
     app.add_option("--synthetic-weights", e.synthetic_preset,

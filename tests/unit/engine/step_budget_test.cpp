@@ -45,6 +45,19 @@ TEST(StepBudget, WorkspaceGrowsWithTheBudget) {
     EXPECT_EQ(default_cuda_workspace_mib(4096), 6144);
     EXPECT_EQ(default_cuda_workspace_mib(8192), 10240);  // measured high water 4,977 MiB at C64 on flash-160
     EXPECT_EQ(default_cuda_workspace_mib(16384), 18432);
+    EXPECT_EQ(default_cuda_workspace_mib(8192, true), 12288);  // with MTP drafts: 9,372 MiB measured at C64
+}
+
+TEST(StepBudget, TheConfiguredWorkspaceWins) {
+    EngineConfig c = on("cuda");
+    EXPECT_EQ(cuda_workspace_mib(c), 10240);
+    c.speculative.method = "mtp";
+    c.speculative.num_speculative_tokens = 3;
+    EXPECT_EQ(cuda_workspace_mib(c), 12288);
+    c.max_num_batched_tokens = 2048;
+    EXPECT_EQ(cuda_workspace_mib(c), 6144);
+    c.cuda_workspace_mib = 7000;
+    EXPECT_EQ(cuda_workspace_mib(c), 7000);
 }
 
 }  // namespace
