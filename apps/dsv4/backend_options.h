@@ -20,15 +20,22 @@ inline void add_fp8_dialect_option(CLI::App& app, std::string& value) {
         ->check(CLI::IsMember({"ocp", "fnuz"}));
 }
 
-inline std::unique_ptr<Backend> make_cli_backend(const std::string& device, const std::string& numerics, int threads,
-                                                 const std::string& fp8_dialect) {
+// The engine configuration of the one-sequence tools (bench offline, logits, bpb): their backend and its capacity
+// plan read the same one.
+inline EngineConfig cli_engine_config(const std::string& device, const std::string& numerics, int threads,
+                                      const std::string& fp8_dialect) {
     EngineConfig c;
     c.device = device;
     c.numerics = numerics;
     c.threads = threads;
     c.fp8_dialect = fp8_dialect;
     c.cuda_workspace_mib = kMinWorkspaceMib;  // one sequence's steps: an 8K-token chunk of flash-160 used 5,298 MiB
-    return find_device_backend(device).create(c);
+    return c;
+}
+
+inline std::unique_ptr<Backend> make_cli_backend(const std::string& device, const std::string& numerics, int threads,
+                                                 const std::string& fp8_dialect) {
+    return find_device_backend(device).create(cli_engine_config(device, numerics, threads, fp8_dialect));
 }
 
 }  // namespace dsv4::cli

@@ -148,12 +148,9 @@ struct Setup {
 // The capacity plan of the benchmark's state (max_batch slots, the blocks of max_context tokens each) before anything
 // is allocated: a model that cannot fit fails here with the bytes and the flags, not in cudaMalloc.
 void check_capacity(const OfflineOptions& o, const ModelConfig& config, const StateConfig& state) {
-    EngineConfig engine;
-    engine.device = o.device;
-    engine.numerics = o.numerics;
+    EngineConfig engine = cli_engine_config(o.device, o.numerics, 0, o.fp8_dialect);  // make_cli_backend's
     engine.synthetic_preset = o.preset;
     engine.gpu_memory_utilization = o.gpu_memory_utilization;
-    engine.cuda_workspace_mib = kMinWorkspaceMib;  // make_cli_backend's
     const StateLayout layout = compute_state_layout(config, state.block_tokens, state.rewind_capacity, state.kv_dtype);
     CapacityRequest r;
     r.numerics = parse_numerics(o.numerics);

@@ -47,8 +47,8 @@ void check_speculative_config(const SpeculativeConfig& s) {
 
 void check_config(const EngineConfig& c) {
     DSV4_CHECK(c.max_num_seqs > 0, "max_num_seqs must be positive, got {}", c.max_num_seqs);
-    DSV4_CHECK(c.max_num_batched_tokens >= 0,
-               "max_num_batched_tokens must be positive (0 = the device's default), got {}", c.max_num_batched_tokens);
+    DSV4_CHECK(c.max_num_batched_tokens >= 0, "max_num_batched_tokens must be >= 0 (0 = the device's default), got {}",
+               c.max_num_batched_tokens);
     DSV4_CHECK(c.long_prefill_token_threshold >= -1,
                "long_prefill_token_threshold must be >= 0 (0 = no cap; -1 = the device's default), got {}",
                c.long_prefill_token_threshold);
