@@ -67,20 +67,25 @@ __device__ RowPart cluster_part(int64_t vocab, unsigned rank) {
     return RowPart{min64(vocab, rank * per_block), min64(vocab, (rank + 1) * per_block), true};
 }
 
-// The maximum (kMax) or sum of each block's block-uniform `value` over the part's cluster, in every thread. Every
-// block reads the others' shares before the second barrier, so none is rewritten (or its block gone) while read.
-template <bool kMax>
-__device__ unsigned long long cluster_merge(unsigned long long value, SampleShared& sm, const RowPart& part) {
-    if (!part.clustered) return value;
+// Publishes this block's block-uniform `value` to the draw's cluster and calls visit(rank, value) with every block's,
+// in rank order, in every thread. Every block reads the others' shares before the second barrier, so none is
+// rewritten (or its block gone) while read.
+template <typename Visit>
+__device__ void cluster_visit_shares(unsigned long long value, SampleShared& sm, Visit visit) {
     cg::cluster_group cluster = cg::this_cluster();
     if (threadIdx.x == 0) sm.share = value;
     cluster.sync();
-    unsigned long long merged = 0;
-    for (unsigned b = 0; b < kRowBlocks; ++b) {
-        const unsigned long long v = *cluster.map_shared_rank(&sm.share, b);
-        merged = kMax ? max(merged, v) : merged + v;
-    }
+    for (unsigned b = 0; b < kRowBlocks; ++b) visit(b, *cluster.map_shared_rank(&sm.share, b));
     cluster.sync();
+}
+
+// The maximum (kMax) or sum of each block's block-uniform `value` over the part's cluster, in every thread.
+template <bool kMax>
+__device__ unsigned long long cluster_merge(unsigned long long value, SampleShared& sm, const RowPart& part) {
+    if (!part.clustered) return value;
+    unsigned long long merged = 0;
+    cluster_visit_shares(value, sm,
+                         [&](unsigned, unsigned long long v) { merged = kMax ? max(merged, v) : merged + v; });
     return merged;
 }
 
@@ -88,17 +93,13 @@ __device__ unsigned long long cluster_merge(unsigned long long value, SampleShar
 __device__ unsigned long long cluster_exclusive_sum(unsigned long long value, SampleShared& sm, const RowPart& part,
                                                     unsigned long long& total) {
     if (!part.clustered) return total = value, 0;
-    cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) sm.share = value;
-    cluster.sync();
+    const unsigned rank = cg::this_cluster().block_rank();
     unsigned long long before = 0;
     total = 0;
-    for (unsigned b = 0; b < kRowBlocks; ++b) {
-        const unsigned long long v = *cluster.map_shared_rank(&sm.share, b);
-        if (b < cluster.block_rank()) before += v;
+    cluster_visit_shares(value, sm, [&](unsigned b, unsigned long long v) {
+        if (b < rank) before += v;
         total += v;
-    }
-    cluster.sync();
+    });
     return before;
 }
 

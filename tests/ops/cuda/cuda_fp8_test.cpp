@@ -205,6 +205,36 @@ TEST(CudaFp8Gemv, SeveralWeightsInOneLaunch) {
     }
 }
 
+// The TMA-fed wgmma kernel (fp8_wgmma): every output written exactly where it belongs (outputs poisoned with NaN
+// beforehand; tiles past the edges of both operands, several tiles a persistent block), a NaN weight scale making its
+// 128-row block NaN and nothing else, and the host model's values elsewhere.
+TEST(CudaFp8, TmaGemmWritesEveryOutputOnce) {
+    DSV4_REQUIRE_GPU();
+    ScopedEnv force("DSV4_LINEAR_PATH", "fp8_wgmma");
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    const Fp8LinearCase cases[] = {{260, 384, 1}, {384, 1024, 129}, {1152, 512, 4099}, {128, 256, 17000}};
+    for (const Fp8LinearCase& c : cases) {
+        HostWeight w = make_weight(WeightFormat::kFp8Block, c.rows, c.cols);
+        if (c.rows > 128) w.scales[w.scale_shape[1] + (c.cols / 128) - 1] = 0xff;  // rows 128..255, last K block
+        const WeightRef wg = upload(*gpu, w);
+        const auto x = random_floats(c.m * c.cols, 2.0f);
+        Tensor xg = make_tensor(*gpu, {c.m, c.cols}, x);
+        Tensor yg = make_tensor(*gpu, {c.m, c.rows}, std::vector<float>(c.m * c.rows, NAN));
+        gpu->linear(xg, wg, LinearKind::kQuantized, yg);
+        std::vector<float> got = read(*gpu, yg);
+        std::vector<float> want = host_linear(quantized(x, c.cols), dequantized(w), c.m, c.rows, c.cols);
+        for (int64_t t = 0; t < c.m; ++t) {
+            for (int64_t r = 0; r < c.rows; ++r) {
+                const bool nan_block = c.rows > 128 && r >= 128 && r < 256;
+                ASSERT_EQ(std::isnan(got[t * c.rows + r]), nan_block)
+                    << "[" << c.rows << " x " << c.cols << "] token " << t << " row " << r;
+                if (nan_block) got[t * c.rows + r] = want[t * c.rows + r] = 0.0f;
+            }
+        }
+        EXPECT_LE(rel_l2(got, want), kFp8PathTol) << "[" << c.rows << " x " << c.cols << "] m " << c.m;
+    }
+}
+
 // The grouped output projection (wo_a: 8 groups of 1024 rows over 4096-wide slices) with one quantization of the
 // whole [n, 8 * 4096] input.
 TEST(CudaFp8, GroupedProjection) {

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-07 (eighth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run58/run58.sh MODE
+# .devbin: .devpack/dev90 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
+# LinearPath::kFp8Wgmma; cuBLASLt stays the chosen path, so main's figures are main's).
+#   a : the FP8 op tests (the TMA kernel's among them); the FP8 linears on every path against the ceilings at M = 256,
+#       2,048, 8,192; main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default chunk);
+#       serving C1 / C64 with main's defaults
+#   b : the whole op suite, golden, memcheck of the TMA kernel's tests
+mode=$1
+source tools/device/call_lib.sh
+source tools/device/offline_lib.sh
+cut=${LAYERS:+--synthetic-layers $LAYERS}
+serve_lines() {
+    for f in "$OUT"/serve_c*.json; do
+        python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['levels'][0]; print(sys.argv[1].split('/')[-1], \
+'tok/s %.1f tpot %.2f step %.2f ms host %.3f (%.2f%%) sample %.3f' % (l['output_throughput'], l['tpot']['mean_ms'], \
+l['step_mean_ms'], l['host_ms_per_step'], 100 * l['host_ms_per_step'] / max(l['step_mean_ms'], 1e-9), \
+l['sample_ms_per_step']))" "$f"
+    done
+}
+# The FP8 linears' rows of a kernel-bench JSON: shape, M, path, us, % of the run's FP8 ceiling.
+lin_lines() {
+    python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print('fp8 ceiling %.0f TFLOP/s' % d.get('fp8_gemm_tflops', 0))
+for r in d['rows']:
+    if r['path'].replace('auto:', '') in ('fp8_lt', 'fp8_wgmma'):
+        print('%-18s m=%-5d %-15s %9.1f us %6.1f TF %5.1f%%' % (r['op'], r['m'], r['path'], r['us'], r['tflops'],
+                                                              100 * r['fp8_fraction']))
+PY
+}
+case $mode in
+a)
+    run fp8_ops 120 .devbin/ops_cuda --gtest_filter='*CudaFp8*'
+    run klin 120 .devbin/dsv4 bench kernels --rows 256,2048,8192 --tokens 8192 --json "$OUT/klin.json"
+    lin_lines "$OUT/klin.json"
+    run bench 120 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    serve_lines
+    ;;
+b)
+    run ops 330 .devbin/ops_cuda
+    run golden 60 .devbin/golden_cuda
+    run tma_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaFp8.TmaGemmWritesEveryOutputOnce:CudaFp8.GroupedProjection'
+    grep -h "ERROR SUMMARY" "$OUT/tma_memcheck.log" 2>/dev/null
+    ;;
+esac
+python3 tools/device/short_table.py "$OUT"
+report "r58_$mode"

@@ -1,0 +1,229 @@
+// Dense FP8 GEMM on wgmma fed by the TMA (kernels_fp8_tma.h), warp-specialized and persistent. The staged kernel
+// (kernels_expert_fp8.cu, dense mode) copies its tiles with cp.async from the same threads that run wgmma and promote,
+// one K block at a time: it reached 15-19% of the FP8 ceiling. Here one thread of a producer warpgroup keeps
+// kStages K blocks in flight with three copies each (the weight tile and the token tile as TMA boxes that land
+// 128-byte swizzled, the tokens' scales as a bulk copy), completed on a `full` mbarrier per stage; two consumer
+// warpgroups (64 weight rows each of a 128 x 128 tile) wait for a stage, run its four m64n128k32 steps, promote the
+// block's partial sums and release the stage on its `empty` barrier. The consumers issue no copies and wait on no
+// loads; while one promotes, the other's wgmma runs. Blocks are persistent over the tiles, rastered in groups of
+// kGroupTiles weight tiles so that the tiles in flight share their operands in L2; the producer runs on into the next
+// tile while the consumers store the last one.
+#include <algorithm>
+
+#include "backend/cuda/bulk_copy.cuh"
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/kernels_fp8_tma.h"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/tensor_map.h"
+#include "backend/cuda/wgmma_fp8.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kTileRows = 128;    // weight rows (output features) a tile: two consumer warpgroups of 64
+constexpr int kTileTokens = 128;  // tokens a tile (wgmma's N)
+constexpr int kBlockK = 128;      // one K block: one scale of each operand
+constexpr int kStages = 6;
+constexpr int kThreads = 384;  // the producer warpgroup, then two consumer warpgroups
+constexpr int kConsumerWarps = 8;
+constexpr int kGroupTiles = 8;  // weight tiles a raster group spans
+
+// A stage: the weight tile [128][128] and the token tile [128][128] (both 1024-aligned for the swizzle), then the
+// tokens' scales of the K block.
+constexpr int kStageW = 0;
+constexpr int kStageX = kTileRows * kBlockK;
+constexpr int kStageXScale = kStageX + kTileTokens * kBlockK;
+constexpr int kStageBytes = (kStageXScale + kTileTokens * 4 + 1023) / 1024 * 1024;
+constexpr int kBarriers = kStages * kStageBytes;
+constexpr int kSmemBytes = kBarriers + 2 * kStages * 8 + 1024;  // + alignment slack
+static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+
+struct TmaGemmArgs {    // 64-byte aligned by its tensor maps
+    CUtensorMap w_map;  // [rows][k] bytes, box [128][128]
+    CUtensorMap x_map;  // [x.rows_pad][x.k] bytes, box [128][128]
+    const uint8_t* w_scales;
+    int64_t w_scale_cols;
+    const float* x_scales;  // at x_col0's first K block: [k / 128][x_rows_pad]
+    int64_t x_rows_pad;
+    int64_t rows, m, y_stride;
+    float* y;
+    int x_col0, nk, m_tiles, n_tiles;
+};
+
+__device__ __forceinline__ uint8_t* align_1024(uint8_t* p) {
+    return p + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(p)) & 1023)) & 1023);
+}
+
+// Tile t's weight tile and token tile: groups of kGroupTiles weight tiles, the token tiles running within a group.
+__device__ __forceinline__ void tile_coords(const TmaGemmArgs& a, int t, int& n_tile, int& m_tile) {
+    const int group_span = kGroupTiles * a.m_tiles;
+    const int first_n = t / group_span * kGroupTiles;
+    const int width = min(kGroupTiles, a.n_tiles - first_n);
+    const int in_group = t % group_span;
+    n_tile = first_n + in_group % width;
+    m_tile = in_group / width;
+}
+
+// A 2-D box of `map` at (column c0, row c1) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+        "[%4];" ::"r"(shared_address(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_address(bar))
+        : "memory");
+}
+
+// Keeps the compiler from reading wgmma's accumulators before the wait that completes them.
+__device__ __forceinline__ void fence_accumulators(float (&r)[kTileTokens / 2]) {
+#pragma unroll
+    for (int i = 0; i < kTileTokens / 2; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// One thread issues every copy: for each K block of each of this block's tiles, wait until the stage is free, then
+// announce its bytes and start its three copies.
+__device__ void produce(const TmaGemmArgs& a, uint8_t* smem, uint64_t* full, uint64_t* empty, int tiles) {
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int n_tile = 0, m_tile = 0;
+        tile_coords(a, t, n_tile, m_tile);
+        const int m0 = m_tile * kTileTokens;
+        // Token scales exist up to x_rows_pad (a multiple of 4, so whole 16-byte pieces); the box's rows past it are
+        // zero codes whose products are never stored.
+        const int scale_rows = a.x_rows_pad - m0 < kTileTokens ? static_cast<int>(a.x_rows_pad - m0) : kTileTokens;
+        const uint32_t bytes = kStageXScale + scale_rows * 4;
+        for (int kb = 0; kb < a.nk; ++kb, ++it) {
+            const int s = it % kStages;
+            mbarrier_wait(&empty[s], ((it / kStages) & 1) ^ 1);  // a fresh barrier's "previous phase" is complete
+            uint8_t* stage = smem + s * kStageBytes;
+            mbarrier_arrive_expect(&full[s], bytes);
+            tma_load_2d(stage + kStageW, &a.w_map, kb * kBlockK, n_tile * kTileRows, &full[s]);
+            tma_load_2d(stage + kStageX, &a.x_map, a.x_col0 + kb * kBlockK, m0, &full[s]);
+            bulk_copy(stage + kStageXScale, a.x_scales + kb * a.x_rows_pad + m0, scale_rows * 4, &full[s]);
+        }
+    }
+}
+
+// acc += part * ws * xs[token] over the thread's fragment (element i: row lane / 4 + 8 ((i / 2) % 2) of its warp's
+// 16, token 8 (i / 4) + 2 (lane % 4) + i % 2), as the staged kernel's promotion.
+__device__ __forceinline__ void promote(float (&acc)[kTileTokens / 2], const float (&part)[kTileTokens / 2], float ws,
+                                        const float* xscale, int lane) {
+#pragma unroll
+    for (int j = 0; j < kTileTokens / 8; ++j) {
+        const float2 xs = *reinterpret_cast<const float2*>(xscale + 8 * j + 2 * (lane & 3));
+        acc[4 * j + 0] = fmaf(part[4 * j + 0] * ws, xs.x, acc[4 * j + 0]);
+        acc[4 * j + 1] = fmaf(part[4 * j + 1] * ws, xs.y, acc[4 * j + 1]);
+        acc[4 * j + 2] = fmaf(part[4 * j + 2] * ws, xs.x, acc[4 * j + 2]);
+        acc[4 * j + 3] = fmaf(part[4 * j + 3] * ws, xs.y, acc[4 * j + 3]);
+    }
+}
+
+__device__ __forceinline__ void store_tile(const TmaGemmArgs& a, const float (&acc)[kTileTokens / 2], int64_t feature0,
+                                           int64_t m0, int lane) {
+#pragma unroll
+    for (int i = 0; i < kTileTokens / 2; ++i) {
+        const int64_t feature = feature0 + lane / 4 + 8 * ((i >> 1) & 1);
+        const int64_t token = m0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+        if (token < a.m && feature < a.rows) a.y[token * a.y_stride + feature] = acc[i];
+    }
+}
+
+// Consumer warpgroup `wg` (0 or 1): weight rows 64 wg .. 64 wg + 63 of each tile.
+__device__ void consume(const TmaGemmArgs& a, uint8_t* smem, uint64_t* full, uint64_t* empty, int tiles, int wg) {
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    float acc[kTileTokens / 2], part[kTileTokens / 2];
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int n_tile = 0, m_tile = 0;
+        tile_coords(a, t, n_tile, m_tile);
+        const uint8_t* w_scales = a.w_scales + static_cast<int64_t>(n_tile) * a.w_scale_cols;
+#pragma unroll
+        for (int i = 0; i < kTileTokens / 2; ++i) acc[i] = 0.0f;
+        for (int kb = 0; kb < a.nk; ++kb, ++it) {
+            const int s = it % kStages;
+            const float ws = decode_ue8m0(w_scales[kb]);
+            mbarrier_wait(&full[s], (it / kStages) & 1);
+            const uint8_t* stage = smem + s * kStageBytes;
+            const uint64_t desc_w = smem_desc_sw128(stage + kStageW + wg * 64 * kBlockK);
+            const uint64_t desc_x = smem_desc_sw128(stage + kStageX);
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < kBlockK / 32; ++k) wgmma_m64n128k32(part, desc_w + 2 * k, desc_x + 2 * k, k);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_accumulators(part);
+            promote(acc, part, ws, reinterpret_cast<const float*>(stage + kStageXScale), lane);
+            __syncwarp();
+            if (lane == 0) mbarrier_arrive(&empty[s]);  // this warp has read the stage
+        }
+        store_tile(a, acc, static_cast<int64_t>(n_tile) * kTileRows + wg * 64 + warp * 16,
+                   static_cast<int64_t>(m_tile) * kTileTokens, lane);
+    }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) fp8_gemm_tma_kernel(const __grid_constant__ TmaGemmArgs a) {
+    pdl_begin();
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t* smem = align_1024(smem_raw);
+    auto* full = reinterpret_cast<uint64_t*>(smem + kBarriers);
+    uint64_t* empty = full + kStages;
+    const int tiles = a.m_tiles * a.n_tiles;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            mbarrier_init(&full[s]);
+            mbarrier_init_count(&empty[s], kConsumerWarps);
+        }
+        fence_barrier_init();
+    }
+    __syncthreads();
+    // Registers move to the consumers (64 accumulators and 64 partial sums a thread): 128 x 40 + 256 x 232 <= 65,536.
+    if (threadIdx.x < 128) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) produce(a, smem, full, empty, tiles);
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        consume(a, smem, full, empty, tiles, threadIdx.x / 128 - 1);
+    }
+}
+
+}  // namespace
+
+std::string fp8_tma_gemm_unmet(const Fp8TmaGemmParams& p) {
+    if (p.k <= 0 || p.k % kBlockK != 0 || p.x_col0 % kBlockK != 0) return "a reduction dim in whole 128-wide blocks";
+    if (p.x.k % 16 != 0 || p.x_col0 + p.k > p.x.k) return "activation columns inside 16-byte-aligned rows";
+    if (reinterpret_cast<uintptr_t>(p.w_codes) % 16 != 0 || reinterpret_cast<uintptr_t>(p.x.codes) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(p.x.scales) % 16 != 0 || p.x.rows_pad % 4 != 0) {
+        return "16-byte-aligned weight codes, activation codes and scales";
+    }
+    if (p.rows < 1 || p.x.rows < 1 || p.rows > INT32_MAX || p.x.rows_pad > INT32_MAX || p.x.k > INT32_MAX) {
+        return "1 to 2^31 rows of each operand";
+    }
+    return "";
+}
+
+void launch_fp8_tma_gemm(cudaStream_t stream, const Fp8TmaGemmParams& p) {
+    TmaGemmArgs a{};
+    a.w_map = tensor_map_bytes_sw128(p.w_codes, p.rows, p.k, p.k, kTileRows, kBlockK);
+    a.x_map = tensor_map_bytes_sw128(p.x.codes, p.x.rows_pad, p.x.k, p.x.k, kTileTokens, kBlockK);
+    a.w_scales = p.w_scales;
+    a.w_scale_cols = p.w_scale_cols;
+    a.x_scales = p.x.scales + (p.x_col0 / kBlockK) * p.x.rows_pad;
+    a.x_rows_pad = p.x.rows_pad;
+    a.rows = p.rows;
+    a.m = p.x.rows;
+    a.y = p.y;
+    a.y_stride = p.y_stride;
+    a.x_col0 = static_cast<int>(p.x_col0);
+    a.nk = static_cast<int>(p.k / kBlockK);
+    a.m_tiles = static_cast<int>((p.x.rows + kTileTokens - 1) / kTileTokens);
+    a.n_tiles = static_cast<int>((p.rows + kTileRows - 1) / kTileRows);
+    static bool configured = false;  // host-side, once
+    if (!configured) {
+        cudaFuncSetAttribute(fp8_gemm_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+        configured = true;
+    }
+    static const int sms = std::max(device_sms(), 1);
+    const int tiles = a.m_tiles * a.n_tiles;
+    launch_kernel(fp8_gemm_tma_kernel, dim3(std::min(tiles, sms)), dim3(kThreads), kSmemBytes, stream, a);
+}
+
+}  // namespace dsv4::cuda
