@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (eighth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run58/run58.sh MODE
-# .devbin: .devpack/dev90 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
-# LinearPath::kFp8Wgmma; cuBLASLt stays the chosen path, so main's figures are main's).
-#   a : the FP8 op tests (the TMA kernel's among them); the FP8 linears on every path against the ceilings at M = 256,
-#       2,048, 8,192; main's offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default chunk);
-#       serving C1 / C64 with main's defaults
-#   b : the whole op suite, golden, memcheck of the TMA kernel's tests
+# .devbin: .devpack/dev91 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
+# LinearPath::kFp8Wgmma (cuBLASLt stays the chosen path) and the TMA expert GEMMs over e4m3 copies behind
+# DSV4_EXPERT_TMA=1 (off by default): main's default figures are main's).
+#   a : the FP8 op tests (both TMA kernels' among them); the FP8 linears and grouped experts on every path against
+#       the ceilings at M = 256, 2,048, 8,192, the experts again with DSV4_EXPERT_TMA=1; main's offline figures
+#       (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default chunk), prefill again with the TMA experts;
+#       golden
+#   b : serving C1 / C64 with main's defaults; the whole op suite
+#   c : memcheck of the TMA kernels' tests
 mode=$1
 source tools/device/call_lib.sh
 source tools/device/offline_lib.sh
@@ -32,19 +35,27 @@ PY
 }
 case $mode in
 a)
-    run fp8_ops 120 .devbin/ops_cuda --gtest_filter='*CudaFp8*'
-    run klin 120 .devbin/dsv4 bench kernels --rows 256,2048,8192 --tokens 8192 --json "$OUT/klin.json"
+    run fp8_ops 150 .devbin/ops_cuda --gtest_filter='*CudaFp8*'
+    run klin 100 .devbin/dsv4 bench kernels --rows 256,2048,8192 --tokens 512,2048,8192 --json "$OUT/klin.json"
     lin_lines "$OUT/klin.json"
+    DSV4_EXPERT_TMA=1 run kexp_tma 50 .devbin/dsv4 bench kernels --rows 1 --tokens 512,2048,8192 --filter experts \
+        --json "$OUT/kexp_tma.json"
+    grep -h "experts" "$OUT/klin.log" "$OUT/kexp_tma.log" | grep -v "^ "
     run bench 120 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
         --json "$OUT/offline.json"
-    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
-    serve_lines
+    DSV4_EXPERT_TMA=1 run bench_tma 70 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
+        --steps 1 --json "$OUT/offline_tma.json"
+    grep -h "prefill" "$OUT/bench.log" "$OUT/bench_tma.log" | head -8
+    run golden 60 .devbin/golden_cuda
     ;;
 b)
+    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    serve_lines
     run ops 330 .devbin/ops_cuda
-    run golden 60 .devbin/golden_cuda
-    run tma_memcheck 90 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
-        --gtest_filter='CudaFp8.TmaGemmWritesEveryOutputOnce:CudaFp8.GroupedProjection'
+    ;;
+c)
+    run tma_memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaFp8.TmaGemmWritesEveryOutputOnce:CudaFp8.GroupedProjection:CudaFp8.GroupedTma*'
     grep -h "ERROR SUMMARY" "$OUT/tma_memcheck.log" 2>/dev/null
     ;;
 esac

@@ -4,6 +4,8 @@
 // multiples of 16 bytes; a barrier's phase completes when its expected bytes have all arrived.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 namespace dsv4::cuda {
@@ -63,6 +65,16 @@ __device__ __forceinline__ void bulk_copy_pair_announced(void* dst0, const void*
     mbarrier_arrive_expect(bar, bytes0 + bytes1);
     bulk_copy(dst0, src0, bytes0, bar);
     bulk_copy(dst1, src1, bytes1, bar);
+}
+
+// A 2-D box of a tensor map (tensor_map.h) at (column c0, row c1) into shared memory, completing on `bar` (its bytes
+// announced by the caller); the map lives in kernel parameter (__grid_constant__) or global memory.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+        "[%4];" ::"r"(shared_address(dst)),
+        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_address(bar))
+        : "memory");
 }
 
 // Waits until the barrier's phase with this parity has completed.

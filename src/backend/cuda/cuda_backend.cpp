@@ -72,6 +72,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);
     o.expert_register_weights = switch_env("DSV4_EXPERT_RS", o.expert_register_weights);
     o.expert_half_wide = switch_env("DSV4_EXPERT_HALF_WIDE", o.expert_half_wide);
+    o.expert_tma = switch_env("DSV4_EXPERT_TMA", o.expert_tma);
     if (const char* v = std::getenv("DSV4_EXPERT_L2_PREFETCH")) {
         const std::string bytes = v;
         DSV4_CHECK(bytes == "0" || bytes == "128" || bytes == "256",
@@ -169,6 +170,7 @@ CudaBackend::~CudaBackend() {
     for (auto& [key, p] : inv_freq_) cudaFree(p);
     fp8_lt_.reset();
     if (clamp_count_ != nullptr) cudaFree(clamp_count_);
+    if (expert_copies_ != nullptr) cudaFree(expert_copies_);
     if (hc_arrivals_ != nullptr) cudaFree(hc_arrivals_);
     if (split_arrivals_ != nullptr) cudaFree(split_arrivals_);
     if (side_.stream != nullptr) {

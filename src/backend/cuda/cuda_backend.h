@@ -22,6 +22,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_factory.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kernels_expert_tma.h"
 #include "backend/cuda/kernels_fp8.h"
 #include "backend/cuda/linear_plan.h"
 #include "state/state_layout.h"
@@ -231,6 +232,10 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // The routed pairs on the grouped FP8 path into routed [pairs, d] (weights applied before W2), from x quantized.
     void grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit, const Fp8Act& x,
                            float* routed);
+    // The e4m3 copies of every expert's W1 + W3 (SwiGLU tiles) and W2 for the TMA expert GEMMs
+    // (CudaOptions::expert_tma), allocated at the first call; false (and the staged kernel runs) where the memory is
+    // not there or a graph is being recorded before it is.
+    bool expert_copies(int experts, int64_t d, int64_t inter, ExpertFp8Copy& up, ExpertFp8Copy& down);
     // Decode-sized MoE in fused launches (MoePath::kFusedGemv): gate/up + SwiGLU, the shared expert, down + combine.
     void moe_fused_decode(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                           Tensor y);
@@ -410,6 +415,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
     GemvStreamConfig stream_linears_;     // ... and for the other linears
     std::unique_ptr<Fp8LtGemms> fp8_lt_;  // fast numerics
     int32_t* clamp_count_ = nullptr;      // W4A8 conversions below the exponent window (device counter)
+    void* expert_copies_ = nullptr;       // expert_copies(): codes and scales of both projections
+    size_t expert_copies_bytes_ = 0;
+    bool expert_copies_failed_ = false;  // the allocation failed once: not retried
     std::map<uint64_t, cudaGraphExec_t> graphs_;
     std::map<uint64_t, size_t> graph_arena_end_;  // scratch a recorded step uses (drafters allocate after it)
     std::map<uint64_t, int64_t> graph_nodes_;     // nodes of each recorded graph

@@ -88,6 +88,12 @@ struct CudaOptions {
     // block (kernels_expert_rs.cu; the last bits differ from the staged kernel's) (DSV4_EXPERT_RS; 0: the staged
     // kernel). On: decode B=64 / B=256 +16-17% (H200, 2026-12-06).
     bool expert_register_weights = true;
+    // Fast numerics, FP4 experts at prefill sizes (the wide tiles): the experts with tokens expanded to e4m3 copies
+    // once a step (one layer's three projections of every expert: 4.2 GB at Flash's shapes with 160 experts, 6.7 GB
+    // with 256; allocated at the first such step, and without the memory the staged kernel runs), the activations
+    // gathered in slot order, and the grouped GEMMs on TMA-fed warp-specialized wgmma with no expansion in their loop
+    // (kernels_expert_tma.cu; the staged kernel's bits) (DSV4_EXPERT_TMA; 0: the staged kernel).
+    bool expert_tma = false;
     // Fast numerics: warps the FP8 GEMV (kernels_gemv_fp8.cu) aims for before it stops splitting K; 0: its default
     // (1,056: one wave of 8 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).

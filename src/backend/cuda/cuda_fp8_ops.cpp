@@ -5,6 +5,7 @@
 // per 128 elements with a power-of-two scale, as in reference numerics; sums are float32 with the partial sums of
 // each 128-wide K block promoted (scaled) in float32.
 #include <algorithm>
+#include <cstdio>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_fp8_gemm.h"
@@ -136,6 +137,44 @@ struct TilePlan {
 
 }  // namespace
 
+bool CudaBackend::expert_copies(int experts, int64_t d, int64_t inter, ExpertFp8Copy& up, ExpertFp8Copy& down) {
+    up = ExpertFp8Copy{nullptr, nullptr, inter, d, 256};
+    down = ExpertFp8Copy{nullptr, nullptr, d, inter, 128};
+    auto round = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+    const size_t up_codes = round(up.code_bytes(experts)), up_scales = round(up.scale_bytes(experts));
+    const size_t down_codes = round(down.code_bytes(experts)), down_scales = round(down.scale_bytes(experts));
+    const size_t bytes = up_codes + up_scales + down_codes + down_scales;
+    if (expert_copies_bytes_ < bytes) {
+        cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+        const bool recording =
+            cudaStreamIsCapturing(stream_, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
+        if (expert_copies_failed_ || recording) return false;
+        if (expert_copies_ != nullptr) {
+            DSV4_CUDA(cudaStreamSynchronize(stream_));
+            cudaFree(expert_copies_);
+            expert_copies_ = nullptr;
+            expert_copies_bytes_ = 0;
+        }
+        if (cudaMalloc(&expert_copies_, bytes) != cudaSuccess) {
+            cudaGetLastError();  // the failed allocation is not an error of the next launch
+            expert_copies_ = nullptr;
+            expert_copies_failed_ = true;
+            std::fprintf(stderr,
+                         "fast numerics: no %zu MiB for the experts' e4m3 copies (DSV4_EXPERT_TMA); the staged kernel "
+                         "runs\n",
+                         bytes >> 20);
+            return false;
+        }
+        expert_copies_bytes_ = bytes;
+    }
+    auto* base = static_cast<uint8_t*>(expert_copies_);
+    up.codes = base;
+    up.scales = reinterpret_cast<float*>(base + up_codes);
+    down.codes = base + up_codes + up_scales;
+    down.scales = reinterpret_cast<float*>(down.codes + down_codes);
+    return true;
+}
+
 void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                                     const Fp8Act& x, float* routed) {
     const int64_t d = x.k, k = ids.size(1), pairs = ids.numel();
@@ -146,7 +185,11 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     const bool small = per_expert <= 24;
     const int up_tile = small ? expert_gemm_small_tile(WeightFormat::kFp4Row, true)
                               : expert_gemm_large_tile(WeightFormat::kFp4Row, true);
+    ExpertFp8Copy copy_up, copy_down;  // the TMA GEMMs' weights (prefill tiles, CudaOptions::expert_tma)
+    const bool tma = !small && options_.expert_tma && up_tile == kExpertTmaUpTile &&
+                     expert_copies(n_experts, d, inter, copy_up, copy_down);
     const int down_tile = small ? expert_gemm_small_tile(WeightFormat::kFp4Row, false)
+                          : tma ? kExpertTmaDownTile
                                 : expert_gemm_large_tile(WeightFormat::kFp4Row, false, options_.expert_half_wide);
     auto ints = [&](int64_t count) {
         return reinterpret_cast<int32_t*>(scratch(static_cast<size_t>(std::max<int64_t>(count, 1))));
@@ -199,8 +242,18 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     g.warp_specialized = options_.expert_ws;
     g.l2_prefetch = options_.expert_l2_prefetch;
     g.register_weights = options_.expert_register_weights;
-    launch_expert_gemm_fp8(stream_, g);
-    launched("moe up (fp8)");
+    if (tma) {
+        launch_expert_expand(stream_, {g.table, g.table_up, counts, n_experts, copy_up, clamp_count_});
+        launch_expert_expand(stream_, {expert_table(w, 1), nullptr, counts, n_experts, copy_down, clamp_count_});
+        const Fp8Act x_sorted = alloc_fp8(pairs, d);
+        launch_gather_fp8_rows(stream_, {x, row_ids, g.x_div, x_sorted});
+        launched("moe expand + gather (TMA)", 3);
+        launch_expert_gemm_tma(stream_, {g, copy_up, n_experts, x_sorted});
+        launched("moe up (fp8, TMA)");
+    } else {
+        launch_expert_gemm_fp8(stream_, g);
+        launched("moe up (fp8)");
+    }
 
     ExpertGemmArgs dn = g;
     dn.table = expert_table(w, 1);
@@ -222,6 +275,14 @@ void CudaBackend::grouped_fp8_pairs(const MoeWeights& w, const Tensor& weights, 
     dn.route_weights = nullptr;
     dn.y = routed;
     dn.y_stride = d;
+    if (tma) {
+        const Fp8Act act_sorted = alloc_fp8(pairs, inter);
+        launch_gather_fp8_rows(stream_, {act, row_ids, 1, act_sorted});
+        launched("moe gather (TMA)");
+        launch_expert_gemm_tma(stream_, {dn, copy_down, n_experts, act_sorted});
+        launched("moe down (fp8, TMA)");
+        return;
+    }
     launch_expert_gemm_fp8(stream_, dn);
     launched("moe down (fp8)");
 }

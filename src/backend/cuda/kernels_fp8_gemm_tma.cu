@@ -64,15 +64,6 @@ __device__ __forceinline__ void tile_coords(const TmaGemmArgs& a, int t, int& n_
     m_tile = in_group / width;
 }
 
-// A 2-D box of `map` at (column c0, row c1) into shared memory, completing on `bar`.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
-        "[%4];" ::"r"(shared_address(dst)),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_address(bar))
-        : "memory");
-}
-
 // Keeps the compiler from reading wgmma's accumulators before the wait that completes them.
 __device__ __forceinline__ void fence_accumulators(float (&r)[kTileTokens / 2]) {
 #pragma unroll

@@ -573,6 +573,25 @@ TEST(CudaFp8, GroupedWarpSpecializedGivesTheTwoWarpgroupBits) {
     expect_grouped_variant_bits([](CudaOptions& o) { o.expert_ws = true; });
 }
 
+// The TMA-fed GEMMs over the experts' e4m3 copies (DSV4_EXPERT_TMA; the prefill tiles: the fixture's 200 and 700
+// tokens) give the staged kernel's bits (their expansion is the staged kernel's, done once a step instead of once a
+// tile, so the clamps are counted as often as experts, not tiles, expand them).
+TEST(CudaFp8, GroupedTmaGivesTheStagedBits) {
+    DSV4_REQUIRE_GPU();
+    expect_grouped_variant_bits([](CudaOptions& o) { o.expert_tma = true; }, false);
+}
+
+// The same against the host model of the roundings, with the clamp counts of both spreads.
+TEST(CudaFp8, GroupedTmaMatchesHostRoundings) {
+    DSV4_REQUIRE_GPU();
+    expect_grouped_matches_host(
+        [](CudaOptions& o) {
+            o.expert_tma = true;
+            o.expert_register_weights = false;
+        },
+        5e-3);
+}
+
 // The down projection's prefill tiles at 48 tokens two blocks an SM and at 128 tokens one block an SM
 // (DSV4_EXPERT_HALF_WIDE against the default's other choice), on the two-warpgroup and the warp-specialized kernels:
 // the same bits (more tiles count more clamps: one a tile and scale group).
