@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (eighth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run58/run58.sh MODE
-# .devbin: .devpack/dev91 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
+# .devbin: .devpack/dev92 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
 # LinearPath::kFp8Wgmma (cuBLASLt stays the chosen path) and the TMA expert GEMMs over e4m3 copies behind
 # DSV4_EXPERT_TMA=1 (off by default): main's default figures are main's).
 #   a : the FP8 op tests (both TMA kernels' among them); the FP8 linears and grouped experts on every path against

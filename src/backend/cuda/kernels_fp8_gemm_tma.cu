@@ -12,6 +12,7 @@
 
 #include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/expert_gemm_tile.cuh"
 #include "backend/cuda/kernels_fp8_tma.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/tensor_map.h"
@@ -50,10 +51,6 @@ struct TmaGemmArgs {    // 64-byte aligned by its tensor maps
     int x_col0, nk, m_tiles, n_tiles;
 };
 
-__device__ __forceinline__ uint8_t* align_1024(uint8_t* p) {
-    return p + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(p)) & 1023)) & 1023);
-}
-
 // Tile t's weight tile and token tile: groups of kGroupTiles weight tiles, the token tiles running within a group.
 __device__ __forceinline__ void tile_coords(const TmaGemmArgs& a, int t, int& n_tile, int& m_tile) {
     const int group_span = kGroupTiles * a.m_tiles;
@@ -62,12 +59,6 @@ __device__ __forceinline__ void tile_coords(const TmaGemmArgs& a, int t, int& n_
     const int in_group = t % group_span;
     n_tile = first_n + in_group % width;
     m_tile = in_group / width;
-}
-
-// Keeps the compiler from reading wgmma's accumulators before the wait that completes them.
-__device__ __forceinline__ void fence_accumulators(float (&r)[kTileTokens / 2]) {
-#pragma unroll
-    for (int i = 0; i < kTileTokens / 2; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
 // One thread issues every copy: for each K block of each of this block's tiles, wait until the stage is free, then
@@ -91,20 +82,6 @@ __device__ void produce(const TmaGemmArgs& a, uint8_t* smem, uint64_t* full, uin
             tma_load_2d(stage + kStageX, &a.x_map, a.x_col0 + kb * kBlockK, m0, &full[s]);
             bulk_copy(stage + kStageXScale, a.x_scales + kb * a.x_rows_pad + m0, scale_rows * 4, &full[s]);
         }
-    }
-}
-
-// acc += part * ws * xs[token] over the thread's fragment (element i: row lane / 4 + 8 ((i / 2) % 2) of its warp's
-// 16, token 8 (i / 4) + 2 (lane % 4) + i % 2), as the staged kernel's promotion.
-__device__ __forceinline__ void promote(float (&acc)[kTileTokens / 2], const float (&part)[kTileTokens / 2], float ws,
-                                        const float* xscale, int lane) {
-#pragma unroll
-    for (int j = 0; j < kTileTokens / 8; ++j) {
-        const float2 xs = *reinterpret_cast<const float2*>(xscale + 8 * j + 2 * (lane & 3));
-        acc[4 * j + 0] = fmaf(part[4 * j + 0] * ws, xs.x, acc[4 * j + 0]);
-        acc[4 * j + 1] = fmaf(part[4 * j + 1] * ws, xs.y, acc[4 * j + 1]);
-        acc[4 * j + 2] = fmaf(part[4 * j + 2] * ws, xs.x, acc[4 * j + 2]);
-        acc[4 * j + 3] = fmaf(part[4 * j + 3] * ws, xs.y, acc[4 * j + 3]);
     }
 }
 
@@ -141,8 +118,8 @@ __device__ void consume(const TmaGemmArgs& a, uint8_t* smem, uint64_t* full, uin
             for (int k = 0; k < kBlockK / 32; ++k) wgmma_m64n128k32(part, desc_w + 2 * k, desc_x + 2 * k, k);
             wgmma_commit();
             wgmma_wait_all();
-            fence_accumulators(part);
-            promote(acc, part, ws, reinterpret_cast<const float*>(stage + kStageXScale), lane);
+            expert_gemm::fence_regs(part);
+            expert_gemm::promote<kTileTokens>(acc, part, ws, ws, reinterpret_cast<const float*>(stage + kStageXScale));
             __syncwarp();
             if (lane == 0) mbarrier_arrive(&empty[s]);  // this warp has read the stage
         }
@@ -154,7 +131,7 @@ __device__ void consume(const TmaGemmArgs& a, uint8_t* smem, uint64_t* full, uin
 __global__ void __launch_bounds__(kThreads, 1) fp8_gemm_tma_kernel(const __grid_constant__ TmaGemmArgs a) {
     pdl_begin();
     extern __shared__ uint8_t smem_raw[];
-    uint8_t* smem = align_1024(smem_raw);
+    uint8_t* smem = expert_gemm::align_shared_1024(smem_raw);
     auto* full = reinterpret_cast<uint64_t*>(smem + kBarriers);
     uint64_t* empty = full + kStages;
     const int tiles = a.m_tiles * a.n_tiles;
