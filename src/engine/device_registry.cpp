@@ -46,6 +46,7 @@ CudaOptions cuda_options(const EngineConfig& c) {
     CudaOptions o;
     o.workspace_mib = cuda_workspace_mib(c);
     o.fp8_dialect = engine_fp8_dialect(c);
+    o.batch_invariant = c.batch_invariant;
     return cuda_options_from_env(o);
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (eighth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run58/run58.sh MODE
-# .devbin: .devpack/dev92 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
+# .devbin: .devpack/dev93 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
 # LinearPath::kFp8Wgmma (cuBLASLt stays the chosen path) and the TMA expert GEMMs over e4m3 copies behind
 # DSV4_EXPERT_TMA=1 (off by default): main's default figures are main's).
 #   a : the FP8 op tests (both TMA kernels' among them); the FP8 linears and grouped experts on every path against
@@ -8,7 +8,9 @@
 #       (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default chunk), prefill again with the TMA experts;
 #       golden
 #   b : serving C1 / C64 with main's defaults; the whole op suite
-#   c : memcheck of the TMA kernels' tests
+#   c : memcheck of the TMA kernels' tests; decode and prefill with DSV4_BATCH_INVARIANT=1 (the option's cost)
+#   h : (the H100, while no H200 comes) the FP8 op tests; the linears and experts (staged / TMA) in the kernel bench;
+#       prefill 2K / 8K staged and TMA (24 layers)
 mode=$1
 source tools/device/call_lib.sh
 source tools/device/offline_lib.sh
@@ -53,10 +55,25 @@ b)
     serve_lines
     run ops 330 .devbin/ops_cuda
     ;;
+h)
+    run fp8_ops 150 .devbin/ops_cuda --gtest_filter='*CudaFp8*'
+    run klin 100 .devbin/dsv4 bench kernels --rows 2048,8192 --tokens 512,2048,8192 --json "$OUT/klin.json"
+    lin_lines "$OUT/klin.json"
+    DSV4_EXPERT_TMA=1 run kexp_tma 50 .devbin/dsv4 bench kernels --rows 1 --tokens 512,2048,8192 --filter experts \
+        --json "$OUT/kexp_tma.json"
+    grep -h "experts" "$OUT/klin.log" "$OUT/kexp_tma.log" | grep -v "^ "
+    run pre 70 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 --steps 1 --json "$OUT/pre.json"
+    DSV4_EXPERT_TMA=1 run pre_tma 70 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
+        --steps 1 --json "$OUT/pre_tma.json"
+    grep -h "prefill" "$OUT/pre.log" "$OUT/pre_tma.log" | head -8
+    ;;
 c)
     run tma_memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
         --gtest_filter='CudaFp8.TmaGemmWritesEveryOutputOnce:CudaFp8.GroupedProjection:CudaFp8.GroupedTma*'
     grep -h "ERROR SUMMARY" "$OUT/tma_memcheck.log" 2>/dev/null
+    DSV4_BATCH_INVARIANT=1 run bench_inv 100 .devbin/dsv4 "${fast[@]}" --batch 1,8,64 --context 1000 \
+        --prefill 2048,8192 --steps 4 --json "$OUT/offline_invariant.json"
+    grep -h "tok/s" "$OUT/bench_inv.log" | head -12
     ;;
 esac
 python3 tools/device/short_table.py "$OUT"

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "backend/cuda/cuda_factory.h"
 #include "backend/cuda/cuda_fp8_gemm.h"
@@ -86,6 +87,19 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.fp8_gemv = switch_env("DSV4_FP8_GEMV", o.fp8_gemv);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));
     o.gemv_stream_stages = static_cast<int>(positive_env("DSV4_GEMV_STREAM_STAGES", o.gemv_stream_stages));
+    o.batch_invariant = switch_env("DSV4_BATCH_INVARIANT", o.batch_invariant);
+    if (o.batch_invariant) {  // CudaOptions::batch_invariant: one kernel and one split rule at every step size
+        o.fp8_gemv = false;
+        o.min_fp8_rows = 1;
+        o.min_fp8_lt_rows = std::numeric_limits<int64_t>::max();  // the TMA wgmma GEMM, never cuBLASLt
+        o.min_gemm_rows = 1;
+        o.gemm_split_k = false;
+        o.min_grouped_fp8_pairs = 1;
+        o.min_grouped_pairs = 1;
+        o.expert_register_weights = false;
+        o.mqa_wide = false;
+        if (o.attention_keys_per_split <= 0) o.attention_keys_per_split = CudaOptions::kInvariantKeysPerSplit;
+    }
     return o;
 }
 

@@ -568,8 +568,9 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
         launched("attention", kernels + (w.splits > 1 ? 1 : 0));
         return;
     }
-    const int splits =
-        mqa ? mqa_attention_splits(q.size(0), a.heads, max_keys) : attention_splits(q.size(0), a.heads, max_keys);
+    a.fixed_keys_per_split = options_.attention_keys_per_split;
+    const int splits = mqa ? mqa_attention_splits(q.size(0), a.heads, max_keys, a.fixed_keys_per_split)
+                           : attention_splits(q.size(0), a.heads, max_keys, a.fixed_keys_per_split);
     const int64_t parts = q.size(0) * a.heads * splits;
     float* part_acc = scratch(static_cast<size_t>(parts * dim));
     float* part_ml = scratch(static_cast<size_t>(parts * 2));

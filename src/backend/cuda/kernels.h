@@ -325,12 +325,15 @@ struct AttentionArgs {
     // row at its query's position (ModelOps::attention_unrotated; the rope kernel's arithmetic, in the same launch).
     const float* unrotate_inv_freq = nullptr;
     int unrotate_dims = 0;
+    // > 0: the split kernels' keys per split whatever the step's size (CudaOptions::attention_keys_per_split; a
+    // multiple of 64): a token's splits then depend on its own keys only.
+    int fixed_keys_per_split = 0;
 };
 constexpr int kMaxAttentionDim = 1024;
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a);
 // Exact / fast numerics: key splits with online softmax, merged with the sink. max_keys bounds every query's key
 // count; part_acc [N * H * splits * dim] and part_ml [N * H * splits * 2] are scratch.
-int attention_splits(int64_t n_tokens, int heads, int max_keys);
+int attention_splits(int64_t n_tokens, int heads, int max_keys, int fixed_keys_per_split = 0);
 void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                             float* part_ml);
 // Merges the splits' partials with the sinks into a.out (then a.unrotate_*).
@@ -340,7 +343,7 @@ void launch_attention_combine(cudaStream_t s, const StepMeta& m, const Attention
 // same partials and combine as the split kernel.
 constexpr int kMaxMqaDim = 512;
 bool mqa_attention_supported(const RowFormatDev& f, int dim);
-int mqa_attention_splits(int64_t n_tokens, int heads, int max_keys);
+int mqa_attention_splits(int64_t n_tokens, int heads, int max_keys, int fixed_keys_per_split = 0);
 void launch_attention_mqa(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, int max_keys, float* part_acc,
                           float* part_ml);
 // kernels_attention_wide.cu: the same numerics with a block per (token, key split) and all the token's heads (33 to

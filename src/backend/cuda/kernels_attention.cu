@@ -403,12 +403,13 @@ void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a)
 }
 
 // Decode-sized steps split the keys for parallelism; large steps have enough (token, head) rows already.
-int keys_per_split(int64_t n_tokens, int heads, int max_keys) {
+int keys_per_split(int64_t n_tokens, int heads, int max_keys, int fixed) {
+    if (fixed > 0) return fixed;
     return n_tokens * heads >= 2048 ? max_keys : kKeysPerSplit;
 }
 
-int attention_splits(int64_t n_tokens, int heads, int max_keys) {
-    const int per = keys_per_split(n_tokens, heads, max_keys);
+int attention_splits(int64_t n_tokens, int heads, int max_keys, int fixed_keys_per_split) {
+    const int per = keys_per_split(n_tokens, heads, max_keys, fixed_keys_per_split);
     return (max_keys + per - 1) / per;
 }
 
@@ -422,8 +423,8 @@ void launch_attention_split(cudaStream_t s, const StepMeta& m, const AttentionAr
                             float* part_ml) {
     const int64_t rows = static_cast<int64_t>(m.n_tokens) * a.heads;
     if (rows == 0) return;
-    const int per = keys_per_split(m.n_tokens, a.heads, max_keys);
-    const int splits = attention_splits(m.n_tokens, a.heads, max_keys);
+    const int per = keys_per_split(m.n_tokens, a.heads, max_keys, a.fixed_keys_per_split);
+    const int splits = attention_splits(m.n_tokens, a.heads, max_keys, a.fixed_keys_per_split);
     const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(a.heads, kHeadsPerBlock),
                     static_cast<unsigned>(splits));
     switch (a.format.dtype) {

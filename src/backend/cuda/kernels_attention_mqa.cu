@@ -261,7 +261,8 @@ bool mqa_attention_supported(const RowFormatDev& f, int dim) {
 }
 
 // Splits so that the grid has about four blocks per SM, in whole chunks of 64 keys.
-int mqa_keys_per_split(int64_t n_tokens, int heads, int max_keys) {
+int mqa_keys_per_split(int64_t n_tokens, int heads, int max_keys, int fixed) {
+    if (fixed > 0) return fixed;
     const int64_t chunks = (max_keys + kKeys - 1) / kKeys;
     const int64_t head_blocks = (heads + kHeads - 1) / kHeads;
     const int64_t want = std::max<int64_t>(1, 528 / std::max<int64_t>(1, n_tokens * head_blocks));
@@ -269,8 +270,8 @@ int mqa_keys_per_split(int64_t n_tokens, int heads, int max_keys) {
     return static_cast<int>(kKeys * ((chunks + splits - 1) / splits));
 }
 
-int mqa_attention_splits(int64_t n_tokens, int heads, int max_keys) {
-    const int per = mqa_keys_per_split(n_tokens, heads, max_keys);
+int mqa_attention_splits(int64_t n_tokens, int heads, int max_keys, int fixed_keys_per_split) {
+    const int per = mqa_keys_per_split(n_tokens, heads, max_keys, fixed_keys_per_split);
     return std::max(1, (max_keys + per - 1) / per);
 }
 
@@ -278,8 +279,8 @@ void launch_attention_mqa(cudaStream_t st, const StepMeta& m, const AttentionArg
                           float* part_ml) {
     const int64_t rows = static_cast<int64_t>(m.n_tokens) * a.heads;
     if (rows == 0) return;
-    const int per = mqa_keys_per_split(m.n_tokens, a.heads, max_keys);
-    const int splits = mqa_attention_splits(m.n_tokens, a.heads, max_keys);
+    const int per = mqa_keys_per_split(m.n_tokens, a.heads, max_keys, a.fixed_keys_per_split);
+    const int splits = mqa_attention_splits(m.n_tokens, a.heads, max_keys, a.fixed_keys_per_split);
     const dim3 grid(static_cast<unsigned>(m.n_tokens), blocks_for(a.heads, kHeads), static_cast<unsigned>(splits));
     const bool quad = a.format.dtype == kRowFp8 && fp8_quads_aligned(a.format);  // four codes per load
     switch (a.format.dtype) {
