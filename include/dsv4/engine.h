@@ -74,9 +74,9 @@ struct EngineConfig {
     // Execution (vLLM spelling: --enforce-eager).
     bool enforce_eager = false;      // run every step eagerly: no CUDA graphs
     int64_t cuda_workspace_mib = 0;  // CUDA step scratch in MiB (0 = from the token budget: 6 GiB, 10 GiB at 8,192)
-    // A sequence's logits do not depend on the other sequences of its steps in fast numerics too (exact and reference
-    // are batch invariant already): every step size takes the same kernels and splits (CudaOptions::batch_invariant;
-    // docs/operations.md gives its cost).
+    // A sequence's logits do not depend on the other sequences of its steps on CUDA in fast and exact numerics too
+    // (reference is batch invariant already): every step size takes the same kernels and splits
+    // (CudaOptions::batch_invariant; docs/operations.md gives its cost).
     bool batch_invariant = false;
 
     // Benchmarks without a checkpoint: random weights made in device memory, in the checkpoint's formats, for a

@@ -119,9 +119,9 @@ void add_engine_options(CLI::App& app, ServeCliValues& v) {
     app.add_flag("--no-enable-prefix-caching", v.no_prefix_caching, "Disable prefix caching");
     app.add_flag("--enforce-eager", e.enforce_eager, "Run every step eagerly: no CUDA graphs (debugging, profiling)");
     app.add_flag("--batch-invariant", e.batch_invariant,
-                 "A request's logits do not depend on the other requests it is batched with, in fast numerics too "
-                 "(exact and reference always are): one kernel and one split rule at every step size, at a cost in "
-                 "speed (docs/operations.md)");
+                 "A request's logits do not depend on the other requests it is batched with (reference numerics "
+                 "always are): one kernel and one split rule at every step size, at a cost in speed "
+                 "(docs/operations.md)");
     app.add_option("--cuda-workspace-mib", e.cuda_workspace_mib,
                    "CUDA step scratch in MiB (0 = 6144, or 2048 + 1 a token of the budget where more: 10240 at 8192; "
                    "1.25 a token with --speculative-config)")

@@ -9,6 +9,9 @@
 #       golden
 #   b : serving C1 / C64 with main's defaults; the whole op suite
 #   c : memcheck of the TMA kernels' tests; decode and prefill with DSV4_BATCH_INVARIANT=1 (the option's cost)
+#   one: (the one call the session's device time allowed) the FP8 op tests; golden (with the batch-invariance engine
+#       test); FP8 linears and experts (staged / TMA) against the ceilings at M = 2,048 / 8,192; prefill 2K / 8K staged
+#       and TMA; batch-1 / batch-8 decode with and without DSV4_BATCH_INVARIANT=1
 #   h : (the H100, while no H200 comes) the FP8 op tests; the linears and experts (staged / TMA) in the kernel bench;
 #       prefill 2K / 8K staged and TMA (24 layers)
 mode=$1
@@ -54,6 +57,21 @@ b)
     SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
     serve_lines
     run ops 330 .devbin/ops_cuda
+    ;;
+one)
+    run fp8_ops 150 .devbin/ops_cuda --gtest_filter='*CudaFp8*'
+    run golden 70 .devbin/golden_cuda
+    run klin 90 .devbin/dsv4 bench kernels --rows 2048,8192 --tokens 2048,8192 --json "$OUT/klin.json"
+    lin_lines "$OUT/klin.json"
+    DSV4_EXPERT_TMA=1 run kexp_tma 40 .devbin/dsv4 bench kernels --rows 1 --tokens 2048,8192 --filter experts \
+        --json "$OUT/kexp_tma.json"
+    grep -h "experts" "$OUT/klin.log" "$OUT/kexp_tma.log" | grep -v "^ "
+    run pre 60 .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 --prefill 2048,8192 --steps 4 --json "$OUT/pre.json"
+    DSV4_EXPERT_TMA=1 run pre_tma 50 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 \
+        --steps 1 --json "$OUT/pre_tma.json"
+    DSV4_BATCH_INVARIANT=1 run dec_inv 50 .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 --prefill 0 \
+        --steps 4 --json "$OUT/dec_inv.json"
+    grep -h "tok/s" "$OUT/pre.log" "$OUT/pre_tma.log" "$OUT/dec_inv.log" | head -16
     ;;
 h)
     run fp8_ops 150 .devbin/ops_cuda --gtest_filter='*CudaFp8*'
