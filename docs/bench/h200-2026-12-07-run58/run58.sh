@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (eighth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run58/run58.sh MODE
-# .devbin: .devpack/dev93 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
-# LinearPath::kFp8Wgmma (cuBLASLt stays the chosen path) and the TMA expert GEMMs over e4m3 copies behind
-# DSV4_EXPERT_TMA=1 (off by default): main's default figures are main's).
+# .devbin: .devpack/dev94 (dsv4, ops_cuda, golden_cuda of main with the TMA-fed warp-specialized FP8 GEMM behind
+# LinearPath::kFp8Wgmma with DSV4_FP8_TMA=1 and the TMA expert GEMMs over e4m3 copies behind DSV4_EXPERT_TMA=1, both
+# off by default, and --batch-invariant (DSV4_BATCH_INVARIANT=1): main's default figures are main's).
 #   a : the FP8 op tests (both TMA kernels' among them); the FP8 linears and grouped experts on every path against
 #       the ceilings at M = 256, 2,048, 8,192, the experts again with DSV4_EXPERT_TMA=1; main's offline figures
 #       (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default chunk), prefill again with the TMA experts;
@@ -61,7 +61,7 @@ b)
 one)
     run fp8_ops 150 .devbin/ops_cuda --gtest_filter='*CudaFp8*'
     run golden 70 .devbin/golden_cuda
-    run klin 90 .devbin/dsv4 bench kernels --rows 2048,8192 --tokens 2048,8192 --json "$OUT/klin.json"
+    DSV4_FP8_TMA=1 run klin 90 .devbin/dsv4 bench kernels --rows 2048,8192 --tokens 2048,8192 --json "$OUT/klin.json"
     lin_lines "$OUT/klin.json"
     DSV4_EXPERT_TMA=1 run kexp_tma 40 .devbin/dsv4 bench kernels --rows 1 --tokens 2048,8192 --filter experts \
         --json "$OUT/kexp_tma.json"

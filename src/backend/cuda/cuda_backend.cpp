@@ -87,6 +87,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.fp8_gemv = switch_env("DSV4_FP8_GEMV", o.fp8_gemv);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));
     o.gemv_stream_stages = static_cast<int>(positive_env("DSV4_GEMV_STREAM_STAGES", o.gemv_stream_stages));
+    o.fp8_tma = switch_env("DSV4_FP8_TMA", o.fp8_tma);
     o.batch_invariant = switch_env("DSV4_BATCH_INVARIANT", o.batch_invariant);
     if (o.batch_invariant) {  // CudaOptions::batch_invariant: one kernel and one split rule at every step size
         o.fp8_gemv = false;

@@ -101,12 +101,17 @@ struct CudaOptions {
     // The wide attention's key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for
     // any value: tests use 64 to cross segment boundaries at short contexts).
     int mqa_wide_segment = 1024;
+    // Fast numerics: LinearPath::kFp8Wgmma (our FP8 GEMM: the forced path, cuBLASLt's fallback, --batch-invariant's
+    // FP8 linears) on the TMA-fed warp-specialized kernel (kernels_fp8_gemm_tma.cu) instead of the staged kernel's
+    // dense mode (DSV4_FP8_TMA; off until a GPU run has validated and timed it against cuBLASLt).
+    bool fp8_tma = false;
     // Fast numerics keep a sequence's logits independent of the rest of its steps (DSV4_BATCH_INVARIANT; the engine's
     // --batch-invariant): cuda_options_from_env then sets every size-dependent choice to one that does not depend on
-    // the step's size: FP8 linears on the TMA wgmma GEMM at every row count (one mma column a token, K blocks in
-    // order), float linears on the bf16 tensor-core GEMM with no K split, the routed experts grouped on the staged
-    // kernel's tiles (16-token tiles from the shared memory too), attention keys split in fixed chunks of
-    // attention_keys_per_split (the merge skips a token's empty splits exactly) and not on the wide kernel.
+    // the step's size: FP8 linears on our wgmma GEMM at every row count (a token is one column of its tile, K blocks
+    // promoted in order, on either kernel of kFp8Wgmma), float linears on the bf16 tensor-core GEMM with no K split,
+    // the routed experts grouped on the staged kernel's tiles (16-token tiles from the shared memory too), attention
+    // keys split in fixed chunks of attention_keys_per_split (the merge skips a token's empty splits exactly) and not
+    // on the wide kernel.
     bool batch_invariant = false;
     // Keys per attention split under batch_invariant (a multiple of the kernels' 64-key chunks).
     static constexpr int kInvariantKeysPerSplit = 256;

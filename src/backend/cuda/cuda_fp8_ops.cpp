@@ -66,12 +66,12 @@ void CudaBackend::linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, c
     p.x_col0 = x_col0;
     p.y = y;
     p.y_stride = y_stride;
-    if (fp8_tma_gemm_unmet(p).empty()) {
+    if (options_.fp8_tma && fp8_tma_gemm_unmet(p).empty()) {
         launch_fp8_tma_gemm(stream_, p);
         launched("fp8 linear (wgmma, TMA)");
         return;
     }
-    ExpertGemmArgs a;  // the staged kernel takes what the TMA kernel cannot (unaligned operands)
+    ExpertGemmArgs a;  // the staged kernel: without CudaOptions::fp8_tma, or operands the TMA kernel cannot take
     a.format = WeightFormat::kFp8Block;
     a.dense = w;
     a.rows = w.rows;

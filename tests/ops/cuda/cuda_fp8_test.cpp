@@ -211,6 +211,7 @@ TEST(CudaFp8Gemv, SeveralWeightsInOneLaunch) {
 TEST(CudaFp8, TmaGemmWritesEveryOutputOnce) {
     DSV4_REQUIRE_GPU();
     ScopedEnv force("DSV4_LINEAR_PATH", "fp8_wgmma");
+    ScopedEnv tma("DSV4_FP8_TMA", "1");
     auto gpu = make_cuda_backend(Numerics::kFast);
     const Fp8LinearCase cases[] = {{260, 384, 1}, {384, 1024, 129}, {1152, 512, 4099}, {128, 256, 17000}};
     for (const Fp8LinearCase& c : cases) {
@@ -236,11 +237,12 @@ TEST(CudaFp8, TmaGemmWritesEveryOutputOnce) {
 }
 
 // The grouped output projection (wo_a: 8 groups of 1024 rows over 4096-wide slices) with one quantization of the
-// whole [n, 8 * 4096] input.
+// whole [n, 8 * 4096] input (each group's product reads its columns of it: the TMA kernel's column offset).
 TEST(CudaFp8, GroupedProjection) {
     DSV4_REQUIRE_GPU();
-    for (const std::string path : {"fp8_lt", "fp8_wgmma", "fp8_gemv"}) {
-        ScopedEnv force("DSV4_LINEAR_PATH", path);
+    for (const std::string path : {"fp8_lt", "fp8_wgmma", "fp8_gemv", "fp8_wgmma_tma"}) {
+        ScopedEnv force("DSV4_LINEAR_PATH", path == "fp8_wgmma_tma" ? "fp8_wgmma" : path);
+        ScopedEnv tma("DSV4_FP8_TMA", path == "fp8_wgmma_tma" ? "1" : "0");
         auto gpu = make_cuda_backend(Numerics::kFast);
         const int64_t groups = 8, k = 4096, per = 1024;
         const std::vector<int64_t> tokens =
