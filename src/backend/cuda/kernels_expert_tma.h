@@ -53,8 +53,8 @@ void launch_gather_fp8_rows(cudaStream_t stream, const GatherRowsArgs& a);
 
 // The grouped GEMM over `w`: g's plan (tile_count / tile_expert / tile_row0 / tile_rows, max_tiles), its epilogue
 // (SwiGLU: act, route_weights, limit, through row_ids; plain: y by row_ids) and tile width (64 for SwiGLU, 128
-// plain); g's activations are `x_sorted`, the rows already in slot order (slot i at row i). The caller checks the
-// shapes agree (expert_tma_unmet).
+// plain); g's activations are `x_sorted`, the rows already in slot order (slot i at row i). The caller keeps the
+// shapes in step: g.k = w.k = x_sorted.k, widths multiples of 128 (the grouped FP8 path's requirement, linear_plan).
 struct ExpertTmaArgs {
     ExpertGemmArgs g;
     ExpertFp8Copy w;
