@@ -20,6 +20,16 @@ constexpr int kComputeThreads = 256;  // the two warpgroups that run wgmma (64 w
 constexpr int kLutMin = -13;          // offsets below: every e2m1 value times 2^k rounds to e4m3 zero
 constexpr int kLutRows = 6 - kLutMin + 1;
 
+constexpr int round_up(int v, int to) {
+    return (v + to - 1) / to * to;
+}
+
+// Barrier of the two computing warpgroups of the warp-specialized kernels (id 1; 0 is __syncthreads', which their
+// split roles no longer reach).
+__device__ __forceinline__ void consumer_barrier() {
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+}
+
 // One shared-memory stage of a K block (offsets in bytes; tiles 1024-aligned for the 128-byte swizzle): the weight
 // tile [128 MB rows][128] (MB = 2: W1's rows, then W3's), the activation tile [BN][128], row scales, token scales.
 template <int BN, int MB>

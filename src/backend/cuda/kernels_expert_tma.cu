@@ -22,10 +22,6 @@ using namespace expert_gemm;  // NOLINT(google-build-using-namespace): the stage
 constexpr int kThreads = 128 + kComputeThreads;  // the producer warpgroup (one warp copies), two consumers
 constexpr int kConsumerWarps = kComputeThreads / 32;
 
-constexpr int round_up(int v, int to) {
-    return (v + to - 1) / to * to;
-}
-
 // MB = 1: plain projection, 128 weight rows x 128 tokens; MB = 2: SwiGLU, W1's and W3's 128 rows x 64 tokens.
 template <int MB>
 struct TmaLayout {
@@ -49,11 +45,6 @@ struct TmaExpertParams {
     int64_t x_rows_pad;
     int nk, row_tiles;
 };
-
-// Barrier of the two consumer warpgroups (id 1; 0 is __syncthreads', which the split roles no longer reach).
-__device__ __forceinline__ void consumer_barrier() {
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-}
 
 // The producer warp: for each K block of each work item, once the stage is free, lane 0 announces the copies' bytes
 // and starts them; every lane stores its tokens' scales and arrives (the stage's `full` barrier counts 32).

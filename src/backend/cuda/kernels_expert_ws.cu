@@ -31,10 +31,6 @@ constexpr int kStages = 3;  // e4m3 stages between the producer and the consumer
 constexpr int kMaxSmem = 227 * 1024;
 constexpr int kGroupsPerRow = 4;  // 32-code FP4 groups of a row in a 128-wide K block
 
-constexpr int round_up(int v, int to) {
-    return (v + to - 1) / to * to;
-}
-
 // Shared memory: kStages e4m3 stages (StageTile, 1024-aligned for the 128-byte swizzle), the SwiGLU epilogue's
 // staging, the raw ring, the barriers, the byte table. A raw slot: codes [groups a thread][producer threads][16
 // bytes] (a warp's loads are consecutive 16-byte chunks), each thread's copy of its row's scale bytes [producer
@@ -205,11 +201,6 @@ __device__ __forceinline__ void produce(const ExpertGemmArgs& a, int64_t n0, int
         fence_proxy_async();  // the stage's generic writes before the consumers' wgmma reads them
         mbarrier_arrive(&full[s]);
     }
-}
-
-// Barrier of the two consumer warpgroups (id 1; 0 is __syncthreads', which the split roles no longer reach).
-__device__ __forceinline__ void consumer_barrier() {
-    asm volatile("bar.sync 1, 256;" ::: "memory");
 }
 
 // A consumer warpgroup (c = 0, 1): rows 64 c .. of each 128-row half of the stage, every token of the tile, tile
