@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-07 (ninth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run59/run59.sh MODE
+# .devbin: .devpack/dev95 (dsv4, ops_cuda, golden_cuda of dadf511 = main at the session start).
+#   m : main on the H200: golden; the offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
+#       chunk); serving C1 / C64 with main's defaults; the whole op suite with the time left
+#   c : memcheck of the TMA kernels' and the sampler's tests; the whole op suite
+mode=$1
+source tools/device/call_lib.sh
+source tools/device/offline_lib.sh
+cut=${LAYERS:+--synthetic-layers $LAYERS}
+serve_lines() {
+    for f in "$OUT"/serve_c*.json; do
+        python3 -c "import json,sys; l=json.load(open(sys.argv[1]))['levels'][0]; print(sys.argv[1].split('/')[-1], \
+'tok/s %.1f tpot %.2f step %.2f ms host %.3f (%.2f%%) sample %.3f' % (l['output_throughput'], l['tpot']['mean_ms'], \
+l['step_mean_ms'], l['host_ms_per_step'], 100 * l['host_ms_per_step'] / max(l['step_mean_ms'], 1e-9), \
+l['sample_ms_per_step']))" "$f"
+    done
+}
+case $mode in
+m)
+    run golden 70 .devbin/golden_cuda
+    run bench 130 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    grep -h "tok/s" "$OUT/bench.log" | head -12
+    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
+    serve_lines
+    run ops 300 .devbin/ops_cuda
+    ;;
+c)
+    run memcheck 200 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaFp8.TmaGemmWritesEveryOutputOnce:CudaFp8.GroupedProjection:CudaFp8.GroupedTma*:CudaSampleRows.MatchesTheReferenceOnFreshRandomDraws'
+    grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
+    run ops 330 .devbin/ops_cuda
+    ;;
+esac
+python3 tools/device/short_table.py "$OUT"
+report "r59_$mode"
