@@ -103,7 +103,7 @@ struct CudaOptions {
     int mqa_wide_segment = 1024;
     // Fast numerics: LinearPath::kFp8Wgmma (our FP8 GEMM: the forced path, cuBLASLt's fallback, --batch-invariant's
     // FP8 linears) on the TMA-fed warp-specialized kernel (kernels_fp8_gemm_tma.cu) instead of the staged kernel's
-    // dense mode (DSV4_FP8_TMA; off until a GPU run has validated and timed it against cuBLASLt).
+    // dense mode (DSV4_FP8_TMA; validated on the H100, off while cuBLASLt is faster: performance-log.md).
     bool fp8_tma = false;
     // Fast numerics keep a sequence's logits independent of the rest of its steps (DSV4_BATCH_INVARIANT; the engine's
     // --batch-invariant): cuda_options_from_env then sets every size-dependent choice to one that does not depend on

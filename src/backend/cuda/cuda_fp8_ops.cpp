@@ -56,20 +56,22 @@ void CudaBackend::linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, c
         path = LinearPath::kFp8Wgmma;  // no cuBLASLt algorithm for this shape: same roundings on our kernel
     }
     DSV4_CHECK(path == LinearPath::kFp8Wgmma, "linear_fp8: path {} is not an FP8 path", linear_path_name(path));
-    Fp8TmaGemmParams p;
-    p.w_codes = static_cast<const uint8_t*>(w.data);
-    p.w_scales = w.scales;
-    p.w_scale_cols = w.scale_cols;
-    p.rows = w.rows;
-    p.k = w.cols;
-    p.x = x;
-    p.x_col0 = x_col0;
-    p.y = y;
-    p.y_stride = y_stride;
-    if (options_.fp8_tma && fp8_tma_gemm_unmet(p).empty()) {
-        launch_fp8_tma_gemm(stream_, p);
-        launched("fp8 linear (wgmma, TMA)");
-        return;
+    if (options_.fp8_tma) {
+        Fp8TmaGemmParams p;
+        p.w_codes = static_cast<const uint8_t*>(w.data);
+        p.w_scales = w.scales;
+        p.w_scale_cols = w.scale_cols;
+        p.rows = w.rows;
+        p.k = w.cols;
+        p.x = x;
+        p.x_col0 = x_col0;
+        p.y = y;
+        p.y_stride = y_stride;
+        if (fp8_tma_gemm_unmet(p).empty()) {
+            launch_fp8_tma_gemm(stream_, p);
+            launched("fp8 linear (wgmma, TMA)");
+            return;
+        }
     }
     ExpertGemmArgs a;  // the staged kernel: without CudaOptions::fp8_tma, or operands the TMA kernel cannot take
     a.format = WeightFormat::kFp8Block;

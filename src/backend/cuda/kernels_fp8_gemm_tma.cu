@@ -3,11 +3,11 @@
 // one K block at a time: it reached 15-19% of the FP8 ceiling. Here one thread of a producer warpgroup keeps
 // kStages K blocks in flight with three copies each (the weight tile and the token tile as TMA boxes that land
 // 128-byte swizzled, the tokens' scales as a bulk copy), completed on a `full` mbarrier per stage; two consumer
-// warpgroups (64 weight rows each of a 128 x 128 tile) wait for a stage, run its four m64n128k32 steps, promote the
-// block's partial sums and release the stage on its `empty` barrier. The consumers issue no copies and wait on no
-// loads; while one promotes, the other's wgmma runs. Blocks are persistent over the tiles, rastered in groups of
-// kGroupTiles weight tiles so that the tiles in flight share their operands in L2; the producer runs on into the next
-// tile while the consumers store the last one.
+// warpgroups (64 tokens each of a 128 x 128 tile, against all 128 weight rows) wait for a stage, run its four
+// m64n128k32 steps, promote the block's partial sums and release the stage on its `empty` barrier. The consumers issue
+// no copies and wait on no loads; while one promotes, the other's wgmma runs. Blocks are persistent over the tiles,
+// rastered in groups of kGroupTiles weight tiles so that the tiles in flight share their operands in L2; the producer
+// runs on into the next tile while the consumers store the last one.
 #include <algorithm>
 
 #include "backend/cuda/bulk_copy.cuh"
@@ -21,8 +21,8 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kTileRows = 128;    // weight rows (output features) a tile: two consumer warpgroups of 64
-constexpr int kTileTokens = 128;  // tokens a tile (wgmma's N)
+constexpr int kTileRows = 128;    // weight rows (output features) a tile (wgmma's N)
+constexpr int kTileTokens = 128;  // tokens a tile: two consumer warpgroups of 64 (wgmma's M)
 constexpr int kBlockK = 128;      // one K block: one scale of each operand
 constexpr int kStages = 6;
 constexpr int kThreads = 384;  // the producer warpgroup, then two consumer warpgroups
@@ -85,46 +85,62 @@ __device__ void produce(const TmaGemmArgs& a, uint8_t* smem, uint64_t* full, uin
     }
 }
 
-__device__ __forceinline__ void store_tile(const TmaGemmArgs& a, const float (&acc)[kTileTokens / 2], int64_t feature0,
-                                           int64_t m0, int lane) {
+// The thread's outputs: tokens m0 + lane / 4 (+ 8) and features n0 + 8 j + 2 (lane % 4) (+ 1), a float2 each where
+// the pair is inside the weight and 8-byte aligned.
+__device__ __forceinline__ void store_tile(const TmaGemmArgs& a, const float (&acc)[kTileRows / 2], int64_t m0,
+                                           int64_t n0, int lane) {
 #pragma unroll
-    for (int i = 0; i < kTileTokens / 2; ++i) {
-        const int64_t feature = feature0 + lane / 4 + 8 * ((i >> 1) & 1);
-        const int64_t token = m0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-        if (token < a.m && feature < a.rows) a.y[token * a.y_stride + feature] = acc[i];
+    for (int i = 0; i < kTileRows / 2; i += 2) {
+        const int64_t token = m0 + lane / 4 + 8 * ((i >> 1) & 1);
+        const int64_t feature = n0 + 8 * (i >> 2) + 2 * (lane & 3);
+        if (token >= a.m || feature >= a.rows) continue;
+        float* y = a.y + token * a.y_stride + feature;
+        if (feature + 1 < a.rows && (reinterpret_cast<uintptr_t>(y) & 7) == 0) {
+            *reinterpret_cast<float2*>(y) = make_float2(acc[i], acc[i + 1]);
+        } else {
+            y[0] = acc[i];
+            if (feature + 1 < a.rows) y[1] = acc[i + 1];
+        }
     }
 }
 
-// Consumer warpgroup `wg` (0 or 1): weight rows 64 wg .. 64 wg + 63 of each tile.
+// Consumer warpgroup `wg` (0 or 1): tokens 64 wg .. 64 wg + 63 of each tile, all 128 weight rows. Tokens are
+// wgmma's M so that a thread's partial sums share two token scales (its two rows): the promotion is one FFMA a sum
+// with ws x xs[token] formed twice a block (ws is a power of two, so part x (ws x xs) is the same float as
+// (part x ws) x xs). With tokens on N it took an FMUL and an FFMA a sum and 16 shared loads of token scales.
 __device__ void consume(const TmaGemmArgs& a, uint8_t* smem, uint64_t* full, uint64_t* empty, int tiles, int wg) {
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    float acc[kTileTokens / 2], part[kTileTokens / 2];
+    const int row0 = wg * 64 + warp * 16 + lane / 4;  // the thread's first token of the tile
+    float acc[kTileRows / 2], part[kTileRows / 2];
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int n_tile = 0, m_tile = 0;
         tile_coords(a, t, n_tile, m_tile);
         const uint8_t* w_scales = a.w_scales + static_cast<int64_t>(n_tile) * a.w_scale_cols;
 #pragma unroll
-        for (int i = 0; i < kTileTokens / 2; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < kTileRows / 2; ++i) acc[i] = 0.0f;
         for (int kb = 0; kb < a.nk; ++kb, ++it) {
             const int s = it % kStages;
             const float ws = decode_ue8m0(w_scales[kb]);
             mbarrier_wait(&full[s], (it / kStages) & 1);
             const uint8_t* stage = smem + s * kStageBytes;
-            const uint64_t desc_w = smem_desc_sw128(stage + kStageW + wg * 64 * kBlockK);
-            const uint64_t desc_x = smem_desc_sw128(stage + kStageX);
+            const uint64_t desc_x = smem_desc_sw128(stage + kStageX + wg * 64 * kBlockK);
+            const uint64_t desc_w = smem_desc_sw128(stage + kStageW);
             wgmma_fence();
 #pragma unroll
-            for (int k = 0; k < kBlockK / 32; ++k) wgmma_m64n128k32(part, desc_w + 2 * k, desc_x + 2 * k, k);
+            for (int k = 0; k < kBlockK / 32; ++k) wgmma_m64n128k32(part, desc_x + 2 * k, desc_w + 2 * k, k);
             wgmma_commit();
+            const auto* xs = reinterpret_cast<const float*>(stage + kStageXScale);
+            const float s0 = ws * xs[row0], s1 = ws * xs[row0 + 8];
             wgmma_wait_all();
             expert_gemm::fence_regs(part);
-            expert_gemm::promote<kTileTokens>(acc, part, ws, ws, reinterpret_cast<const float*>(stage + kStageXScale));
+#pragma unroll
+            for (int i = 0; i < kTileRows / 2; ++i) acc[i] = fmaf(part[i], (i >> 1) & 1 ? s1 : s0, acc[i]);
             __syncwarp();
             if (lane == 0) mbarrier_arrive(&empty[s]);  // this warp has read the stage
         }
-        store_tile(a, acc, static_cast<int64_t>(n_tile) * kTileRows + wg * 64 + warp * 16,
-                   static_cast<int64_t>(m_tile) * kTileTokens, lane);
+        store_tile(a, acc, static_cast<int64_t>(m_tile) * kTileTokens + wg * 64 + warp * 16,
+                   static_cast<int64_t>(n_tile) * kTileRows, lane);
     }
 }
 
