@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (ninth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run59/run59.sh MODE
-# .devbin: .devpack/dev95 (dsv4, ops_cuda, golden_cuda of dadf511 = main at the session start).
+# .devbin: .devpack/dev96 (dsv4, ops_cuda, golden_cuda of 7e8bc01 = main with the TMA GEMM's tokens on wgmma's M;
+# dsv4_old = dadf511, the session start).
 #   m : main on the H200: golden; the offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
 #       chunk); serving C1 / C64 with main's defaults; the whole op suite with the time left
+#   t : the TMA GEMM's tests; FP8 linears at M = 2,048 / 8,192 with DSV4_FP8_TMA=1, new and old kernel, against
+#       cuBLASLt and the ceiling; the whole op suite
 #   c : memcheck of the TMA kernels' and the sampler's tests; the whole op suite
 mode=$1
 source tools/device/call_lib.sh
@@ -16,7 +19,28 @@ l['step_mean_ms'], l['host_ms_per_step'], 100 * l['host_ms_per_step'] / max(l['s
 l['sample_ms_per_step']))" "$f"
     done
 }
+# The FP8 linears' rows of a kernel-bench JSON: shape, M, path, us, % of the run's FP8 ceiling.
+lin_lines() {
+    python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sys.argv[1].split('/')[-1], 'fp8 ceiling %.0f TFLOP/s' % d.get('fp8_gemm_tflops', 0))
+for r in d['rows']:
+    if r['path'].replace('auto:', '') in ('fp8_lt', 'fp8_wgmma'):
+        print('%-18s m=%-5d %-15s %9.1f us %6.1f TF %5.1f%%' % (r['op'], r['m'], r['path'], r['us'], r['tflops'],
+                                                              100 * r['fp8_fraction']))
+PY
+}
 case $mode in
+t)
+    run tma_ops 90 .devbin/ops_cuda --gtest_filter='CudaFp8.TmaGemm*:CudaFp8.GroupedProjection:CudaFp8.Linear*'
+    DSV4_FP8_TMA=1 run klin_new 75 .devbin/dsv4 bench kernels --rows 2048,8192 --filter " x " --json "$OUT/klin_new.json"
+    DSV4_FP8_TMA=1 run klin_old 75 .devbin/dsv4_old bench kernels --rows 2048,8192 --filter " x " \
+        --json "$OUT/klin_old.json"
+    lin_lines "$OUT/klin_new.json"
+    lin_lines "$OUT/klin_old.json"
+    run ops 330 .devbin/ops_cuda
+    ;;
 m)
     run golden 70 .devbin/golden_cuda
     run bench 130 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
