@@ -39,6 +39,12 @@ t)
         --json "$OUT/klin_old.json"
     lin_lines "$OUT/klin_new.json"
     lin_lines "$OUT/klin_old.json"
+    # Where the new kernel's time goes at wo_b, M = 8,192: tensor pipe, issue, stall reasons
+    DSV4_FP8_TMA=1 run ncu_tma 80 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+        --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+        --kernel-name regex:fp8_gemm_tma --launch-count 1 .devbin/dsv4 bench kernels --rows 8192 --filter wo_b
+    grep -E "gmma|Duration|Throughput|Issue|Eligible|Stall|Warp Cycles|No Eligible|Busy" "$OUT/ncu_tma.log" | head -40
     run ops 330 .devbin/ops_cuda
     ;;
 m)
