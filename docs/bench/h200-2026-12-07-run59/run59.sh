@@ -45,6 +45,11 @@ t)
         --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
         --kernel-name regex:fp8_gemm_tma --launch-count 1 .devbin/dsv4 bench kernels --rows 8192 --filter wo_b
     grep -E "gmma|Duration|Throughput|Issue|Eligible|Stall|Warp Cycles|No Eligible|Busy" "$OUT/ncu_tma.log" | head -40
+    # The warp-specialized W4A8 kernel since the shared-memory and sign-split changes (measured before both only)
+    run kexp 45 .devbin/dsv4 bench kernels --rows 1 --tokens 2048,8192 --filter experts --json "$OUT/kexp.json"
+    DSV4_EXPERT_WS=1 run kexp_ws 45 .devbin/dsv4 bench kernels --rows 1 --tokens 2048,8192 --filter experts \
+        --json "$OUT/kexp_ws.json"
+    grep -h "experts" "$OUT/kexp.log" "$OUT/kexp_ws.log" | grep -v "^ "
     run ops 330 .devbin/ops_cuda
     ;;
 m)
