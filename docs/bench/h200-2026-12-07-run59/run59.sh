@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (ninth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run59/run59.sh MODE
-# .devbin: .devpack/dev96 (dsv4, ops_cuda, golden_cuda of 7e8bc01 = main with the TMA GEMM's tokens on wgmma's M;
-# dsv4_old = dadf511, the session start).
+# .devbin: .devpack/dev97 (dsv4, ops_cuda, golden_cuda of main with the TMA GEMM's tokens on wgmma's M and the
+# indexer's scores and top-k timed apart; dsv4_old = dadf511, the session start).
 #   m : main on the H200: golden; the offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
 #       chunk); serving C1 / C64 with main's defaults; the whole op suite with the time left
 #   t : the TMA GEMM's tests; FP8 linears at M = 2,048 / 8,192 with DSV4_FP8_TMA=1, new and old kernel, against
-#       cuBLASLt and the ceiling; the whole op suite
+#       cuBLASLt and the ceiling; ncu of the new one at wo_b; the W4A8 experts staged and warp-specialized; the 8K
+#       prefill per op
 #   c : memcheck of the TMA kernels' and the sampler's tests; the whole op suite
 mode=$1
 source tools/device/call_lib.sh
@@ -50,7 +51,9 @@ t)
     DSV4_EXPERT_WS=1 run kexp_ws 45 .devbin/dsv4 bench kernels --rows 1 --tokens 2048,8192 --filter experts \
         --json "$OUT/kexp_ws.json"
     grep -h "experts" "$OUT/kexp.log" "$OUT/kexp_ws.log" | grep -v "^ "
-    run ops 330 .devbin/ops_cuda
+    # Where an 8K prefill's time goes now, the indexer's scores and top-k apart
+    DSV4_PROFILE_OPS=1 run prof8k 90 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 --steps 1
+    grep -h "breakdown" "$OUT/prof8k.log"
     ;;
 m)
     run golden 70 .devbin/golden_cuda

@@ -625,10 +625,12 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
     float* scores = scratch(static_cast<size_t>(n * max_entries));
     DSV4_CHECK(q.size(2) == key_format_.dim, "indexer_topk: query dim {} differs from the key dim {}", q.size(2),
                key_format_.dim);
-    launch_indexer_topk(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, key_format_,
-                        static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores,
-                        static_cast<int>(topk.size(1)), topk.i32(), fast(), reference());
-    launched("indexer_topk", 2);
+    launch_index_scores(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, key_format_,
+                        static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores, fast(),
+                        reference());
+    launched("index scores");
+    launch_topk(stream_, meta_, scores, max_entries, ratio, static_cast<int>(topk.size(1)), topk.i32());
+    launched("indexer topk");
 }
 
 // The step's entry bucket bounds every token's eligible entries (and is part of the graph key).

@@ -365,12 +365,12 @@ int mqa_wide_keys_per_split(int64_t n_tokens, int max_keys);
 int mqa_wide_splits(int64_t n_tokens, int max_keys);
 void launch_attention_mqa_wide(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, const MqaWideLaunch& w);
 // scores [N, max_entries] of sum_h w_h relu(q_h . K_e) for each token's eligible entries (the rest is not written;
-// tensor_cores: the MMA kernel where supported); then top-k per token (-1 padded; ties lowest index first).
+// tensor_cores: the MMA kernel where supported; launch_topk picks from them).
 // keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
 constexpr int kMaxIndexDim = 256;
-void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
+void launch_index_scores(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
                          const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
-                         float* scores, int k, int32_t* topk, bool tensor_cores, bool f64);
+                         float* scores, bool tensor_cores, bool f64);
 // Top-k of scores [N, max_entries] over each token's (position + 1) / ratio eligible entries: the picks in index
 // order, exact ties at the k-th score lowest index first, -1 padded (one block per token; reads m.positions).
 void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
@@ -388,7 +388,7 @@ void launch_route(cudaStream_t s, const StepMeta& m, const float* logits, int ex
                   const float* bias, const int32_t* tid2eid, bool hash, bool normalize, float route_scale, bool f64,
                   float* weights, int32_t* ids);
 // out[p][r] = W_{ids[p]}[r] . x[p / x_div] (table: device array of the experts' WeightRef). f64 (here and in
-// launch_route, launch_indexer_topk): double arithmetic, the reference numerics' (cuda_common.cuh).
+// launch_route, launch_index_scores): double arithmetic, the reference numerics' (cuda_common.cuh).
 void launch_expert_linear(cudaStream_t s, const StepMeta& m, const WeightRef* table, int n_experts, const int32_t* ids,
                           int64_t pairs, int x_div, const float* x, int64_t k, int64_t rows, bool round_out, bool f64,
                           float* out);

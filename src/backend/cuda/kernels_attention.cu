@@ -458,9 +458,9 @@ void launch_attention_combine(cudaStream_t s, const StepMeta& m, const Attention
 }
 
 template <typename Acc>
-void launch_index_scores(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
-                         const RowFormatDev& f, int heads, int ratio, int per_block, int64_t max_entries,
-                         float* scores) {
+void launch_index_scores_simt(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
+                              const uint8_t* keys, const RowFormatDev& f, int heads, int ratio, int per_block,
+                              int64_t max_entries, float* scores) {
     const unsigned blocks = blocks_for(m.n_tokens * max_entries, 4);
     switch (f.dtype) {
         case kRowBf16:
@@ -478,19 +478,18 @@ void launch_index_scores(cudaStream_t s, const StepMeta& m, const float* q, cons
     }
 }
 
-void launch_indexer_topk(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
+void launch_index_scores(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
                          const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
-                         float* scores, int k, int32_t* topk, bool tensor_cores, bool f64) {
+                         float* scores, bool tensor_cores, bool f64) {
     if (m.n_tokens == 0) return;
     const RowFormatDev& f = key_format;
     if (tensor_cores && index_scores_mma_supported(f, heads)) {
         launch_index_scores_mma(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
     } else if (f64) {
-        launch_index_scores<double>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+        launch_index_scores_simt<double>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
     } else {
-        launch_index_scores<float>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+        launch_index_scores_simt<float>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
     }
-    launch_topk(s, m, scores, max_entries, ratio, k, topk);
 }
 
 void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
