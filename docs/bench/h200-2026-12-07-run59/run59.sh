@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (ninth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run59/run59.sh MODE
 # .devbin: .devpack/dev97 (dsv4, ops_cuda, golden_cuda of main with the TMA GEMM's tokens on wgmma's M and the
-# indexer's scores and top-k timed apart; dsv4_old = dadf511, the session start).
+# indexer's scores and top-k timed apart and DSV4_SIDE_STREAM_PREFILL; dsv4_old = dadf511, the session start).
 #   m : main on the H200: golden; the offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
 #       chunk); serving C1 / C64 with main's defaults; the whole op suite with the time left
-#   t : the TMA GEMM's tests; FP8 linears at M = 2,048 / 8,192 with DSV4_FP8_TMA=1, new and old kernel, against
-#       cuBLASLt and the ceiling; ncu of the new one at wo_b; the W4A8 experts staged and warp-specialized; the 8K
-#       prefill per op
+#   t : the TMA GEMM's and the side stream's tests; FP8 linears at M = 8,192 with DSV4_FP8_TMA=1, new and old kernel,
+#       against cuBLASLt and the ceiling; prefill 2K / 8K with and without DSV4_SIDE_STREAM_PREFILL; ncu of the new
+#       kernel at wo_b; the 8K prefill per op; the warp-specialized W4A8 experts
 #   c : memcheck of the TMA kernels' and the sampler's tests; the whole op suite
 mode=$1
 source tools/device/call_lib.sh
@@ -34,26 +34,32 @@ PY
 }
 case $mode in
 t)
-    run tma_ops 90 .devbin/ops_cuda --gtest_filter='CudaFp8.TmaGemm*:CudaFp8.GroupedProjection:CudaFp8.Linear*'
-    DSV4_FP8_TMA=1 run klin_new 75 .devbin/dsv4 bench kernels --rows 2048,8192 --filter " x " --json "$OUT/klin_new.json"
-    DSV4_FP8_TMA=1 run klin_old 75 .devbin/dsv4_old bench kernels --rows 2048,8192 --filter " x " \
+    run tma_ops 100 .devbin/ops_cuda \
+        --gtest_filter='CudaFp8.TmaGemm*:CudaFp8.GroupedProjection:CudaFp8.Linear*:CudaState.CompressorsBeside*'
+    DSV4_FP8_TMA=1 run klin_new 60 .devbin/dsv4 bench kernels --rows 8192 --filter " x " --json "$OUT/klin_new.json"
+    DSV4_FP8_TMA=1 run klin_old 60 .devbin/dsv4_old bench kernels --rows 8192 --filter " x " \
         --json "$OUT/klin_old.json"
     lin_lines "$OUT/klin_new.json"
     lin_lines "$OUT/klin_old.json"
+    # The compressors and the indexer beside the query path at prefill (DSV4_SIDE_STREAM_PREFILL), alternated
+    for v in 0 1 0 1; do
+        DSV4_SIDE_STREAM_PREFILL=$v run "pre_side$v.$SECONDS" 45 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 \
+            --prefill 2048,8192 --steps 1 --json "$OUT/pre_side$v.$SECONDS.json"
+    done
+    grep -h "prefill" "$OUT"/pre_side*.log
     # Where the new kernel's time goes at wo_b, M = 8,192: tensor pipe, issue, stall reasons
-    DSV4_FP8_TMA=1 run ncu_tma 80 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+    DSV4_FP8_TMA=1 run ncu_tma 70 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
         --kernel-name regex:fp8_gemm_tma --launch-count 1 .devbin/dsv4 bench kernels --rows 8192 --filter wo_b
     grep -E "gmma|Duration|Throughput|Issue|Eligible|Stall|Warp Cycles|No Eligible|Busy" "$OUT/ncu_tma.log" | head -40
+    # Where an 8K prefill's time goes now, the indexer's scores and top-k apart
+    DSV4_PROFILE_OPS=1 run prof8k 80 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 --steps 1
+    grep -h "breakdown" "$OUT/prof8k.log"
     # The warp-specialized W4A8 kernel since the shared-memory and sign-split changes (measured before both only)
-    run kexp 45 .devbin/dsv4 bench kernels --rows 1 --tokens 2048,8192 --filter experts --json "$OUT/kexp.json"
     DSV4_EXPERT_WS=1 run kexp_ws 45 .devbin/dsv4 bench kernels --rows 1 --tokens 2048,8192 --filter experts \
         --json "$OUT/kexp_ws.json"
-    grep -h "experts" "$OUT/kexp.log" "$OUT/kexp_ws.log" | grep -v "^ "
-    # Where an 8K prefill's time goes now, the indexer's scores and top-k apart
-    DSV4_PROFILE_OPS=1 run prof8k 90 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 --steps 1
-    grep -h "breakdown" "$OUT/prof8k.log"
+    grep -h "experts" "$OUT/kexp_ws.log" | grep -v "^ "
     ;;
 m)
     run golden 70 .devbin/golden_cuda

@@ -67,6 +67,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     }
     o.gemv_merge_linears = switch_env("DSV4_MERGE_LINEARS", o.gemv_merge_linears);
     o.side_stream = switch_env("DSV4_SIDE_STREAM", switch_env("DSV4_SHARED_STREAM", o.side_stream));
+    o.side_stream_prefill = switch_env("DSV4_SIDE_STREAM_PREFILL", o.side_stream_prefill);
     o.indexer_all_entries = switch_env("DSV4_INDEXER_ALL_ENTRIES", o.indexer_all_entries);
     o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
     o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);

@@ -346,9 +346,10 @@ class CudaBackend final : public Backend, public GraphRecorder {
         cudaEvent_t fork = nullptr, join = nullptr;
         int32_t* split_arrivals = nullptr;
         bool pending = false;  // work launched there that stream_ has not waited for
+        bool active = false;   // on_side_stream() is launching: stream_ is the side stream
     };
     SideStream side_;
-    static constexpr int64_t kBesideTokens = 64;  // side_stream_takes(): decode-sized steps
+    static constexpr int64_t kBesideTokens = 64;  // side_stream_takes(): decode-sized steps (larger: an option)
     // Fast numerics: arrival counters of the GEMVs whose K splits span thread blocks (kernels_fp8.h, Fp8GemvParams),
     // zero between launches; one per (target, 128-row group) of a launch, every launch on stream_ in turn.
     static constexpr int64_t kSplitArrivals = int64_t{1} << 16;

@@ -59,6 +59,10 @@ struct CudaOptions {
     // and the lightning indexer while the query path runs (joined by the attention) (DSV4_SIDE_STREAM, formerly
     // DSV4_SHARED_STREAM; the same kernels and bits either way).
     bool side_stream = true;
+    // Fast numerics, steps of more than 64 tokens (prefill chunks): the side stream takes the compressors and the
+    // lightning indexer too, on whatever kernels their linears choose (cuBLASLt has a workspace for each stream)
+    // (DSV4_SIDE_STREAM_PREFILL; the same kernels and bits either way).
+    bool side_stream_prefill = false;
     // Steps whose tokens see at most index_topk compressed entries attend to every entry without the lightning indexer
     // (ModelOps::indexer_picks_all: the picks its top-k would give) (DSV4_INDEXER_ALL_ENTRIES; 0: always score).
     bool indexer_all_entries = true;

@@ -24,7 +24,7 @@ void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
 
 Fp8LtGemms::Fp8LtGemms() {
     DSV4_LT(cublasLtCreate(&handle_));
-    DSV4_CUDA(cudaMalloc(&workspace_, workspace_bytes_));
+    for (void*& w : workspaces_) DSV4_CUDA(cudaMalloc(&w, workspace_bytes_));
 }
 
 Fp8LtGemms::~Fp8LtGemms() {
@@ -35,7 +35,9 @@ Fp8LtGemms::~Fp8LtGemms() {
         cublasLtMatmulDescDestroy(p.desc);
     }
     for (auto& [key, e] : scales_) cudaFree(e.data);
-    if (workspace_ != nullptr) cudaFree(workspace_);
+    for (void* w : workspaces_) {
+        if (w != nullptr) cudaFree(w);
+    }
     if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
@@ -109,9 +111,11 @@ Fp8LtGemms::Plan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_
     return plans_.emplace(key, p).first->second;
 }
 
-bool Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g) {
+bool Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g, int workspace) {
     const Fp8Act& x = *g.x;
     if (x.rows == 0) return true;
+    DSV4_CHECK(workspace >= 0 && workspace < kWorkspaces, "FP8 cuBLASLt GEMM: workspace {} of {}", workspace,
+               kWorkspaces);
     const char* why = unmet(g.w, x.k);
     DSV4_CHECK(why == nullptr, "FP8 cuBLASLt GEMM needs {}", why);
     DSV4_CHECK(x.rows_pad % 4 == 0 && g.x_col0 % 128 == 0 && g.x_col0 + g.w.cols <= x.k,
@@ -129,7 +133,7 @@ bool Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g) {
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
     const float alpha = 1.0f, beta = 0.0f;
     DSV4_LT(cublasLtMatmul(handle_, p.desc, &alpha, g.w.data, p.a, x.codes + g.x_col0, p.b, &beta, d, p.d, d, p.d,
-                           &p.algo, workspace_, workspace_bytes_, stream));
+                           &p.algo, workspaces_[workspace], workspace_bytes_, stream));
     if (padded) {
         DSV4_CUDA(cudaMemcpy2DAsync(g.y, g.y_stride * sizeof(float), d, g.w.rows * sizeof(float),
                                     g.w.rows * sizeof(float), x.rows, cudaMemcpyDeviceToDevice, stream));

@@ -41,7 +41,9 @@ class Fp8LtGemms {
     // Why cuBLASLt cannot run this weight / activation pair, or null when it can.
     static const char* unmet(const WeightRef& w, int64_t k_cols);
     // Enqueues the GEMM; false (nothing enqueued) when cuBLASLt has no algorithm for the shape (remembered).
-    bool run(cudaStream_t stream, const Fp8LtGemm& g);
+    // `workspace`: which of the two workspaces (kWorkspaces), one for each stream that may run GEMMs at once.
+    bool run(cudaStream_t stream, const Fp8LtGemm& g, int workspace = 0);
+    static constexpr int kWorkspaces = 2;  // the backend's stream and its side stream
 
   private:
     struct Plan {
@@ -62,7 +64,7 @@ class Fp8LtGemms {
                const float* x_scales);
 
     cublasLtHandle_t handle_ = nullptr;
-    void* workspace_ = nullptr;
+    void* workspaces_[kWorkspaces] = {};
     size_t workspace_bytes_ = size_t{32} << 20;
     std::map<const uint8_t*, ScaleEntry> scales_;  // by the weight's UE8M0 base pointer
     std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, Plan> plans_;

@@ -49,7 +49,7 @@ void CudaBackend::linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, c
         g.y = y;
         g.y_stride = y_stride;
         if (x.rows % 4 != 0) g.scratch = scratch(static_cast<size_t>(x.rows_pad * w.rows));
-        if (fp8_lt_->run(stream_, g)) {
+        if (fp8_lt_->run(stream_, g, side_.active ? 1 : 0)) {
             launched("fp8 linear (cuBLASLt)", x.rows % 4 != 0 ? 2 : 1);
             return;
         }

@@ -468,8 +468,11 @@ void CudaBackend::compressors(int layer, const Tensor& x, std::span<const Compre
     on_side_stream([&] { ModelOps::compressors(layer, x, targets, rope, norm_eps); });  // x is ready
 }
 
+// Decode-sized steps: where every linear is a GEMV (measured: the side branch of the decode graph). Larger steps:
+// with CudaOptions::side_stream_prefill, whatever their linears run on.
 bool CudaBackend::side_stream_takes(int64_t tokens, std::initializer_list<const WeightRef*> weights) const {
-    if (side_.stream == nullptr || op_profiling_ || tokens > kBesideTokens) return false;
+    if (side_.stream == nullptr || op_profiling_) return false;
+    if (tokens > kBesideTokens) return options_.side_stream_prefill;
     return std::all_of(weights.begin(), weights.end(), [&](const WeightRef* w) { return on_gemv(*w, tokens, false); });
 }
 
@@ -740,7 +743,7 @@ const float* CudaBackend::shared_output(const Tensor& h, const Fp8Act* x, const 
 }
 
 // The side stream takes the shared expert when all its linears are FP8 GEMVs: kernels with no state but the split
-// counters, which it has its own of (cuBLASLt's workspace is one per backend). Not while ops are timed one by one.
+// counters, which it has its own of (measured so at decode sizes). Not while ops are timed one by one.
 bool CudaBackend::shared_expert_on_gemvs(const Tensor& h, const ExpertWeights& s) const {
     const int64_t n = h.size(0);
     return on_gemv(s.w1, n, true) && on_gemv(s.w3, n, true) && on_gemv(s.w2, n, true);
@@ -771,6 +774,7 @@ void CudaBackend::on_side_stream(const std::function<void()>& launch) {
         void swap() {
             std::swap(b.stream_, b.side_.stream);
             std::swap(b.split_arrivals_, b.side_.split_arrivals);
+            b.side_.active = !b.side_.active;
         }
     };
     {

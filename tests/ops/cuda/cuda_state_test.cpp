@@ -245,9 +245,10 @@ TEST(CudaState, IndexerPicksAllAtShortContexts) {
 }
 
 // The compressors and the indexer on the side stream beside the query path (CudaBackend::side_stream_takes:
-// decode-sized steps whose projections run on the GEMV kernels) give what they give on one stream, bit for bit: the
-// indexer's picks and the attention of a CSA and an HCA layer after a prefill chunk (projections on the GEMM: one
-// stream) and decode steps that complete compression windows (beside), with and without the side stream.
+// decode-sized steps whose projections run on the GEMV kernels; prefill chunks with side_stream_prefill, their
+// projections on cuBLASLt and the bf16 GEMM) give what they give on one stream, bit for bit: the indexer's picks and
+// the attention of a CSA and an HCA layer over two prefill chunks (the second completes an HCA window) and decode
+// steps that complete compression windows, on one stream, beside at decode sizes, and beside at every size.
 TEST(CudaState, CompressorsBesideEqualOneStream) {
     DSV4_REQUIRE_GPU();
     const ModelConfig c = op_config();
@@ -268,7 +269,7 @@ TEST(CudaState, CompressorsBesideEqualOneStream) {
         return v;
     };
     const auto norm = norm_weight(hd), norm_ix = norm_weight(ihd);
-    const int64_t lengths[] = {21, 1, 1, 1, 1, 1, 1};  // positions 0 .. 26: decode steps complete windows 5 and 6
+    const int64_t lengths[] = {90, 70, 1, 1, 1, 1, 1, 1, 1, 1};  // decode steps complete windows 40 and 41
     struct StepInputs {
         std::vector<float> x, q, kv, q_residual;
     };
@@ -277,11 +278,12 @@ TEST(CudaState, CompressorsBesideEqualOneStream) {
         inputs.push_back({random_floats(n * d), random_floats(n * heads * hd), random_floats(n * hd),
                           random_floats(n * c.q_lora_rank)});
     }
-    std::vector<float> outputs[2];
-    std::vector<int32_t> picks[2];
-    for (bool side : {false, true}) {
+    std::vector<float> outputs[3];
+    std::vector<int32_t> picks[3];
+    for (int side : {0, 1, 2}) {  // one stream, beside at decode sizes, beside at every size
         CudaOptions options = cuda_options_from_env({});
-        options.side_stream = side;
+        options.side_stream = side > 0;
+        options.side_stream_prefill = side == 2;
         std::unique_ptr<Backend> gpu = make_cuda_backend(Numerics::kFast, options);
         StateConfig state;
         state.max_slots = 1;
@@ -338,10 +340,13 @@ TEST(CudaState, CompressorsBesideEqualOneStream) {
             picks[side].insert(picks[side].end(), step_picks.begin(), step_picks.end());
         }
     }
-    EXPECT_EQ(picks[0], picks[1]);
-    ASSERT_EQ(outputs[0].size(), outputs[1].size());
-    EXPECT_EQ(std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].size() * sizeof(float)), 0);
-    EXPECT_FALSE(std::any_of(outputs[1].begin(), outputs[1].end(), [](float v) { return std::isnan(v); }));
+    for (int side : {1, 2}) {
+        EXPECT_EQ(picks[0], picks[side]) << "side mode " << side;
+        ASSERT_EQ(outputs[0].size(), outputs[side].size());
+        EXPECT_EQ(std::memcmp(outputs[0].data(), outputs[side].data(), outputs[0].size() * sizeof(float)), 0)
+            << "side mode " << side;
+        EXPECT_FALSE(std::any_of(outputs[side].begin(), outputs[side].end(), [](float v) { return std::isnan(v); }));
+    }
 }
 
 TEST(CudaState, StatefulAttentionFlashDims) {
