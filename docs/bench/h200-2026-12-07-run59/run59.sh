@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (ninth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run59/run59.sh MODE
 # .devbin: .devpack/dev97 (dsv4, ops_cuda, golden_cuda of main with the TMA GEMM's tokens on wgmma's M and the
-# indexer's scores and top-k timed apart and DSV4_SIDE_STREAM_PREFILL; dsv4_old = dadf511, the session start).
+# indexer's scores and top-k timed apart, DSV4_SIDE_STREAM_PREFILL and norm_rope a warp a row; dsv4_old = dadf511, the
+# session start).
 #   m : main on the H200: golden; the offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
 #       chunk); serving C1 / C64 with main's defaults; the whole op suite with the time left
 #   t : the TMA GEMM's and the side stream's tests; FP8 linears at M = 8,192 with DSV4_FP8_TMA=1, new and old kernel,
@@ -35,18 +36,21 @@ PY
 case $mode in
 t)
     run tma_ops 100 .devbin/ops_cuda \
-        --gtest_filter='CudaFp8.TmaGemm*:CudaFp8.GroupedProjection:CudaFp8.Linear*:CudaState.CompressorsBeside*'
+        --gtest_filter='CudaFp8.TmaGemm*:CudaFp8.GroupedProjection:CudaFp8.Linear*:CudaState.CompressorsBeside*:CudaFusedOps.*:CudaOps.*Rope*'
     DSV4_FP8_TMA=1 run klin_new 60 .devbin/dsv4 bench kernels --rows 8192 --filter " x " --json "$OUT/klin_new.json"
     DSV4_FP8_TMA=1 run klin_old 60 .devbin/dsv4_old bench kernels --rows 8192 --filter " x " \
         --json "$OUT/klin_old.json"
     lin_lines "$OUT/klin_new.json"
     lin_lines "$OUT/klin_old.json"
-    # The compressors and the indexer beside the query path at prefill (DSV4_SIDE_STREAM_PREFILL), alternated
-    for v in 0 1 0 1; do
-        DSV4_SIDE_STREAM_PREFILL=$v run "pre_side$v.$SECONDS" 45 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 \
+    # Prefill: the session start (old), the warp-a-row norm_rope (side0), and the compressors and the indexer beside
+    # the query path (side1, DSV4_SIDE_STREAM_PREFILL), alternated
+    for v in old 0 1 old 0 1; do
+        bin=.devbin/dsv4
+        [[ $v == old ]] && bin=.devbin/dsv4_old
+        DSV4_SIDE_STREAM_PREFILL=${v/old/0} run "pre_side$v.$SECONDS" 40 $bin "${fast[@]}" --batch 1 --context 1000 \
             --prefill 2048,8192 --steps 1 --json "$OUT/pre_side$v.$SECONDS.json"
     done
-    grep -h "prefill" "$OUT"/pre_side*.log
+    for f in "$OUT"/pre_side*.log; do echo "$(basename "$f") $(grep -h "prefill" "$f" | tr '\n' ' ')"; done
     # Where the new kernel's time goes at wo_b, M = 8,192: tensor pipe, issue, stall reasons
     DSV4_FP8_TMA=1 run ncu_tma 70 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \

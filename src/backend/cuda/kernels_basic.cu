@@ -31,15 +31,28 @@ __device__ __forceinline__ void prefetch_lines(const float* p, int64_t k) {
 }
 
 // Acc: the numerics mode's arithmetic (cuda_common.cuh); `round`: bf16 outputs (reference numerics).
+// The row kernels' sum of squares: a thread's elements in order, one fused multiply-add each (explicit, so that
+// every kernel that repeats a block's order gets its bits: norm_rope_rows_kernel).
+__device__ __forceinline__ float add_square(float sum, float v) {
+    return fmaf(v, v, sum);
+}
+__device__ __forceinline__ double add_square(double sum, float v) {
+    return fma(static_cast<double>(v), static_cast<double>(v), sum);
+}
+template <typename Acc>
+__device__ __forceinline__ Acc rms_inverse(Acc sum_squares, int64_t k, float eps) {
+    return Acc(1) / sqrt_acc(sum_squares / static_cast<Acc>(k) + Acc(eps));
+}
+
 // One row of RMSNorm by the block: out = in * rsqrt(mean(in^2) + eps) (* weight).
 template <typename Acc>
 __device__ void rms_norm_row(const float* in, const float* weight, int64_t k, float eps, bool round, float* out,
                              Acc* scratch) {
     Acc sum = 0;
 #pragma unroll 4  // the loads of four steps in flight; the sum keeps its order
-    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) sum += Acc(in[i]) * in[i];
+    for (int64_t i = threadIdx.x; i < k; i += blockDim.x) sum = add_square(sum, in[i]);
     sum = block_sum(sum, scratch);
-    const Acc inv = Acc(1) / sqrt_acc(sum / static_cast<Acc>(k) + Acc(eps));
+    const Acc inv = rms_inverse(sum, k, eps);
     for (int64_t i = threadIdx.x; i < k; i += blockDim.x) {
         Acc v = in[i] * inv;
         if (weight != nullptr) v *= weight[i];
@@ -84,6 +97,53 @@ __global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int 
     for (int i = threadIdx.x; i < rope_dim / 2; i += blockDim.x) {
         rope_pair<Acc>(m, static_cast<int>(blockIdx.x / heads), i, inv_freq, false, round,
                        row + (dim - rope_dim) + 2 * i);
+    }
+}
+
+// norm_rope_kernel with a warp a row (kRowsPerBlock rows a block): at prefill a block a 512-float row spent more on
+// its barriers and scheduling than on its 4 KB of traffic. The arithmetic is the 256-thread block's, repeated: lane l
+// plays threads l + 32 w (w < 8), each summing its elements in order, then each group of 32 threads' butterfly, then
+// the butterfly over the eight group sums; the same normalization and rope_pair calls. The same bits.
+constexpr int kNormRowThreads = 256;  // rms_norm_row's block
+constexpr int kRowsPerBlock = 8;
+constexpr int kMaxRowPerLane = 16;  // rows of up to 512 floats
+
+template <typename Acc>
+__global__ void norm_rope_rows_kernel(StepMeta m, float* x, int64_t rows, const float* weight, int heads, int dim,
+                                      int rope_dim, float eps, const float* inv_freq, bool round) {
+    prefetch_lines(weight, dim);
+    prefetch_lines(inv_freq, rope_dim / 2);
+    pdl_begin();
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+    if (r >= rows) return;
+    float* row = x + r * dim;
+    const int per_lane = dim / 32;  // element j of this lane: row[lane + 32 j]
+    float v[kMaxRowPerLane];
+#pragma unroll
+    for (int j = 0; j < kMaxRowPerLane; ++j) v[j] = j < per_lane ? row[lane + 32 * j] : 0.0f;
+    Acc group_sums = 0;  // lane g < 8: threads 32 g .. 32 g + 31's butterfly
+#pragma unroll
+    for (int g = 0; g < kNormRowThreads / 32; ++g) {
+        Acc sum = 0;  // thread lane + 32 g: its elements lane + 32 g + 256 i, in order
+#pragma unroll
+        for (int j = g; j < kMaxRowPerLane; j += kNormRowThreads / 32) {
+            if (j < per_lane) sum = add_square(sum, v[j]);
+        }
+        sum = warp_sum(sum);
+        if (lane == g) group_sums = sum;
+    }
+    const Acc inv = rms_inverse(warp_sum(group_sums), dim, eps);
+#pragma unroll
+    for (int j = 0; j < kMaxRowPerLane; ++j) {
+        if (j >= per_lane) break;
+        Acc out = v[j] * inv;
+        if (weight != nullptr) out *= weight[lane + 32 * j];
+        row[lane + 32 * j] = store_acc(out, round);
+    }
+    __syncwarp();  // the normed row is visible to the whole warp
+    for (int i = lane; i < rope_dim / 2; i += 32) {
+        rope_pair<Acc>(m, static_cast<int>(r / heads), i, inv_freq, false, round, row + (dim - rope_dim) + 2 * i);
     }
 }
 
@@ -234,6 +294,17 @@ void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* 
                       int rope_dim, float eps, const float* inv_freq, bool reference) {
     const auto rows = static_cast<unsigned>(static_cast<int64_t>(m.n_tokens) * heads);
     if (rows == 0) return;
+    if (dim % 32 == 0 && dim <= 32 * kMaxRowPerLane) {  // a warp a row
+        const unsigned blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+        if (reference) {
+            launch_kernel(norm_rope_rows_kernel<double>, blocks, 32 * kRowsPerBlock, 0, s, m, x, int64_t{rows}, weight,
+                          heads, dim, rope_dim, eps, inv_freq, true);
+        } else {
+            launch_kernel(norm_rope_rows_kernel<float>, blocks, 32 * kRowsPerBlock, 0, s, m, x, int64_t{rows}, weight,
+                          heads, dim, rope_dim, eps, inv_freq, false);
+        }
+        return;
+    }
     if (reference) {
         launch_kernel(norm_rope_kernel<double>, rows, 256, 0, s, m, x, weight, heads, dim, rope_dim, eps, inv_freq,
                       true);

@@ -169,14 +169,15 @@ int64_t step_at(Pair& p, std::vector<int32_t> positions) {
     return n;
 }
 
-// norm_rope is rms_norm then rope in one launch with the same arithmetic: the same bits in every numerics mode.
+// norm_rope (a warp a row) is rms_norm (a block a row) then rope in one launch with the same arithmetic: the same
+// bits in every numerics mode.
 TEST(CudaFusedOps, NormRopeEqualsNormThenRope) {
     DSV4_REQUIRE_GPU();
     for (Numerics numerics : {Numerics::kExact, Numerics::kReference, Numerics::kFast}) {
         Pair p(numerics);
         const int64_t n = step_at(p, {1048000, 5, 130000, 77});
         const ModelConfig c = op_config();
-        for (int64_t heads : {int64_t{1}, int64_t{8}}) {
+        for (int64_t heads : {int64_t{1}, int64_t{3}, int64_t{8}}) {  // 3: rows past a block of 8 (a warp a row)
             for (bool weighted : {false, true}) {
                 std::vector<int64_t> shape;
                 auto wv = random_floats(512, 0.2f);
