@@ -122,16 +122,26 @@ __global__ void norm_rope_rows_kernel(StepMeta m, float* x, int64_t rows, const 
     float v[kMaxRowPerLane];
 #pragma unroll
     for (int j = 0; j < kMaxRowPerLane; ++j) v[j] = j < per_lane ? row[lane + 32 * j] : 0.0f;
-    Acc group_sums = 0;  // lane g < 8: threads 32 g .. 32 g + 31's butterfly
+    constexpr int kGroups = kNormRowThreads / 32;
+    Acc sums[kGroups];  // thread lane + 32 g: its elements lane + 32 g + 256 i, in order
 #pragma unroll
-    for (int g = 0; g < kNormRowThreads / 32; ++g) {
-        Acc sum = 0;  // thread lane + 32 g: its elements lane + 32 g + 256 i, in order
+    for (int g = 0; g < kGroups; ++g) {
+        sums[g] = 0;
 #pragma unroll
-        for (int j = g; j < kMaxRowPerLane; j += kNormRowThreads / 32) {
-            if (j < per_lane) sum = add_square(sum, v[j]);
+        for (int j = g; j < kMaxRowPerLane; j += kGroups) {
+            if (j < per_lane) sums[g] = add_square(sums[g], v[j]);
         }
-        sum = warp_sum(sum);
-        if (lane == g) group_sums = sum;
+    }
+    // The eight butterflies (warp_sum's steps) side by side, so their shuffles overlap.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+        for (int g = 0; g < kGroups; ++g) sums[g] += __shfl_xor_sync(0xffffffffu, sums[g], o);
+    }
+    Acc group_sums = 0;  // lane g < 8: threads 32 g .. 32 g + 31's sum, as block_sum's second level reads them
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+        if (lane == g) group_sums = sums[g];
     }
     const Acc inv = rms_inverse(warp_sum(group_sums), dim, eps);
 #pragma unroll
