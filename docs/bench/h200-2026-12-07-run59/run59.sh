@@ -5,7 +5,7 @@
 # session start).
 #   m : main on the H200: golden; the offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
 #       chunk); serving C1 / C64 with main's defaults; the whole op suite with the time left
-#   t : the TMA GEMM's and the side stream's tests; FP8 linears at M = 8,192 with DSV4_FP8_TMA=1, new and old kernel,
+#   t : the TMA GEMM's, the side stream's and norm_rope's tests; golden; FP8 linears at M = 8,192 with DSV4_FP8_TMA=1, new and old kernel,
 #       against cuBLASLt and the ceiling; prefill 2K / 8K with and without DSV4_SIDE_STREAM_PREFILL; ncu of the new
 #       kernel at wo_b; the 8K prefill per op; the warp-specialized W4A8 experts
 #   c : memcheck of the TMA kernels' and the sampler's tests; the whole op suite
@@ -18,11 +18,7 @@ case $mode in
 t)
     run tma_ops 100 .devbin/ops_cuda \
         --gtest_filter='CudaFp8.TmaGemm*:CudaFp8.GroupedProjection:CudaFp8.Linear*:CudaState.CompressorsBeside*:CudaFusedOps.*:CudaOps.*Rope*'
-    DSV4_FP8_TMA=1 run klin_new 60 .devbin/dsv4 bench kernels --rows 8192 --filter " x " --json "$OUT/klin_new.json"
-    DSV4_FP8_TMA=1 run klin_old 60 .devbin/dsv4_old bench kernels --rows 8192 --filter " x " \
-        --json "$OUT/klin_old.json"
-    lin_lines "$OUT/klin_new.json"
-    lin_lines "$OUT/klin_old.json"
+    run golden 70 .devbin/golden_cuda
     # Prefill: the session start (old), the warp-a-row norm_rope (side0), and the compressors and the indexer beside
     # the query path (side1, DSV4_SIDE_STREAM_PREFILL), alternated
     for v in old 0 1 old 0 1; do
@@ -32,6 +28,18 @@ t)
             --prefill 2048,8192 --steps 1 --json "$OUT/pre_side$v.$SECONDS.json"
     done
     for f in "$OUT"/pre_side*.log; do echo "$(basename "$f") $(grep -h "prefill" "$f" | tr '\n' ' ')"; done
+    # Decode B=1 / B=8: the session start against the warp-a-row norm_rope
+    for v in old new; do
+        bin=.devbin/dsv4
+        [[ $v == old ]] && bin=.devbin/dsv4_old
+        run "dec_$v" 40 $bin "${fast[@]}" --batch 1,8 --context 1000 --prefill 0 --steps 4 --json "$OUT/dec_$v.json"
+        grep -h "^1 \|^8 " "$OUT/dec_$v.log"
+    done
+    DSV4_FP8_TMA=1 run klin_new 60 .devbin/dsv4 bench kernels --rows 8192 --filter " x " --json "$OUT/klin_new.json"
+    DSV4_FP8_TMA=1 run klin_old 60 .devbin/dsv4_old bench kernels --rows 8192 --filter " x " \
+        --json "$OUT/klin_old.json"
+    lin_lines "$OUT/klin_new.json"
+    lin_lines "$OUT/klin_old.json"
     # Where the new kernel's time goes at wo_b, M = 8,192: tensor pipe, issue, stall reasons
     DSV4_FP8_TMA=1 run ncu_tma 70 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section SchedulerStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
