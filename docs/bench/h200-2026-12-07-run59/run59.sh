@@ -8,7 +8,7 @@
 #   t : the TMA GEMM's, the side stream's and norm_rope's tests; golden; FP8 linears at M = 8,192 with DSV4_FP8_TMA=1, new and old kernel,
 #       against cuBLASLt and the ceiling; prefill 2K / 8K with and without DSV4_SIDE_STREAM_PREFILL; ncu of the new
 #       kernel at wo_b; the 8K prefill per op; the warp-specialized W4A8 experts
-#   v : golden and prefill with the side stream at prefill on by default (after the other calls)
+#   v : golden and prefill with DSV4_SIDE_STREAM_PREFILL=1 (not run: the session's device time was spent)
 #   r : the op suites c's 330 s did not reach
 #   c : memcheck of the TMA kernels' and the sampler's tests; the whole op suite
 mode=$1
@@ -71,7 +71,8 @@ c)
     grep -h "ERROR SUMMARY" "$OUT/memcheck.log" 2>/dev/null
     run ops 330 .devbin/ops_cuda
     ;;
-v)  # with the side stream at prefill on by default: golden, the engine-level CUDA tests, prefill
+v)  # the side stream at prefill: golden, prefill
+    export DSV4_SIDE_STREAM_PREFILL=1
     run golden 60 .devbin/golden_cuda
     run prefill 40 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 --steps 1
     grep -h "prefill" "$OUT/prefill.log"

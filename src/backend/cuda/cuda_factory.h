@@ -61,9 +61,10 @@ struct CudaOptions {
     bool side_stream = true;
     // Fast numerics, steps of more than 64 tokens (prefill chunks): the side stream takes the compressors and the
     // lightning indexer too, on whatever kernels their linears choose (cuBLASLt has a workspace for each stream)
-    // (DSV4_SIDE_STREAM_PREFILL; the same kernels and bits either way; prefill 2K +0.6%, 8K +0.3% on the H100,
-    // performance-log 2026-12-07 ninth session).
-    bool side_stream_prefill = true;
+    // (DSV4_SIDE_STREAM_PREFILL; the same kernels and bits either way: CompressorsBesideEqualOneStream). Prefill 2K
+    // +0.6%, 8K +0.3% on the H100 (performance-log 2026-12-07, ninth session); off until golden and the speculative
+    // suites (verify steps of more than 64 tokens in graphs) have run with it on a GPU.
+    bool side_stream_prefill = false;
     // Steps whose tokens see at most index_topk compressed entries attend to every entry without the lightning indexer
     // (ModelOps::indexer_picks_all: the picks its top-k would give) (DSV4_INDEXER_ALL_ENTRIES; 0: always score).
     bool indexer_all_entries = true;
