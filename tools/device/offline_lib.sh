@@ -7,6 +7,7 @@ fast=(bench offline --preset flash-160 --numerics fast)
 mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 ((mem < 100000)) && LAYERS=${LAYERS:-24}
 [[ -n ${LAYERS:-} ]] && fast+=(--layers "$LAYERS") && echo "LAYERS=$LAYERS"
+cut=${LAYERS:+--synthetic-layers $LAYERS}  # the same cut for `dsv4 serve` (SERVER_FLAGS)
 oracle() {
     local bin=$1 k=$2 l=$3 tag
     tag=$(basename "$bin")_k$k.$SECONDS

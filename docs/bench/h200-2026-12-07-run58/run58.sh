@@ -18,7 +18,6 @@ mode=$1
 source tools/device/call_lib.sh
 source tools/device/offline_lib.sh
 source tools/device/report_lines.sh
-cut=${LAYERS:+--synthetic-layers $LAYERS}
 case $mode in
 a)
     run fp8_ops 150 .devbin/ops_cuda --gtest_filter='*CudaFp8*'

@@ -15,7 +15,6 @@ mode=$1
 source tools/device/call_lib.sh
 source tools/device/offline_lib.sh
 source tools/device/report_lines.sh
-cut=${LAYERS:+--synthetic-layers $LAYERS}
 case $mode in
 t)
     run tma_ops 100 .devbin/ops_cuda \
