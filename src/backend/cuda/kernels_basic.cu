@@ -44,6 +44,10 @@ __device__ __forceinline__ Acc rms_inverse(Acc sum_squares, int64_t k, float eps
     return Acc(1) / sqrt_acc(sum_squares / static_cast<Acc>(k) + Acc(eps));
 }
 
+// Threads of the blocks that run rms_norm_row (rms_norm, norm_rope's and norm_ropes' block kernels): its summation
+// order, which norm_rope_rows_kernel repeats lane by lane.
+constexpr int kNormRowThreads = 256;
+
 // One row of RMSNorm by the block: out = in * rsqrt(mean(in^2) + eps) (* weight).
 template <typename Acc>
 __device__ void rms_norm_row(const float* in, const float* weight, int64_t k, float eps, bool round, float* out,
@@ -104,7 +108,6 @@ __global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int 
 // its barriers and scheduling than on its 4 KB of traffic. The arithmetic is the 256-thread block's, repeated: lane l
 // plays threads l + 32 w (w < 8), each summing its elements in order, then each group of 32 threads' butterfly, then
 // the butterfly over the eight group sums; the same normalization and rope_pair calls. The same bits.
-constexpr int kNormRowThreads = 256;  // rms_norm_row's block
 constexpr int kRowsPerBlock = 8;
 constexpr int kMaxRowPerLane = 16;  // rows of up to 512 floats
 
@@ -282,9 +285,11 @@ void launch_rms_norm(cudaStream_t s, const float* x, const float* weight, int64_
                      bool reference, float* y) {
     if (rows == 0) return;
     if (reference) {
-        launch_kernel(rms_norm_kernel<double>, static_cast<unsigned>(rows), 256, 0, s, x, weight, k, eps, true, y);
+        launch_kernel(rms_norm_kernel<double>, static_cast<unsigned>(rows), kNormRowThreads, 0, s, x, weight, k, eps,
+                      true, y);
     } else {
-        launch_kernel(rms_norm_kernel<float>, static_cast<unsigned>(rows), 256, 0, s, x, weight, k, eps, false, y);
+        launch_kernel(rms_norm_kernel<float>, static_cast<unsigned>(rows), kNormRowThreads, 0, s, x, weight, k, eps,
+                      false, y);
     }
 }
 
@@ -316,11 +321,11 @@ void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* 
         return;
     }
     if (reference) {
-        launch_kernel(norm_rope_kernel<double>, rows, 256, 0, s, m, x, weight, heads, dim, rope_dim, eps, inv_freq,
-                      true);
+        launch_kernel(norm_rope_kernel<double>, rows, kNormRowThreads, 0, s, m, x, weight, heads, dim, rope_dim, eps,
+                      inv_freq, true);
     } else {
-        launch_kernel(norm_rope_kernel<float>, rows, 256, 0, s, m, x, weight, heads, dim, rope_dim, eps, inv_freq,
-                      false);
+        launch_kernel(norm_rope_kernel<float>, rows, kNormRowThreads, 0, s, m, x, weight, heads, dim, rope_dim, eps,
+                      inv_freq, false);
     }
 }
 
@@ -332,9 +337,9 @@ void launch_norm_ropes(cudaStream_t s, const StepMeta& m, NormRopesParams p, boo
     }
     if (blocks == 0) return;
     if (reference) {
-        launch_kernel(norm_ropes_kernel<double>, static_cast<unsigned>(blocks), 256, 0, s, m, p, true);
+        launch_kernel(norm_ropes_kernel<double>, static_cast<unsigned>(blocks), kNormRowThreads, 0, s, m, p, true);
     } else {
-        launch_kernel(norm_ropes_kernel<float>, static_cast<unsigned>(blocks), 256, 0, s, m, p, false);
+        launch_kernel(norm_ropes_kernel<float>, static_cast<unsigned>(blocks), kNormRowThreads, 0, s, m, p, false);
     }
 }
 
