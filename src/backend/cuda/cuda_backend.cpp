@@ -84,6 +84,11 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     if (std::getenv("DSV4_FP8_GEMV_WARPS") != nullptr) {
         o.fp8_gemv_warps = static_cast<int>(positive_env("DSV4_FP8_GEMV_WARPS", 0));
     }
+    if (std::getenv("DSV4_INDEX_TOKEN_TILE") != nullptr) {
+        o.index_token_tile = static_cast<int>(positive_env("DSV4_INDEX_TOKEN_TILE", 1));
+    }
+    DSV4_CHECK(o.index_token_tile == 1 || o.index_token_tile == 4,
+               "the indexer's token tile is {}: 1 or 4 (DSV4_INDEX_TOKEN_TILE)", o.index_token_tile);
     o.pdl = switch_env("DSV4_PDL", o.pdl);
     o.fp8_gemv = switch_env("DSV4_FP8_GEMV", o.fp8_gemv);
     o.gemv_stream_tile = static_cast<int>(positive_env("DSV4_GEMV_STREAM_TILE", o.gemv_stream_tile));

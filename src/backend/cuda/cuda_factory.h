@@ -104,6 +104,10 @@ struct CudaOptions {
     // (1,056: one wave of 8 warps an SM on the H200). A tuning knob: other splits, other summation orders
     // (DSV4_FP8_GEMV_WARPS).
     int fp8_gemv_warps = 0;
+    // Fast numerics, steps of 64 tokens or more: consecutive tokens scored by one block of the lightning indexer's MMA
+    // kernel (1 or 4; each chunk of keys looked up and decoded once for the four; the same bits either way:
+    // CudaIndexScores.TokenTilesGiveOneTokenBlocksBits) (DSV4_INDEX_TOKEN_TILE).
+    int index_token_tile = 1;
     // The wide attention's key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for
     // any value: tests use 64 to cross segment boundaries at short contexts).
     int mqa_wide_segment = 1024;
@@ -137,7 +141,7 @@ struct CudaOptions {
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
 // (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
-// off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on), DSV4_FP8_GEMV_WARPS. A
+// off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on), DSV4_FP8_GEMV_WARPS, DSV4_INDEX_TOKEN_TILE (1, 4). A
 // value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 

@@ -628,9 +628,18 @@ void CudaBackend::indexer_topk(int layer, const Tensor& q, const Tensor& weights
     float* scores = scratch(static_cast<size_t>(n * max_entries));
     DSV4_CHECK(q.size(2) == key_format_.dim, "indexer_topk: query dim {} differs from the key dim {}", q.size(2),
                key_format_.dim);
-    launch_index_scores(stream_, meta_, q.f32(), weights.f32(), layers_[layer].index_keys, key_format_,
-                        static_cast<int>(q.size(1)), ratio, layers_[layer].per_block, max_entries, scores, fast(),
-                        reference());
+    IndexScoresArgs a;
+    a.q = q.f32();
+    a.weights = weights.f32();
+    a.keys = layers_[layer].index_keys;
+    a.key_format = key_format_;
+    a.heads = static_cast<int>(q.size(1));
+    a.ratio = ratio;
+    a.per_block = layers_[layer].per_block;
+    a.max_entries = max_entries;
+    a.scores = scores;
+    a.token_tile = options_.index_token_tile;
+    launch_index_scores(stream_, meta_, a, fast(), reference());
     launched("index scores");
     launch_topk(stream_, meta_, scores, max_entries, ratio, static_cast<int>(topk.size(1)), topk.i32());
     launched("indexer topk");

@@ -368,18 +368,27 @@ void launch_attention_mqa_wide(cudaStream_t s, const StepMeta& m, const Attentio
 // tensor_cores: the MMA kernel where supported; launch_topk picks from them).
 // keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).
 constexpr int kMaxIndexDim = 256;
-void launch_index_scores(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
-                         const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
-                         float* scores, bool tensor_cores, bool f64);
+struct IndexScoresArgs {
+    const float* q = nullptr;        // [N, heads, dim]
+    const float* weights = nullptr;  // [N, heads]
+    const uint8_t* keys = nullptr;
+    RowFormatDev key_format;
+    int heads = 0, ratio = 0, per_block = 0;
+    int64_t max_entries = 0;
+    float* scores = nullptr;  // [N, max_entries]
+    // MMA kernel, steps of kIndexTileMinTokens tokens or more and 128-dim keys: consecutive tokens a block (1 or 4),
+    // which look up and decode each chunk of keys once for all of them (the same bits either way).
+    int token_tile = 1;
+};
+constexpr int kIndexTileMinTokens = 64;
+void launch_index_scores(cudaStream_t s, const StepMeta& m, const IndexScoresArgs& a, bool tensor_cores, bool f64);
 // Top-k of scores [N, max_entries] over each token's (position + 1) / ratio eligible entries: the picks in index
 // order, exact ties at the k-th score lowest index first, -1 padded (one block per token; reads m.positions).
 void launch_topk(cudaStream_t s, const StepMeta& m, const float* scores, int64_t max_entries, int ratio, int k,
                  int32_t* topk);
 // kernels_indexer_mma.cu: the scores on tensor cores (fast numerics; fp8 index keys or bf16 keys, <= 64 heads).
 bool index_scores_mma_supported(const RowFormatDev& f, int heads);
-void launch_index_scores_mma(cudaStream_t s, const StepMeta& m, const float* q, const float* weights,
-                             const uint8_t* keys, const RowFormatDev& f, int heads, int ratio, int per_block,
-                             int64_t max_entries, float* scores);
+void launch_index_scores_mma(cudaStream_t s, const StepMeta& m, const IndexScoresArgs& a);
 
 // kernels_moe.cu
 constexpr int kMaxRoutedExperts = 1024;

@@ -478,17 +478,17 @@ void launch_index_scores_simt(cudaStream_t s, const StepMeta& m, const float* q,
     }
 }
 
-void launch_index_scores(cudaStream_t s, const StepMeta& m, const float* q, const float* weights, const uint8_t* keys,
-                         const RowFormatDev& key_format, int heads, int ratio, int per_block, int64_t max_entries,
-                         float* scores, bool tensor_cores, bool f64) {
+void launch_index_scores(cudaStream_t s, const StepMeta& m, const IndexScoresArgs& a, bool tensor_cores, bool f64) {
     if (m.n_tokens == 0) return;
-    const RowFormatDev& f = key_format;
-    if (tensor_cores && index_scores_mma_supported(f, heads)) {
-        launch_index_scores_mma(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+    const RowFormatDev& f = a.key_format;
+    if (tensor_cores && index_scores_mma_supported(f, a.heads)) {
+        launch_index_scores_mma(s, m, a);
     } else if (f64) {
-        launch_index_scores_simt<double>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+        launch_index_scores_simt<double>(s, m, a.q, a.weights, a.keys, f, a.heads, a.ratio, a.per_block, a.max_entries,
+                                         a.scores);
     } else {
-        launch_index_scores_simt<float>(s, m, q, weights, keys, f, heads, ratio, per_block, max_entries, scores);
+        launch_index_scores_simt<float>(s, m, a.q, a.weights, a.keys, f, a.heads, a.ratio, a.per_block, a.max_entries,
+                                        a.scores);
     }
 }
 
