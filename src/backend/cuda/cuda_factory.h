@@ -106,8 +106,9 @@ struct CudaOptions {
     int fp8_gemv_warps = 0;
     // Fast numerics, steps of 64 tokens or more: consecutive tokens scored by one block of the lightning indexer's MMA
     // kernel (1 or 4; each chunk of keys looked up and decoded once for the four; the same bits either way:
-    // CudaIndexScores.TokenTilesGiveOneTokenBlocksBits) (DSV4_INDEX_TOKEN_TILE).
-    int index_token_tile = 1;
+    // CudaIndexScores.TokenTilesGiveOneTokenBlocksBits) (DSV4_INDEX_TOKEN_TILE). 4: the 8K prefill's index scores
+    // 43.9 -> 20.1 ms, prefill 8K +4.1% (H100, 24 layers, performance-log.md 2026-12-07 tenth session).
+    int index_token_tile = 4;
     // The wide attention's key rows resolved this many at a time (whole chunks of 64, at most 1024; the same bits for
     // any value: tests use 64 to cross segment boundaries at short contexts).
     int mqa_wide_segment = 1024;

@@ -329,6 +329,25 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
         done[i] = true;
     }
     if (fp8_k > 0) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, x.f32(), fp8_k, fp8_k);  // fp8 not empty
+    // The targets on FP8 tensor cores (prefill sizes) that take all of x share one quantization of it (what
+    // linear() would make for each of them).
+    const Fp8Act* shared = nullptr;
+    Fp8Act quantized;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        const WeightRef& w = *targets[i].w;
+        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
+        if (done[i] || x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows || m != x.size(0)) continue;
+        const LinearPath path = choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear);
+        if (path != LinearPath::kFp8Lt && path != LinearPath::kFp8Wgmma) continue;
+        if (shared == nullptr) {
+            quantized = quantize_fp8(x.f32(), w.cols, m, w.cols);
+            shared = &quantized;
+        } else if (shared->k != w.cols) {
+            continue;
+        }
+        linear_fp8(path, *shared, 0, w, targets[i].y.f32(), w.rows);
+        done[i] = true;
+    }
     // The multi-weight launch streams its weights (kernels_gemv_stream.cu) whether or not single linears do.
     GemvStreamConfig merged = stream_linears_;
     merged.enabled = stream_linears_.enabled || options_.gemv_merge_linears;
