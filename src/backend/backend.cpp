@@ -179,6 +179,13 @@ void ModelOps::attention_unrotated(int layer, const LayerConfig& lc, const Tenso
     rope(out, lc.rope, true);
 }
 
+void ModelOps::normed_attention_unrotated(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
+                                          const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
+                                          Tensor out) {
+    norm_rope(q, nullptr, norm_eps, lc.rope);
+    attention_unrotated(layer, lc, q, kv, sinks, topk, scale, out);
+}
+
 void ModelOps::argmax_rows(const Tensor& x, Tensor out) {
     const int64_t n = x.size(0), v = argmax_row_width(x, out);
     const std::vector<float> host = read_f32(*this, x);

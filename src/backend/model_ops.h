@@ -147,6 +147,12 @@ class ModelOps {
     // the keys' rotation that V carries undone. Optional: backends may fuse the two.
     virtual void attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
                                      const VecRef& sinks, const Tensor* topk, float scale, Tensor out);
+    // norm_rope(q, no weight, norm_eps, lc.rope), then attention_unrotated: the query heads' RMSNorm and RoPE before
+    // the attention reads them. q afterwards holds the normed queries or the ones given. Optional: the default runs
+    // the two ops; a backend may norm and rotate the queries as its attention kernel loads them.
+    virtual void normed_attention_unrotated(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
+                                            const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
+                                            Tensor out);
     // DSpark's draft-block attention (model-spec 3.2): every query of a sequence attends to the ring rows of the
     // `sliding_window` positions before the sequence's first step token (start_pos - window .. start_pos - 1, those
     // >= 0: its context rows) and to all of the sequence's step rows (kv, bidirectional), plus the sink. Writes no

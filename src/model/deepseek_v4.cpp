@@ -176,8 +176,8 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
                                         {&w.wkv, LinearKind::kQuantized, kv}};
     b.linears(x, from_x);
 
-    // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims. The single shared K=V
-    // head's norm and RoPE go with q_norm (one launch where the backend can).
+    // Query: q_norm, the up projection, per-head weightless RMSNorm, RoPE on the trailing dims (with the attention,
+    // below). The single shared K=V head's norm and RoPE go with q_norm (one launch where the backend can).
     // Draft blocks store no rows.
     const int window_layer = block.mode == BlockAttention::kDraftBlock ? -1 : layer;
     const NormRopeTarget before_wq_b[] = {{q_residual.view({n, 1, config_.q_lora_rank}), &w.q_norm, nullptr},
@@ -192,18 +192,19 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     b.region("attention");
     Tensor q = b.alloc(DType::kF32, {n, heads, hd});
     b.linear(q_residual, w.wq_b, LinearKind::kQuantized, q);
-    b.norm_rope(q, nullptr, eps, lc.rope);
     b.kv_cache_sim(kv, config_.nope_head_dim());
 
     Tensor o = b.alloc(DType::kF32, {n, heads, hd});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     // The output with the keys' rotation carried by V undone at the query position, then the grouped output
     // projection.
+    // The query heads' weightless RMSNorm and RoPE first (in the attention where the backend can).
     if (block.mode == BlockAttention::kDraftBlock) {
+        b.norm_rope(q, nullptr, eps, lc.rope);
         b.block_attention(layer, q, kv, w.sinks, scale, o);
         b.rope(o, lc.rope, true);
     } else {
-        b.attention_unrotated(layer, lc, q, kv, w.sinks, scored ? &topk : nullptr, scale, o);
+        b.normed_attention_unrotated(layer, lc, q, kv, w.sinks, scored ? &topk : nullptr, scale, eps, o);
         b.store_window(layer, kv);
     }
     const int64_t groups = config_.o_groups;

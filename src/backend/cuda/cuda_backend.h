@@ -127,6 +127,8 @@ class CudaBackend final : public Backend, public GraphRecorder {
                    const Tensor* topk, float scale, Tensor out) override;
     void attention_unrotated(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
                              const Tensor* topk, float scale, Tensor out) override;
+    void normed_attention_unrotated(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv, const VecRef& sinks,
+                                    const Tensor* topk, float scale, float norm_eps, Tensor out) override;
     void block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
                          Tensor out) override;
     void store_window(int layer, const Tensor& kv) override;
@@ -248,8 +250,15 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // One token a sequence and the whole window in the ring: a step's K=V rows may go to the ring before attention.
     bool one_token_per_sequence_window() const;
     bool window_rows_early(const Tensor& x, int layer) const;
+    // The queries' norm and RoPE that the wide kernel applies as it stages them (normed_attention_unrotated).
+    struct QueryNorm {
+        float eps;
+        const RopeParams* rope;
+    };
     void attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
-                        const Tensor* topk, float scale, Tensor out, bool unrotate);
+                        const Tensor* topk, float scale, Tensor out, bool unrotate, const QueryNorm* norm = nullptr);
+    // Whether attention of these queries runs on the wide kernel (all heads of a token in one block).
+    bool wide_attention(const Tensor& q) const;
     // The routed experts' weighted sum plus the shared expert's output, into y (fused into the down projection).
     struct MoeCombine {
         const float* weights;

@@ -320,15 +320,26 @@ __device__ __forceinline__ double mul_rn(double a, double b) {
 
 // Interleaved RoPE of pair i of the trailing rope dims of one head row of token t: the pair (a, b) rotated into
 // (v0, v1).
+// Its two steps: the cosine and sine of pair i's angle at token t's position (for every head of the token), then the
+// rotation.
+__device__ __forceinline__ float2 rope_cos_sin_at(int32_t position, float inv_freq, bool inverse) {
+    const float angle = static_cast<float>(position) * inv_freq;  // float32 product, as the reference
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    const float s = static_cast<float>(sin(static_cast<double>(angle)));
+    return make_float2(c, inverse ? -s : s);
+}
+__device__ __forceinline__ float2 rope_cos_sin(const StepMeta& m, int t, int i, const float* inv_freq, bool inverse) {
+    return rope_cos_sin_at(m.positions[t], inv_freq[i], inverse);
+}
+template <typename Acc>
+__device__ __forceinline__ void rope_rotate(float2 cs, bool round, Acc a, Acc b, float& v0, float& v1) {
+    v0 = store_acc(mul_rn(a, Acc(cs.x)) - mul_rn(b, Acc(cs.y)), round);
+    v1 = store_acc(mul_rn(b, Acc(cs.x)) + mul_rn(a, Acc(cs.y)), round);
+}
 template <typename Acc>
 __device__ void rope_values(const StepMeta& m, int t, int i, const float* inv_freq, bool inverse, bool round, Acc a,
                             Acc b, float& v0, float& v1) {
-    const float angle = static_cast<float>(m.positions[t]) * inv_freq[i];  // float32 product, as the reference
-    const float c = static_cast<float>(cos(static_cast<double>(angle)));
-    float s = static_cast<float>(sin(static_cast<double>(angle)));
-    if (inverse) s = -s;
-    v0 = store_acc(mul_rn(a, Acc(c)) - mul_rn(b, Acc(s)), round);
-    v1 = store_acc(mul_rn(b, Acc(c)) + mul_rn(a, Acc(s)), round);
+    rope_rotate<Acc>(rope_cos_sin(m, t, i, inv_freq, inverse), round, a, b, v0, v1);
 }
 
 // The same in place (v: the pair).

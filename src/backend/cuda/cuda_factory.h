@@ -72,6 +72,10 @@ struct CudaOptions {
     // split (prefill) the sink merge in the same kernel (kernels_attention_wide.cu) (DSV4_MQA_WIDE; 0: the 32-head
     // split kernel and its merge).
     bool mqa_wide = true;
+    // Fast numerics, steps on the wide attention kernel: the query heads' RMSNorm and RoPE applied as the kernel stages
+    // them instead of a norm_rope pass over q (ModelOps::normed_attention_unrotated; the same bits:
+    // CudaState.NormedQueriesInTheWideKernel) (DSV4_FUSED_QUERY_NORM).
+    bool fused_query_norm = false;
     // Fast numerics: the bf16 tensor-core GEMM splits K where its grid has few blocks (the router's gate at decode
     // batch sizes), the splits' sums added in order (DSV4_GEMM_SPLIT_K; 0: one block a tile over all of K).
     bool gemm_split_k = true;
@@ -142,8 +146,9 @@ struct CudaOptions {
 // DSV4_LINEAR_PATH, DSV4_MOE_PATH, DSV4_PROFILE_OPS (set: per-op profiling), DSV4_GEMV_STREAM (off, experts,
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
 // (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
-// off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on), DSV4_FP8_GEMV_WARPS, DSV4_INDEX_TOKEN_TILE (1, 4). A
-// value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
+// off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on), DSV4_FP8_GEMV_WARPS, DSV4_INDEX_TOKEN_TILE (1, 4),
+// DSV4_FUSED_QUERY_NORM (1: on). A value that is not a positive integer (0 or 1 for the switch) is a dsv4::Error naming
+// the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

@@ -514,8 +514,28 @@ void CudaBackend::attention_unrotated(int layer, const LayerConfig& lc, const Te
     attention_impl(layer, lc, q, kv, sinks, topk, scale, out, true);
 }
 
+// Fast numerics with the wide kernel and CudaOptions::fused_query_norm: the queries normed and rotated as the kernel
+// stages them (the rows kernel's bits: norm_rope_row.cuh), with no norm_rope pass over q.
+void CudaBackend::normed_attention_unrotated(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
+                                             const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
+                                             Tensor out) {
+    const int64_t dim = q.size(2);
+    const bool fused = options_.fused_query_norm && wide_attention(q) && dim % 32 == 0 && dim <= kMaxNormRowDim &&
+                       lc.rope.rope_dim % 2 == 0 && lc.rope.rope_dim <= std::min<int64_t>(dim, kMaxQueryNormRopeDims);
+    if (!fused) return ModelOps::normed_attention_unrotated(layer, lc, q, kv, sinks, topk, scale, norm_eps, out);
+    const QueryNorm norm{norm_eps, &lc.rope};
+    attention_impl(layer, lc, q, kv, sinks, topk, scale, out, true, &norm);
+}
+
+bool CudaBackend::wide_attention(const Tensor& q) const {
+    const int dim = static_cast<int>(q.size(2)), heads = static_cast<int>(q.size(1));
+    return fast() && mqa_attention_supported(kv_format_, dim) && options_.mqa_wide && q.size(0) >= kMqaWideMinTokens &&
+           mqa_wide_supported(kv_format_, dim, heads);
+}
+
 void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
-                                 const VecRef& sinks, const Tensor* topk, float scale, Tensor out, bool unrotate) {
+                                 const VecRef& sinks, const Tensor* topk, float scale, Tensor out, bool unrotate,
+                                 const QueryNorm* norm) {
     join_side_stream();  // the compressors' entries and the indexer's picks, where run beside
     const int64_t dim = q.size(2);
     DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
@@ -575,8 +595,14 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
     int max_keys = model_.sliding_window;
     if (lc.compress_ratio > 0) max_keys += a.csa ? a.topk_k : static_cast<int>(indexer_entry_bucket(lc.compress_ratio));
     const bool mqa = fast() && mqa_attention_supported(kv_format_, a.dim);  // tensor cores
-    if (mqa && options_.mqa_wide && q.size(0) >= kMqaWideMinTokens &&
-        mqa_wide_supported(kv_format_, a.dim, a.heads)) {  // every head in one block; one split: its own merge
+    DSV4_CHECK(norm == nullptr || wide_attention(q), "attention: queries normed in a kernel that does not norm them");
+    if (wide_attention(q)) {  // every head in one block; one split: its own merge
+        if (norm != nullptr) {
+            a.norm_queries = true;
+            a.query_eps = norm->eps;
+            a.query_inv_freq = inv_freq(*norm->rope);
+            a.query_rope_dims = norm->rope->rope_dim;
+        }
         MqaWideLaunch w;
         w.segment_keys = options_.mqa_wide_segment;
         w.splits = mqa_wide_splits(q.size(0), max_keys);

@@ -328,8 +328,16 @@ struct AttentionArgs {
     // > 0: the split kernels' keys per split whatever the step's size (CudaOptions::attention_keys_per_split; a
     // multiple of 64): a token's splits then depend on its own keys only.
     int fixed_keys_per_split = 0;
+    // Set (the wide kernel only): each query row is RMS-normed (no weight) and its trailing query_rope_dims dims
+    // rotated as the kernel stages it (norm_rope_row.cuh: norm_rope's bits; q itself is left as it was).
+    const float* query_inv_freq = nullptr;
+    int query_rope_dims = 0;
+    float query_eps = 0.0f;
+    bool norm_queries = false;
 };
 constexpr int kMaxAttentionDim = 1024;
+constexpr int kMaxNormRowDim = 512;         // rows a warp norms and rotates (norm_rope_row.cuh; dims a multiple of 32)
+constexpr int kMaxQueryNormRopeDims = 128;  // rope dims of queries the wide kernel norms as it stages them
 void launch_attention(cudaStream_t s, const StepMeta& m, const AttentionArgs& a);
 // Exact / fast numerics: key splits with online softmax, merged with the sink. max_keys bounds every query's key
 // count; part_acc [N * H * splits * dim] and part_ml [N * H * splits * 2] are scratch.

@@ -18,6 +18,7 @@
 #include "backend/cuda/attention_rows.cuh"
 #include "backend/cuda/head_rows.cuh"
 #include "backend/cuda/mma_bf16.cuh"
+#include "backend/cuda/norm_rope_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/wgmma_fp8.cuh"
 
@@ -63,11 +64,42 @@ __device__ Smem carve(unsigned char* base, int dim) {
     return s;
 }
 
-// The token's query rows as bf16 (heads past the last are zero), eight loads a thread in flight.
-__device__ void load_queries(const AttentionArgs& a, int t, const Smem& s) {
+// The token's query rows as bf16 (heads past the last are zero), eight loads a thread in flight. kNorm: RMS-normed and
+// rotated first, with norm_rope_rows_kernel's bits: each row's inverse RMS by a warp (norm_rope_row.cuh) and the
+// token's cosines and sines once for all its heads, both into row_max (free until the first chunk's scores); then
+// each value times its row's inverse, each rope pair rotated (rope_rotate) from its two normed values.
+static_assert(kHeads + kMaxQueryNormRopeDims <= kHeads * kColWarps, "row_max holds the inverses and the cosines");
+
+template <bool kNorm>
+__device__ void load_queries(const StepMeta& m, const AttentionArgs& a, int t, const Smem& s) {
     const int ld = a.dim + kPad;
+    float* inverse = s.row_max;                                     // [kHeads]
+    auto* cos_sin = reinterpret_cast<float2*>(s.row_max + kHeads);  // [query_rope_dims / 2]
+    if constexpr (kNorm) {
+        for (int i = static_cast<int>(threadIdx.x); i < a.query_rope_dims / 2; i += kThreads)
+            cos_sin[i] = rope_cos_sin(m, t, i, a.query_inv_freq, false);
+        for (int r = static_cast<int>(threadIdx.x) / 32; r < a.heads; r += kWarps) {
+            float v[kMaxNormRowPerLane];
+            const float inv = row_rms_inverse_warp<float>(a.q + (static_cast<int64_t>(t) * a.heads + r) * a.dim, a.dim,
+                                                          a.query_eps, v);
+            if (threadIdx.x % 32 == 0) inverse[r] = inv;
+        }
+        __syncthreads();
+    }
+    const int rope0 = a.dim - a.query_rope_dims;
     stage_head_rows<8>(a.q, t, a.heads, 0, kHeads, a.dim, [&](int r, int c, float4 v) {
-        *reinterpret_cast<uint2*>(s.q + r * ld + c) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+        float x[4] = {v.x, v.y, v.z, v.w};
+        if (kNorm && r < a.heads) {
+            const float inv = inverse[r];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) x[u] = store_acc(x[u] * inv, false);
+#pragma unroll
+            for (int u = 0; u < 4; u += 2) {  // c is a multiple of 4 and rope0 even: pairs (c + u, c + u + 1)
+                if (c + u >= rope0)
+                    rope_rotate<float>(cos_sin[(c + u - rope0) / 2], false, x[u], x[u + 1], x[u], x[u + 1]);
+            }
+        }
+        *reinterpret_cast<uint2*>(s.q + r * ld + c) = make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
     });
 }
 
@@ -299,7 +331,8 @@ __device__ void write_partials(const AttentionArgs& a, const MqaWideLaunch& w, c
     }
 }
 
-// Grid: (token, split).
+// Grid: (token, split). kNorm: a.norm_queries.
+template <bool kNorm>
 __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMeta m, AttentionArgs a, MqaWideLaunch w) {
     pdl_begin();
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -314,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMet
     // This split's keys (all of them with one split); a split past the token's keys writes an empty partial.
     const int begin = w.splits > 1 ? split * w.keys_per_split : 0;
     const int end = w.splits > 1 ? min(n_keys, begin + w.keys_per_split) : n_keys;
-    load_queries(a, t, s);
+    load_queries<kNorm>(m, a, t, s);
     float out[kMaxTiles][4] = {};
     RowState st;
     for (int seg0 = begin; seg0 < end; seg0 += w.segment_keys) {
@@ -370,14 +403,17 @@ void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const Attenti
     if (m.n_tokens == 0) return;
     static bool configured = false;  // once: every supported shape fits kMaxSmem
     if (!configured) {
-        cudaFuncSetAttribute(attention_mqa_wide_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(attention_mqa_wide_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kMaxSmem));
+        cudaFuncSetAttribute(attention_mqa_wide_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(kMaxSmem));
         configured = true;
     }
     MqaWideLaunch launch = w;
     launch.segment_keys = mqa_wide_segment_keys(w.segment_keys);
     const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));
-    launch_kernel(attention_mqa_wide_kernel, grid, kThreads, smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
+    launch_kernel(a.norm_queries ? attention_mqa_wide_kernel<true> : attention_mqa_wide_kernel<false>, grid, kThreads,
+                  smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
     if (w.splits > 1) {
         launch_attention_combine(st, m, a, static_cast<int64_t>(m.n_tokens) * a.heads, w.splits, w.part_acc, w.part_ml);
     }

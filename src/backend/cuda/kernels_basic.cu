@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_rope_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_sim.cuh"
 #include "backend/cuda/state_codec.cuh"
@@ -30,24 +31,8 @@ __device__ __forceinline__ void prefetch_lines(const float* p, int64_t k) {
         asm volatile("prefetch.global.L1 [%0];" ::"l"(p + i));
 }
 
-// Acc: the numerics mode's arithmetic (cuda_common.cuh); `round`: bf16 outputs (reference numerics).
-// The row kernels' sum of squares: a thread's elements in order, one fused multiply-add each (explicit, so that
-// every kernel that repeats a block's order gets its bits: norm_rope_rows_kernel).
-__device__ __forceinline__ float add_square(float sum, float v) {
-    return fmaf(v, v, sum);
-}
-__device__ __forceinline__ double add_square(double sum, float v) {
-    return fma(static_cast<double>(v), static_cast<double>(v), sum);
-}
-template <typename Acc>
-__device__ __forceinline__ Acc rms_inverse(Acc sum_squares, int64_t k, float eps) {
-    return Acc(1) / sqrt_acc(sum_squares / static_cast<Acc>(k) + Acc(eps));
-}
-
-// Threads of the blocks that run rms_norm_row (rms_norm, norm_rope's and norm_ropes' block kernels): its summation
-// order, which norm_rope_rows_kernel repeats lane by lane.
-constexpr int kNormRowThreads = 256;
-
+// Acc: the numerics mode's arithmetic (cuda_common.cuh); `round`: bf16 outputs (reference numerics). The row sums'
+// order and add_square / rms_inverse: norm_rope_row.cuh.
 // One row of RMSNorm by the block: out = in * rsqrt(mean(in^2) + eps) (* weight).
 template <typename Acc>
 __device__ void rms_norm_row(const float* in, const float* weight, int64_t k, float eps, bool round, float* out,
@@ -105,11 +90,9 @@ __global__ void norm_rope_kernel(StepMeta m, float* x, const float* weight, int 
 }
 
 // norm_rope_kernel with a warp a row (kRowsPerBlock rows a block): at prefill a block a 512-float row spent more on
-// its barriers and scheduling than on its 4 KB of traffic. The arithmetic is the 256-thread block's, repeated: lane l
-// plays threads l + 32 w (w < 8), each summing its elements in order, then each group of 32 threads' butterfly, then
-// the butterfly over the eight group sums; the same normalization and rope_pair calls. The same bits.
+// its barriers and scheduling than on its 4 KB of traffic. The arithmetic is the 256-thread block's, repeated lane by
+// lane (norm_rope_row_warp): the same bits.
 constexpr int kRowsPerBlock = 8;
-constexpr int kMaxRowPerLane = 16;  // rows of up to 512 floats
 
 template <typename Acc>
 __global__ void norm_rope_rows_kernel(StepMeta m, float* x, int64_t rows, const float* weight, int heads, int dim,
@@ -117,47 +100,13 @@ __global__ void norm_rope_rows_kernel(StepMeta m, float* x, int64_t rows, const 
     prefetch_lines(weight, dim);
     prefetch_lines(inv_freq, rope_dim / 2);
     pdl_begin();
-    const int lane = static_cast<int>(threadIdx.x % 32);
     const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
     if (r >= rows) return;
     float* row = x + r * dim;
-    const int per_lane = dim / 32;  // element j of this lane: row[lane + 32 j]
-    float v[kMaxRowPerLane];
-#pragma unroll
-    for (int j = 0; j < kMaxRowPerLane; ++j) v[j] = j < per_lane ? row[lane + 32 * j] : 0.0f;
-    constexpr int kGroups = kNormRowThreads / 32;
-    Acc sums[kGroups];  // thread lane + 32 g: its elements lane + 32 g + 256 i, in order
-#pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
-        sums[g] = 0;
-#pragma unroll
-        for (int j = g; j < kMaxRowPerLane; j += kGroups) {
-            if (j < per_lane) sums[g] = add_square(sums[g], v[j]);
-        }
-    }
-    // The eight butterflies (warp_sum's steps) side by side, so their shuffles overlap.
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-        for (int g = 0; g < kGroups; ++g) sums[g] += __shfl_xor_sync(0xffffffffu, sums[g], o);
-    }
-    Acc group_sums = 0;  // lane g < 8: threads 32 g .. 32 g + 31's sum, as block_sum's second level reads them
-#pragma unroll
-    for (int g = 0; g < kGroups; ++g) {
-        if (lane == g) group_sums = sums[g];
-    }
-    const Acc inv = rms_inverse(warp_sum(group_sums), dim, eps);
-#pragma unroll
-    for (int j = 0; j < kMaxRowPerLane; ++j) {
-        if (j >= per_lane) break;
-        Acc out = v[j] * inv;
-        if (weight != nullptr) out *= weight[lane + 32 * j];
-        row[lane + 32 * j] = store_acc(out, round);
-    }
-    __syncwarp();  // the normed row is visible to the whole warp
-    for (int i = lane; i < rope_dim / 2; i += 32) {
-        rope_pair<Acc>(m, static_cast<int>(r / heads), i, inv_freq, false, round, row + (dim - rope_dim) + 2 * i);
-    }
+    const int t = static_cast<int>(r / heads);
+    norm_rope_row_warp<Acc>(
+        row, weight, dim, rope_dim, eps, round, [&](int p) { return rope_cos_sin(m, t, p, inv_freq, false); },
+        [&](int i, float v) { row[i] = v; });
 }
 
 // norm_rope_kernel over the rows of several targets: block b is row b - (the targets' rows before it) of its target.
@@ -309,7 +258,7 @@ void launch_norm_rope(cudaStream_t s, const StepMeta& m, float* x, const float* 
                       int rope_dim, float eps, const float* inv_freq, bool reference) {
     const auto rows = static_cast<unsigned>(static_cast<int64_t>(m.n_tokens) * heads);
     if (rows == 0) return;
-    if (dim % 32 == 0 && dim <= 32 * kMaxRowPerLane) {  // a warp a row
+    if (dim % 32 == 0 && dim <= 32 * kMaxNormRowPerLane) {  // a warp a row
         const unsigned blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
         if (reference) {
             launch_kernel(norm_rope_rows_kernel<double>, blocks, 32 * kRowsPerBlock, 0, s, m, x, int64_t{rows}, weight,

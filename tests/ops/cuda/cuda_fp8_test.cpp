@@ -22,16 +22,6 @@
 namespace dsv4::ops_test {
 namespace {
 
-// Sets an environment variable for the life of the object (the CUDA backend reads its knobs when constructed).
-class ScopedEnv {
-  public:
-    ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-    ~ScopedEnv() { unsetenv(name_); }
-
-  private:
-    const char* name_;
-};
-
 // bf16, then FP8 e4m3 per 128 with a power-of-two scale: the activation rounding of every FP8 / FP4 GEMM.
 std::vector<float> quantized(const std::vector<float>& x, int64_t k) {
     std::vector<float> q(x.size());

@@ -400,6 +400,51 @@ TEST(CudaState, LongIndexerRangesAndWideAttention) {
     EXPECT_LE(rig.attention_and_store(n, picks), attention_tolerance(Numerics::kFast, StateDtype::kFp8));
 }
 
+// The queries' RMSNorm and RoPE in the wide kernel's staging (CudaOptions::fused_query_norm) give what norm_rope then
+// attention_unrotated give, bit for bit: a prefill step of two sequences (441 tokens, 64 heads), a sliding, a CSA
+// (the CPU's picks) and an HCA layer.
+TEST(CudaState, NormedQueriesInTheWideKernel) {
+    DSV4_REQUIRE_GPU();
+    const ScopedEnv fused("DSV4_FUSED_QUERY_NORM", "1");
+    Pair p(Numerics::kFast, op_config(), 2, 16, StateDtype::kFp8);
+    for (int32_t slot : {0, 1}) {
+        p.cpu->reset_slot(slot);
+        p.gpu->reset_slot(slot);
+    }
+    StatefulRig rig(p, 64);
+    StepBatch b;
+    for (int s = 0; s < 2; ++s) {
+        std::vector<int32_t> table(8);
+        std::iota(table.begin(), table.end(), s * 8);
+        b.add_sequence(s, 0, std::vector<int32_t>(s == 0 ? 300 : 141, 7), table);
+    }
+    p.step(b);
+    const int64_t n = b.n_tokens(), hd = StatefulRig::kHd;
+    rig.compress(n);
+    int64_t differing = 0;
+    const Tensor picks = rig.indexer(n, &differing);
+    for (int layer = 0; layer < 3; ++layer) {
+        const auto q = random_floats(n * 64 * hd, 3.0f), kv = random_floats(n * hd);
+        Tensor q_apart = make_tensor(*p.gpu, {n, 64, hd}, q), q_fused = make_tensor(*p.gpu, {n, 64, hd}, q);
+        Tensor kg = make_tensor(*p.gpu, {n, hd}, kv);
+        Tensor apart = make_tensor(*p.gpu, {n, 64, hd}), fused_out = make_tensor(*p.gpu, {n, 64, hd});
+        Tensor topk;
+        if (layer == 1) {
+            topk = p.gpu->alloc(DType::kI32, {n, rig.c.index_topk});
+            p.gpu->from_host(topk, picks.data);
+        }
+        const LayerConfig& lc = rig.c.layers[layer];
+        p.gpu->norm_rope(q_apart, nullptr, 1e-6f, lc.rope);
+        p.gpu->attention_unrotated(layer, lc, q_apart, kg, rig.sinks[1], layer == 1 ? &topk : nullptr, 0.0441942f,
+                                   apart);
+        p.gpu->normed_attention_unrotated(layer, lc, q_fused, kg, rig.sinks[1], layer == 1 ? &topk : nullptr,
+                                          0.0441942f, 1e-6f, fused_out);
+        const std::vector<float> want = read(*p.gpu, apart), got = read(*p.gpu, fused_out);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << "layer " << layer;
+        EXPECT_FALSE(std::any_of(got.begin(), got.end(), [](float v) { return std::isnan(v); })) << "layer " << layer;
+    }
+}
+
 // Fast numerics attention runs on tensor cores (kernels_attention_mqa.cu): 8 heads (one partial block of 32) and the
 // Flash model's 64, every storage dtype, prefill chunks and decode steps.
 TEST(CudaState, StatefulAttentionFastNumerics) {

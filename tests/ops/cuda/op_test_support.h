@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -250,6 +251,18 @@ struct Pair {
         cpu->begin_step(b);
         gpu->begin_step(b);
     }
+};
+
+// Sets an environment variable for the life of the object (the CUDA backend reads its knobs when constructed).
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+    ~ScopedEnv() { unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  private:
+    const char* name_;
 };
 
 inline StepBatch simple_batch(int64_t n, int64_t start = 0) {
