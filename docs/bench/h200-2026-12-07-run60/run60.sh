@@ -3,13 +3,15 @@
 # .devbin: modes i, x, r ran with .devpack/dev100 (dsv4, ops_cuda, golden_cuda of 34c7c11: 669b9c7 + the indexer's
 # four-token tiles, DSV4_INDEX_TOKEN_TILE=4, then off by default; dsv4_tmac and ops_cuda_tmac = branch
 # next/tma-multicast with 669b9c7 merged, df9fe7d: the TMA FP8 GEMM's weight tile shared by a 2-block cluster);
-# modes m (its second run) and n with .devpack/dev101 (dsv4, ops_cuda, golden_cuda of 76c18b9: the tiles on by default,
-# wq_a and wkv sharing one quantization at prefill; dsv4_prev = 34c7c11).
+# modes m (its second run) and n with .devpack/dev102 (dsv4, ops_cuda, golden_cuda of main with the tiles on by default,
+# wq_a and wkv sharing one quantization at prefill, and the queries' norm in the wide attention kernel behind
+# DSV4_FUSED_QUERY_NORM=1; dsv4_prev = 34c7c11).
 #   m : main on the H200: golden; offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
 #       chunk); serving C1 / C64 with main's defaults; where a batch-1 decode step's time goes (per op)
 #   i : the indexer's token tiles: their tests and memcheck, golden and the indexer's op tests with them on, prefill
 #       2K / 8K alternated with and without, the 8K prefill per op with them
-#   n : the shared quantization: its test, golden, prefill 2K / 8K alternated against dsv4_prev with the tiles on
+#   n : the shared quantization's and the fused query norm's tests (and memcheck), golden with and without the fused
+#       norm, prefill 2K / 8K alternated: dsv4_prev (tiles on), main, main with the fused norm; the 8K prefill per op
 #   x : the cluster-multicast GEMM (its tests, memcheck, the FP8 linears against one-block and cuBLASLt); golden and
 #       prefill with DSV4_SIDE_STREAM_PREFILL=1; the op suites in the time left
 #   r : the op suites x did not reach
@@ -45,15 +47,22 @@ i)
     grep -h "breakdown" "$OUT/prof8k_tile.log"
     ;;
 n)
-    run shared_quant 60 .devbin/ops_cuda --gtest_filter='CudaFp8Gemv.*:CudaIndexScores.*'
+    run new_tests 120 .devbin/ops_cuda --gtest_filter='CudaFp8Gemv.*:CudaIndexScores.*:CudaState.NormedQueries*:CudaState.*Fast*:CudaFusedOps.*:CudaOps.*Rope*:CudaState.WindowRows*'
     run golden 70 .devbin/golden_cuda
-    for v in prev new prev new; do
+    DSV4_FUSED_QUERY_NORM=1 run golden_qnorm 70 .devbin/golden_cuda
+    run qn_memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 3 .devbin/ops_cuda \
+        --gtest_filter='CudaState.NormedQueries*'
+    grep -h "ERROR SUMMARY" "$OUT/qn_memcheck.log"
+    for v in prev new qnorm prev new qnorm; do
         bin=.devbin/dsv4
         [[ $v == prev ]] && bin=.devbin/dsv4_prev
-        DSV4_INDEX_TOKEN_TILE=4 run "pre_$v.$SECONDS" 45 $bin "${fast[@]}" --batch 1 --context 1000 \
-            --prefill 2048,8192 --steps 1 --json "$OUT/pre_$v.$SECONDS.json"
+        DSV4_FUSED_QUERY_NORM=$([[ $v == qnorm ]] && echo 1 || echo 0) DSV4_INDEX_TOKEN_TILE=4 run "pre_$v.$SECONDS" 45 \
+            $bin "${fast[@]}" --batch 1 --context 1000 --prefill 2048,8192 --steps 1 --json "$OUT/pre_$v.$SECONDS.json"
     done
     for f in "$OUT"/pre_*.log; do echo "$(basename "$f") $(grep -h "^prefill" "$f" | tr '\n' ' ')"; done
+    DSV4_FUSED_QUERY_NORM=1 DSV4_PROFILE_OPS=1 run prof8k 80 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 \
+        --prefill 8192 --steps 1
+    grep -h "breakdown" "$OUT/prof8k.log"
     ;;
 x)
     export DSV4_FP8_TMA=1
