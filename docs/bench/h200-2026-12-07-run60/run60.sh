@@ -3,7 +3,7 @@
 # .devbin: modes i, x, r ran with .devpack/dev100 (dsv4, ops_cuda, golden_cuda of 34c7c11: 669b9c7 + the indexer's
 # four-token tiles, DSV4_INDEX_TOKEN_TILE=4, then off by default; dsv4_tmac and ops_cuda_tmac = branch
 # next/tma-multicast with 669b9c7 merged, df9fe7d: the TMA FP8 GEMM's weight tile shared by a 2-block cluster);
-# modes m (its second run) and n with .devpack/dev102 (dsv4, ops_cuda, golden_cuda of main with the tiles on by default,
+# mode m's second run with .devpack/dev103 (main with the fused query norm on by default); mode n with .devpack/dev102 (dsv4, ops_cuda, golden_cuda of main with the tiles on by default,
 # wq_a and wkv sharing one quantization at prefill, and the queries' norm in the wide attention kernel behind
 # DSV4_FUSED_QUERY_NORM=1; dsv4_prev = 34c7c11).
 #   m : main on the H200: golden; offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
