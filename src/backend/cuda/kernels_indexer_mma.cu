@@ -256,7 +256,8 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
         } else {
             for (int k0 = 0; k0 < dim; k0 += 16) key_step(acc, q_fragments(a_hi, a_lo, ld, k0), ks, ld, k0);
         }
-        // sum over this warp's heads of w_h relu(scale_e * dot), reduced over the 8 row groups of the warp.
+        // sum over this warp's heads of w_h relu(scale_e * dot), reduced over the 8 row groups of the warp: head_sums'
+        // arithmetic written out (called here, ptxas spilled the bf16-key instantiation at its 128 registers).
         const float w_lo = w[16 * warp + g], w_hi = w[16 * warp + g + 8];
 #pragma unroll
         for (int nt = 0; nt < kKeys / 8; ++nt) {

@@ -377,25 +377,32 @@ TEST(CudaState, StatefulAttentionFnuzRowsAndKeys) {
 // A prefill-sized step (1,100 tokens of two sequences): the indexer's scores in ranges of 1,024 entries (the long
 // range, taken where the step has blocks enough) and the wide attention kernel (one split a token), both against the
 // CPU.
-TEST(CudaState, LongIndexerRangesAndWideAttention) {
-    DSV4_REQUIRE_GPU();
-    Pair p(Numerics::kFast, op_config(), 2, 16, StateDtype::kFp8);
+// Fresh slots 0 and 1, then a prefill step of two sequences (`first` and `second` tokens from position 0) on both
+// backends: the compressors, then the indexer on both; returns the CPU's picks, sets the step's tokens and the tokens
+// whose pick sets differ.
+Tensor prefill_two_sequences(Pair& p, StatefulRig& rig, int first, int second, int64_t& n, int64_t& differing) {
     for (int32_t slot : {0, 1}) {
         p.cpu->reset_slot(slot);
         p.gpu->reset_slot(slot);
     }
-    StatefulRig rig(p, 64);
     StepBatch b;
     for (int s = 0; s < 2; ++s) {
         std::vector<int32_t> table(8);
         std::iota(table.begin(), table.end(), s * 8);
-        b.add_sequence(s, 0, std::vector<int32_t>(s == 0 ? 600 : 500, 7), table);
+        b.add_sequence(s, 0, std::vector<int32_t>(s == 0 ? first : second, 7), table);
     }
     p.step(b);
-    const int64_t n = b.n_tokens();
+    n = b.n_tokens();
     rig.compress(n);
-    int64_t differing = 0;
-    const Tensor picks = rig.indexer(n, &differing);
+    return rig.indexer(n, &differing);
+}
+
+TEST(CudaState, LongIndexerRangesAndWideAttention) {
+    DSV4_REQUIRE_GPU();
+    Pair p(Numerics::kFast, op_config(), 2, 16, StateDtype::kFp8);
+    StatefulRig rig(p, 64);
+    int64_t n = 0, differing = 0;
+    const Tensor picks = prefill_two_sequences(p, rig, 600, 500, n, differing);
     EXPECT_LE(differing, n / 100);
     EXPECT_LE(rig.attention_and_store(n, picks), attention_tolerance(Numerics::kFast, StateDtype::kFp8));
 }
@@ -407,22 +414,10 @@ TEST(CudaState, NormedQueriesInTheWideKernel) {
     DSV4_REQUIRE_GPU();
     const ScopedEnv fused("DSV4_FUSED_QUERY_NORM", "1");
     Pair p(Numerics::kFast, op_config(), 2, 16, StateDtype::kFp8);
-    for (int32_t slot : {0, 1}) {
-        p.cpu->reset_slot(slot);
-        p.gpu->reset_slot(slot);
-    }
     StatefulRig rig(p, 64);
-    StepBatch b;
-    for (int s = 0; s < 2; ++s) {
-        std::vector<int32_t> table(8);
-        std::iota(table.begin(), table.end(), s * 8);
-        b.add_sequence(s, 0, std::vector<int32_t>(s == 0 ? 300 : 141, 7), table);
-    }
-    p.step(b);
-    const int64_t n = b.n_tokens(), hd = StatefulRig::kHd;
-    rig.compress(n);
-    int64_t differing = 0;
-    const Tensor picks = rig.indexer(n, &differing);
+    int64_t n = 0, differing = 0;
+    const Tensor picks = prefill_two_sequences(p, rig, 300, 141, n, differing);
+    const int64_t hd = StatefulRig::kHd;
     for (int layer = 0; layer < 3; ++layer) {
         const auto q = random_floats(n * 64 * hd, 3.0f), kv = random_floats(n * hd);
         Tensor q_apart = make_tensor(*p.gpu, {n, 64, hd}, q), q_fused = make_tensor(*p.gpu, {n, 64, hd}, q);
