@@ -8,6 +8,7 @@
 # DSV4_FUSED_QUERY_NORM=1; dsv4_prev = 34c7c11).
 #   m : main on the H200: golden; offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
 #       chunk); serving C1 / C64 with main's defaults; where a batch-1 decode step's time goes (per op)
+#   b : m's offline figures and golden only
 #   i : the indexer's token tiles: their tests and memcheck, golden and the indexer's op tests with them on, prefill
 #       2K / 8K alternated with and without, the 8K prefill per op with them
 #   n : the shared quantization's and the fused query norm's tests (and memcheck), golden with and without the fused
@@ -29,6 +30,12 @@ m)
     serve_lines
     DSV4_PROFILE_OPS=1 run prof_b1 60 .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 --prefill 0 --steps 2
     grep -h "breakdown\|per op\|^  " "$OUT/prof_b1.log" | head -60
+    ;;
+b)  # m's offline figures alone (little device time left)
+    run bench 200 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
+        --json "$OUT/offline.json"
+    grep -h "tok/s" "$OUT/bench.log" | head -12
+    run golden 70 .devbin/golden_cuda
     ;;
 i)
     run idx_tests 60 .devbin/ops_cuda --gtest_filter='CudaIndexScores.*:CudaTopk.*'
