@@ -259,6 +259,7 @@ class CudaBackend final : public Backend, public GraphRecorder {
                         const Tensor* topk, float scale, Tensor out, bool unrotate, const QueryNorm* norm = nullptr);
     // Whether attention of these queries runs on the wide kernel (all heads of a token in one block).
     bool wide_attention(const Tensor& q) const;
+    int attention_max_keys(const LayerConfig& lc, const Tensor* topk) const;
     // The routed experts' weighted sum plus the shared expert's output, into y (fused into the down projection).
     struct MoeCombine {
         const float* weights;

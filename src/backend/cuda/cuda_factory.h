@@ -72,11 +72,11 @@ struct CudaOptions {
     // split (prefill) the sink merge in the same kernel (kernels_attention_wide.cu) (DSV4_MQA_WIDE; 0: the 32-head
     // split kernel and its merge).
     bool mqa_wide = true;
-    // Fast numerics, steps on the wide attention kernel: the query heads' RMSNorm and RoPE applied as the kernel stages
-    // them instead of a norm_rope pass over q (ModelOps::normed_attention_unrotated; the same bits:
-    // CudaState.NormedQueriesInTheWideKernel) (DSV4_FUSED_QUERY_NORM; 0: off). On: prefill 2K / 8K +0.7% (norm_rope
-    // 19.5 -> 2.3 ms, the attention kernel 105.7 -> 119.2 ms at 8K; H100, 24 layers, performance-log.md 2026-12-07
-    // tenth session).
+    // Fast numerics, steps on the wide attention kernel with one key split a token (prefill sizes, from 133 tokens):
+    // the query heads' RMSNorm and RoPE applied as the kernel stages them instead of a norm_rope pass over q
+    // (ModelOps::normed_attention_unrotated; the same bits: CudaState.NormedQueriesInTheWideKernel)
+    // (DSV4_FUSED_QUERY_NORM; 0: off). On: prefill 2K / 8K +0.7% (norm_rope 19.5 -> 2.3 ms, the attention kernel 105.7
+    // -> 119.2 ms at 8K; H100, 24 layers, performance-log.md 2026-12-07 tenth session).
     bool fused_query_norm = true;
     // Fast numerics: the bf16 tensor-core GEMM splits K where its grid has few blocks (the router's gate at decode
     // batch sizes), the splits' sums added in order (DSV4_GEMM_SPLIT_K; 0: one block a tile over all of K).

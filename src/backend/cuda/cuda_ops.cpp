@@ -514,17 +514,29 @@ void CudaBackend::attention_unrotated(int layer, const LayerConfig& lc, const Te
     attention_impl(layer, lc, q, kv, sinks, topk, scale, out, true);
 }
 
-// Fast numerics with the wide kernel and CudaOptions::fused_query_norm: the queries normed and rotated as the kernel
-// stages them (the rows kernel's bits: norm_rope_row.cuh), with no norm_rope pass over q.
+// Fast numerics with the wide kernel at one key split a token (prefill sizes) and CudaOptions::fused_query_norm: the
+// queries normed and rotated as the kernel stages them (the rows kernel's bits: norm_rope_row.cuh), with no norm_rope
+// pass over q. With several splits (batched decode) each split's block would norm the same rows again: norm_rope.
 void CudaBackend::normed_attention_unrotated(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
                                              const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
                                              Tensor out) {
     const int64_t dim = q.size(2);
-    const bool fused = options_.fused_query_norm && wide_attention(q) && dim % 32 == 0 && dim <= kMaxNormRowDim &&
-                       lc.rope.rope_dim % 2 == 0 && lc.rope.rope_dim <= std::min<int64_t>(dim, kMaxQueryNormRopeDims);
+    const bool fused = options_.fused_query_norm && wide_attention(q) &&
+                       mqa_wide_splits(q.size(0), attention_max_keys(lc, topk)) == 1 && dim % 32 == 0 &&
+                       dim <= kMaxNormRowDim && lc.rope.rope_dim % 2 == 0 &&
+                       lc.rope.rope_dim <= std::min<int64_t>(dim, kMaxQueryNormRopeDims);
     if (!fused) return ModelOps::normed_attention_unrotated(layer, lc, q, kv, sinks, topk, scale, norm_eps, out);
     const QueryNorm norm{norm_eps, &lc.rope};
     attention_impl(layer, lc, q, kv, sinks, topk, scale, out, true, &norm);
+}
+
+// Key bound of a step's queries: window + (CSA picks | HCA entries, bucketed like the indexer).
+int CudaBackend::attention_max_keys(const LayerConfig& lc, const Tensor* topk) const {
+    int max_keys = model_.sliding_window;
+    if (lc.compress_ratio == 0) return max_keys;
+    const bool csa = lc.attention == AttentionType::kCsa && topk != nullptr;
+    return max_keys +
+           (csa ? static_cast<int>(topk->size(1)) : static_cast<int>(indexer_entry_bucket(lc.compress_ratio)));
 }
 
 bool CudaBackend::wide_attention(const Tensor& q) const {
@@ -591,9 +603,7 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
         a.unrotate_inv_freq = inv_freq(lc.rope);
         a.unrotate_dims = lc.rope.rope_dim;
     }
-    // Key bound of this step's queries: window + (CSA picks | HCA entries, bucketed like the indexer).
-    int max_keys = model_.sliding_window;
-    if (lc.compress_ratio > 0) max_keys += a.csa ? a.topk_k : static_cast<int>(indexer_entry_bucket(lc.compress_ratio));
+    const int max_keys = attention_max_keys(lc, topk);
     const bool mqa = fast() && mqa_attention_supported(kv_format_, a.dim);  // tensor cores
     DSV4_CHECK(norm == nullptr || wide_attention(q), "attention: queries normed in a kernel that does not norm them");
     if (wide_attention(q)) {  // every head in one block; one split: its own merge
