@@ -615,6 +615,7 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
         }
         MqaWideLaunch w;
         w.segment_keys = options_.mqa_wide_segment;
+        w.wgmma = options_.mqa_wgmma;
         w.splits = mqa_wide_splits(q.size(0), max_keys);
         w.keys_per_split = mqa_wide_keys_per_split(q.size(0), max_keys);
         if (w.splits > 1) {

@@ -365,6 +365,9 @@ struct MqaWideLaunch {
     int keys_per_split = 0;  // mqa_wide_keys_per_split (with splits > 1)
     float* part_acc = nullptr;
     float* part_ml = nullptr;
+    // The kernel on wgmma where mqa_wgmma_supported (kernels_attention_wgmma.cu: 512-dim heads; the same numerics,
+    // not the same bits: other summation orders) (CudaOptions::mqa_wgmma).
+    bool wgmma = false;
 };
 constexpr int64_t kMqaWideMinTokens = 32;  // fewer tokens take the 32-head split kernel (decode latency)
 bool mqa_wide_supported(const RowFormatDev& f, int dim, int heads);
@@ -372,6 +375,11 @@ int mqa_wide_segment_keys(int64_t keys);
 int mqa_wide_keys_per_split(int64_t n_tokens, int max_keys);
 int mqa_wide_splits(int64_t n_tokens, int max_keys);
 void launch_attention_mqa_wide(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, const MqaWideLaunch& w);
+// kernels_attention_wgmma.cu: the wide kernel's work on wgmma for kMqaWgmmaDim-dim heads (launched by
+// launch_attention_mqa_wide when w.wgmma; w.segment_keys already rounded by mqa_wide_segment_keys).
+constexpr int kMqaWgmmaDim = 512;
+bool mqa_wgmma_supported(const RowFormatDev& f, int dim, int heads);
+void launch_attention_mqa_wgmma(cudaStream_t s, const StepMeta& m, const AttentionArgs& a, const MqaWideLaunch& w);
 // scores [N, max_entries] of sum_h w_h relu(q_h . K_e) for each token's eligible entries (the rest is not written;
 // tensor_cores: the MMA kernel where supported; launch_topk picks from them).
 // keys: the stored indexer keys ([blocks][per_block] of key_format; key_format.dim <= kMaxIndexDim).

@@ -15,12 +15,8 @@
 
 #include <algorithm>
 
-#include "backend/cuda/attention_rows.cuh"
-#include "backend/cuda/head_rows.cuh"
-#include "backend/cuda/mma_bf16.cuh"
-#include "backend/cuda/norm_rope_row.cuh"
 #include "backend/cuda/pdl.cuh"
-#include "backend/cuda/wgmma_fp8.cuh"
+#include "backend/cuda/wide_attention_rows.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -64,71 +60,20 @@ __device__ Smem carve(unsigned char* base, int dim) {
     return s;
 }
 
-// The token's query rows as bf16 (heads past the last are zero), eight loads a thread in flight. kNorm: RMS-normed and
-// rotated first, with norm_rope_rows_kernel's bits: each row's inverse RMS by a warp (norm_rope_row.cuh) and the
-// token's cosines and sines once for all its heads, both into row_max (free until the first chunk's scores); then
-// each value times its row's inverse, each rope pair rotated (rope_rotate) from its two normed values.
-static_assert(kHeads + kMaxQueryNormRopeDims <= kHeads * kColWarps, "row_max holds the inverses and the cosines");
+static_assert(wide_query_scratch<kHeads>() <= kHeads * kColWarps, "row_max holds the inverses and the cosines");
 
+// The token's query rows into the padded q tile (stage_wide_queries; scratch: row_max, free until the first chunk).
 template <bool kNorm>
 __device__ void load_queries(const StepMeta& m, const AttentionArgs& a, int t, const Smem& s) {
     const int ld = a.dim + kPad;
-    float* inverse = s.row_max;                                     // [kHeads]
-    auto* cos_sin = reinterpret_cast<float2*>(s.row_max + kHeads);  // [query_rope_dims / 2]
-    if constexpr (kNorm) {
-        for (int i = static_cast<int>(threadIdx.x); i < a.query_rope_dims / 2; i += kThreads)
-            cos_sin[i] = rope_cos_sin(m, t, i, a.query_inv_freq, false);
-        for (int r = static_cast<int>(threadIdx.x) / 32; r < a.heads; r += kWarps) {
-            float v[kMaxNormRowPerLane];
-            const float inv = row_rms_inverse_warp<float>(a.q + (static_cast<int64_t>(t) * a.heads + r) * a.dim, a.dim,
-                                                          a.query_eps, v);
-            if (threadIdx.x % 32 == 0) inverse[r] = inv;
-        }
-        __syncthreads();
-    }
-    const int rope0 = a.dim - a.query_rope_dims;
-    stage_head_rows<8>(a.q, t, a.heads, 0, kHeads, a.dim, [&](int r, int c, float4 v) {
-        float x[4] = {v.x, v.y, v.z, v.w};
-        if (kNorm && r < a.heads) {
-            const float inv = inverse[r];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) x[u] = store_acc(x[u] * inv, false);
-#pragma unroll
-            for (int u = 0; u < 4; u += 2) {  // c is a multiple of 4 and rope0 even: pairs (c + u, c + u + 1)
-                if (c + u >= rope0)
-                    rope_rotate<float>(cos_sin[(c + u - rope0) / 2], false, x[u], x[u + 1], x[u], x[u + 1]);
-            }
-        }
-        *reinterpret_cast<uint2*>(s.q + r * ld + c) = make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]));
+    stage_wide_queries<kNorm, kHeads, kThreads>(m, a, t, s.row_max, [&](int r, int c, uint2 packed) {
+        *reinterpret_cast<uint2*>(s.q + r * ld + c) = packed;
     });
 }
 
-// Stored rows of keys [seg0, seg0 + seg_keys) of token t, a thread per key: null past the token's n_keys and
-// where key_row finds no key (flagging what it must).
-__device__ void resolve_rows(const StepMeta& m, const AttentionArgs& a, int t, int seg0, int seg_keys, int n_keys,
-                             int n_window, const Smem& s) {
-    for (int i = threadIdx.x; i < seg_keys; i += kThreads) {
-        const int j = seg0 + i;
-        s.rows[i] = j < n_keys ? key_row(m, a, t, j, n_window) : nullptr;
-    }
-}
-
-// Starts copying the stored bytes of the segment's keys [c0, c0 + kKeys) into the staging buffer: 8-byte cp.async (a
-// row's size is a multiple of 8, fp8_quads_aligned), a warp per row; keys that are none copy nothing. One commit
-// group a thread.
-__device__ void stage_chunk(const Smem& s, int c0, int row_bytes) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, words = row_bytes / 8;
-    for (int r = warp; r < kKeys; r += kWarps) {
-        const uint8_t* row = s.rows[c0 + r];
-        if (row == nullptr) continue;
-        uint8_t* dst = s.staged + r * row_bytes;
-        for (int w = lane; w < words; w += 32) cp_async8(dst + 8 * w, row + 8 * w);
-    }
-    cp_async_commit();
-}
-
 // The staged chunk as bf16 rows of the tile (keys that are none: zeros), decoded exactly as the other attention
-// kernels decode stored rows; a warp per row, four elements a lane and step.
+// kernels decode stored rows; a warp per row, four elements a lane and step. decode_wide_chunk's loop written out:
+// through its store callback ptxas spilled this kernel.
 __device__ void decode_chunk(const AttentionArgs& a, const Smem& s, int c0) {
     const int ld = a.dim + kPad, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int r = warp; r < kKeys; r += kWarps) {
@@ -353,15 +298,15 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMet
     for (int seg0 = begin; seg0 < end; seg0 += w.segment_keys) {
         const int seg_keys = min(end - seg0, w.segment_keys);
         __syncthreads();  // the previous segment's chunks are done with the row pointers
-        resolve_rows(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, end, n_window, s);
+        resolve_wide_rows<kThreads>(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, end, n_window, s.rows);
         __syncthreads();
-        stage_chunk(s, 0, a.format.bytes);
+        stage_wide_chunk<kKeys, kThreads>(s.rows, 0, s.staged, a.format.bytes);
         for (int c0 = 0; c0 < seg_keys; c0 += kKeys) {
             cp_async_wait<0>();
             __syncthreads();  // the chunk's bytes (every thread's copies) have landed; the last chunk's P . V is done
             decode_chunk(a, s, c0);
             __syncthreads();  // the tile is complete and the staging buffer free
-            if (c0 + kKeys < seg_keys) stage_chunk(s, c0 + kKeys, a.format.bytes);
+            if (c0 + kKeys < seg_keys) stage_wide_chunk<kKeys, kThreads>(s.rows, c0 + kKeys, s.staged, a.format.bytes);
             float acc[2][4];
             chunk_scores(s, a.dim, head0, key0, acc);
             chunk_softmax(a, s, c0, head0, key0, wc, acc, st, out);
@@ -411,9 +356,13 @@ void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const Attenti
     }
     MqaWideLaunch launch = w;
     launch.segment_keys = mqa_wide_segment_keys(w.segment_keys);
-    const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));
-    launch_kernel(a.norm_queries ? attention_mqa_wide_kernel<true> : attention_mqa_wide_kernel<false>, grid, kThreads,
-                  smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
+    if (w.wgmma && mqa_wgmma_supported(a.format, a.dim, a.heads)) {
+        launch_attention_mqa_wgmma(st, m, a, launch);
+    } else {
+        const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));
+        launch_kernel(a.norm_queries ? attention_mqa_wide_kernel<true> : attention_mqa_wide_kernel<false>, grid,
+                      kThreads, smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
+    }
     if (w.splits > 1) {
         launch_attention_combine(st, m, a, static_cast<int64_t>(m.n_tokens) * a.heads, w.splits, w.part_acc, w.part_ml);
     }

@@ -2,7 +2,8 @@
 // with all its heads; with one split its own sink merge and inverse RoPE; kernels_attention_wide.cu) against the
 // 32-head split kernel and its merge (CudaOptions::mqa_wide off) on the same stored rows and queries, every (token,
 // head) row compared on its own, and against the CPU's exact numerics; with key rows resolved 64 at a time (every
-// chunk its own segment) it must give the same bits. Skipped without a GPU.
+// chunk its own segment) it must give the same bits. The same for its wgmma form (CudaOptions::mqa_wgmma,
+// kernels_attention_wgmma.cu). Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,12 +43,14 @@ int64_t differing_bits(const std::vector<float>& a, const std::vector<float>& b)
     return n;
 }
 
-// Backends that differ only in mqa_wide (and the CPU), fed the same steps.
+// Backends that differ only in mqa_wide and mqa_wgmma (and the CPU), fed the same steps.
 struct WideRig {
     const ModelConfig c = op_config();
     const int heads;
-    static constexpr int kBackends = 4;
-    std::unique_ptr<Backend> backends[kBackends];  // CPU (exact), GPU split, GPU wide, GPU wide in 64-key segments
+    // CPU (exact), GPU split, GPU wide, GPU wide in 64-key segments, the same two on wgmma.
+    static constexpr int kBackends = 6;
+    static constexpr int kWide[2] = {2, 4};  // each wide kernel, its 64-key segments next
+    std::unique_ptr<Backend> backends[kBackends];
     std::deque<std::vector<int64_t>> shapes;
     CompressorWeights csa[kBackends], hca[kBackends];
     VecRef sinks[kBackends];
@@ -57,7 +60,8 @@ struct WideRig {
         for (int i = 1; i < kBackends; ++i) {
             CudaOptions o = cuda_options_from_env({});
             o.mqa_wide = i >= 2;
-            o.mqa_wide_segment = i == 3 ? 64 : 1024;
+            o.mqa_wgmma = i >= 4;
+            o.mqa_wide_segment = i == 3 || i == 5 ? 64 : 1024;
             backends[i] = make_cuda_backend(Numerics::kFast, o);
         }
         StateConfig s;
@@ -122,28 +126,32 @@ struct WideRig {
             }
             const std::string what =
                 std::to_string(heads) + " heads, " + std::to_string(n) + " tokens, layer " + std::to_string(layer);
-            for (const auto* v : {&out[2], &unrotated[2]}) {
-                EXPECT_FALSE(std::any_of(v->begin(), v->end(), [](float x) { return std::isnan(x); })) << what;
-            }
-            // Every row: the same softmax up to the order of the denominator's float32 additions.
-            int64_t worst_row = -1;
-            double worst = 0.0;
-            for (int64_t r = 0; r < n * heads; ++r) {
-                for (const auto* pair : {out, unrotated}) {
-                    const std::vector<float> wide(pair[2].begin() + r * kHd, pair[2].begin() + (r + 1) * kHd);
-                    const std::vector<float> split(pair[1].begin() + r * kHd, pair[1].begin() + (r + 1) * kHd);
-                    const double d = rel_l2(wide, split);
-                    if (!(d <= worst)) {
-                        worst = d;
-                        worst_row = r;
+            for (const int w : kWide) {
+                const std::string kernel = what + (w == 4 ? ", wgmma" : ", mma.sync");
+                for (const auto* v : {&out[w], &unrotated[w]}) {
+                    EXPECT_FALSE(std::any_of(v->begin(), v->end(), [](float x) { return std::isnan(x); })) << kernel;
+                }
+                // Every row: the same softmax up to the order of the float32 additions.
+                int64_t worst_row = -1;
+                double worst = 0.0;
+                for (int64_t r = 0; r < n * heads; ++r) {
+                    for (const auto* pair : {out, unrotated}) {
+                        const std::vector<float> wide(pair[w].begin() + r * kHd, pair[w].begin() + (r + 1) * kHd);
+                        const std::vector<float> split(pair[1].begin() + r * kHd, pair[1].begin() + (r + 1) * kHd);
+                        const double d = rel_l2(wide, split);
+                        if (!(d <= worst)) {
+                            worst = d;
+                            worst_row = r;
+                        }
                     }
                 }
+                EXPECT_LE(worst, 1e-5) << kernel << ": row " << worst_row << " (token " << worst_row / heads
+                                       << ", head " << worst_row % heads << ")";
+                EXPECT_LE(rel_l2(out[w], out[0]), kFastTol) << kernel << " against the CPU";
+                EXPECT_EQ(differing_bits(out[w + 1], out[w]), 0) << kernel << ": 64-key segments";
+                EXPECT_EQ(differing_bits(unrotated[w + 1], unrotated[w]), 0)
+                    << kernel << ": 64-key segments, unrotated";
             }
-            EXPECT_LE(worst, 1e-5) << what << ": row " << worst_row << " (token " << worst_row / heads << ", head "
-                                   << worst_row % heads << ")";
-            EXPECT_LE(rel_l2(out[2], out[0]), kFastTol) << what << " against the CPU";
-            EXPECT_EQ(differing_bits(out[3], out[2]), 0) << what << ": 64-key segments";
-            EXPECT_EQ(differing_bits(unrotated[3], unrotated[2]), 0) << what << ": 64-key segments, unrotated";
         }
     }
 };

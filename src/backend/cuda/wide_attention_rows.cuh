@@ -1,0 +1,108 @@
+// Staging shared by the two wide attention kernels (kernels_attention_wide.cu on mma.sync, kernels_attention_wgmma.cu
+// on wgmma): a token's query rows as bf16 (RMS-normed and rotated where asked), the stored rows of a segment of its
+// keys, a chunk's stored bytes copied into shared memory, and their decode to bf16. Each kernel lays its tiles out its
+// own way, so the bf16 values go to a store callback: put(row, col, packed) with packed four bf16 values at columns
+// col .. col + 3 (col a multiple of 4).
+#pragma once
+
+#include "backend/cuda/attention_rows.cuh"
+#include "backend/cuda/head_rows.cuh"
+#include "backend/cuda/mma_bf16.cuh"
+#include "backend/cuda/norm_rope_row.cuh"
+#include "backend/cuda/wgmma_fp8.cuh"
+
+namespace dsv4::cuda {
+
+// Floats of shared scratch stage_wide_queries needs (free again once it returns).
+template <int kRows>
+constexpr int wide_query_scratch() {
+    return kRows + kMaxQueryNormRopeDims;
+}
+
+// The token's query rows [0, kRows) as bf16 (rows past a.heads are zero), eight loads a thread in flight. kNorm: RMS-
+// normed and rotated first, with norm_rope_rows_kernel's bits: each row's inverse RMS by a warp (norm_rope_row.cuh) and
+// the token's cosines and sines once for all its heads, both into `scratch`; then each value times its row's inverse,
+// each rope pair rotated (rope_rotate) from its two normed values.
+template <bool kNorm, int kRows, int kThreads, typename Put>
+__device__ void stage_wide_queries(const StepMeta& m, const AttentionArgs& a, int t, float* scratch, Put put) {
+    float* inverse = scratch;                                    // [kRows]
+    auto* cos_sin = reinterpret_cast<float2*>(scratch + kRows);  // [query_rope_dims / 2]
+    if constexpr (kNorm) {
+        constexpr int kWarps = kThreads / 32;
+        for (int i = static_cast<int>(threadIdx.x); i < a.query_rope_dims / 2; i += kThreads)
+            cos_sin[i] = rope_cos_sin(m, t, i, a.query_inv_freq, false);
+        for (int r = static_cast<int>(threadIdx.x) / 32; r < a.heads; r += kWarps) {
+            float v[kMaxNormRowPerLane];
+            const float inv = row_rms_inverse_warp<float>(a.q + (static_cast<int64_t>(t) * a.heads + r) * a.dim, a.dim,
+                                                          a.query_eps, v);
+            if (threadIdx.x % 32 == 0) inverse[r] = inv;
+        }
+        __syncthreads();
+    }
+    const int rope0 = a.dim - a.query_rope_dims;
+    stage_head_rows<8>(a.q, t, a.heads, 0, kRows, a.dim, [&](int r, int c, float4 v) {
+        float x[4] = {v.x, v.y, v.z, v.w};
+        if (kNorm && r < a.heads) {
+            const float inv = inverse[r];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) x[u] = store_acc(x[u] * inv, false);
+#pragma unroll
+            for (int u = 0; u < 4; u += 2) {  // c is a multiple of 4 and rope0 even: pairs (c + u, c + u + 1)
+                if (c + u >= rope0)
+                    rope_rotate<float>(cos_sin[(c + u - rope0) / 2], false, x[u], x[u + 1], x[u], x[u + 1]);
+            }
+        }
+        put(r, c, make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3])));
+    });
+}
+
+// Stored rows of keys [seg0, seg0 + seg_keys) of token t, a thread per key: null past the token's n_keys and where
+// key_row finds no key (flagging what it must).
+template <int kThreads>
+__device__ void resolve_wide_rows(const StepMeta& m, const AttentionArgs& a, int t, int seg0, int seg_keys, int n_keys,
+                                  int n_window, const uint8_t** rows) {
+    for (int i = static_cast<int>(threadIdx.x); i < seg_keys; i += kThreads) {
+        const int j = seg0 + i;
+        rows[i] = j < n_keys ? key_row(m, a, t, j, n_window) : nullptr;
+    }
+}
+
+// Starts copying the stored bytes of keys [c0, c0 + kKeys) of the segment into `staged`: 8-byte cp.async (a row's size
+// is a multiple of 8, fp8_quads_aligned), a warp per row; keys that are none copy nothing. One commit group a thread.
+template <int kKeys, int kThreads>
+__device__ void stage_wide_chunk(const uint8_t* const* rows, int c0, uint8_t* staged, int row_bytes) {
+    constexpr int kWarps = kThreads / 32;
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    const int lane = static_cast<int>(threadIdx.x) % 32, words = row_bytes / 8;
+    for (int r = warp; r < kKeys; r += kWarps) {
+        const uint8_t* row = rows[c0 + r];
+        if (row == nullptr) continue;
+        uint8_t* dst = staged + r * row_bytes;
+        for (int w = lane; w < words; w += 32) cp_async8(dst + 8 * w, row + 8 * w);
+    }
+    cp_async_commit();
+}
+
+// The staged chunk as bf16 rows (keys that are none: zeros), decoded exactly as the other attention kernels decode
+// stored rows; a warp per row, four elements a lane and step.
+template <int kKeys, int kThreads, typename Put>
+__device__ void decode_wide_chunk(const AttentionArgs& a, const uint8_t* const* rows, const uint8_t* staged, int c0,
+                                  Put put) {
+    constexpr int kWarps = kThreads / 32;
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    for (int r = warp; r < kKeys; r += kWarps) {
+        const bool present = rows[c0 + r] != nullptr;
+        const uint8_t* row = staged + r * a.format.bytes;
+#pragma unroll
+        for (int j = 0; j < kMaxMqaDim / 128; ++j) {
+            const int i = lane * 4 + 128 * j;
+            if (i >= a.dim) break;
+            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            if (present) fp8_row_quad(row, i, a.format, v);
+            put(r, i, make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3])));
+        }
+    }
+}
+
+}  // namespace dsv4::cuda
