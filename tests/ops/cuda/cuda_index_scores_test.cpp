@@ -10,27 +10,13 @@
 #include <limits>
 
 #include "backend/cuda/kernels.h"
+#include "device_copies.h"
 #include "op_test_support.h"
 
 namespace dsv4::ops_test {
 namespace {
 
 constexpr int kDim = 128, kHeads = 64, kRatio = 4, kPerBlock = 64, kBlocks = 64;
-
-template <typename T>
-T* to_device(const std::vector<T>& v) {
-    T* d = nullptr;
-    EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(v.size(), 1) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-    return d;
-}
-
-template <typename T>
-std::vector<T> to_host(const T* d, size_t n) {
-    std::vector<T> v(n);
-    EXPECT_EQ(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-}
 
 // A step of sequences (starting position, tokens), each with its own block table of kBlocks / n blocks; `hole`: the
 // last sequence's first block unmapped.

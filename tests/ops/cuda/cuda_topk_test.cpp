@@ -12,6 +12,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/model_ops.h"
+#include "device_copies.h"
 #include "op_test_support.h"
 
 namespace dsv4::ops_test {
@@ -25,14 +26,6 @@ std::vector<int32_t> host_topk(const float* s, int64_t eligible, int k) {
     std::sort(order.begin(), order.end());
     order.resize(static_cast<size_t>(k), -1);
     return order;
-}
-
-template <typename T>
-T* device_copy(const std::vector<T>& v) {
-    T* d = nullptr;
-    EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(v.size(), 1) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-    return d;
 }
 
 TEST(CudaTopk, MatchesHostSelectionWithTiesInIndexOrder) {
@@ -53,9 +46,9 @@ TEST(CudaTopk, MatchesHostSelectionWithTiesInIndexOrder) {
         v = u(rng()) < 0.05f ? -std::numeric_limits<float>::infinity() : 0.25f * value(rng()) - 3.0f;
     cuda::StepMeta m;
     m.n_tokens = n;
-    int32_t* pos_d = device_copy(positions);
-    float* scores_d = device_copy(scores);
-    int32_t* out_d = device_copy(std::vector<int32_t>(static_cast<size_t>(n) * k, 7));
+    int32_t* pos_d = to_device(positions);
+    float* scores_d = to_device(scores);
+    int32_t* out_d = to_device(std::vector<int32_t>(static_cast<size_t>(n) * k, 7));
     m.positions = pos_d;
     cuda::launch_topk(nullptr, m, scores_d, max_entries, ratio, k, out_d);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -91,8 +84,8 @@ TEST(CudaArgmax, MatchesTheHostChoiceWithTiesAndFaults) {
             if (r == 4 && j == cols - 1) v = nan;  // row 4: NaN last
             x.push_back(v);
         }
-        float* x_d = device_copy(x);
-        int32_t* out_d = device_copy(std::vector<int32_t>(static_cast<size_t>(rows), -7));
+        float* x_d = to_device(x);
+        int32_t* out_d = to_device(std::vector<int32_t>(static_cast<size_t>(rows), -7));
         cuda::launch_argmax_rows(nullptr, x_d, rows, cols, out_d);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<int32_t> out(static_cast<size_t>(rows));
