@@ -193,20 +193,12 @@ __device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const S
     for (int half = 0; half < 2; ++half) {
         const int h = l.row0 + 8 * half;
         if (h >= a.heads) continue;
-        const float sum = row_denominator(s, h);
-        const float mx = st.mx[half], sink = a.sinks[h], top = fmaxf(sink, mx);
-        float denom = expf(sink - top), factor = 0.0f;
-        if (mx != -INFINITY) {
-            factor = expf(mx - top);
-            denom += sum * factor;
-        }
+        const SinkClose c = close_with_sink(st.mx[half], row_denominator(s, h), a.sinks[h]);
         float* o = a.out + (static_cast<int64_t>(t) * a.heads + h) * a.dim;
 #pragma unroll
         for (int nt = 0; nt < kOutTiles; ++nt) {
-            const int d = l.group * kGroupDims + 8 * nt + 2 * l.q;
-            float v0 = out[4 * nt + 2 * half] * factor / denom, v1 = out[4 * nt + 2 * half + 1] * factor / denom;
-            if (d >= rope0) rope_values<float>(m, t, (d - rope0) / 2, a.unrotate_inv_freq, true, false, v0, v1, v0, v1);
-            *reinterpret_cast<float2*>(o + d) = make_float2(v0, v1);
+            store_closed_pair(m, a, t, l.group * kGroupDims + 8 * nt + 2 * l.q, rope0, out[4 * nt + 2 * half],
+                              out[4 * nt + 2 * half + 1], c, o);
         }
     }
 }

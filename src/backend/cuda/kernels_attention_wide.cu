@@ -66,9 +66,8 @@ static_assert(wide_query_scratch<kHeads>() <= kHeads * kColWarps, "row_max holds
 template <bool kNorm>
 __device__ void load_queries(const StepMeta& m, const AttentionArgs& a, int t, const Smem& s) {
     const int ld = a.dim + kPad;
-    stage_wide_queries<kNorm, kHeads, kThreads>(m, a, t, s.row_max, [&](int r, int c, uint2 packed) {
-        *reinterpret_cast<uint2*>(s.q + r * ld + c) = packed;
-    });
+    stage_wide_queries<kNorm, kHeads, kThreads>(
+        m, a, t, s.row_max, [&](int r, int c, uint2 packed) { *reinterpret_cast<uint2*>(s.q + r * ld + c) = packed; });
 }
 
 // The staged chunk as bf16 rows of the tile (keys that are none: zeros), decoded exactly as the other attention
@@ -232,21 +231,12 @@ __device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const S
     for (int half = 0; half < 2; ++half) {
         const int h = head0 + g + 8 * half;
         if (h >= a.heads) continue;
-        const float l = row_denominator(s, h);
-        const float mx = st.mx[half], sink = a.sinks[h], top = fmaxf(sink, mx);
-        float denom = expf(sink - top), factor = 0.0f;
-        if (mx != -INFINITY) {
-            factor = expf(mx - top);
-            denom += l * factor;
-        }
+        const SinkClose c = close_with_sink(st.mx[half], row_denominator(s, h), a.sinks[h]);
         float* o = a.out + (static_cast<int64_t>(t) * a.heads + h) * a.dim;
 #pragma unroll
         for (int nt = 0; nt < kMaxTiles; ++nt) {
             if (nt >= n_tiles) break;
-            const int d = dim0 + 8 * nt + 2 * tq;
-            float v0 = out[nt][2 * half] * factor / denom, v1 = out[nt][2 * half + 1] * factor / denom;
-            if (d >= rope0) rope_values<float>(m, t, (d - rope0) / 2, a.unrotate_inv_freq, true, false, v0, v1, v0, v1);
-            *reinterpret_cast<float2*>(o + d) = make_float2(v0, v1);
+            store_closed_pair(m, a, t, dim0 + 8 * nt + 2 * tq, rope0, out[nt][2 * half], out[nt][2 * half + 1], c, o);
         }
     }
 }

@@ -105,4 +105,28 @@ __device__ void decode_wide_chunk(const AttentionArgs& a, const uint8_t* const* 
     }
 }
 
+// A head's softmax over one split closed with its sink (attention_combine_kernel's arithmetic for one split): its
+// output row is acc * factor / denom.
+struct SinkClose {
+    float factor, denom;
+};
+__device__ __forceinline__ SinkClose close_with_sink(float mx, float sum, float sink) {
+    const float top = fmaxf(sink, mx);
+    SinkClose c{0.0f, expf(sink - top)};
+    if (mx != -INFINITY) {
+        c.factor = expf(mx - top);
+        c.denom += sum * c.factor;
+    }
+    return c;
+}
+
+// Output dims d, d + 1 of a row o of token t from their accumulators: closed (close_with_sink), the inverse RoPE from
+// dim rope0 on, stored.
+__device__ __forceinline__ void store_closed_pair(const StepMeta& m, const AttentionArgs& a, int t, int d, int rope0,
+                                                  float acc0, float acc1, const SinkClose& c, float* o) {
+    float v0 = acc0 * c.factor / c.denom, v1 = acc1 * c.factor / c.denom;
+    if (d >= rope0) rope_values<float>(m, t, (d - rope0) / 2, a.unrotate_inv_freq, true, false, v0, v1, v0, v1);
+    *reinterpret_cast<float2*>(o + d) = make_float2(v0, v1);
+}
+
 }  // namespace dsv4::cuda
