@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (eleventh session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run61/run61.sh MODE
-# .devbin: dsv4, ops_cuda, golden_cuda of 5d0e58f (main at the session's start) unless a mode says otherwise.
+# .devbin: mode m (never ran: no H200 was lent) with dsv4, ops_cuda, golden_cuda of 5d0e58f (.devpack/dev110); modes
+# w and o with .devpack/dev111 (binaries of 6f4c41b's code: main + the wgmma wide kernel, DSV4_MQA_WGMMA off by
+# default); both ran on an H100 (24 layers). Logs: docs/bench/h100-2026-12-07-run61/{w,o,g} (g: golden at the
+# defaults, the same warm machine).
 #   m : main on the H200: golden; offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill 2K / 8K at the default
 #       chunk); serving C1 / C64 with main's defaults; where a batch-1 decode step's time goes (per op)
 #   o : the whole op suite (FILTER: a negative gtest filter of suites already run)

@@ -80,7 +80,8 @@ struct CudaOptions {
     bool fused_query_norm = true;
     // Fast numerics, steps on the wide attention kernel with 512-dim heads: its work on wgmma (kernels_attention_
     // wgmma.cu: each operand tile read from shared memory once a warpgroup; the same numerics in other summation
-    // orders) (DSV4_MQA_WGMMA; 0: the mma.sync kernel).
+    // orders) (DSV4_MQA_WGMMA; 0: the mma.sync kernel). Off: slower, the attention kernel 119 -> 176 ms at an 8K
+    // prefill, prefill 8K -9% (H100, 24 layers, performance-log.md 2026-12-07 eleventh session).
     bool mqa_wgmma = false;
     // Fast numerics: the bf16 tensor-core GEMM splits K where its grid has few blocks (the router's gate at decode
     // batch sizes), the splits' sums added in order (DSV4_GEMM_SPLIT_K; 0: one block a tile over all of K).
