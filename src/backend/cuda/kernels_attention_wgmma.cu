@@ -73,13 +73,13 @@ __device__ __forceinline__ uint32_t tile_offset(int row, int col) {
     return (col / 64) * kBlockBytes + sw128_offset(row, (col % 64) / 8) + (col % 8) * 2;
 }
 
-// A thread's place in its warpgroup's m64nN accumulators: rows 16 w + g and 16 w + g + 8, columns 8 j + 2 q (+ 1).
+// A thread's place in its warpgroup's m64nN accumulators: rows row0 and row0 + 8, columns 8 j + 2 q (+ 1).
 struct Lane {
-    int group, g, q, row0;
+    int group, q, row0;
 };
 __device__ __forceinline__ Lane lane_of_thread() {
     const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-    return Lane{warp / 4, lane / 4, lane % 4, 16 * (warp % 4) + lane / 4};
+    return Lane{warp / 4, lane % 4, 16 * (warp % 4) + lane / 4};
 }
 
 // This warpgroup's scores of all heads against its 32 keys of the chunk, over the 512 dims (32 k16 steps).
@@ -212,15 +212,12 @@ __device__ void write_partials(const AttentionArgs& a, const MqaWideLaunch& w, c
     for (int half = 0; half < 2; ++half) {
         const int h = l.row0 + 8 * half;
         if (h >= a.heads) continue;
-        const int64_t part = (static_cast<int64_t>(t) * a.heads + h) * w.splits + split;
+        const int64_t part = wide_partial_index(a, w, t, h, split);
         float* acc = w.part_acc + part * a.dim + l.group * kGroupDims + 2 * l.q;
 #pragma unroll
         for (int nt = 0; nt < kOutTiles; ++nt)
             *reinterpret_cast<float2*>(acc + 8 * nt) = make_float2(out[4 * nt + 2 * half], out[4 * nt + 2 * half + 1]);
-        if (l.group == 0 && l.q == 0) {
-            w.part_ml[2 * part] = st.mx[half];
-            w.part_ml[2 * part + 1] = row_denominator(s, h);
-        }
+        if (l.group == 0 && l.q == 0) store_partial_max_sum(w, part, st.mx[half], row_denominator(s, h));
     }
 }
 
@@ -232,22 +229,16 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(StepMeta m
     const Smem s = carve(smem_raw);
     const Lane l = lane_of_thread();
     const int t = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
-    const int64_t pos = m.positions[t];
-    const int n_window = static_cast<int>(min64(a.window, pos + 1));
-    int n_keys = n_window;
-    if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
-    // This split's keys (all of them with one split); a split past the token's keys writes an empty partial.
-    const int begin = w.splits > 1 ? split * w.keys_per_split : 0;
-    const int end = w.splits > 1 ? min(n_keys, begin + w.keys_per_split) : n_keys;
+    const WideKeyRange kr = wide_key_range(m, a, w, t, split);
     stage_wide_queries<kNorm, kHeads, kThreads>(m, a, t, s.row_max, [&](int r, int c, uint2 packed) {
         *reinterpret_cast<uint2*>(s.q + tile_offset(r, c)) = packed;
     });
     float out[4 * kOutTiles] = {};
     RowState st;
-    for (int seg0 = begin; seg0 < end; seg0 += w.segment_keys) {
-        const int seg_keys = min(end - seg0, w.segment_keys);
+    for (int seg0 = kr.begin; seg0 < kr.end; seg0 += w.segment_keys) {
+        const int seg_keys = min(kr.end - seg0, w.segment_keys);
         __syncthreads();  // the previous segment's chunks are done with the row pointers (and the queries staged)
-        resolve_wide_rows<kThreads>(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, end, n_window, s.rows);
+        resolve_wide_rows<kThreads>(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, kr.end, kr.n_window, s.rows);
         __syncthreads();
         stage_wide_chunk<kKeys, kThreads>(s.rows, 0, s.staged, a.format.bytes);
         for (int c0 = 0; c0 < seg_keys; c0 += kKeys) {

@@ -252,17 +252,14 @@ __device__ void write_partials(const AttentionArgs& a, const MqaWideLaunch& w, c
     for (int half = 0; half < 2; ++half) {
         const int h = head0 + g + 8 * half;
         if (h >= a.heads) continue;
-        const int64_t part = (static_cast<int64_t>(t) * a.heads + h) * w.splits + split;
+        const int64_t part = wide_partial_index(a, w, t, h, split);
         float* acc = w.part_acc + part * a.dim + dim0 + 2 * tq;
 #pragma unroll
         for (int nt = 0; nt < kMaxTiles; ++nt) {
             if (nt < n_tiles)
                 *reinterpret_cast<float2*>(acc + 8 * nt) = make_float2(out[nt][2 * half], out[nt][2 * half + 1]);
         }
-        if (wc == 0 && tq == 0) {
-            w.part_ml[2 * part] = st.mx[half];
-            w.part_ml[2 * part + 1] = row_denominator(s, h);
-        }
+        if (wc == 0 && tq == 0) store_partial_max_sum(w, part, st.mx[half], row_denominator(s, h));
     }
 }
 
@@ -275,20 +272,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMet
     const int t = blockIdx.x, split = blockIdx.y, warp = threadIdx.x / 32;
     const int wr = warp / kColWarps, wc = warp % kColWarps;
     const int head0 = 16 * wr, key0 = 16 * wc, n_tiles = a.dim / kColWarps / 8, dim0 = wc * (a.dim / kColWarps);
-    const int64_t pos = m.positions[t];
-    const int n_window = static_cast<int>(min64(a.window, pos + 1));
-    int n_keys = n_window;
-    if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
-    // This split's keys (all of them with one split); a split past the token's keys writes an empty partial.
-    const int begin = w.splits > 1 ? split * w.keys_per_split : 0;
-    const int end = w.splits > 1 ? min(n_keys, begin + w.keys_per_split) : n_keys;
+    const WideKeyRange kr = wide_key_range(m, a, w, t, split);
     load_queries<kNorm>(m, a, t, s);
     float out[kMaxTiles][4] = {};
     RowState st;
-    for (int seg0 = begin; seg0 < end; seg0 += w.segment_keys) {
-        const int seg_keys = min(end - seg0, w.segment_keys);
+    for (int seg0 = kr.begin; seg0 < kr.end; seg0 += w.segment_keys) {
+        const int seg_keys = min(kr.end - seg0, w.segment_keys);
         __syncthreads();  // the previous segment's chunks are done with the row pointers
-        resolve_wide_rows<kThreads>(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, end, n_window, s.rows);
+        resolve_wide_rows<kThreads>(m, a, t, seg0, (seg_keys + kKeys - 1) / kKeys * kKeys, kr.end, kr.n_window, s.rows);
         __syncthreads();
         stage_wide_chunk<kKeys, kThreads>(s.rows, 0, s.staged, a.format.bytes);
         for (int c0 = 0; c0 < seg_keys; c0 += kKeys) {

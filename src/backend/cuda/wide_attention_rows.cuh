@@ -105,6 +105,33 @@ __device__ void decode_wide_chunk(const AttentionArgs& a, const uint8_t* const* 
     }
 }
 
+// The keys of token t that split `split` attends: [begin, end) of its n_window window keys followed by its compressed
+// ones (all of them with one split; a split past the token's keys is empty and writes an empty partial).
+struct WideKeyRange {
+    int n_window, begin, end;
+};
+__device__ __forceinline__ WideKeyRange wide_key_range(const StepMeta& m, const AttentionArgs& a,
+                                                       const MqaWideLaunch& w, int t, int split) {
+    const int64_t pos = m.positions[t];
+    const int n_window = static_cast<int>(min64(a.window, pos + 1));
+    int n_keys = n_window;
+    if (a.ratio > 0) n_keys += a.csa ? a.topk_k : static_cast<int>((pos + 1) / a.ratio);
+    if (w.splits <= 1) return WideKeyRange{n_window, 0, n_keys};
+    const int begin = split * w.keys_per_split;
+    return WideKeyRange{n_window, begin, min(n_keys, begin + w.keys_per_split)};
+}
+
+// Where the partials of (token t, head h, split) go in the split kernel's layout: the unnormalised accumulators at
+// part_acc[part * dim ..], (max, sum) at part_ml[2 part ..].
+__device__ __forceinline__ int64_t wide_partial_index(const AttentionArgs& a, const MqaWideLaunch& w, int t, int h,
+                                                      int split) {
+    return (static_cast<int64_t>(t) * a.heads + h) * w.splits + split;
+}
+__device__ __forceinline__ void store_partial_max_sum(const MqaWideLaunch& w, int64_t part, float mx, float sum) {
+    w.part_ml[2 * part] = mx;
+    w.part_ml[2 * part + 1] = sum;
+}
+
 // A head's softmax over one split closed with its sink (attention_combine_kernel's arithmetic for one split): its
 // output row is acc * factor / denom.
 struct SinkClose {
