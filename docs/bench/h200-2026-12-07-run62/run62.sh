@@ -4,8 +4,8 @@
 #   m : main on the H200: golden, the wide kernels' tests; offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill
 #       2K / 8K at the default chunk); serving C1 / C64 with main's defaults; the 8K prefill per op
 #   n : where the mma.sync wide attention kernel's time goes: ncu (speed of light, warp states, the SASS lines'
-#       stall samples) of its launches in an 8K prefill of 4 layers at one 8,192-token chunk; then the op suite
-#       (FILTER: a negative gtest filter of suites already run)
+#       stall samples) of its launches in an 8K prefill of 4 layers at one 8,192-token chunk (the
+#       first 4 launches: the decode's 1,000-token context)
 mode=$1
 source tools/device/call_lib.sh
 source tools/device/offline_lib.sh
@@ -14,26 +14,18 @@ ncu_prefill=(.devbin/dsv4 bench offline --preset flash-160 --numerics fast --lay
     --prefill 8192 --prefill-chunk 8192 --steps 1 --enforce-eager)
 case $mode in
 m)
-    run golden 70 .devbin/golden_cuda
     run wide 60 .devbin/ops_cuda --gtest_filter='CudaAttentionWide.*'
-    run bench 130 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
-        --json "$OUT/offline.json"
-    grep -h "tok/s" "$OUT/bench.log" | head -12
-    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
-    serve_lines
-    DSV4_PROFILE_OPS=1 run prof8k 80 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 --steps 1
-    grep -h "breakdown" "$OUT/prof8k.log"
+    main_figures
     ;;
 n)
-    run ncuwide 90 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    run ncuwide 90 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
         --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --csv \
-        --page details --kernel-name regex:attention_mqa_wide --launch-count 8 "${ncu_prefill[@]}"
+        --page details --kernel-name regex:attention_mqa_wide --launch-count 12 "${ncu_prefill[@]}"
     run ncuwsrc 120 ncu --clock-control none --section SourceCounters --kernel-name regex:attention_mqa_wide \
-        --launch-count 4 --page source --print-source sass --csv "${ncu_prefill[@]}" &&
+        --launch-skip 4 --launch-count 2 --page source --print-source sass --csv "${ncu_prefill[@]}" &&
         python3 tools/device/ncu_source_summary.py "$OUT/ncuwsrc.log" >"$OUT/ncuwsrc.txt"
     head -60 "$OUT/ncuwsrc.txt"
     xz -T4 "$OUT/ncuwsrc.log"
-    run ops 360 .devbin/ops_cuda --gtest_filter="${FILTER:--}"
     ;;
 esac
 python3 tools/device/short_table.py "$OUT"
