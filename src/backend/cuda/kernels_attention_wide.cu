@@ -419,10 +419,11 @@ void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const Attenti
         launch_attention_mqa_wgmma(st, m, a, launch);
     } else {
         const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));
-        const bool std = std_rows(a.format);
-        auto* kernel = a.norm_queries
-                           ? (std ? attention_mqa_wide_kernel<true, true> : attention_mqa_wide_kernel<true, false>)
-                           : (std ? attention_mqa_wide_kernel<false, true> : attention_mqa_wide_kernel<false, false>);
+        const bool v4_rows = std_rows(a.format);
+        auto* kernel =
+            a.norm_queries
+                ? (v4_rows ? attention_mqa_wide_kernel<true, true> : attention_mqa_wide_kernel<true, false>)
+                : (v4_rows ? attention_mqa_wide_kernel<false, true> : attention_mqa_wide_kernel<false, false>);
         launch_kernel(kernel, grid, kThreads, smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
     }
     if (w.splits > 1) {
