@@ -4,8 +4,8 @@
 #   m : main on the H200: golden, the wide kernels' tests; offline figures (flash-160, B = 1 / 8 / 64 / 256, prefill
 #       2K / 8K at the default chunk); serving C1 / C64 with main's defaults; the 8K prefill per op
 #   n : where the mma.sync wide attention kernel's time goes: ncu (speed of light, warp states, the SASS lines'
-#       stall samples) of its launches in an 8K prefill of 4 layers at one 8,192-token chunk (the
-#       first 4 launches: the decode's 1,000-token context)
+#       stall samples) of its launches in an 8K prefill of 4 layers at one 8,192-token chunk (every launch the
+#       prefill's: 3 prefills of 4 layers; layers 0-1 window only, 2 CSA, 3 HCA)
 #   v : the wide kernel's per-token and per-chunk costs cut (.devbin/dsv4 new, .devbin/dsv4_base = main before):
 #       its tests, the norm/rope tests, golden, memcheck; prefill 2K / 8K alternated base / new; ncu of the new
 #       kernel's launches (as n)
