@@ -45,12 +45,14 @@ struct Smem {
     const uint8_t** rows;  // [kSegmentKeys] stored row of each key of the segment (null: not a key)
     float* row_max;        // [kHeads][kGroups] each warpgroup's maximum of a head's chunk scores
     float* row_sum;        // [kHeads][kGroups] each warpgroup's denominator share
+    float2* unrotate;      // [kWideUnrotatePairs] the outputs' inverse RoPE (stage_unrotate_table)
     uint8_t* staged;       // [kKeys][row bytes] the next chunk's stored bytes
 };
 
 __host__ __device__ constexpr size_t smem_bytes(int row_bytes) {
     return 1024 /* the tiles' alignment */ + 2 * static_cast<size_t>(kTileBytes) + kHeads * 128 +
-           kSegmentKeys * sizeof(void*) + kStatsFloats * sizeof(float) + static_cast<size_t>(kKeys) * row_bytes;
+           kSegmentKeys * sizeof(void*) + kStatsFloats * sizeof(float) + kWideUnrotatePairs * sizeof(float2) +
+           static_cast<size_t>(kKeys) * row_bytes;
 }
 
 __device__ Smem carve(unsigned char* raw) {
@@ -63,7 +65,8 @@ __device__ Smem carve(unsigned char* raw) {
     s.rows = reinterpret_cast<const uint8_t**>(s.p + kHeads * 128);
     s.row_max = reinterpret_cast<float*>(s.rows + kSegmentKeys);
     s.row_sum = s.row_max + kHeads * kGroups;
-    s.staged = reinterpret_cast<uint8_t*>(s.row_sum + kHeads * kGroups);
+    s.unrotate = reinterpret_cast<float2*>(s.row_sum + kHeads * kGroups);
+    s.staged = reinterpret_cast<uint8_t*>(s.unrotate + kWideUnrotatePairs);
     return s;
 }
 
@@ -185,8 +188,8 @@ __device__ __forceinline__ float row_denominator(const Smem& s, int h) {
 
 // One split: the thread's output rows, the denominators with the sink (attention_combine's arithmetic for one split),
 // the inverse RoPE of the trailing dims where asked, written to a.out.
-__device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const Smem& s, int t, const Lane& l,
-                              const RowState& st, const float (&out)[4 * kOutTiles]) {
+__device__ void write_outputs(const AttentionArgs& a, const Smem& s, int t, const Lane& l, const RowState& st,
+                              const float (&out)[4 * kOutTiles]) {
     publish_group_sums(s, l, st);
     const int rope0 = a.unrotate_inv_freq != nullptr ? a.dim - a.unrotate_dims : a.dim;
 #pragma unroll
@@ -197,7 +200,7 @@ __device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const S
         float* o = a.out + (static_cast<int64_t>(t) * a.heads + h) * a.dim;
 #pragma unroll
         for (int nt = 0; nt < kOutTiles; ++nt) {
-            store_closed_pair(m, a, t, l.group * kGroupDims + 8 * nt + 2 * l.q, rope0, out[4 * nt + 2 * half],
+            store_closed_pair(l.group * kGroupDims + 8 * nt + 2 * l.q, rope0, s.unrotate, out[4 * nt + 2 * half],
                               out[4 * nt + 2 * half + 1], c, o);
         }
     }
@@ -230,6 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(StepMeta m
     const Lane l = lane_of_thread();
     const int t = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
     const WideKeyRange kr = wide_key_range(m, a, w, t, split);
+    if (w.splits <= 1) stage_unrotate_table<kThreads>(m, a, t, s.unrotate);  // read after write_outputs' barrier
     stage_wide_queries<kNorm, kHeads, kThreads>(m, a, t, s.row_max, [&](int r, int c, uint2 packed) {
         *reinterpret_cast<uint2*>(s.q + tile_offset(r, c)) = packed;
     });
@@ -259,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(StepMeta m
     if (w.splits > 1) {
         write_partials(a, w, s, t, split, l, st, out);
     } else {
-        write_outputs(m, a, s, t, l, st, out);
+        write_outputs(a, s, t, l, st, out);
     }
 }
 

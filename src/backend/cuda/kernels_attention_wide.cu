@@ -39,12 +39,13 @@ struct Smem {
     const uint8_t** rows;  // [kSegmentKeys] stored row of each key of the segment (null: not a key)
     float* row_max;        // [kHeads][kColWarps] each warp column's maximum of a head's chunk scores
     float* row_sum;        // [kHeads][kColWarps] each warp column's denominator share
+    float2* unrotate;      // [kWideUnrotatePairs] the outputs' inverse RoPE (stage_unrotate_table)
     uint8_t* staged;       // [kKeys][row bytes] the next chunk's stored bytes
 };
 
 __host__ __device__ constexpr size_t smem_bytes(int dim, int row_bytes) {
     return static_cast<size_t>(kHeads + kKeys) * (dim + kPad) * 2 + static_cast<size_t>(kHeads) * (kKeys + kPad) * 2 +
-           kSegmentKeys * sizeof(void*) + 2 * kHeads * kColWarps * sizeof(float) +
+           kSegmentKeys * sizeof(void*) + 2 * kHeads * kColWarps * sizeof(float) + kWideUnrotatePairs * sizeof(float2) +
            static_cast<size_t>(kKeys) * row_bytes;
 }
 
@@ -56,35 +57,109 @@ __device__ Smem carve(unsigned char* base, int dim) {
     s.rows = reinterpret_cast<const uint8_t**>(s.p + kHeads * (kKeys + kPad));
     s.row_max = reinterpret_cast<float*>(s.rows + kSegmentKeys);
     s.row_sum = s.row_max + kHeads * kColWarps;
-    s.staged = reinterpret_cast<uint8_t*>(s.row_sum + kHeads * kColWarps);
+    s.unrotate = reinterpret_cast<float2*>(s.row_sum + kHeads * kColWarps);
+    s.staged = reinterpret_cast<uint8_t*>(s.unrotate + kWideUnrotatePairs);
     return s;
 }
 
 static_assert(wide_query_scratch<kHeads>() <= kHeads * kColWarps, "row_max holds the inverses and the cosines");
 
-// The token's query rows into the padded q tile (stage_wide_queries; scratch: row_max, free until the first chunk).
+// The token's query rows into the padded q tile (scratch: row_max, free until the first chunk). kNorm: a row a warp
+// (stage_normed_query_rows); otherwise stage_wide_queries.
 template <bool kNorm>
 __device__ void load_queries(const StepMeta& m, const AttentionArgs& a, int t, const Smem& s) {
     const int ld = a.dim + kPad;
-    stage_wide_queries<kNorm, kHeads, kThreads>(
-        m, a, t, s.row_max, [&](int r, int c, uint2 packed) { *reinterpret_cast<uint2*>(s.q + r * ld + c) = packed; });
+    if constexpr (kNorm) {
+        stage_normed_query_rows<kHeads, kThreads>(
+            m, a, t, s.row_max, [&](int r, int i, float x) { s.q[r * ld + i] = __float2bfloat16_rn(x); });
+    } else {
+        stage_wide_queries<false, kHeads, kThreads>(m, a, t, s.row_max, [&](int r, int c, uint2 packed) {
+            *reinterpret_cast<uint2*>(s.q + r * ld + c) = packed;
+        });
+    }
+}
+
+// The fp8_ds_mla rows of V4's heads (512 dims, the last 64 kept as bf16, OCP e4m3 codes): decoded with their offsets
+// known at compile time, 16 elements a lane (lanes 0-27 the codes, 28-31 the bf16 tail), where the general decode
+// spends most of its instructions finding them.
+constexpr int kStdDim = 512, kStdRope = 64, kStdNope = kStdDim - kStdRope;
+constexpr int kStdScales = kStdNope + 2 * kStdRope;  // byte offset of the UE8M0 scale bytes (one per 64 codes)
+constexpr int kStdBytes = kStdScales + 8;            // seven scale bytes, padded to eight
+__host__ __device__ inline bool std_rows(const RowFormatDev& f) {
+    return f.dtype == kRowFp8 && !f.index_key && f.dim == kStdDim && f.rope_dim == kStdRope && f.bytes == kStdBytes &&
+           !f.fp8.fnuz;
+}
+
+// Four e4m3 codes times their scale as four bf16 values (decode_fp8_row_quad's OCP arithmetic).
+__device__ __forceinline__ uint2 e4m3_quad_bf16(uint32_t codes, float scale) {
+    const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
+    const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes >> 16), __NV_E4M3);
+    return make_uint2(
+        pack_bf16(__half2float(__half(__half_raw{lo.x})) * scale, __half2float(__half(__half_raw{lo.y})) * scale),
+        pack_bf16(__half2float(__half(__half_raw{hi.x})) * scale, __half2float(__half(__half_raw{hi.y})) * scale));
+}
+
+// Four bf16 values of the tail, through float as decode_fp8_row_quad reads them.
+__device__ __forceinline__ uint2 bf16_quad(uint2 b) {
+    return make_uint2(pack_bf16(bf16_bits_to_float(static_cast<uint16_t>(b.x & 0xffffu)),
+                                bf16_bits_to_float(static_cast<uint16_t>(b.x >> 16))),
+                      pack_bf16(bf16_bits_to_float(static_cast<uint16_t>(b.y & 0xffffu)),
+                                bf16_bits_to_float(static_cast<uint16_t>(b.y >> 16))));
+}
+
+// Elements [16 lane, 16 lane + 16) of a staged std_rows row as bf16 at `dst`, eight at a time (registers: the kernel
+// sits at its limit).
+__device__ __forceinline__ void decode_std_sixteen(const uint8_t* row, int lane, __nv_bfloat16* dst) {
+    const int i0 = 16 * lane;
+    if (i0 < kStdNope) {
+        const float scale = decode_ue8m0(row[kStdScales + i0 / kRowFp8Block]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const uint2 c = *reinterpret_cast<const uint2*>(row + i0 + 8 * h);
+            const uint2 lo = e4m3_quad_bf16(c.x, scale), hi = e4m3_quad_bf16(c.y, scale);
+            *reinterpret_cast<uint4*>(dst + i0 + 8 * h) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+        }
+    } else {
+        const uint8_t* tail = row + kStdNope + 2 * (i0 - kStdNope);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const uint2 lo = bf16_quad(*reinterpret_cast<const uint2*>(tail + 16 * h));
+            const uint2 hi = bf16_quad(*reinterpret_cast<const uint2*>(tail + 16 * h + 8));
+            *reinterpret_cast<uint4*>(dst + i0 + 8 * h) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+        }
+    }
 }
 
 // The staged chunk as bf16 rows of the tile (keys that are none: zeros), decoded exactly as the other attention
-// kernels decode stored rows; a warp per row, four elements a lane and step. decode_wide_chunk's loop written out:
-// through its store callback ptxas spilled this kernel.
+// kernels decode stored rows; a warp per row. std_rows: decode_std_sixteen; other formats four elements a lane and
+// step (decode_wide_chunk's loop written out: through its store callback ptxas spilled this kernel). kStd:
+// std_rows(a.format), a kernel of its own (the two decodes in one kernel spilled).
+template <bool kStd>
 __device__ void decode_chunk(const AttentionArgs& a, const Smem& s, int c0) {
-    const int ld = a.dim + kPad, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int r = warp; r < kKeys; r += kWarps) {
-        const bool present = s.rows[c0 + r] != nullptr;
-        const uint8_t* staged = s.staged + r * a.format.bytes;
+    const int ld = (kStd ? kStdDim : a.dim) + kPad, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if constexpr (kStd) {
+#pragma unroll 1  // a row at a time: the kernel's registers are at their limit
+        for (int r = warp; r < kKeys; r += kWarps) {
+            __nv_bfloat16* dst = s.kv + r * ld;
+            if (s.rows[c0 + r] != nullptr) {
+                decode_std_sixteen(s.staged + r * kStdBytes, lane, dst);
+            } else {
+                *reinterpret_cast<uint4*>(dst + 16 * lane) = make_uint4(0u, 0u, 0u, 0u);
+                *reinterpret_cast<uint4*>(dst + 16 * lane + 8) = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+    } else {
+        for (int r = warp; r < kKeys; r += kWarps) {
+            const bool present = s.rows[c0 + r] != nullptr;
+            const uint8_t* staged = s.staged + r * a.format.bytes;
 #pragma unroll
-        for (int j = 0; j < kMaxMqaDim / 128; ++j) {
-            const int i = lane * 4 + 128 * j;
-            if (i >= a.dim) break;
-            float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            if (present) fp8_row_quad(staged, i, a.format, v);
-            *reinterpret_cast<uint2*>(s.kv + r * ld + i) = make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]));
+            for (int j = 0; j < kMaxMqaDim / 128; ++j) {
+                const int i = lane * 4 + 128 * j;
+                if (i >= a.dim) break;
+                float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                if (present) fp8_row_quad(staged, i, a.format, v);
+                *reinterpret_cast<uint2*>(s.kv + r * ld + i) = make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]));
+            }
         }
     }
 }
@@ -222,8 +297,8 @@ __device__ __forceinline__ float row_denominator(const Smem& s, int h) {
 
 // One split: the lane's output rows, the denominators with the sink (attention_combine's arithmetic for one split),
 // the inverse RoPE of the trailing dims where asked (rope_values, on the pairs the lane holds), written to a.out.
-__device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const Smem& s, int t, int head0, int dim0,
-                              int wc, int n_tiles, const RowState& st, const float (&out)[kMaxTiles][4]) {
+__device__ void write_outputs(const AttentionArgs& a, const Smem& s, int t, int head0, int dim0, int wc, int n_tiles,
+                              const RowState& st, const float (&out)[kMaxTiles][4]) {
     const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     publish_column_sums(s, head0, wc, st);
     const int rope0 = a.unrotate_inv_freq != nullptr ? a.dim - a.unrotate_dims : a.dim;
@@ -236,7 +311,8 @@ __device__ void write_outputs(const StepMeta& m, const AttentionArgs& a, const S
 #pragma unroll
         for (int nt = 0; nt < kMaxTiles; ++nt) {
             if (nt >= n_tiles) break;
-            store_closed_pair(m, a, t, dim0 + 8 * nt + 2 * tq, rope0, out[nt][2 * half], out[nt][2 * half + 1], c, o);
+            store_closed_pair(dim0 + 8 * nt + 2 * tq, rope0, s.unrotate, out[nt][2 * half], out[nt][2 * half + 1], c,
+                              o);
         }
     }
 }
@@ -263,16 +339,18 @@ __device__ void write_partials(const AttentionArgs& a, const MqaWideLaunch& w, c
     }
 }
 
-// Grid: (token, split). kNorm: a.norm_queries.
-template <bool kNorm>
+// Grid: (token, split). kNorm: a.norm_queries; kStd: std_rows(a.format).
+template <bool kNorm, bool kStd>
 __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMeta m, AttentionArgs a, MqaWideLaunch w) {
     pdl_begin();
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const Smem s = carve(smem_raw, a.dim);
+    const int dim = kStd ? kStdDim : a.dim;  // a constant where it can be: the kernel's registers are at their limit
+    const Smem s = carve(smem_raw, dim);
     const int t = blockIdx.x, split = blockIdx.y, warp = threadIdx.x / 32;
     const int wr = warp / kColWarps, wc = warp % kColWarps;
-    const int head0 = 16 * wr, key0 = 16 * wc, n_tiles = a.dim / kColWarps / 8, dim0 = wc * (a.dim / kColWarps);
+    const int head0 = 16 * wr, key0 = 16 * wc, n_tiles = dim / kColWarps / 8, dim0 = wc * (dim / kColWarps);
     const WideKeyRange kr = wide_key_range(m, a, w, t, split);
+    if (w.splits <= 1) stage_unrotate_table<kThreads>(m, a, t, s.unrotate);  // read after write_outputs' barrier
     load_queries<kNorm>(m, a, t, s);
     float out[kMaxTiles][4] = {};
     RowState st;
@@ -285,19 +363,19 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMet
         for (int c0 = 0; c0 < seg_keys; c0 += kKeys) {
             cp_async_wait<0>();
             __syncthreads();  // the chunk's bytes (every thread's copies) have landed; the last chunk's P . V is done
-            decode_chunk(a, s, c0);
+            decode_chunk<kStd>(a, s, c0);
             __syncthreads();  // the tile is complete and the staging buffer free
             if (c0 + kKeys < seg_keys) stage_wide_chunk<kKeys, kThreads>(s.rows, c0 + kKeys, s.staged, a.format.bytes);
             float acc[2][4];
-            chunk_scores(s, a.dim, head0, key0, acc);
+            chunk_scores(s, dim, head0, key0, acc);
             chunk_softmax(a, s, c0, head0, key0, wc, acc, st, out);
-            chunk_outputs(s, a.dim, head0, dim0, n_tiles, out);
+            chunk_outputs(s, dim, head0, dim0, n_tiles, out);
         }
     }
     if (w.splits > 1) {
         write_partials(a, w, s, t, split, head0, dim0, wc, n_tiles, st, out);
     } else {
-        write_outputs(m, a, s, t, head0, dim0, wc, n_tiles, st, out);
+        write_outputs(a, s, t, head0, dim0, wc, n_tiles, st, out);
     }
 }
 
@@ -329,10 +407,10 @@ void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const Attenti
     if (m.n_tokens == 0) return;
     static bool configured = false;  // once: every supported shape fits kMaxSmem
     if (!configured) {
-        cudaFuncSetAttribute(attention_mqa_wide_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kMaxSmem));
-        cudaFuncSetAttribute(attention_mqa_wide_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kMaxSmem));
+        for (auto* kernel : {attention_mqa_wide_kernel<false, false>, attention_mqa_wide_kernel<true, false>,
+                             attention_mqa_wide_kernel<false, true>, attention_mqa_wide_kernel<true, true>}) {
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem));
+        }
         configured = true;
     }
     MqaWideLaunch launch = w;
@@ -341,8 +419,12 @@ void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const Attenti
         launch_attention_mqa_wgmma(st, m, a, launch);
     } else {
         const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));
-        launch_kernel(a.norm_queries ? attention_mqa_wide_kernel<true> : attention_mqa_wide_kernel<false>, grid,
-                      kThreads, smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
+        const bool v4_rows = std_rows(a.format);
+        auto* kernel =
+            a.norm_queries
+                ? (v4_rows ? attention_mqa_wide_kernel<true, true> : attention_mqa_wide_kernel<true, false>)
+                : (v4_rows ? attention_mqa_wide_kernel<false, true> : attention_mqa_wide_kernel<false, false>);
+        launch_kernel(kernel, grid, kThreads, smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
     }
     if (w.splits > 1) {
         launch_attention_combine(st, m, a, static_cast<int64_t>(m.n_tokens) * a.heads, w.splits, w.part_acc, w.part_ml);

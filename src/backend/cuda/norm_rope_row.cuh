@@ -28,14 +28,18 @@ __device__ __forceinline__ Acc rms_inverse(Acc sum_squares, int64_t k, float eps
     return Acc(1) / sqrt_acc(sum_squares / static_cast<Acc>(k) + Acc(eps));
 }
 
-// The inverse RMS of row `row` (dim floats, dim % 32 == 0, dim <= kMaxNormRowDim) by one warp, in the block kernels'
-// summation order; v gets the lane's elements lane + 32 j. All 32 lanes must call.
-template <typename Acc>
-__device__ __forceinline__ Acc row_rms_inverse_warp(const float* row, int dim, float eps,
-                                                    float (&v)[kMaxNormRowPerLane]) {
+// The lane's elements lane + 32 j of row `row` (dim floats, dim % 32 == 0, dim <= kMaxNormRowDim; zeros past dim).
+__device__ __forceinline__ void load_norm_row(const float* row, int dim, float (&v)[kMaxNormRowPerLane]) {
     const int lane = static_cast<int>(threadIdx.x % 32), per_lane = dim / 32;
 #pragma unroll
     for (int j = 0; j < kMaxNormRowPerLane; ++j) v[j] = j < per_lane ? row[lane + 32 * j] : 0.0f;
+}
+
+// The inverse RMS of a row whose elements the warp's lanes hold (load_norm_row), in the block kernels' summation
+// order. All 32 lanes must call.
+template <typename Acc>
+__device__ __forceinline__ Acc rms_inverse_of_lanes(const float (&v)[kMaxNormRowPerLane], int dim, float eps) {
+    const int lane = static_cast<int>(threadIdx.x % 32), per_lane = dim / 32;
     constexpr int kGroups = kNormRowThreads / 32;
     Acc sums[kGroups];  // thread lane + 32 g: its elements lane + 32 g + 256 i, in order
 #pragma unroll
@@ -60,16 +64,21 @@ __device__ __forceinline__ Acc row_rms_inverse_warp(const float* row, int dim, f
     return rms_inverse(warp_sum(group_sums), dim, eps);
 }
 
-// Row `row` normed and rotated by one warp: put(i, value) for each element i (lane + 32 j) this lane holds. All 32
-// lanes must call. weight: null for none; rope_dim 0: no rotation; cos_sin(p): pair p's rope_cos_sin at the row's
-// token.
+// The inverse RMS of row `row` by one warp (load_norm_row, then rms_inverse_of_lanes); v gets the lane's elements.
+template <typename Acc>
+__device__ __forceinline__ Acc row_rms_inverse_warp(const float* row, int dim, float eps,
+                                                    float (&v)[kMaxNormRowPerLane]) {
+    load_norm_row(row, dim, v);
+    return rms_inverse_of_lanes<Acc>(v, dim, eps);
+}
+
+// The lane's elements of a row (v, as load_norm_row holds them) times the row's inverse RMS `inv` (times its weight),
+// rope pairs from dim rope0 on rotated from their two normed values (the partner from the neighbouring lane):
+// put(i, value) for each element i = lane + 32 j. All 32 lanes must call.
 template <typename Acc, typename CosSin, typename Put>
-__device__ __forceinline__ void norm_rope_row_warp(const float* row, const float* weight, int dim, int rope_dim,
-                                                   float eps, bool round, CosSin cos_sin, Put put) {
+__device__ __forceinline__ void norm_rope_lanes(const float (&v)[kMaxNormRowPerLane], Acc inv, const float* weight,
+                                                int dim, int rope0, bool round, CosSin cos_sin, Put put) {
     const int lane = static_cast<int>(threadIdx.x % 32), per_lane = dim / 32;
-    float v[kMaxNormRowPerLane];
-    const Acc inv = row_rms_inverse_warp<Acc>(row, dim, eps, v);
-    const int rope0 = dim - rope_dim;  // even: a pair's first element is on an even lane
 #pragma unroll
     for (int j = 0; j < kMaxNormRowPerLane; ++j) {
         if (j >= per_lane) break;
@@ -87,6 +96,18 @@ __device__ __forceinline__ void norm_rope_row_warp(const float* row, const float
         rope_rotate<Acc>(cos_sin((i - rope0) / 2), round, first ? value : partner, first ? partner : value, v0, v1);
         put(i, first ? v0 : v1);
     }
+}
+
+// Row `row` normed and rotated by one warp: put(i, value) for each element i (lane + 32 j) this lane holds. All 32
+// lanes must call. weight: null for none; rope_dim 0: no rotation; cos_sin(p): pair p's rope_cos_sin at the row's
+// token.
+template <typename Acc, typename CosSin, typename Put>
+__device__ __forceinline__ void norm_rope_row_warp(const float* row, const float* weight, int dim, int rope_dim,
+                                                   float eps, bool round, CosSin cos_sin, Put put) {
+    float v[kMaxNormRowPerLane];
+    const Acc inv = row_rms_inverse_warp<Acc>(row, dim, eps, v);
+    norm_rope_lanes<Acc>(v, inv, weight, dim, dim - rope_dim, round, cos_sin,
+                         put);  // rope0 even: pairs on lanes 2k, 2k+1
 }
 
 }  // namespace dsv4::cuda

@@ -56,6 +56,41 @@ __device__ void stage_wide_queries(const StepMeta& m, const AttentionArgs& a, in
     });
 }
 
+// stage_wide_queries' kNorm rows (the same bits) a row a warp, with all of the warp's rows loaded first: one memory
+// round trip for the token's queries where the two passes took one a row and then the second pass. Each row's inverse
+// RMS (rms_inverse_of_lanes), then its elements normed and rotated (norm_rope_lanes): put(r, i, value) for each
+// element i of each row r < kRows (zeros for rows past a.heads). scratch: the token's query cosines and sines.
+// Needs a.dim % 32 == 0 and a.dim <= kMaxNormRowDim (the fused query norm's conditions).
+template <int kRows, int kThreads, typename PutOne>
+__device__ void stage_normed_query_rows(const StepMeta& m, const AttentionArgs& a, int t, float* scratch, PutOne put) {
+    constexpr int kWarps = kThreads / 32, kRowsPerWarp = kRows / kWarps;
+    static_assert(kRows % kWarps == 0, "whole rows a warp");
+    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    auto* cos_sin = reinterpret_cast<float2*>(scratch);  // [query_rope_dims / 2]
+    float v[kRowsPerWarp][kMaxNormRowPerLane];
+#pragma unroll
+    for (int b = 0; b < kRowsPerWarp; ++b) {
+        const int r = warp + kWarps * b;
+        if (r < a.heads) load_norm_row(a.q + (static_cast<int64_t>(t) * a.heads + r) * a.dim, a.dim, v[b]);
+    }
+    for (int i = static_cast<int>(threadIdx.x); i < a.query_rope_dims / 2; i += kThreads)
+        cos_sin[i] = rope_cos_sin(m, t, i, a.query_inv_freq, false);
+    __syncthreads();
+    const int rope0 = a.dim - a.query_rope_dims;
+#pragma unroll
+    for (int b = 0; b < kRowsPerWarp; ++b) {
+        const int r = warp + kWarps * b;
+        if (r >= a.heads) {
+            for (int i = lane; i < a.dim; i += 32) put(r, i, 0.0f);
+            continue;
+        }
+        const float inv = rms_inverse_of_lanes<float>(v[b], a.dim, a.query_eps);
+        norm_rope_lanes<float>(
+            v[b], inv, nullptr, a.dim, rope0, false, [&](int p) { return cos_sin[p]; },
+            [&](int i, float x) { put(r, i, x); });
+    }
+}
+
 // Stored rows of keys [seg0, seg0 + seg_keys) of token t, a thread per key: null past the token's n_keys and where
 // key_row finds no key (flagging what it must).
 template <int kThreads>
@@ -147,12 +182,23 @@ __device__ __forceinline__ SinkClose close_with_sink(float mx, float sum, float 
     return c;
 }
 
-// Output dims d, d + 1 of a row o of token t from their accumulators: closed (close_with_sink), the inverse RoPE from
-// dim rope0 on, stored.
-__device__ __forceinline__ void store_closed_pair(const StepMeta& m, const AttentionArgs& a, int t, int d, int rope0,
-                                                  float acc0, float acc1, const SinkClose& c, float* o) {
+// The cosines and sines of the outputs' inverse RoPE at token t, pair i at table[i] (rope_cos_sin's values, computed
+// once for all the token's heads instead of once a head: in double precision they cost as much as the rest of the
+// epilogue). Nothing where the outputs are not unrotated. Read after a block barrier.
+constexpr int kWideUnrotatePairs = kMaxMqaDim / 2;  // unrotate_dims <= dim <= kMaxMqaDim
+template <int kThreads>
+__device__ void stage_unrotate_table(const StepMeta& m, const AttentionArgs& a, int t, float2* table) {
+    if (a.unrotate_inv_freq == nullptr) return;
+    for (int i = static_cast<int>(threadIdx.x); i < a.unrotate_dims / 2; i += kThreads)
+        table[i] = rope_cos_sin(m, t, i, a.unrotate_inv_freq, true);
+}
+
+// Output dims d, d + 1 of a row o from their accumulators: closed (close_with_sink), the inverse RoPE from dim rope0 on
+// (rope_values' arithmetic, its cosines and sines from stage_unrotate_table), stored.
+__device__ __forceinline__ void store_closed_pair(int d, int rope0, const float2* unrotate, float acc0, float acc1,
+                                                  const SinkClose& c, float* o) {
     float v0 = acc0 * c.factor / c.denom, v1 = acc1 * c.factor / c.denom;
-    if (d >= rope0) rope_values<float>(m, t, (d - rope0) / 2, a.unrotate_inv_freq, true, false, v0, v1, v0, v1);
+    if (d >= rope0) rope_rotate<float>(unrotate[(d - rope0) / 2], false, v0, v1, v0, v1);
     *reinterpret_cast<float2*>(o + d) = make_float2(v0, v1);
 }
 
