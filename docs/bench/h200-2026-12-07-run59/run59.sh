@@ -56,12 +56,7 @@ t)
     grep -h "experts" "$OUT/kexp_ws.log" | grep -v "^ "
     ;;
 m)
-    run golden 70 .devbin/golden_cuda
-    run bench 130 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
-        --json "$OUT/offline.json"
-    grep -h "tok/s" "$OUT/bench.log" | head -12
-    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
-    serve_lines
+    main_offline_and_serving
     run ops 300 .devbin/ops_cuda
     ;;
 c)

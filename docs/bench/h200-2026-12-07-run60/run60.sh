@@ -22,12 +22,7 @@ source tools/device/offline_lib.sh
 source tools/device/report_lines.sh
 case $mode in
 m)
-    run golden 70 .devbin/golden_cuda
-    run bench 130 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
-        --json "$OUT/offline.json"
-    grep -h "tok/s" "$OUT/bench.log" | head -12
-    SERVER_FLAGS="$cut" run serve 200 tools/device/serve_bench.sh flash-160 "1 64"
-    serve_lines
+    main_offline_and_serving
     DSV4_PROFILE_OPS=1 run prof_b1 60 .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 --prefill 0 --steps 2
     grep -h "breakdown\|per op\|^  " "$OUT/prof_b1.log" | head -60
     ;;
