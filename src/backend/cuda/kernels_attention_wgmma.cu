@@ -36,7 +36,7 @@ constexpr int kTileBytes = kDimBlocks * kBlockBytes;
 constexpr int kSegmentKeys = 1024;  // key rows resolved at once, at most (8 KB of pointers)
 constexpr int kStatsFloats = 2 * kHeads * kGroups;
 constexpr size_t kMaxSmem = 227 * 1024;  // the H200's per-block opt-in maximum
-static_assert(wide_query_scratch<kHeads>() <= kStatsFloats, "stats hold the query staging's scratch");
+static_assert(kWideQueryScratch <= kStatsFloats, "stats hold the query staging's scratch");
 
 struct Smem {
     uint8_t* q;            // [kDimBlocks][kHeads][128 B] query rows (K-major A of the scores)
@@ -70,8 +70,8 @@ __device__ Smem carve(unsigned char* raw) {
     return s;
 }
 
-// Byte offset of element (row, col) in a tile of 128-byte swizzled column blocks (col a multiple of 4: four bf16
-// values stay in one 16-byte chunk).
+// Byte offset of element (row, col) in a tile of 128-byte swizzled column blocks (eight bf16 values, col 8 k ..
+// 8 k + 7, stay in one 16-byte chunk).
 __device__ __forceinline__ uint32_t tile_offset(int row, int col) {
     return (col / 64) * kBlockBytes + sw128_offset(row, (col % 64) / 8) + (col % 8) * 2;
 }
@@ -234,9 +234,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_kernel(StepMeta m
     const int t = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
     const WideKeyRange kr = wide_key_range(m, a, w, t, split);
     if (w.splits <= 1) stage_unrotate_table<kThreads>(m, a, t, s.unrotate);  // read after write_outputs' barrier
-    stage_wide_queries<kNorm, kHeads, kThreads>(m, a, t, s.row_max, [&](int r, int c, uint2 packed) {
-        *reinterpret_cast<uint2*>(s.q + tile_offset(r, c)) = packed;
-    });
+    if constexpr (kNorm) {  // a warp's eight rows four at a time (registers)
+        stage_normed_query_rows<kHeads, kThreads, 4>(m, a, t, s.row_max, [&](int r, int i, float x) {
+            *reinterpret_cast<__nv_bfloat16*>(s.q + tile_offset(r, i)) = __float2bfloat16_rn(x);
+        });
+    } else {
+        stage_wide_queries<kHeads>(
+            a, t, [&](int r, int c, uint2 packed) { *reinterpret_cast<uint2*>(s.q + tile_offset(r, c)) = packed; });
+    }
     float out[4 * kOutTiles] = {};
     RowState st;
     for (int seg0 = kr.begin; seg0 < kr.end; seg0 += w.segment_keys) {

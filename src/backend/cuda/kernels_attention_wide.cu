@@ -62,87 +62,84 @@ __device__ Smem carve(unsigned char* base, int dim) {
     return s;
 }
 
-static_assert(wide_query_scratch<kHeads>() <= kHeads * kColWarps, "row_max holds the inverses and the cosines");
+static_assert(kWideQueryScratch <= kHeads * kColWarps, "row_max holds the query cosines and sines");
 
-// The token's query rows into the padded q tile (scratch: row_max, free until the first chunk). kNorm: a row a warp
-// (stage_normed_query_rows); otherwise stage_wide_queries.
+// The token's query rows into the padded q tile. kNorm: normed and rotated, a row a warp and a warp's four rows at once
+// (scratch: row_max, free until the first chunk).
 template <bool kNorm>
 __device__ void load_queries(const StepMeta& m, const AttentionArgs& a, int t, const Smem& s) {
     const int ld = a.dim + kPad;
     if constexpr (kNorm) {
-        stage_normed_query_rows<kHeads, kThreads>(
+        stage_normed_query_rows<kHeads, kThreads, kHeads / kWarps>(
             m, a, t, s.row_max, [&](int r, int i, float x) { s.q[r * ld + i] = __float2bfloat16_rn(x); });
     } else {
-        stage_wide_queries<false, kHeads, kThreads>(m, a, t, s.row_max, [&](int r, int c, uint2 packed) {
-            *reinterpret_cast<uint2*>(s.q + r * ld + c) = packed;
-        });
+        stage_wide_queries<kHeads>(
+            a, t, [&](int r, int c, uint2 packed) { *reinterpret_cast<uint2*>(s.q + r * ld + c) = packed; });
     }
 }
 
 // The fp8_ds_mla rows of V4's heads (512 dims, the last 64 kept as bf16, OCP e4m3 codes): decoded with their offsets
 // known at compile time, 16 elements a lane (lanes 0-27 the codes, 28-31 the bf16 tail), where the general decode
 // spends most of its instructions finding them.
-constexpr int kStdDim = 512, kStdRope = 64, kStdNope = kStdDim - kStdRope;
-constexpr int kStdScales = kStdNope + 2 * kStdRope;  // byte offset of the UE8M0 scale bytes (one per 64 codes)
-constexpr int kStdBytes = kStdScales + 8;            // seven scale bytes, padded to eight
-__host__ __device__ inline bool std_rows(const RowFormatDev& f) {
-    return f.dtype == kRowFp8 && !f.index_key && f.dim == kStdDim && f.rope_dim == kStdRope && f.bytes == kStdBytes &&
+constexpr int kV4Dim = 512, kV4Rope = 64, kV4Nope = kV4Dim - kV4Rope;
+constexpr int kV4Scales = kV4Nope + 2 * kV4Rope;  // byte offset of the UE8M0 scale bytes (one per 64 codes)
+constexpr int kV4Bytes = kV4Scales + 8;           // seven scale bytes, padded to eight
+__host__ __device__ inline bool v4_rows(const RowFormatDev& f) {
+    return f.dtype == kRowFp8 && !f.index_key && f.dim == kV4Dim && f.rope_dim == kV4Rope && f.bytes == kV4Bytes &&
            !f.fp8.fnuz;
 }
 
-// Four e4m3 codes times their scale as four bf16 values (decode_fp8_row_quad's OCP arithmetic).
-__device__ __forceinline__ uint2 e4m3_quad_bf16(uint32_t codes, float scale) {
-    const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
-    const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes >> 16), __NV_E4M3);
-    return make_uint2(
-        pack_bf16(__half2float(__half(__half_raw{lo.x})) * scale, __half2float(__half(__half_raw{lo.y})) * scale),
-        pack_bf16(__half2float(__half(__half_raw{hi.x})) * scale, __half2float(__half(__half_raw{hi.y})) * scale));
+// Elements [i, i + 4) of a v4_rows row from their raw bytes as four bf16 values: decode_fp8_row_quad with the format
+// a constant.
+__device__ __forceinline__ uint2 v4_quad_bf16(const Fp8RowQuad& q, int i) {
+    RowFormatDev f;
+    f.dtype = kRowFp8;
+    f.dim = kV4Dim;
+    f.rope_dim = kV4Rope;
+    f.bytes = kV4Bytes;
+    float v[4];
+    decode_fp8_row_quad(q, i, f, v);
+    return make_uint2(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]));
 }
 
-// Four bf16 values of the tail, through float as decode_fp8_row_quad reads them.
-__device__ __forceinline__ uint2 bf16_quad(uint2 b) {
-    return make_uint2(pack_bf16(bf16_bits_to_float(static_cast<uint16_t>(b.x & 0xffffu)),
-                                bf16_bits_to_float(static_cast<uint16_t>(b.x >> 16))),
-                      pack_bf16(bf16_bits_to_float(static_cast<uint16_t>(b.y & 0xffffu)),
-                                bf16_bits_to_float(static_cast<uint16_t>(b.y >> 16))));
-}
-
-// Elements [16 lane, 16 lane + 16) of a staged std_rows row as bf16 at `dst`, eight at a time (registers: the kernel
+// Elements [16 lane, 16 lane + 16) of a staged v4_rows row as bf16 at `dst`, eight at a time (registers: the kernel
 // sits at its limit).
-__device__ __forceinline__ void decode_std_sixteen(const uint8_t* row, int lane, __nv_bfloat16* dst) {
+__device__ __forceinline__ void decode_v4_sixteen(const uint8_t* row, int lane, __nv_bfloat16* dst) {
     const int i0 = 16 * lane;
-    if (i0 < kStdNope) {
-        const float scale = decode_ue8m0(row[kStdScales + i0 / kRowFp8Block]);
+    if (i0 < kV4Nope) {
+        const uint8_t scale = row[kV4Scales + i0 / kRowFp8Block];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const uint2 c = *reinterpret_cast<const uint2*>(row + i0 + 8 * h);
-            const uint2 lo = e4m3_quad_bf16(c.x, scale), hi = e4m3_quad_bf16(c.y, scale);
+            const uint2 lo = v4_quad_bf16(Fp8RowQuad{make_uint2(c.x, 0u), scale}, i0 + 8 * h);
+            const uint2 hi = v4_quad_bf16(Fp8RowQuad{make_uint2(c.y, 0u), scale}, i0 + 8 * h + 4);
             *reinterpret_cast<uint4*>(dst + i0 + 8 * h) = make_uint4(lo.x, lo.y, hi.x, hi.y);
         }
     } else {
-        const uint8_t* tail = row + kStdNope + 2 * (i0 - kStdNope);
+        const uint8_t* tail = row + kV4Nope + 2 * (i0 - kV4Nope);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const uint2 lo = bf16_quad(*reinterpret_cast<const uint2*>(tail + 16 * h));
-            const uint2 hi = bf16_quad(*reinterpret_cast<const uint2*>(tail + 16 * h + 8));
+            const uint2 lo = v4_quad_bf16(Fp8RowQuad{*reinterpret_cast<const uint2*>(tail + 16 * h)}, i0 + 8 * h);
+            const uint2 hi =
+                v4_quad_bf16(Fp8RowQuad{*reinterpret_cast<const uint2*>(tail + 16 * h + 8)}, i0 + 8 * h + 4);
             *reinterpret_cast<uint4*>(dst + i0 + 8 * h) = make_uint4(lo.x, lo.y, hi.x, hi.y);
         }
     }
 }
 
 // The staged chunk as bf16 rows of the tile (keys that are none: zeros), decoded exactly as the other attention
-// kernels decode stored rows; a warp per row. std_rows: decode_std_sixteen; other formats four elements a lane and
-// step (decode_wide_chunk's loop written out: through its store callback ptxas spilled this kernel). kStd:
-// std_rows(a.format), a kernel of its own (the two decodes in one kernel spilled).
-template <bool kStd>
+// kernels decode stored rows; a warp per row. v4_rows: decode_v4_sixteen; other formats four elements a lane and
+// step (decode_wide_chunk's loop written out: through its store callback ptxas spilled this kernel). kV4:
+// v4_rows(a.format), a kernel of its own (the two decodes in one kernel spilled).
+template <bool kV4>
 __device__ void decode_chunk(const AttentionArgs& a, const Smem& s, int c0) {
-    const int ld = (kStd ? kStdDim : a.dim) + kPad, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if constexpr (kStd) {
+    const int ld = (kV4 ? kV4Dim : a.dim) + kPad, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if constexpr (kV4) {
 #pragma unroll 1  // a row at a time: the kernel's registers are at their limit
         for (int r = warp; r < kKeys; r += kWarps) {
             __nv_bfloat16* dst = s.kv + r * ld;
             if (s.rows[c0 + r] != nullptr) {
-                decode_std_sixteen(s.staged + r * kStdBytes, lane, dst);
+                decode_v4_sixteen(s.staged + r * kV4Bytes, lane, dst);
             } else {
                 *reinterpret_cast<uint4*>(dst + 16 * lane) = make_uint4(0u, 0u, 0u, 0u);
                 *reinterpret_cast<uint4*>(dst + 16 * lane + 8) = make_uint4(0u, 0u, 0u, 0u);
@@ -339,12 +336,12 @@ __device__ void write_partials(const AttentionArgs& a, const MqaWideLaunch& w, c
     }
 }
 
-// Grid: (token, split). kNorm: a.norm_queries; kStd: std_rows(a.format).
-template <bool kNorm, bool kStd>
+// Grid: (token, split). kNorm: a.norm_queries; kV4: v4_rows(a.format).
+template <bool kNorm, bool kV4>
 __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMeta m, AttentionArgs a, MqaWideLaunch w) {
     pdl_begin();
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int dim = kStd ? kStdDim : a.dim;  // a constant where it can be: the kernel's registers are at their limit
+    const int dim = kV4 ? kV4Dim : a.dim;  // a constant where it can be: the kernel's registers are at their limit
     const Smem s = carve(smem_raw, dim);
     const int t = blockIdx.x, split = blockIdx.y, warp = threadIdx.x / 32;
     const int wr = warp / kColWarps, wc = warp % kColWarps;
@@ -363,7 +360,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMet
         for (int c0 = 0; c0 < seg_keys; c0 += kKeys) {
             cp_async_wait<0>();
             __syncthreads();  // the chunk's bytes (every thread's copies) have landed; the last chunk's P . V is done
-            decode_chunk<kStd>(a, s, c0);
+            decode_chunk<kV4>(a, s, c0);
             __syncthreads();  // the tile is complete and the staging buffer free
             if (c0 + kKeys < seg_keys) stage_wide_chunk<kKeys, kThreads>(s.rows, c0 + kKeys, s.staged, a.format.bytes);
             float acc[2][4];
@@ -419,11 +416,10 @@ void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const Attenti
         launch_attention_mqa_wgmma(st, m, a, launch);
     } else {
         const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));
-        const bool v4_rows = std_rows(a.format);
-        auto* kernel =
-            a.norm_queries
-                ? (v4_rows ? attention_mqa_wide_kernel<true, true> : attention_mqa_wide_kernel<true, false>)
-                : (v4_rows ? attention_mqa_wide_kernel<false, true> : attention_mqa_wide_kernel<false, false>);
+        const bool v4 = v4_rows(a.format);
+        auto* kernel = a.norm_queries
+                           ? (v4 ? attention_mqa_wide_kernel<true, true> : attention_mqa_wide_kernel<true, false>)
+                           : (v4 ? attention_mqa_wide_kernel<false, true> : attention_mqa_wide_kernel<false, false>);
         launch_kernel(kernel, grid, kThreads, smem_bytes(a.dim, a.format.bytes), st, m, a, launch);
     }
     if (w.splits > 1) {

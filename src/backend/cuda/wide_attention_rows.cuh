@@ -13,81 +13,54 @@
 
 namespace dsv4::cuda {
 
-// Floats of shared scratch stage_wide_queries needs (free again once it returns).
-template <int kRows>
-constexpr int wide_query_scratch() {
-    return kRows + kMaxQueryNormRopeDims;
-}
+// Floats of shared scratch stage_normed_query_rows needs: the token's query cosines and sines.
+constexpr int kWideQueryScratch = kMaxQueryNormRopeDims;
 
-// The token's query rows [0, kRows) as bf16 (rows past a.heads are zero), eight loads a thread in flight. kNorm: RMS-
-// normed and rotated first, with norm_rope_rows_kernel's bits: each row's inverse RMS by a warp (norm_rope_row.cuh) and
-// the token's cosines and sines once for all its heads, both into `scratch`; then each value times its row's inverse,
-// each rope pair rotated (rope_rotate) from its two normed values.
-template <bool kNorm, int kRows, int kThreads, typename Put>
-__device__ void stage_wide_queries(const StepMeta& m, const AttentionArgs& a, int t, float* scratch, Put put) {
-    float* inverse = scratch;                                    // [kRows]
-    auto* cos_sin = reinterpret_cast<float2*>(scratch + kRows);  // [query_rope_dims / 2]
-    if constexpr (kNorm) {
-        constexpr int kWarps = kThreads / 32;
-        for (int i = static_cast<int>(threadIdx.x); i < a.query_rope_dims / 2; i += kThreads)
-            cos_sin[i] = rope_cos_sin(m, t, i, a.query_inv_freq, false);
-        for (int r = static_cast<int>(threadIdx.x) / 32; r < a.heads; r += kWarps) {
-            float v[kMaxNormRowPerLane];
-            const float inv = row_rms_inverse_warp<float>(a.q + (static_cast<int64_t>(t) * a.heads + r) * a.dim, a.dim,
-                                                          a.query_eps, v);
-            if (threadIdx.x % 32 == 0) inverse[r] = inv;
-        }
-        __syncthreads();
-    }
-    const int rope0 = a.dim - a.query_rope_dims;
+// The token's query rows [0, kRows) as bf16, as stored (rows past a.heads are zero), eight loads a thread in flight.
+template <int kRows, typename Put>
+__device__ void stage_wide_queries(const AttentionArgs& a, int t, Put put) {
     stage_head_rows<8>(a.q, t, a.heads, 0, kRows, a.dim, [&](int r, int c, float4 v) {
-        float x[4] = {v.x, v.y, v.z, v.w};
-        if (kNorm && r < a.heads) {
-            const float inv = inverse[r];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) x[u] = store_acc(x[u] * inv, false);
-#pragma unroll
-            for (int u = 0; u < 4; u += 2) {  // c is a multiple of 4 and rope0 even: pairs (c + u, c + u + 1)
-                if (c + u >= rope0)
-                    rope_rotate<float>(cos_sin[(c + u - rope0) / 2], false, x[u], x[u + 1], x[u], x[u + 1]);
-            }
-        }
-        put(r, c, make_uint2(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3])));
+        put(r, c, make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w)));
     });
 }
 
-// stage_wide_queries' kNorm rows (the same bits) a row a warp, with all of the warp's rows loaded first: one memory
-// round trip for the token's queries where the two passes took one a row and then the second pass. Each row's inverse
-// RMS (rms_inverse_of_lanes), then its elements normed and rotated (norm_rope_lanes): put(r, i, value) for each
-// element i of each row r < kRows (zeros for rows past a.heads). scratch: the token's query cosines and sines.
-// Needs a.dim % 32 == 0 and a.dim <= kMaxNormRowDim (the fused query norm's conditions).
-template <int kRows, int kThreads, typename PutOne>
+// The token's query rows RMS-normed and rotated with norm_rope_rows_kernel's bits, a row a warp: a warp loads
+// kBatchRows of its rows at once (one memory round trip for them), then takes each row's inverse RMS
+// (rms_inverse_of_lanes) and its elements normed and rotated (norm_rope_lanes): put(r, i, value) for each element i
+// of each row r < kRows (zeros for rows past a.heads). scratch: kWideQueryScratch floats for the token's cosines and
+// sines. Needs a.dim % 32 == 0 and a.dim <= kMaxNormRowDim (the fused query norm's conditions).
+template <int kRows, int kThreads, int kBatchRows, typename PutOne>
 __device__ void stage_normed_query_rows(const StepMeta& m, const AttentionArgs& a, int t, float* scratch, PutOne put) {
     constexpr int kWarps = kThreads / 32, kRowsPerWarp = kRows / kWarps;
-    static_assert(kRows % kWarps == 0, "whole rows a warp");
+    static_assert(kRows % kWarps == 0 && kRowsPerWarp % kBatchRows == 0, "whole rows a warp, whole batches");
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     auto* cos_sin = reinterpret_cast<float2*>(scratch);  // [query_rope_dims / 2]
-    float v[kRowsPerWarp][kMaxNormRowPerLane];
-#pragma unroll
-    for (int b = 0; b < kRowsPerWarp; ++b) {
-        const int r = warp + kWarps * b;
-        if (r < a.heads) load_norm_row(a.q + (static_cast<int64_t>(t) * a.heads + r) * a.dim, a.dim, v[b]);
-    }
-    for (int i = static_cast<int>(threadIdx.x); i < a.query_rope_dims / 2; i += kThreads)
-        cos_sin[i] = rope_cos_sin(m, t, i, a.query_inv_freq, false);
-    __syncthreads();
     const int rope0 = a.dim - a.query_rope_dims;
+#pragma unroll 1
+    for (int b0 = 0; b0 < kRowsPerWarp; b0 += kBatchRows) {
+        float v[kBatchRows][kMaxNormRowPerLane];
 #pragma unroll
-    for (int b = 0; b < kRowsPerWarp; ++b) {
-        const int r = warp + kWarps * b;
-        if (r >= a.heads) {
-            for (int i = lane; i < a.dim; i += 32) put(r, i, 0.0f);
-            continue;
+        for (int b = 0; b < kBatchRows; ++b) {
+            const int r = warp + kWarps * (b0 + b);
+            if (r < a.heads) load_norm_row(a.q + (static_cast<int64_t>(t) * a.heads + r) * a.dim, a.dim, v[b]);
         }
-        const float inv = rms_inverse_of_lanes<float>(v[b], a.dim, a.query_eps);
-        norm_rope_lanes<float>(
-            v[b], inv, nullptr, a.dim, rope0, false, [&](int p) { return cos_sin[p]; },
-            [&](int i, float x) { put(r, i, x); });
+        if (b0 == 0) {  // the table once, while the first batch's loads are in flight (b0 is the block's)
+            for (int i = static_cast<int>(threadIdx.x); i < a.query_rope_dims / 2; i += kThreads)
+                cos_sin[i] = rope_cos_sin(m, t, i, a.query_inv_freq, false);
+            __syncthreads();
+        }
+#pragma unroll
+        for (int b = 0; b < kBatchRows; ++b) {
+            const int r = warp + kWarps * (b0 + b);
+            if (r >= a.heads) {
+                for (int i = lane; i < a.dim; i += 32) put(r, i, 0.0f);
+                continue;
+            }
+            const float inv = rms_inverse_of_lanes<float>(v[b], a.dim, a.query_eps);
+            norm_rope_lanes<float>(
+                v[b], inv, nullptr, a.dim, rope0, false, [&](int p) { return cos_sin[p]; },
+                [&](int i, float x) { put(r, i, x); });
+        }
     }
 }
 

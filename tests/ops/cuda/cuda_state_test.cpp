@@ -409,10 +409,9 @@ TEST(CudaState, LongIndexerRangesAndWideAttention) {
 
 // The queries' RMSNorm and RoPE in the wide kernel's staging (CudaOptions::fused_query_norm) give what norm_rope then
 // attention_unrotated give, bit for bit: a prefill step of two sequences (441 tokens, 64 heads), a sliding, a CSA
-// (the CPU's picks) and an HCA layer.
-TEST(CudaState, NormedQueriesInTheWideKernel) {
-    DSV4_REQUIRE_GPU();
-    const ScopedEnv fused("DSV4_FUSED_QUERY_NORM", "1");
+// (the CPU's picks) and an HCA layer; on the mma.sync kernel and on the wgmma one (DSV4_MQA_WGMMA).
+void normed_queries_case(const char* wgmma) {
+    const ScopedEnv fused("DSV4_FUSED_QUERY_NORM", "1"), on_wgmma("DSV4_MQA_WGMMA", wgmma);
     Pair p(Numerics::kFast, op_config(), 2, 16, StateDtype::kFp8);
     StatefulRig rig(p, 64);
     int64_t n = 0, differing = 0;
@@ -435,9 +434,16 @@ TEST(CudaState, NormedQueriesInTheWideKernel) {
         p.gpu->normed_attention_unrotated(layer, lc, q_fused, kg, rig.sinks[1], layer == 1 ? &topk : nullptr,
                                           0.0441942f, 1e-6f, fused_out);
         const std::vector<float> want = read(*p.gpu, apart), got = read(*p.gpu, fused_out);
-        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << "layer " << layer;
-        EXPECT_FALSE(std::any_of(got.begin(), got.end(), [](float v) { return std::isnan(v); })) << "layer " << layer;
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << "layer " << layer << ", wgmma " << wgmma;
+        EXPECT_FALSE(std::any_of(got.begin(), got.end(), [](float v) { return std::isnan(v); }))
+            << "layer " << layer << ", wgmma " << wgmma;
     }
+}
+
+TEST(CudaState, NormedQueriesInTheWideKernel) {
+    DSV4_REQUIRE_GPU();
+    for (const char* wgmma : {"0", "1"}) normed_queries_case(wgmma);
 }
 
 // Fast numerics attention runs on tensor cores (kernels_attention_mqa.cu): 8 heads (one partial block of 32) and the
