@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (thirteenth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run63/run63.sh MODE
-# .devbin (.devpack/dev116): dsv4, ops_cuda, golden_cuda of main (6786721's src: the wide kernel's three cuts).
+# .devbin (.devpack/dev117): dsv4, ops_cuda, golden_cuda of main (the wide kernels with one normed-query staging).
 #   m : main's owed figures on the H200: golden, the wide kernels' tests, offline figures (flash-160, B = 1 / 8 / 64 /
 #       256, prefill 2K / 8K at the default chunk), serving C1 / C64, the 8K prefill per op
 #   o : the whole op suite on main's binaries
@@ -10,7 +10,7 @@ source tools/device/offline_lib.sh
 source tools/device/report_lines.sh
 case $mode in
 m)
-    run wide 60 .devbin/ops_cuda --gtest_filter='CudaAttentionWide.*'
+    run wide 80 .devbin/ops_cuda --gtest_filter='CudaAttentionWide.*:CudaState.NormedQueries*'
     main_figures
     ;;
 o)
