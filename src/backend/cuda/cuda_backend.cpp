@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cuda/cuda_bf16_gemm.h"
 #include "backend/cuda/cuda_factory.h"
 #include "backend/cuda/cuda_fp8_gemm.h"
 #include "config/rope.h"
@@ -55,6 +56,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.min_gemm_rows = positive_env("DSV4_MIN_GEMM_ROWS", o.min_gemm_rows);
     o.min_fp8_rows = positive_env("DSV4_MIN_FP8_ROWS", o.min_fp8_rows);
     o.min_fp8_lt_rows = positive_env("DSV4_MIN_FP8_LT_ROWS", o.min_fp8_lt_rows);
+    o.min_bf16_lt_rows = positive_env("DSV4_MIN_BF16_LT_ROWS", o.min_bf16_lt_rows);
     if (const char* v = std::getenv("DSV4_LINEAR_PATH")) o.linear_path = v;
     if (const char* v = std::getenv("DSV4_MOE_PATH")) o.moe_path = v;
     if (std::getenv("DSV4_PROFILE_OPS") != nullptr) o.profile_ops = true;
@@ -100,7 +102,8 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     if (o.batch_invariant) {  // CudaOptions::batch_invariant: one kernel and one split rule at every step size
         o.fp8_gemv = false;
         o.min_fp8_rows = 1;
-        o.min_fp8_lt_rows = std::numeric_limits<int64_t>::max();  // the TMA wgmma GEMM, never cuBLASLt
+        o.min_fp8_lt_rows = std::numeric_limits<int64_t>::max();   // the TMA wgmma GEMM, never cuBLASLt
+        o.min_bf16_lt_rows = std::numeric_limits<int64_t>::max();  // the mma.sync GEMM
         o.min_gemm_rows = 1;
         o.gemm_split_k = false;
         o.min_grouped_fp8_pairs = 1;
@@ -168,7 +171,9 @@ CudaBackend::CudaBackend(Numerics numerics, const CudaOptions& options)
     stream_linears_ = {options_.gemv_stream_linears, options_.gemv_stream_tile, options_.gemv_stream_stages};
     set_programmatic_launch(options_.pdl);
     if (fast()) {
-        fp8_lt_ = std::make_unique<Fp8LtGemms>();
+        lt_ = std::make_unique<LtContext>();
+        fp8_lt_ = std::make_unique<Fp8LtGemms>(*lt_);
+        bf16_lt_ = std::make_unique<Bf16LtGemms>(*lt_);
         DSV4_CUDA(cudaMalloc(&clamp_count_, sizeof(int32_t)));
         DSV4_CUDA(cudaMemset(clamp_count_, 0, sizeof(int32_t)));
         DSV4_CUDA(cudaMalloc(&hc_arrivals_, kHcBoundaryTokens * sizeof(unsigned)));
@@ -192,6 +197,8 @@ CudaBackend::~CudaBackend() {
     for (void* p : host_allocations_) cudaFreeHost(p);
     for (auto& [key, p] : inv_freq_) cudaFree(p);
     fp8_lt_.reset();
+    bf16_lt_.reset();
+    lt_.reset();
     if (clamp_count_ != nullptr) cudaFree(clamp_count_);
     if (expert_copies_ != nullptr) cudaFree(expert_copies_);
     if (hc_arrivals_ != nullptr) cudaFree(hc_arrivals_);

@@ -29,7 +29,9 @@
 
 namespace dsv4::cuda {
 
+class Bf16LtGemms;
 class Fp8LtGemms;
+class LtContext;
 
 // Throws dsv4::Error naming the failed call when status is not cudaSuccess.
 void check(cudaError_t status, const char* what);
@@ -220,6 +222,11 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // FP8 tensor-core paths of fast numerics (cuda_fp8_ops.cpp): activations quantized per 1x128 into scratch, a
     // linear on cuBLASLt or our wgmma kernel, the routed experts grouped on FP8 wgmma.
     Fp8Act alloc_fp8(int64_t rows, int64_t k);
+    // Linears on cuBLASLt's bf16 GEMM (LinearPath::kBf16Lt, cuda_ops.cpp): `rows` x `cols` floats (packed rows) as
+    // bf16 into scratch, and y[m][w.rows] = x . W^T from such a copy (x_f32: the floats it came from, for the
+    // mma.sync GEMM where cuBLASLt has no algorithm).
+    const uint16_t* bf16_rows(const float* x, int64_t rows, int64_t cols);
+    void linear_bf16_lt(const uint16_t* x, const float* x_f32, int64_t m, const WeightRef& w, float* y);
     Fp8Act quantize_fp8(const float* x, int64_t x_stride, int64_t rows, int64_t k);
     void linear_fp8(LinearPath path, const Fp8Act& x, int64_t x_col0, const WeightRef& w, float* y, int64_t y_stride);
     // Linears on the FP8 GEMV (LinearPath::kFp8Gemv): m tokens of k inputs each for every target, whose inputs lie
@@ -421,12 +428,14 @@ class CudaBackend final : public Backend, public GraphRecorder {
 
     // --- Graph recorder ---
     bool capturing_ = false;
-    LinearTuning tuning_;                 // kernel thresholds and forced paths (CudaOptions)
-    GemvStreamConfig stream_experts_;     // the streamed single-vector GEMV for routed experts (CudaOptions)
-    GemvStreamConfig stream_linears_;     // ... and for the other linears
-    std::unique_ptr<Fp8LtGemms> fp8_lt_;  // fast numerics
-    int32_t* clamp_count_ = nullptr;      // W4A8 conversions below the exponent window (device counter)
-    void* expert_copies_ = nullptr;       // expert_copies(): codes and scales of both projections
+    LinearTuning tuning_;                   // kernel thresholds and forced paths (CudaOptions)
+    GemvStreamConfig stream_experts_;       // the streamed single-vector GEMV for routed experts (CudaOptions)
+    GemvStreamConfig stream_linears_;       // ... and for the other linears
+    std::unique_ptr<LtContext> lt_;         // fast numerics: the cuBLASLt handle and workspaces
+    std::unique_ptr<Fp8LtGemms> fp8_lt_;    // fast numerics
+    std::unique_ptr<Bf16LtGemms> bf16_lt_;  // fast numerics
+    int32_t* clamp_count_ = nullptr;        // W4A8 conversions below the exponent window (device counter)
+    void* expert_copies_ = nullptr;         // expert_copies(): codes and scales of both projections
     size_t expert_copies_bytes_ = 0;
     bool expert_copies_failed_ = false;  // the allocation failed once: not retried
     std::map<uint64_t, cudaGraphExec_t> graphs_;

@@ -34,6 +34,10 @@ struct CudaOptions {
     // vs 128 us; bench kernels, H200 2026-12-02). With fp8_gemv (below) 1 to 8 rows take the FP8 GEMV first.
     int64_t min_fp8_rows = 2;
     int64_t min_fp8_lt_rows = 1;
+    // Fast numerics: bf16 weights (the compressors' projections, the indexer's head weights, the router's gate) on
+    // cuBLASLt's bf16 GEMM from min_bf16_lt_rows activation rows (cuda_bf16_gemm.h; the same roundings as the mma.sync
+    // GEMM below, another summation order) (DSV4_MIN_BF16_LT_ROWS).
+    int64_t min_bf16_lt_rows = 256;
     // FP8 weights at 1 to 8 activation rows on the FP8 GEMV (kernels_gemv_fp8.cu: mma.sync over per-128 quantized
     // activations, the roundings of the rows above) instead of the float32 GEMV (1 row) or cuBLASLt.
     bool fp8_gemv = true;

@@ -7,38 +7,10 @@
 #include "core/error.h"
 
 namespace dsv4::cuda {
-namespace {
-
-void check_lt(cublasStatus_t status, const char* what) {
-    if (status != CUBLAS_STATUS_SUCCESS)
-        fail("cuBLASLt error {} ({}) in {}", cublasGetStatusString(status), static_cast<int>(status), what);
-}
-#define DSV4_LT(call) check_lt((call), #call)
-
-template <typename T>
-void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
-    DSV4_LT(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
-}
-
-}  // namespace
-
-Fp8LtGemms::Fp8LtGemms() {
-    DSV4_LT(cublasLtCreate(&handle_));
-    for (void*& w : workspaces_) DSV4_CUDA(cudaMalloc(&w, workspace_bytes_));
-}
 
 Fp8LtGemms::~Fp8LtGemms() {
-    for (auto& [key, p] : plans_) {
-        cublasLtMatrixLayoutDestroy(p.a);
-        cublasLtMatrixLayoutDestroy(p.b);
-        cublasLtMatrixLayoutDestroy(p.d);
-        cublasLtMatmulDescDestroy(p.desc);
-    }
+    for (auto& [key, p] : plans_) p.destroy();
     for (auto& [key, e] : scales_) cudaFree(e.data);
-    for (void* w : workspaces_) {
-        if (w != nullptr) cudaFree(w);
-    }
-    if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
 const char* Fp8LtGemms::unmet(const WeightRef& w, int64_t k_cols) {
@@ -72,41 +44,28 @@ const float* Fp8LtGemms::find_scales(const WeightRef& w) const {
     return e.data + (offset / e.src_stride) * e.stride;
 }
 
-Fp8LtGemms::Plan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_t ldb, int64_t ldd,
-                                   const float* w_scales, const float* x_scales) {
+LtPlan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_t ldb, int64_t ldd, const float* w_scales,
+                         const float* x_scales) {
     const auto key = std::make_tuple(n_w, k, m_pad, ldb, ldd);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
-    Plan p;
-    DSV4_LT(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-             static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F));
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F));
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
+    LtPlan p = tn_plan();
+    set_lt_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F));
+    set_lt_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                static_cast<int32_t>(CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F));
+    set_lt_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
+    set_lt_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
     DSV4_LT(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n_w, k));      // W^T: column-major K x n_w
     DSV4_LT(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, m_pad, ldb));  // X: column-major K x M
     DSV4_LT(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, n_w, m_pad, ldd));    // y: column-major n_w x M
-    cublasLtMatmulPreference_t pref = nullptr;
-    DSV4_LT(cublasLtMatmulPreferenceCreate(&pref));
-    DSV4_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                                 sizeof(workspace_bytes_)));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    p.found = status == CUBLAS_STATUS_SUCCESS && found > 0;
-    if (p.found) {
-        p.algo = result.algo;
-    } else {
+    lt_.choose_algo(p);
+    if (!p.found) {
         std::fprintf(stderr,
-                     "cuBLASLt: no FP8 block-scaled algorithm for [%lld x %lld] x [%lld x %lld] (status %d); "
-                     "using the wgmma kernel\n",
+                     "cuBLASLt: no FP8 block-scaled algorithm for [%lld x %lld] x [%lld x %lld]; using the wgmma "
+                     "kernel\n",
                      static_cast<long long>(m_pad), static_cast<long long>(k), static_cast<long long>(n_w),
-                     static_cast<long long>(k), static_cast<int>(status));
+                     static_cast<long long>(k));
     }
     return plans_.emplace(key, p).first->second;
 }
@@ -114,8 +73,6 @@ Fp8LtGemms::Plan& Fp8LtGemms::plan(int64_t n_w, int64_t k, int64_t m_pad, int64_
 bool Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g, int workspace) {
     const Fp8Act& x = *g.x;
     if (x.rows == 0) return true;
-    DSV4_CHECK(workspace >= 0 && workspace < kWorkspaces, "FP8 cuBLASLt GEMM: workspace {} of {}", workspace,
-               kWorkspaces);
     const char* why = unmet(g.w, x.k);
     DSV4_CHECK(why == nullptr, "FP8 cuBLASLt GEMM needs {}", why);
     DSV4_CHECK(x.rows_pad % 4 == 0 && g.x_col0 % 128 == 0 && g.x_col0 + g.w.cols <= x.k,
@@ -127,13 +84,13 @@ bool Fp8LtGemms::run(cudaStream_t stream, const Fp8LtGemm& g, int workspace) {
     float* d = padded ? g.scratch : g.y;
     const int64_t ldd = padded ? g.w.rows : g.y_stride;
     const float* x_scales = x.scales + (g.x_col0 / 128) * x.rows_pad;
-    Plan& p = plan(g.w.rows, g.w.cols, x.rows_pad, x.k, ldd, w_scales, x_scales);
+    LtPlan& p = plan(g.w.rows, g.w.cols, x.rows_pad, x.k, ldd, w_scales, x_scales);
     if (!p.found) return false;
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
+    set_lt_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w_scales));
+    set_lt_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, static_cast<const void*>(x_scales));
     const float alpha = 1.0f, beta = 0.0f;
-    DSV4_LT(cublasLtMatmul(handle_, p.desc, &alpha, g.w.data, p.a, x.codes + g.x_col0, p.b, &beta, d, p.d, d, p.d,
-                           &p.algo, workspaces_[workspace], workspace_bytes_, stream));
+    DSV4_LT(cublasLtMatmul(lt_.handle(), p.desc, &alpha, g.w.data, p.a, x.codes + g.x_col0, p.b, &beta, d, p.d, d, p.d,
+                           &p.algo, lt_.workspace(workspace), lt_.workspace_bytes(), stream));
     if (padded) {
         DSV4_CUDA(cudaMemcpy2DAsync(g.y, g.y_stride * sizeof(float), d, g.w.rows * sizeof(float),
                                     g.w.rows * sizeof(float), x.rows, cudaMemcpyDeviceToDevice, stream));

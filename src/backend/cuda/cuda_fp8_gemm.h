@@ -5,13 +5,13 @@
 // padded, see kernels_fp8.h). Host code; one instance per CudaBackend.
 #pragma once
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <map>
 #include <tuple>
 
+#include "backend/cuda/cublaslt_context.h"
 #include "backend/cuda/kernels_fp8.h"
 #include "backend/weights.h"
 
@@ -29,7 +29,7 @@ struct Fp8LtGemm {
 
 class Fp8LtGemms {
   public:
-    Fp8LtGemms();
+    explicit Fp8LtGemms(const LtContext& lt) : lt_(lt) {}
     ~Fp8LtGemms();
     Fp8LtGemms(const Fp8LtGemms&) = delete;
     Fp8LtGemms& operator=(const Fp8LtGemms&) = delete;
@@ -41,17 +41,10 @@ class Fp8LtGemms {
     // Why cuBLASLt cannot run this weight / activation pair, or null when it can.
     static const char* unmet(const WeightRef& w, int64_t k_cols);
     // Enqueues the GEMM; false (nothing enqueued) when cuBLASLt has no algorithm for the shape (remembered).
-    // `workspace`: which of the two workspaces (kWorkspaces), one for each stream that may run GEMMs at once.
+    // `workspace`: which of the context's workspaces, one for each stream that may run GEMMs at once.
     bool run(cudaStream_t stream, const Fp8LtGemm& g, int workspace = 0);
-    static constexpr int kWorkspaces = 2;  // the backend's stream and its side stream
 
   private:
-    struct Plan {
-        cublasLtMatmulDesc_t desc = nullptr;
-        cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-        cublasLtMatmulAlgo_t algo{};
-        bool found = false;
-    };
     struct ScaleEntry {
         float* data = nullptr;
         int64_t stride = 0;      // floats per 128-row block (K blocks rounded up to 4)
@@ -60,14 +53,12 @@ class Fp8LtGemms {
     };
     const float* find_scales(const WeightRef& w) const;
     // The heuristic needs the scale pointers set (block scaling modes reject null ones).
-    Plan& plan(int64_t n_w, int64_t k, int64_t m_pad, int64_t ldb, int64_t ldd, const float* w_scales,
-               const float* x_scales);
+    LtPlan& plan(int64_t n_w, int64_t k, int64_t m_pad, int64_t ldb, int64_t ldd, const float* w_scales,
+                 const float* x_scales);
 
-    cublasLtHandle_t handle_ = nullptr;
-    void* workspaces_[kWorkspaces] = {};
-    size_t workspace_bytes_ = size_t{32} << 20;
+    const LtContext& lt_;
     std::map<const uint8_t*, ScaleEntry> scales_;  // by the weight's UE8M0 base pointer
-    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, Plan> plans_;
+    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, LtPlan> plans_;
 };
 
 }  // namespace dsv4::cuda

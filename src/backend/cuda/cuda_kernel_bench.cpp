@@ -140,9 +140,10 @@ void bench_linears(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
             const cuda::LinearProblem p{Numerics::kFast, slice, m, s.cols, s.groups > 1};
             const LinearPath chosen = cuda::choose_linear_path(p, b.linear_tuning(), "");
             for (LinearPath path : {LinearPath::kFp8Gemv, LinearPath::kFp8Lt, LinearPath::kFp8Wgmma,
-                                    LinearPath::kGemmBf16, LinearPath::kGemv}) {
+                                    LinearPath::kGemmBf16, LinearPath::kBf16Lt, LinearPath::kGemv}) {
                 if (!cuda::linear_path_unmet(path, p).empty()) continue;
-                if ((path == LinearPath::kGemv && m > 64) || (path == LinearPath::kGemmBf16 && m < 8)) continue;
+                const bool tensor_cores = path == LinearPath::kGemmBf16 || path == LinearPath::kBf16Lt;
+                if ((path == LinearPath::kGemv && m > 64) || (tensor_cores && m < 8)) continue;
                 b.force_paths(cuda::linear_path_name(path), "");
                 const double flops = 2.0 * m * s.rows * s.cols;
                 const double us = time_us(b.stream(), calls_for(flops), [&](int i) {

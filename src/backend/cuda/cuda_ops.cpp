@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_bf16_gemm.h"
 #include "backend/cuda/kernels_block_attention.h"
 #include "backend/sample_rows_math.h"
 #include "core/error.h"
@@ -295,6 +296,10 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
         fp8_gemv({&target, 1}, m, w.cols, x.f32(), w.cols, w.cols);
         return;
     }
+    if (path == LinearPath::kBf16Lt) {  // prefill sizes, bf16 weights
+        linear_bf16_lt(bf16_rows(x.f32(), m, w.cols), x.f32(), m, w, y.f32());
+        return;
+    }
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
@@ -348,6 +353,22 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
         linear_fp8(path, *shared, 0, w, targets[i].y.f32(), w.rows);
         done[i] = true;
     }
+    // The targets on cuBLASLt's bf16 GEMM (prefill sizes) that take all of x share one bf16 copy of it.
+    const uint16_t* x_bf16 = nullptr;
+    int64_t bf16_k = 0;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        const WeightRef& w = *targets[i].w;
+        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
+        if (done[i] || x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows || m != x.size(0) ||
+            (bf16_k != 0 && w.cols != bf16_k) ||
+            choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear) != LinearPath::kBf16Lt) {
+            continue;
+        }
+        if (x_bf16 == nullptr) x_bf16 = bf16_rows(x.f32(), m, w.cols);
+        bf16_k = w.cols;
+        linear_bf16_lt(x_bf16, x.f32(), m, w, targets[i].y.f32());
+        done[i] = true;
+    }
     // The multi-weight launch streams its weights (kernels_gemv_stream.cu) whether or not single linears do.
     GemvStreamConfig merged = stream_linears_;
     merged.enabled = stream_linears_.enabled || options_.gemv_merge_linears;
@@ -380,6 +401,29 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
     for (size_t i = 0; i < targets.size(); ++i) {
         if (!done[i]) linear(x, *targets[i].w, targets[i].kind, targets[i].y);
     }
+}
+
+const uint16_t* CudaBackend::bf16_rows(const float* x, int64_t rows, int64_t cols) {
+    auto* out = reinterpret_cast<uint16_t*>(scratch(static_cast<size_t>((rows * cols + 1) / 2)));
+    launch_to_bf16_rows(stream_, x, cols, rows, cols, out);
+    launched("bf16 act round");
+    return out;
+}
+
+void CudaBackend::linear_bf16_lt(const uint16_t* x, const float* x_f32, int64_t m, const WeightRef& w, float* y) {
+    Bf16LtGemm g;
+    g.x = x;
+    g.x_stride = w.cols;
+    g.m = m;
+    g.w = w;
+    g.y = y;
+    g.y_stride = w.rows;
+    if (bf16_lt_->run(stream_, g, side_.active ? 1 : 0)) {
+        launched("bf16 linear (cuBLASLt)");
+        return;
+    }
+    launch_gemm_bf16(stream_, w, x_f32, w.cols, m, y, w.rows, false);  // no algorithm: the same roundings on ours
+    launched("linear");
 }
 
 void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups, Tensor y) {

@@ -75,6 +75,9 @@ void launch_scale(cudaStream_t s, float* x, int64_t n, float factor);
 // word it never writes in practice): the bandwidth probe of memory the GPU reads in place (mapped pinned host memory).
 void launch_read_words(cudaStream_t s, const void* p, int64_t bytes, int blocks, uint32_t* sink);
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n);
+// out[r][c] = bf16(x[r * x_stride + c]) (round to nearest even; bf16 bits, rows packed) for r < rows, c < cols; cols
+// and x_stride multiples of 4, x 16-byte aligned (the bf16 cuBLASLt linears' activations, cuda_bf16_gemm.h).
+void launch_to_bf16_rows(cudaStream_t s, const float* x, int64_t x_stride, int64_t rows, int64_t cols, uint16_t* out);
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y);
 // out[r] = argmax_of_row(x[r]) (backend/model_ops.h; -1 where a row has no choice) for each of `rows` rows of `cols`
 // floats.

@@ -1,5 +1,7 @@
 // Element-wise and row-wise ops: embedding, RMSNorm, RoPE, scaling, row gathers, and the reference-numerics
 // roundings of the K=V rows and indexer queries.
+#include <cuda_bf16.h>
+
 #include <cmath>
 
 #include "backend/cuda/kernels.h"
@@ -162,6 +164,21 @@ __global__ void round_bf16_kernel(float* x, int64_t n) {
     if (i < n) x[i] = to_bf16(x[i]);
 }
 
+// Four floats a thread to four bf16 values (round to nearest even, as the mma.sync GEMM stages its activations).
+__global__ void to_bf16_rows_kernel(const float* x, int64_t x_stride, int64_t rows, int64_t cols, uint16_t* out) {
+    pdl_begin();
+    const int64_t quads = cols / 4;
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= rows * quads) return;
+    const int64_t r = i / quads, c = 4 * (i % quads);
+    const float4 v = *reinterpret_cast<const float4*>(x + r * x_stride + c);
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(out + r * cols + c) = packed;
+}
+
 // Eight loads of a thread in flight (one at a time, a row of hc x D floats was ~60 round trips).
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* y) {
     pdl_begin();
@@ -303,6 +320,11 @@ void launch_read_words(cudaStream_t s, const void* p, int64_t bytes, int blocks,
 
 void launch_round_bf16(cudaStream_t s, float* x, int64_t n) {
     if (n > 0) launch_kernel(round_bf16_kernel, blocks_for(n, 256), 256, 0, s, x, n);
+}
+
+void launch_to_bf16_rows(cudaStream_t s, const float* x, int64_t x_stride, int64_t rows, int64_t cols, uint16_t* out) {
+    const int64_t n = rows * (cols / 4);
+    if (n > 0) launch_kernel(to_bf16_rows_kernel, blocks_for(n, 256), 256, 0, s, x, x_stride, rows, cols, out);
 }
 
 void launch_gather_rows(cudaStream_t s, const float* x, const int32_t* rows, int64_t n_rows, int64_t width, float* y) {

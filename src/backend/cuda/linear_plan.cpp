@@ -22,6 +22,8 @@ const char* linear_path_name(LinearPath p) {
             return "gemv";
         case LinearPath::kGemmBf16:
             return "gemm_bf16";
+        case LinearPath::kBf16Lt:
+            return "bf16_lt";
         case LinearPath::kFp8Lt:
             return "fp8_lt";
         case LinearPath::kFp8Wgmma:
@@ -37,6 +39,7 @@ LinearTuning LinearTuning::from(const CudaOptions& o) {
     t.min_gemm_rows = o.min_gemm_rows;
     t.min_fp8_rows = o.min_fp8_rows;
     t.min_fp8_lt_rows = o.min_fp8_lt_rows;
+    t.min_bf16_lt_rows = o.min_bf16_lt_rows;
     t.fp8_gemv = o.fp8_gemv;
     t.moe.per_pair_mma = o.fp8_gemv;
     t.moe.grouped_fp8 = o.min_grouped_fp8_pairs;
@@ -61,6 +64,12 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
             if (!gemm_supported(p.k)) return "a reduction dim that is a multiple of 64";
             if (!p.slices_aligned) return "group rows on 128-row scale blocks";
             return "";
+        case LinearPath::kBf16Lt:
+            if (!fast) return "fast numerics";
+            if (p.grouped) return "a dense projection";
+            if (p.w.format != WeightFormat::kBF16) return "a bf16 weight";
+            if (p.k % 8 != 0) return "a reduction dim that is a multiple of 8";
+            return "";
         case LinearPath::kFp8Lt:
         case LinearPath::kFp8Wgmma:
         case LinearPath::kFp8Gemv:
@@ -84,15 +93,16 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
 
 LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, const std::string& forced) {
     if (!forced.empty()) {
-        for (LinearPath path : {LinearPath::kGeneric, LinearPath::kGemv, LinearPath::kGemmBf16, LinearPath::kFp8Lt,
-                                LinearPath::kFp8Wgmma, LinearPath::kFp8Gemv}) {
+        for (LinearPath path : {LinearPath::kGeneric, LinearPath::kGemv, LinearPath::kGemmBf16, LinearPath::kBf16Lt,
+                                LinearPath::kFp8Lt, LinearPath::kFp8Wgmma, LinearPath::kFp8Gemv}) {
             if (forced != linear_path_name(path)) continue;
             const std::string why = linear_path_unmet(path, p);
             DSV4_CHECK(why.empty(), "linear path {} (DSV4_LINEAR_PATH) needs {} (weight [{}, {}], {} rows)", forced,
                        why, p.w.rows, p.w.cols, p.m);
             return path;
         }
-        fail("DSV4_LINEAR_PATH={} is not one of generic, gemv, gemm_bf16, fp8_lt, fp8_wgmma, fp8_gemv", forced);
+        fail("DSV4_LINEAR_PATH={} is not one of generic, gemv, gemm_bf16, bf16_lt, fp8_lt, fp8_wgmma, fp8_gemv",
+             forced);
     }
     if (p.numerics == Numerics::kFast) {
         if (t.fp8_gemv && linear_path_unmet(LinearPath::kFp8Gemv, p).empty()) {  // 1 to kMaxFp8GemvRows rows
@@ -100,6 +110,9 @@ LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, con
         }
         if (p.m >= t.min_fp8_rows && linear_path_unmet(LinearPath::kFp8Lt, p).empty()) {
             return p.m >= t.min_fp8_lt_rows ? LinearPath::kFp8Lt : LinearPath::kFp8Wgmma;
+        }
+        if (p.m >= t.min_bf16_lt_rows && linear_path_unmet(LinearPath::kBf16Lt, p).empty()) {
+            return LinearPath::kBf16Lt;
         }
         if (p.m >= t.min_gemm_rows && linear_path_unmet(LinearPath::kGemmBf16, p).empty()) {
             return LinearPath::kGemmBf16;

@@ -16,6 +16,7 @@ enum class LinearPath {
     kGeneric,   // one warp per output row, float or double accumulation: any shape (exact / reference)
     kGemv,      // decode-sized GEMV, weights decoded in registers (m <= kMaxGemvRows)
     kGemmBf16,  // mma.sync GEMM on bf16-decoded weight tiles (fast)
+    kBf16Lt,    // cuBLASLt bf16 GEMM: bf16 weights, activations rounded to bf16 (fast, prefill sizes; cuda_bf16_gemm.h)
     kFp8Lt,     // cuBLASLt FP8 block scaling, activations quantized per 1x128 (fast, FP8 weights)
     kFp8Wgmma,  // our FP8 wgmma GEMM, same roundings as kFp8Lt (fast, FP8 weights)
     kFp8Gemv,   // decode-sized FP8 GEMV on mma.sync, same roundings as kFp8Lt (fast, FP8 weights, m <= 8)
@@ -45,6 +46,8 @@ struct LinearTuning {
     // cuBLASLt from here, our FP8 wgmma GEMM below: cuBLASLt measured faster at every row count on the Flash shapes
     // (bench kernels, H200, 2026-12-01: e.g. wo_b M=64 21.7 vs 147 us, M=8192 569 vs 2,402 us).
     int64_t min_fp8_lt_rows = 1;
+    // bf16 weights on cuBLASLt's bf16 GEMM from here, the mma.sync GEMM below (CudaOptions::min_bf16_lt_rows).
+    int64_t min_bf16_lt_rows = 256;
     bool fp8_gemv = true;  // FP8 weights at 1..kMaxFp8GemvRows rows on the FP8 GEMV
     MoeThresholds moe;
     std::string forced_linear, forced_moe;

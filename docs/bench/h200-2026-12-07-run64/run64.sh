@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Device calls of 2026-12-07 (thirteenth session), second set. Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run64/run64.sh MODE
+# .devbin: dsv4, ops_cuda, golden_cuda with the bf16-weight linears on cuBLASLt from 256 rows (LinearPath::kBf16Lt;
+# DSV4_MIN_BF16_LT_ROWS=1000000000 gives main's mma.sync GEMM for them).
+#   v : the whole op suite and golden; the kernel bench of the bf16-weight shapes (both paths); prefill 2K / 8K and
+#       decode B=256, alternated without (base) and with (new) the cuBLASLt path
+#   m : main's owed figures (as run63 m): golden, the wide kernels' tests, offline figures, serving C1 / C64, the 8K
+#       prefill per op
+mode=$1
+source tools/device/call_lib.sh
+source tools/device/offline_lib.sh
+source tools/device/report_lines.sh
+off=1000000000
+case $mode in
+v)
+    run ops 420 .devbin/ops_cuda
+    run golden 70 .devbin/golden_cuda
+    for f in compressor router weights_proj; do
+        run "k_$f" 40 .devbin/dsv4 bench kernels --rows 256,2048,8192 --filter "$f" --json "$OUT/k_$f.json"
+        grep -hE "bf16_lt|gemm_bf16" "$OUT/k_$f.log" | head -20
+    done
+    for v in base new base new; do
+        rows=256
+        [[ $v == base ]] && rows=$off
+        DSV4_MIN_BF16_LT_ROWS=$rows run "ab_$v.$SECONDS" 80 .devbin/dsv4 "${fast[@]}" --batch 256 --context 1000 \
+            --prefill 2048,8192 --steps 4 --json "$OUT/ab_$v.$SECONDS.json"
+    done
+    for f in "$OUT"/ab_*.log; do echo "$(basename "$f") $(grep -hE "^256 |^prefill" "$f" | tr -s ' ' | tr '\n' ' ')"; done
+    ;;
+m)
+    run wide 80 .devbin/ops_cuda --gtest_filter='CudaAttentionWide.*:CudaState.NormedQueries*:*CudaBf16*'
+    main_figures
+    ;;
+esac
+python3 tools/device/short_table.py "$OUT"
+report "r64_$mode"
