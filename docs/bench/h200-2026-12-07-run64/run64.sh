@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (thirteenth session), second set. Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run64/run64.sh MODE
-# .devbin: dsv4, ops_cuda, golden_cuda with the bf16-weight linears on cuBLASLt from 256 rows (LinearPath::kBf16Lt;
+# .devbin (.devpack/dev119, 220d460): dsv4, ops_cuda, golden_cuda with the bf16-weight linears on cuBLASLt from 256 rows (LinearPath::kBf16Lt;
 # DSV4_MIN_BF16_LT_ROWS=1000000000 gives main's mma.sync GEMM for them).
 #   v : the whole op suite and golden; the kernel bench of the bf16-weight shapes (both paths); prefill 2K / 8K and
 #       decode B=256, alternated without (base) and with (new) the cuBLASLt path
@@ -19,6 +19,8 @@ v)
         run "k_$f" 40 .devbin/dsv4 bench kernels --rows 256,2048,8192 --filter "$f" --json "$OUT/k_$f.json"
         grep -hE "bf16_lt|gemm_bf16" "$OUT/k_$f.log" | head -20
     done
+    run k_head 40 .devbin/dsv4 bench kernels --rows 256 --filter "lm head" --json "$OUT/k_head.json"
+    grep -hE "bf16_lt|gemm_bf16" "$OUT/k_head.log"
     for v in base new base new; do
         rows=256
         [[ $v == base ]] && rows=$off
