@@ -19,6 +19,14 @@ void LtPlan::destroy() {
     *this = LtPlan{};
 }
 
+uint32_t lt_alignment(std::initializer_list<const void*> pointers) {
+    uint32_t alignment = 256;
+    for (const void* p : pointers) {
+        while (alignment > 1 && reinterpret_cast<uintptr_t>(p) % alignment != 0) alignment /= 2;
+    }
+    return alignment;
+}
+
 LtPlan tn_plan() {
     LtPlan p;
     DSV4_LT(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -44,11 +52,15 @@ void* LtContext::workspace(int i) const {
     return workspaces_[i];
 }
 
-void LtContext::choose_algo(LtPlan& p) const {
+void LtContext::choose_algo(LtPlan& p, uint32_t min_alignment) const {
     cublasLtMatmulPreference_t pref = nullptr;
     DSV4_LT(cublasLtMatmulPreferenceCreate(&pref));
     DSV4_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                                  sizeof(workspace_bytes_)));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+        DSV4_LT(cublasLtMatmulPreferenceSetAttribute(pref, attr, &min_alignment, sizeof(min_alignment)));
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t status =

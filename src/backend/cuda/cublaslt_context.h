@@ -6,6 +6,8 @@
 #include <cublasLt.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 
 namespace dsv4::cuda {
 
@@ -27,6 +29,9 @@ struct LtPlan {
     void destroy();
 };
 
+// The largest power of two up to 256 that divides every address: the operand alignment a GEMM's algorithm may assume.
+uint32_t lt_alignment(std::initializer_list<const void*> pointers);
+
 // A plan's descriptor for D = A^T . B with float32 compute and scale (the TN GEMMs of both paths); layouts unset.
 LtPlan tn_plan();
 
@@ -42,8 +47,9 @@ class LtContext {
     // Workspace `i` (< kWorkspaces), failing on another index; workspace_bytes() each.
     void* workspace(int i) const;
     size_t workspace_bytes() const { return workspace_bytes_; }
-    // Sets p.found and p.algo from cuBLASLt's heuristic for p's descriptors (its first choice within the workspace).
-    void choose_algo(LtPlan& p) const;
+    // Sets p.found and p.algo from cuBLASLt's heuristic for p's descriptors (its first choice within the workspace)
+    // among the algorithms that take operands aligned to `min_alignment` bytes (cuBLASLt's default: 256).
+    void choose_algo(LtPlan& p, uint32_t min_alignment = 256) const;
 
   private:
     cublasLtHandle_t handle_ = nullptr;

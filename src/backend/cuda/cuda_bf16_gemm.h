@@ -40,10 +40,11 @@ class Bf16LtGemms {
     bool run(cudaStream_t stream, const Bf16LtGemm& g, int workspace = 0);
 
   private:
-    LtPlan& plan(int64_t n_w, int64_t k, int64_t m, int64_t ldb, int64_t ldd);
+    LtPlan& plan(int64_t n_w, int64_t k, int64_t m, int64_t ldb, int64_t ldd, uint32_t alignment);
 
     const LtContext& lt_;
-    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, LtPlan> plans_;
+    // By shape, strides and the operands' alignment (lt_alignment: activations and outputs may be views).
+    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>, LtPlan> plans_;
 };
 
 }  // namespace dsv4::cuda
