@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device calls of 2026-12-07 (thirteenth session), second set. Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run64/run64.sh MODE
-# .devbin (.devpack/dev119, 220d460): dsv4, ops_cuda, golden_cuda with the bf16-weight linears on cuBLASLt from 256 rows (LinearPath::kBf16Lt;
+# .devbin (.devpack/dev120, 9cc4e0c): dsv4, ops_cuda, golden_cuda with the bf16-weight linears on cuBLASLt from 256 rows (LinearPath::kBf16Lt;
 # DSV4_MIN_BF16_LT_ROWS=1000000000 gives main's mma.sync GEMM for them).
 #   v : the whole op suite and golden; the kernel bench of the bf16-weight shapes (both paths); prefill 2K / 8K and
 #       decode B=256, alternated without (base) and with (new) the cuBLASLt path
