@@ -32,7 +32,7 @@ v)
     for f in "$OUT"/ab_*.log; do echo "$(basename "$f") $(grep -hE "^256 |^prefill" "$f" | tr -s ' ' | tr '\n' ' ')"; done
     ;;
 x)
-    run wide 80 .devbin/ops_cuda --gtest_filter='CudaAttentionWide.*:CudaState.NormedQueries*:*CudaBf16*'
+    run wide 100 .devbin/ops_cuda --gtest_filter='CudaAttentionWide.*:CudaState.NormedQueries*:*CudaBf16*:*CudaLinear*'
     run golden 70 .devbin/golden_cuda
     run bench 130 .devbin/dsv4 "${fast[@]}" --batch 1,8,64,256 --context 1000 --prefill 2048,8192 --steps 4 \
         --json "$OUT/offline.json"
@@ -44,7 +44,7 @@ x)
     serve_lines
     ;;
 m)
-    run wide 80 .devbin/ops_cuda --gtest_filter='CudaAttentionWide.*:CudaState.NormedQueries*:*CudaBf16*'
+    run wide 100 .devbin/ops_cuda --gtest_filter='CudaAttentionWide.*:CudaState.NormedQueries*:*CudaBf16*:*CudaLinear*'
     main_figures
     ;;
 esac
