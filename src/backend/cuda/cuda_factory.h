@@ -158,8 +158,8 @@ struct CudaOptions {
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
 // (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
 // off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on), DSV4_FP8_GEMV_WARPS, DSV4_INDEX_TOKEN_TILE (1, 4),
-// DSV4_FUSED_QUERY_NORM (1: on), DSV4_MQA_WGMMA (1: on). A value that is not a positive integer (0 or 1 for the switch)
-// is a dsv4::Error naming the variable.
+// DSV4_FUSED_QUERY_NORM (1: on), DSV4_MQA_WGMMA (1: on), DSV4_MIN_BF16_LT_ROWS. A value that is not a positive integer
+// (0 or 1 for the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);
