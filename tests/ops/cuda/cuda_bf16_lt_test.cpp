@@ -1,8 +1,8 @@
 // The bf16-weight linears of fast numerics (the compressors' projections, the indexer's head weights, the router's
 // gate) on cuBLASLt's bf16 GEMM (LinearPath::kBf16Lt, cuda_bf16_gemm.h) and on our mma.sync GEMM (kGemmBf16), against
 // a host model of their roundings on fresh random inputs: activations rounded to bf16, the weight's bf16 values, sums
-// in double. Row counts from 1 to 9,000 (odd ones, and the Flash shapes), a NaN input row, the targets of one
-// `linears` call sharing one bf16 copy of x, and the chooser. Outputs start as NaN, so an unwritten element fails.
+// in double (host_linear). Row counts from 1 to 9,000 (odd ones, and the Flash shapes), a NaN input row, the targets of
+// one `linears` call sharing one bf16 copy of x, and the chooser. Outputs start as NaN, so an unwritten element fails.
 // The GPU cases skip without a GPU.
 #include <gtest/gtest.h>
 
@@ -16,7 +16,6 @@
 #include "backend/cuda/linear_plan.h"
 #include "core/error.h"
 #include "core/float_formats.h"
-#include "core/parallel.h"
 #include "op_test_support.h"
 
 namespace dsv4::ops_test {
@@ -32,18 +31,10 @@ std::vector<float> bf16_values(const HostWeight& w) {
     return v;
 }
 
-// y[i][r] = sum_j bf16(x[i][j]) * W[r][j] in double.
-std::vector<float> host_bf16_linear(const std::vector<float>& x, const std::vector<float>& w, int64_t m, int64_t n,
-                                    int64_t k) {
-    std::vector<float> y(m * n);
-    parallel_for(m, [&](int64_t i) {
-        for (int64_t r = 0; r < n; ++r) {
-            double acc = 0.0;
-            for (int64_t j = 0; j < k; ++j) acc += static_cast<double>(round_to_bf16(x[i * k + j])) * w[r * k + j];
-            y[i * n + r] = static_cast<float>(acc);
-        }
-    });
-    return y;
+// x rounded to bf16, as both paths round their activations.
+std::vector<float> bf16_rounded(std::vector<float> x) {
+    for (float& v : x) v = round_to_bf16(v);
+    return x;
 }
 
 constexpr double kBf16PathTol = 1e-4;  // float32 sums against double ones, K up to 4096
@@ -67,7 +58,7 @@ TEST_P(CudaBf16Linear, MatchesTheHostModel) {
     Tensor yg = make_tensor(*gpu, {c.m, c.rows}, std::vector<float>(c.m * c.rows, NAN));
     gpu->linear(xg, wg, LinearKind::kF32Out, yg);
     std::vector<float> got = read(*gpu, yg);
-    std::vector<float> want = host_bf16_linear(x, bf16_values(w), c.m, c.rows, c.cols);
+    std::vector<float> want = host_linear(bf16_rounded(x), bf16_values(w), c.m, c.rows, c.cols);
     if (c.m > 3) {
         for (int64_t r = 0; r < c.rows; ++r) {
             EXPECT_FALSE(std::isfinite(got[2 * c.rows + r])) << "NaN input row, column " << r;

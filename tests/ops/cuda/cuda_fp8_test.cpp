@@ -48,20 +48,6 @@ std::vector<float> dequantized(const HostWeight& w) {
     return v;
 }
 
-// y[i][r] = sum_j x[i][j] * W[r][j] in double.
-std::vector<float> host_linear(const std::vector<float>& x, const std::vector<float>& w, int64_t m, int64_t n,
-                               int64_t k) {
-    std::vector<float> y(m * n);
-    parallel_for(m, [&](int64_t i) {
-        for (int64_t r = 0; r < n; ++r) {
-            double acc = 0.0;
-            for (int64_t j = 0; j < k; ++j) acc += static_cast<double>(x[i * k + j]) * w[r * k + j];
-            y[i * n + r] = static_cast<float>(acc);
-        }
-    });
-    return y;
-}
-
 // FP4 weights whose per-32 groups have magnitudes spread over `spread` binades (scale exponents differ by as much).
 HostWeight spread_fp4_weight(int64_t rows, int64_t cols, int spread) {
     HostWeight w = make_weight(WeightFormat::kFp4Row, rows, cols);

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_factory.h"
 #include "core/float_formats.h"
+#include "core/parallel.h"
 #include "core/quant_sim.h"
 #include "require_gpu.h"
 
@@ -120,6 +121,20 @@ inline HostWeight make_weight(WeightFormat format, int64_t rows, int64_t cols) {
         }
     }
     return w;
+}
+
+// y[i][r] = sum_j x[i][j] * W[r][j] in double.
+inline std::vector<float> host_linear(const std::vector<float>& x, const std::vector<float>& w, int64_t m, int64_t n,
+                                      int64_t k) {
+    std::vector<float> y(m * n);
+    parallel_for(m, [&](int64_t i) {
+        for (int64_t r = 0; r < n; ++r) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < k; ++j) acc += static_cast<double>(x[i * k + j]) * w[r * k + j];
+            y[i * n + r] = static_cast<float>(acc);
+        }
+    });
+    return y;
 }
 
 inline WeightRef upload(Backend& b, const HostWeight& w) {
