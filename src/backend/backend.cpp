@@ -186,6 +186,14 @@ void ModelOps::normed_attention_unrotated(int layer, const LayerConfig& lc, Tens
     attention_unrotated(layer, lc, q, kv, sinks, topk, scale, out);
 }
 
+void ModelOps::normed_attention_projected(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
+                                          const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
+                                          Tensor out, const WeightRef& wo_a, int groups, Tensor z) {
+    normed_attention_unrotated(layer, lc, q, kv, sinks, topk, scale, norm_eps, out);
+    const int64_t n = out.size(0);
+    grouped_linear(out.view({n, groups, out.numel() / n / groups}), wo_a, groups, z);
+}
+
 void ModelOps::argmax_rows(const Tensor& x, Tensor out) {
     const int64_t n = x.size(0), v = argmax_row_width(x, out);
     const std::vector<float> host = read_f32(*this, x);

@@ -153,6 +153,12 @@ class ModelOps {
     virtual void normed_attention_unrotated(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
                                             const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
                                             Tensor out);
+    // normed_attention_unrotated into `out`, then the grouped output projection: grouped_linear(out viewed [N, groups,
+    // H d / groups], wo_a, groups, z). Optional: a backend may hand the attention's outputs to the projection in the
+    // form the projection reads them (CUDA: FP8 codes and scales), the same values, leaving `out` unwritten.
+    virtual void normed_attention_projected(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
+                                            const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
+                                            Tensor out, const WeightRef& wo_a, int groups, Tensor z);
     // DSpark's draft-block attention (model-spec 3.2): every query of a sequence attends to the ring rows of the
     // `sliding_window` positions before the sequence's first step token (start_pos - window .. start_pos - 1, those
     // >= 0: its context rows) and to all of the sequence's step rows (kv, bidirectional), plus the sink. Writes no

@@ -197,19 +197,20 @@ void DeepseekV4::attention(const BlockRef& block, const Tensor& x, Tensor y) {
     Tensor o = b.alloc(DType::kF32, {n, heads, hd});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     // The output with the keys' rotation carried by V undone at the query position, then the grouped output
-    // projection.
-    // The query heads' weightless RMSNorm and RoPE first (in the attention where the backend can).
+    // projection. The query heads' weightless RMSNorm and RoPE first (in the attention where the backend can; the
+    // attention's outputs in the projection's input form where it can).
+    const int64_t groups = config_.o_groups;
+    Tensor z = b.alloc(DType::kF32, {n, groups * config_.o_lora_rank});
     if (block.mode == BlockAttention::kDraftBlock) {
         b.norm_rope(q, nullptr, eps, lc.rope);
         b.block_attention(layer, q, kv, w.sinks, scale, o);
         b.rope(o, lc.rope, true);
+        b.grouped_linear(o.view({n, groups, heads / groups * hd}), w.wo_a, static_cast<int>(groups), z);
     } else {
-        b.normed_attention_unrotated(layer, lc, q, kv, w.sinks, scored ? &topk : nullptr, scale, eps, o);
+        b.normed_attention_projected(layer, lc, q, kv, w.sinks, scored ? &topk : nullptr, scale, eps, o, w.wo_a,
+                                     static_cast<int>(groups), z);
         b.store_window(layer, kv);
     }
-    const int64_t groups = config_.o_groups;
-    Tensor z = b.alloc(DType::kF32, {n, groups * config_.o_lora_rank});
-    b.grouped_linear(o.view({n, groups, heads / groups * hd}), w.wo_a, static_cast<int>(groups), z);
     b.linear(z, w.wo_b, LinearKind::kQuantized, y);
 }
 

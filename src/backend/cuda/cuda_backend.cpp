@@ -73,6 +73,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.indexer_all_entries = switch_env("DSV4_INDEXER_ALL_ENTRIES", o.indexer_all_entries);
     o.mqa_wide = switch_env("DSV4_MQA_WIDE", o.mqa_wide);
     o.fused_query_norm = switch_env("DSV4_FUSED_QUERY_NORM", o.fused_query_norm);
+    o.attention_fp8_out = switch_env("DSV4_ATTENTION_FP8_OUT", o.attention_fp8_out);
     o.mqa_wgmma = switch_env("DSV4_MQA_WGMMA", o.mqa_wgmma);
     o.gemm_split_k = switch_env("DSV4_GEMM_SPLIT_K", o.gemm_split_k);
     o.expert_ws = switch_env("DSV4_EXPERT_WS", o.expert_ws);

@@ -131,6 +131,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
                              const Tensor* topk, float scale, Tensor out) override;
     void normed_attention_unrotated(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv, const VecRef& sinks,
                                     const Tensor* topk, float scale, float norm_eps, Tensor out) override;
+    void normed_attention_projected(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv, const VecRef& sinks,
+                                    const Tensor* topk, float scale, float norm_eps, Tensor out, const WeightRef& wo_a,
+                                    int groups, Tensor z) override;
     void block_attention(int layer, const Tensor& q, const Tensor& kv, const VecRef& sinks, float scale,
                          Tensor out) override;
     void store_window(int layer, const Tensor& kv) override;
@@ -262,8 +265,19 @@ class CudaBackend final : public Backend, public GraphRecorder {
         float eps;
         const RopeParams* rope;
     };
+    // fp8_out: the outputs as these FP8 activations instead of floats in `out` (the wide kernel's write_output_codes;
+    // only where attention_fp8_out_applies).
     void attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv, const VecRef& sinks,
-                        const Tensor* topk, float scale, Tensor out, bool unrotate, const QueryNorm* norm = nullptr);
+                        const Tensor* topk, float scale, Tensor out, bool unrotate, const QueryNorm* norm = nullptr,
+                        const Fp8Act* fp8_out = nullptr);
+    // Whether the wide kernel norms these queries as it stages them (normed_attention_unrotated) ...
+    bool query_norm_applies(const LayerConfig& lc, const Tensor& q, const Tensor* topk) const;
+    // ... and can also write its outputs as the FP8 activations of an FP8 output projection on `path`.
+    bool attention_fp8_out_applies(const LayerConfig& lc, const Tensor& q, const Tensor* topk, LinearPath path) const;
+    // The path of a grouped projection (grouped_linear) of n tokens, and its FP8 form from activations already
+    // quantized (every group's input a column range of x).
+    LinearPath grouped_linear_path(const WeightRef& w, int groups, int64_t n) const;
+    void grouped_linear_fp8(LinearPath path, const Fp8Act& x, const WeightRef& w, int groups, float* y);
     // Whether attention of these queries runs on the wide kernel (all heads of a token in one block).
     bool wide_attention(const Tensor& q) const;
     int attention_max_keys(const LayerConfig& lc, const Tensor* topk) const;

@@ -82,6 +82,11 @@ struct CudaOptions {
     // (DSV4_FUSED_QUERY_NORM; 0: off). On: prefill 2K / 8K +0.7% (norm_rope 19.5 -> 2.3 ms, the attention kernel 105.7
     // -> 119.2 ms at 8K; H100, 24 layers, performance-log.md 2026-12-07 tenth session).
     bool fused_query_norm = true;
+    // Fast numerics, steps whose queries are normed in the wide kernel (fused_query_norm) with V4's 512-dim fp8_ds_mla
+    // rows: the kernel writes its outputs as the grouped output projection's FP8 activations (codes and per-128
+    // scales; ModelOps::normed_attention_projected), not as floats that a quantization pass reads back (the same bits:
+    // CudaState.AttentionOutputsAsFp8Activations) (DSV4_ATTENTION_FP8_OUT; 0: off).
+    bool attention_fp8_out = true;
     // Fast numerics, steps on the wide attention kernel with 512-dim heads: its work on wgmma (kernels_attention_
     // wgmma.cu: each operand tile read from shared memory once a warpgroup; the same numerics in other summation
     // orders) (DSV4_MQA_WGMMA; 0: the mma.sync kernel). Off: slower, the attention kernel 119 -> 176 ms at an 8K
@@ -158,8 +163,8 @@ struct CudaOptions {
 // all), DSV4_GEMV_STREAM_TILE, DSV4_GEMV_STREAM_STAGES, DSV4_PDL (0: off), DSV4_FP8_GEMV (0: off), DSV4_SIDE_STREAM
 // (0: off; DSV4_SHARED_STREAM, its former name, still read), DSV4_INDEXER_ALL_ENTRIES (0: off), DSV4_MQA_WIDE (0:
 // off), DSV4_GEMM_SPLIT_K (0: off), DSV4_EXPERT_WS (1: on), DSV4_FP8_GEMV_WARPS, DSV4_INDEX_TOKEN_TILE (1, 4),
-// DSV4_FUSED_QUERY_NORM (1: on), DSV4_MQA_WGMMA (1: on), DSV4_MIN_BF16_LT_ROWS. A value that is not a positive integer
-// (0 or 1 for the switch) is a dsv4::Error naming the variable.
+// DSV4_FUSED_QUERY_NORM (1: on), DSV4_ATTENTION_FP8_OUT (1: on), DSV4_MQA_WGMMA (1: on), DSV4_MIN_BF16_LT_ROWS. A value
+// that is not a positive integer (0 or 1 for the switch) is a dsv4::Error naming the variable.
 CudaOptions cuda_options_from_env(CudaOptions base);
 
 std::unique_ptr<Backend> make_cuda_backend(Numerics numerics, const CudaOptions& options);

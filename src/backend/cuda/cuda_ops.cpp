@@ -430,15 +430,9 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     const int64_t n = x.size(0), k = w.cols, per_group = w.rows / groups;
     DSV4_CHECK(x.numel() == n * groups * k && y.numel() == n * w.rows, "grouped_linear: shapes do not match");
     // Token t's group g input is x[(t * groups + g) * k ...]; its output rows g * R .. of y[t].
-    const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;  // group's scale rows
-    LinearProblem problem{numerics_, w, n, k, true, aligned};
-    problem.w.rows = per_group;
-    const LinearPath path = choose_linear_path(problem, tuning_, tuning_.forced_linear);
+    const LinearPath path = grouped_linear_path(w, groups, n);
     if (path == LinearPath::kFp8Lt || path == LinearPath::kFp8Wgmma) {  // one quantization for all groups
-        const Fp8Act a = quantize_fp8(x.f32(), groups * k, n, groups * k);
-        for (int g = 0; g < groups; ++g) {
-            linear_fp8(path, a, g * k, weight_rows(w, g * per_group, per_group), y.f32() + g * per_group, w.rows);
-        }
+        grouped_linear_fp8(path, quantize_fp8(x.f32(), groups * k, n, groups * k), w, groups, y.f32());
         return;
     }
     if (path == LinearPath::kFp8Gemv) {  // decode sizes: every group in one launch
@@ -467,6 +461,23 @@ void CudaBackend::grouped_linear(const Tensor& x, const WeightRef& w, int groups
     launch_linear(stream_, w, 0, per_group, groups, x.f32(), groups * k, k, n, y.f32(), w.rows, reference(),
                   reference());
     launched("grouped_linear");
+}
+
+LinearPath CudaBackend::grouped_linear_path(const WeightRef& w, int groups, int64_t n) const {
+    const int64_t per_group = w.rows / groups;
+    const bool aligned = w.format != WeightFormat::kFp8Block || per_group % w.block_rows == 0;  // group's scale rows
+    LinearProblem problem{numerics_, w, n, w.cols, true, aligned};
+    problem.w.rows = per_group;
+    return choose_linear_path(problem, tuning_, tuning_.forced_linear);
+}
+
+void CudaBackend::grouped_linear_fp8(LinearPath path, const Fp8Act& x, const WeightRef& w, int groups, float* y) {
+    DSV4_CHECK(x.k == groups * w.cols, "grouped_linear: {} FP8 activations a row for {} groups of {}", x.k, groups,
+               w.cols);
+    const int64_t per_group = w.rows / groups;
+    for (int g = 0; g < groups; ++g) {
+        linear_fp8(path, x, g * w.cols, weight_rows(w, g * per_group, per_group), y + g * per_group, w.rows);
+    }
 }
 
 WeightRef CudaBackend::weight_rows(const WeightRef& w, int64_t row0, int64_t count) {
@@ -564,14 +575,51 @@ void CudaBackend::attention_unrotated(int layer, const LayerConfig& lc, const Te
 void CudaBackend::normed_attention_unrotated(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
                                              const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
                                              Tensor out) {
-    const int64_t dim = q.size(2);
-    const bool fused = options_.fused_query_norm && wide_attention(q) &&
-                       mqa_wide_splits(q.size(0), attention_max_keys(lc, topk)) == 1 && dim % 32 == 0 &&
-                       dim <= kMaxNormRowDim && lc.rope.rope_dim % 2 == 0 &&
-                       lc.rope.rope_dim <= std::min<int64_t>(dim, kMaxQueryNormRopeDims);
-    if (!fused) return ModelOps::normed_attention_unrotated(layer, lc, q, kv, sinks, topk, scale, norm_eps, out);
+    if (!query_norm_applies(lc, q, topk)) {
+        return ModelOps::normed_attention_unrotated(layer, lc, q, kv, sinks, topk, scale, norm_eps, out);
+    }
     const QueryNorm norm{norm_eps, &lc.rope};
     attention_impl(layer, lc, q, kv, sinks, topk, scale, out, true, &norm);
+}
+
+bool CudaBackend::query_norm_applies(const LayerConfig& lc, const Tensor& q, const Tensor* topk) const {
+    const int64_t dim = q.size(2);
+    return options_.fused_query_norm && wide_attention(q) &&
+           mqa_wide_splits(q.size(0), attention_max_keys(lc, topk)) == 1 && dim % 32 == 0 && dim <= kMaxNormRowDim &&
+           lc.rope.rope_dim % 2 == 0 && lc.rope.rope_dim <= std::min<int64_t>(dim, kMaxQueryNormRopeDims);
+}
+
+// The mma.sync wide kernel only (the wgmma one, where chosen, keeps its float outputs: another summation order).
+bool CudaBackend::attention_fp8_out_applies(const LayerConfig& lc, const Tensor& q, const Tensor* topk,
+                                            LinearPath path) const {
+    return options_.attention_fp8_out && !options_.mqa_wgmma &&
+           (path == LinearPath::kFp8Lt || path == LinearPath::kFp8Wgmma) && query_norm_applies(lc, q, topk) &&
+           mqa_wide_fp8_out_supported(kv_format_, static_cast<int>(q.size(2)), static_cast<int>(q.size(1)));
+}
+
+// Where the wide kernel norms the queries and wo_a runs on FP8 tensor cores (CudaOptions::attention_fp8_out): the
+// kernel writes its outputs as wo_a's FP8 activations, so no float outputs are written and read back by a
+// quantization pass; `out` is left as it was. Otherwise the two ops.
+void CudaBackend::normed_attention_projected(int layer, const LayerConfig& lc, Tensor q, const Tensor& kv,
+                                             const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
+                                             Tensor out, const WeightRef& wo_a, int groups, Tensor z) {
+    const int64_t n = q.size(0), k = q.size(1) * q.size(2);
+    const LinearPath path = grouped_linear_path(wo_a, groups, n);
+    if (k != groups * wo_a.cols || z.numel() != n * wo_a.rows || !attention_fp8_out_applies(lc, q, topk, path)) {
+        return ModelOps::normed_attention_projected(layer, lc, q, kv, sinks, topk, scale, norm_eps, out, wo_a, groups,
+                                                    z);
+    }
+    const Fp8Act x = alloc_fp8(n, k);
+    if (x.rows_pad > n) {  // the padded rows cuBLASLt reads: zero codes and scales, as launch_quant_fp8 writes them
+        DSV4_CUDA(cudaMemsetAsync(x.codes + n * k, 0, static_cast<size_t>((x.rows_pad - n) * k), stream_));
+        DSV4_CUDA(cudaMemset2DAsync(x.scales + n, static_cast<size_t>(x.rows_pad) * sizeof(float), 0,
+                                    static_cast<size_t>(x.rows_pad - n) * sizeof(float),
+                                    static_cast<size_t>(k / kFp8ActBlock), stream_));
+        launched("fp8 pad rows", 2);
+    }
+    const QueryNorm norm{norm_eps, &lc.rope};
+    attention_impl(layer, lc, q, kv, sinks, topk, scale, out, true, &norm, &x);
+    grouped_linear_fp8(path, x, wo_a, groups, z.f32());
 }
 
 // Key bound of a step's queries: window + (CSA picks | HCA entries, bucketed like the indexer).
@@ -591,7 +639,7 @@ bool CudaBackend::wide_attention(const Tensor& q) const {
 
 void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor& q, const Tensor& kv,
                                  const VecRef& sinks, const Tensor* topk, float scale, Tensor out, bool unrotate,
-                                 const QueryNorm* norm) {
+                                 const QueryNorm* norm, const Fp8Act* fp8_out) {
     join_side_stream();  // the compressors' entries and the indexer's picks, where run beside
     const int64_t dim = q.size(2);
     DSV4_CHECK(dim <= kMaxAttentionDim, "attention: head_dim {} exceeds the kernel limit {}", dim, kMaxAttentionDim);
@@ -662,6 +710,14 @@ void CudaBackend::attention_impl(int layer, const LayerConfig& lc, const Tensor&
         w.wgmma = options_.mqa_wgmma;
         w.splits = mqa_wide_splits(q.size(0), max_keys);
         w.keys_per_split = mqa_wide_keys_per_split(q.size(0), max_keys);
+        if (fp8_out != nullptr) {
+            DSV4_CHECK(w.splits == 1 && !w.wgmma && unrotate && norm != nullptr &&
+                           mqa_wide_fp8_out_supported(kv_format_, a.dim, a.heads),
+                       "attention: FP8 outputs from a kernel that does not write them");
+            w.out_codes = fp8_out->codes;
+            w.out_scales = fp8_out->scales;
+            w.out_rows_pad = fp8_out->rows_pad;
+        }
         if (w.splits > 1) {
             const int64_t parts = q.size(0) * a.heads * w.splits;
             w.part_acc = scratch(static_cast<size_t>(parts * dim));

@@ -14,8 +14,22 @@
 
 namespace dsv4::cuda {
 
+// The rule, one block at a time: its scale exponent from the amax of its (bf16-rounded) values, ...
+__device__ __forceinline__ int fp8_block_exponent(float amax) {
+    return pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, 448.0f);
+}
+// ... each value's e4m3 code (value times 2^-e, clamped, round-to-nearest-even) in the low byte ...
+__device__ __forceinline__ uint32_t fp8_act_code(float v, int e) {
+    const float s = fminf(fmaxf(v * exp2i(-e), -448.0f), 448.0f);  // e in [-127, 127] (ceil_log2_clamped_dev)
+    return static_cast<uint32_t>(__nv_cvt_float_to_fp8(s, __NV_SATFINITE, __NV_E4M3));
+}
+// ... and the block's scale: NaN where the block holds a NaN or an infinity, so every output it feeds is NaN.
+__device__ __forceinline__ float fp8_block_scale(int e, bool finite) {
+    return finite ? exp2i(e) : __uint_as_float(0x7fc00000u);
+}
+
 // This lane's four codes (element i in byte i) of the block whose values (already bf16-rounded) the warp holds, 4 a
-// lane in order; `scale` gets the block's scale, NaN when the block holds a NaN or an infinity. All lanes must call.
+// lane in order; `scale` gets the block's scale. All lanes must call.
 __device__ __forceinline__ uint32_t quant_block_warp_word(const float (&v)[4], float& scale) {
     float amax = 0.0f;
     bool finite = true;
@@ -26,15 +40,11 @@ __device__ __forceinline__ uint32_t quant_block_warp_word(const float (&v)[4], f
     }
     amax = warp_max(amax);
     finite = __all_sync(0xffffffffu, finite);
-    const int e = pow2_scale_exponent_dev(amax, kFp8AmaxFloorDev, 448.0f);
-    const float inverse = exp2i(-e);  // e in [-127, 127] (ceil_log2_clamped_dev)
+    const int e = fp8_block_exponent(amax);
     uint32_t word = 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float s = fminf(fmaxf(v[i] * inverse, -448.0f), 448.0f);
-        word |= static_cast<uint32_t>(__nv_cvt_float_to_fp8(s, __NV_SATFINITE, __NV_E4M3)) << (8 * i);
-    }
-    scale = finite ? exp2i(e) : __uint_as_float(0x7fc00000u);
+    for (int i = 0; i < 4; ++i) word |= fp8_act_code(v[i], e) << (8 * i);
+    scale = fp8_block_scale(e, finite);
     return word;
 }
 

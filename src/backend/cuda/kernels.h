@@ -371,9 +371,19 @@ struct MqaWideLaunch {
     // The kernel on wgmma where mqa_wgmma_supported (kernels_attention_wgmma.cu: 512-dim heads; the same numerics,
     // not the same bits: other summation orders) (CudaOptions::mqa_wgmma).
     bool wgmma = false;
+    // Set (one split, mqa_wide_fp8_out_supported): the outputs, closed and unrotated as they would go to a.out, go
+    // instead as the FP8 activations of the output projection: e4m3 codes [rows_pad][heads * dim] and their scales
+    // [heads * dim / 128][rows_pad] (Fp8Act's layout, kernels_fp8.h), launch_quant_fp8's quantization of a.out's
+    // rows (fp8_act_quant.cuh). a.out is not written; rows past the step's tokens are the caller's to fill.
+    uint8_t* out_codes = nullptr;
+    float* out_scales = nullptr;
+    int64_t out_rows_pad = 0;
 };
 constexpr int64_t kMqaWideMinTokens = 32;  // fewer tokens take the 32-head split kernel (decode latency)
 bool mqa_wide_supported(const RowFormatDev& f, int dim, int heads);
+// The mma.sync kernel can write its outputs as FP8 activations (MqaWideLaunch::out_codes): V4's 512-dim fp8_ds_mla
+// rows, whose warp columns hold whole 128-dim scale blocks.
+bool mqa_wide_fp8_out_supported(const RowFormatDev& f, int dim, int heads);
 int mqa_wide_segment_keys(int64_t keys);
 int mqa_wide_keys_per_split(int64_t n_tokens, int max_keys);
 int mqa_wide_splits(int64_t n_tokens, int max_keys);

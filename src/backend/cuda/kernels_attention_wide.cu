@@ -1,7 +1,8 @@
 // Tensor-core sparse attention for `fast` numerics at prefill sizes (MQA: every head attends over the same K=V rows).
 // One block per token with all its heads (up to 64: four warp rows of 16), so a chunk of 64 key rows is decoded once
 // for every head. With one key split (prefill sizes) the block applies the sink, the normalisation and the inverse
-// RoPE itself and writes the output rows (no partials, no merge launch); with several (batched decode) a block per
+// RoPE itself and writes the output rows (no partials, no merge launch; for V4's rows optionally as the output
+// projection's FP8 activations, write_output_codes); with several (batched decode) a block per
 // (token, split) writes the split kernel's partials for attention_combine_kernel. While a chunk computes, the next
 // chunk's stored bytes are on their way into a staging buffer (cp.async); the token's key rows are resolved
 // kSegmentKeys at a time beforehand.
@@ -15,6 +16,8 @@
 
 #include <algorithm>
 
+#include "backend/cuda/fp8_act_quant.cuh"
+#include "backend/cuda/kernels_fp8.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/wide_attention_rows.cuh"
 
@@ -314,6 +317,49 @@ __device__ void write_outputs(const AttentionArgs& a, const Smem& s, int t, int 
     }
 }
 
+// One split, the outputs as FP8 activations (MqaWideLaunch::out_codes; v4_rows): the lane's rows closed and unrotated
+// as write_outputs has them, rounded to bf16 and quantized per 128 dims with launch_quant_fp8's rule. A warp column's
+// dims of a head are one scale block, held by the four lanes of a quad: the block's amax is the quad's.
+__device__ void write_output_codes(const AttentionArgs& a, const MqaWideLaunch& w, const Smem& s, int t, int head0,
+                                   int dim0, int wc, const RowState& st, float (&out)[kMaxTiles][4]) {
+    static_assert(kV4Dim / kColWarps == kFp8ActBlock && kMaxTiles * 8 == kFp8ActBlock, "a warp column is a block");
+    const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    publish_column_sums(s, head0, wc, st);
+    const int rope0 = a.unrotate_inv_freq != nullptr ? kV4Dim - a.unrotate_dims : kV4Dim;
+    const int64_t k = static_cast<int64_t>(a.heads) * kV4Dim;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int h = head0 + g + 8 * half;
+        const bool real = h < a.heads;  // rows past the heads still take part in the quad's shuffles
+        const SinkClose c = close_with_sink(st.mx[half], real ? row_denominator(s, h) : 1.0f, real ? a.sinks[h] : 0.0f);
+        float amax = 0.0f;
+        bool finite = true;
+#pragma unroll
+        for (int nt = 0; nt < kMaxTiles; ++nt) {
+            const float2 v =
+                closed_pair(dim0 + 8 * nt + 2 * tq, rope0, s.unrotate, out[nt][2 * half], out[nt][2 * half + 1], c);
+            out[nt][2 * half] = to_bf16(v.x);
+            out[nt][2 * half + 1] = to_bf16(v.y);
+            amax = fmaxf(amax, fmaxf(fabsf(out[nt][2 * half]), fabsf(out[nt][2 * half + 1])));
+            finite = finite && isfinite(out[nt][2 * half]) && isfinite(out[nt][2 * half + 1]);
+        }
+        amax = quad_max(amax);
+        finite = quad_max(finite ? 0.0f : 1.0f) == 0.0f;
+        const int e = fp8_block_exponent(amax);
+        if (!real) continue;
+        uint8_t* codes = w.out_codes + t * k + static_cast<int64_t>(h) * kV4Dim + dim0 + 2 * tq;
+#pragma unroll
+        for (int nt = 0; nt < kMaxTiles; ++nt) {
+            *reinterpret_cast<uint16_t*>(codes + 8 * nt) =
+                static_cast<uint16_t>(fp8_act_code(out[nt][2 * half], e) | fp8_act_code(out[nt][2 * half + 1], e) << 8);
+        }
+        if (tq == 0) {
+            const int64_t block = (static_cast<int64_t>(h) * kV4Dim + dim0) / kFp8ActBlock;
+            w.out_scales[block * w.out_rows_pad + t] = fp8_block_scale(e, finite);
+        }
+    }
+}
+
 // Several splits: the lane's rows of this split's partials in the split kernel's layout (the accumulators
 // unnormalised, (max, sum) per (token, head, split)).
 __device__ void write_partials(const AttentionArgs& a, const MqaWideLaunch& w, const Smem& s, int t, int split,
@@ -371,9 +417,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMet
     }
     if (w.splits > 1) {
         write_partials(a, w, s, t, split, head0, dim0, wc, n_tiles, st, out);
-    } else {
-        write_outputs(a, s, t, head0, dim0, wc, n_tiles, st, out);
+        return;
     }
+    if constexpr (kV4) {
+        if (w.out_codes != nullptr) return write_output_codes(a, w, s, t, head0, dim0, wc, st, out);
+    }
+    write_outputs(a, s, t, head0, dim0, wc, n_tiles, st, out);
 }
 
 }  // namespace
@@ -381,6 +430,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mqa_wide_kernel(StepMet
 bool mqa_wide_supported(const RowFormatDev& f, int dim, int heads) {
     return f.dtype == kRowFp8 && fp8_quads_aligned(f) && f.dim == dim && dim % (16 * kColWarps) == 0 &&
            dim <= kMaxMqaDim && heads > kHeads / 2 && heads <= kHeads && smem_bytes(dim, f.bytes) <= kMaxSmem;
+}
+
+bool mqa_wide_fp8_out_supported(const RowFormatDev& f, int dim, int heads) {
+    return mqa_wide_supported(f, dim, heads) && v4_rows(f);
 }
 
 int mqa_wide_segment_keys(int64_t keys) {
@@ -412,7 +465,7 @@ void launch_attention_mqa_wide(cudaStream_t st, const StepMeta& m, const Attenti
     }
     MqaWideLaunch launch = w;
     launch.segment_keys = mqa_wide_segment_keys(w.segment_keys);
-    if (w.wgmma && mqa_wgmma_supported(a.format, a.dim, a.heads)) {
+    if (w.wgmma && w.out_codes == nullptr && mqa_wgmma_supported(a.format, a.dim, a.heads)) {
         launch_attention_mqa_wgmma(st, m, a, launch);
     } else {
         const dim3 grid(static_cast<unsigned>(m.n_tokens), static_cast<unsigned>(std::max(1, w.splits)));

@@ -166,13 +166,19 @@ __device__ void stage_unrotate_table(const StepMeta& m, const AttentionArgs& a, 
         table[i] = rope_cos_sin(m, t, i, a.unrotate_inv_freq, true);
 }
 
-// Output dims d, d + 1 of a row o from their accumulators: closed (close_with_sink), the inverse RoPE from dim rope0 on
-// (rope_values' arithmetic, its cosines and sines from stage_unrotate_table), stored.
-__device__ __forceinline__ void store_closed_pair(int d, int rope0, const float2* unrotate, float acc0, float acc1,
-                                                  const SinkClose& c, float* o) {
+// Output dims d, d + 1 of a row from their accumulators: closed (close_with_sink), the inverse RoPE from dim rope0 on
+// (rope_values' arithmetic, its cosines and sines from stage_unrotate_table).
+__device__ __forceinline__ float2 closed_pair(int d, int rope0, const float2* unrotate, float acc0, float acc1,
+                                              const SinkClose& c) {
     float v0 = acc0 * c.factor / c.denom, v1 = acc1 * c.factor / c.denom;
     if (d >= rope0) rope_rotate<float>(unrotate[(d - rope0) / 2], false, v0, v1, v0, v1);
-    *reinterpret_cast<float2*>(o + d) = make_float2(v0, v1);
+    return make_float2(v0, v1);
+}
+
+// closed_pair, stored at o + d.
+__device__ __forceinline__ void store_closed_pair(int d, int rope0, const float2* unrotate, float acc0, float acc1,
+                                                  const SinkClose& c, float* o) {
+    *reinterpret_cast<float2*>(o + d) = closed_pair(d, rope0, unrotate, acc0, acc1, c);
 }
 
 }  // namespace dsv4::cuda

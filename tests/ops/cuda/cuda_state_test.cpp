@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <iterator>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -444,6 +445,48 @@ void normed_queries_case(const char* wgmma) {
 TEST(CudaState, NormedQueriesInTheWideKernel) {
     DSV4_REQUIRE_GPU();
     for (const char* wgmma : {"0", "1"}) normed_queries_case(wgmma);
+}
+
+// The wide kernel's outputs written as the output projection's FP8 activations (CudaOptions::attention_fp8_out;
+// normed_attention_projected) give the bits of the float outputs quantized by their own pass (ModelOps' two ops on the
+// same backend): a prefill step of two sequences (441 tokens: padded FP8 rows), a sliding, a CSA and an HCA layer,
+// wo_a of 8 groups on FP8 tensor cores; the float outputs, poisoned with NaN, stay untouched.
+TEST(CudaState, AttentionOutputsAsFp8Activations) {
+    DSV4_REQUIRE_GPU();
+    const ScopedEnv fused("DSV4_FUSED_QUERY_NORM", "1"), fp8_out("DSV4_ATTENTION_FP8_OUT", "1"),
+        mma("DSV4_MQA_WGMMA", "0");
+    Pair p(Numerics::kFast, op_config(), 2, 16, StateDtype::kFp8);
+    StatefulRig rig(p, 64);
+    int64_t n = 0, differing = 0;
+    const Tensor picks = prefill_two_sequences(p, rig, 300, 141, n, differing);
+    ASSERT_NE(n % 4, 0) << "the padded FP8 rows";
+    const int64_t hd = StatefulRig::kHd, groups = 8, rank = 1024;
+    const WeightRef wo_a = upload(*p.gpu, make_weight(WeightFormat::kFp8Block, groups * rank, 64 * hd / groups));
+    const std::vector<float> poison(n * 64 * hd, std::numeric_limits<float>::quiet_NaN());
+    for (int layer = 0; layer < 3; ++layer) {
+        const auto q = random_floats(n * 64 * hd, 3.0f), kv = random_floats(n * hd);
+        Tensor q_apart = make_tensor(*p.gpu, {n, 64, hd}, q), q_fused = make_tensor(*p.gpu, {n, 64, hd}, q);
+        Tensor kg = make_tensor(*p.gpu, {n, hd}, kv);
+        Tensor o_apart = make_tensor(*p.gpu, {n, 64, hd}), o_fused = make_tensor(*p.gpu, {n, 64, hd}, poison);
+        Tensor z_apart = make_tensor(*p.gpu, {n, groups * rank}), z_fused = make_tensor(*p.gpu, {n, groups * rank});
+        Tensor topk;
+        if (layer == 1) {
+            topk = p.gpu->alloc(DType::kI32, {n, rig.c.index_topk});
+            p.gpu->from_host(topk, picks.data);
+        }
+        const LayerConfig& lc = rig.c.layers[layer];
+        const Tensor* picked = layer == 1 ? &topk : nullptr;
+        p.gpu->ModelOps::normed_attention_projected(layer, lc, q_apart, kg, rig.sinks[1], picked, 0.0441942f, 1e-6f,
+                                                    o_apart, wo_a, static_cast<int>(groups), z_apart);
+        p.gpu->normed_attention_projected(layer, lc, q_fused, kg, rig.sinks[1], picked, 0.0441942f, 1e-6f, o_fused,
+                                          wo_a, static_cast<int>(groups), z_fused);
+        const std::vector<float> want = read(*p.gpu, z_apart), got = read(*p.gpu, z_fused);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << "layer " << layer;
+        EXPECT_FALSE(std::any_of(got.begin(), got.end(), [](float v) { return std::isnan(v); })) << "layer " << layer;
+        const std::vector<float> o = read(*p.gpu, o_fused);
+        EXPECT_TRUE(std::all_of(o.begin(), o.end(), [](float v) { return std::isnan(v); }))
+            << "layer " << layer << ": the float outputs were written (the fused path did not run)";
+    }
 }
 
 // Fast numerics attention runs on tensor cores (kernels_attention_mqa.cu): 8 heads (one partial block of 32) and the
