@@ -19,6 +19,32 @@ int scoring_function(const std::string& name) {
     return 2;  // softmax
 }
 
+// linears' passes that share one transform of x (an FP8 quantization, a bf16 copy): the targets not yet done whose
+// path (path_of(w, m)) is of a family (in_family) and that take all of x, as many rows as x has, run from one
+// transform: make(m, k) for the first of them, run(path, w, y) for each; one of another width than the first is left
+// for a later pass.
+template <typename PathOf, typename InFamily, typename Make, typename Run>
+void share_x_transform(const Tensor& x, std::span<const LinearTarget> targets, std::vector<bool>& done, PathOf path_of,
+                       InFamily in_family, Make make, Run run) {
+    int64_t k = 0;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        const WeightRef& w = *targets[i].w;
+        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
+        if (done[i] || x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows || m != x.size(0) ||
+            (k != 0 && w.cols != k)) {
+            continue;
+        }
+        const LinearPath path = path_of(w, m);
+        if (!in_family(path)) continue;
+        if (k == 0) {
+            make(m, w.cols);
+            k = w.cols;
+        }
+        run(path, w, targets[i].y.f32());
+        done[i] = true;
+    }
+}
+
 }  // namespace
 
 void CudaBackend::launched(const char* op, int kernels) {
@@ -334,41 +360,21 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
         done[i] = true;
     }
     if (fp8_k > 0) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, x.f32(), fp8_k, fp8_k);  // fp8 not empty
-    // The targets on FP8 tensor cores (prefill sizes) that take all of x share one quantization of it (what
-    // linear() would make for each of them).
-    const Fp8Act* shared = nullptr;
+    // The targets on FP8 tensor cores (prefill sizes) that take all of x share one quantization of it, and those on
+    // cuBLASLt's bf16 GEMM one bf16 copy of it (what linear() would make for each of them).
+    auto path_of = [&](const WeightRef& w, int64_t m) {
+        return choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear);
+    };
     Fp8Act quantized;
-    for (size_t i = 0; i < targets.size(); ++i) {
-        const WeightRef& w = *targets[i].w;
-        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
-        if (done[i] || x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows || m != x.size(0)) continue;
-        const LinearPath path = choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear);
-        if (path != LinearPath::kFp8Lt && path != LinearPath::kFp8Wgmma) continue;
-        if (shared == nullptr) {
-            quantized = quantize_fp8(x.f32(), w.cols, m, w.cols);
-            shared = &quantized;
-        } else if (shared->k != w.cols) {
-            continue;
-        }
-        linear_fp8(path, *shared, 0, w, targets[i].y.f32(), w.rows);
-        done[i] = true;
-    }
-    // The targets on cuBLASLt's bf16 GEMM (prefill sizes) that take all of x share one bf16 copy of it.
+    share_x_transform(
+        x, targets, done, path_of, [](LinearPath p) { return p == LinearPath::kFp8Lt || p == LinearPath::kFp8Wgmma; },
+        [&](int64_t m, int64_t k) { quantized = quantize_fp8(x.f32(), k, m, k); },
+        [&](LinearPath p, const WeightRef& w, float* y) { linear_fp8(p, quantized, 0, w, y, w.rows); });
     const uint16_t* x_bf16 = nullptr;
-    int64_t bf16_k = 0;
-    for (size_t i = 0; i < targets.size(); ++i) {
-        const WeightRef& w = *targets[i].w;
-        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
-        if (done[i] || x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows || m != x.size(0) ||
-            (bf16_k != 0 && w.cols != bf16_k) ||
-            choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear) != LinearPath::kBf16Lt) {
-            continue;
-        }
-        if (x_bf16 == nullptr) x_bf16 = bf16_rows(x.f32(), m, w.cols);
-        bf16_k = w.cols;
-        linear_bf16_lt(x_bf16, x.f32(), m, w, targets[i].y.f32());
-        done[i] = true;
-    }
+    share_x_transform(
+        x, targets, done, path_of, [](LinearPath p) { return p == LinearPath::kBf16Lt; },
+        [&](int64_t m, int64_t k) { x_bf16 = bf16_rows(x.f32(), m, k); },
+        [&](LinearPath, const WeightRef& w, float* y) { linear_bf16_lt(x_bf16, x.f32(), x.size(0), w, y); });
     // The multi-weight launch streams its weights (kernels_gemv_stream.cu) whether or not single linears do.
     GemvStreamConfig merged = stream_linears_;
     merged.enabled = stream_linears_.enabled || options_.gemv_merge_linears;
