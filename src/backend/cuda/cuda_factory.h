@@ -36,7 +36,7 @@ struct CudaOptions {
     int64_t min_fp8_lt_rows = 1;
     // Fast numerics: bf16 weights (the compressors' projections, the indexer's head weights, the router's gate) on
     // cuBLASLt's bf16 GEMM from min_bf16_lt_rows activation rows (cuda_bf16_gemm.h; the same roundings as the mma.sync
-    // GEMM below, another summation order) (DSV4_MIN_BF16_LT_ROWS).
+    // GEMM below, another summation order); weights of fewer than 1,024 rows from 8x that (DSV4_MIN_BF16_LT_ROWS).
     int64_t min_bf16_lt_rows = 256;
     // FP8 weights at 1 to 8 activation rows on the FP8 GEMV (kernels_gemv_fp8.cu: mma.sync over per-128 quantized
     // activations, the roundings of the rows above) instead of the float32 GEMV (1 row) or cuBLASLt.

@@ -46,7 +46,8 @@ struct LinearTuning {
     // cuBLASLt from here, our FP8 wgmma GEMM below: cuBLASLt measured faster at every row count on the Flash shapes
     // (bench kernels, H200, 2026-12-01: e.g. wo_b M=64 21.7 vs 147 us, M=8192 569 vs 2,402 us).
     int64_t min_fp8_lt_rows = 1;
-    // bf16 weights on cuBLASLt's bf16 GEMM from here, the mma.sync GEMM below (CudaOptions::min_bf16_lt_rows).
+    // bf16 weights on cuBLASLt's bf16 GEMM from here, the mma.sync GEMM below (CudaOptions::min_bf16_lt_rows);
+    // weights of fewer than 1,024 rows from 8x this (linear_plan.cpp: cuBLASLt is slower on them at 256 rows).
     int64_t min_bf16_lt_rows = 256;
     bool fp8_gemv = true;  // FP8 weights at 1..kMaxFp8GemvRows rows on the FP8 GEMV
     MoeThresholds moe;
