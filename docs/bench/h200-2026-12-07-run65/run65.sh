@@ -19,19 +19,19 @@ m)
 n)
     run tests 150 .devbin/ops_cuda --gtest_filter='CudaState.AttentionOutputs*:CudaState.NormedQueries*:CudaAttentionWide.*:*CudaBf16*:CudaFp8*'
     run golden 70 .devbin/golden_cuda
-    for f in router weights_proj compressor; do
-        run "k_$f" 40 .devbin/dsv4 bench kernels --rows 256,2048 --filter "$f" --json "$OUT/k_$f.json"
-        grep -hE "auto:" "$OUT/k_$f.log" | head -12
-    done
-    for v in main new fp8off main new fp8off; do
+    for v in main new main new fp8off fp8off; do
         bin=.devbin/dsv4
         [[ $v == main ]] && bin=.devbin/dsv4_main
         off=1
         [[ $v == fp8off ]] && off=0
-        DSV4_ATTENTION_FP8_OUT=$off run "ab_$v.$SECONDS" 75 "$bin" "${fast[@]}" --batch 64,256 --context 1000 \
+        DSV4_ATTENTION_FP8_OUT=$off run "ab_$v.$SECONDS" 80 "$bin" "${fast[@]}" --batch 64,256 --context 1000 \
             --prefill 2048,8192 --steps 4 --json "$OUT/ab_$v.$SECONDS.json"
     done
     for f in "$OUT"/ab_*.log; do echo "$(basename "$f") $(grep -hE "^(64|256) |^prefill" "$f" | tr -s ' ' | tr '\n' ' ')"; done
+    for f in router weights_proj compressor; do
+        run "k_$f" 30 .devbin/dsv4 bench kernels --rows 256,2048 --filter "$f" --json "$OUT/k_$f.json"
+        grep -hE "auto:" "$OUT/k_$f.log" | head -12
+    done
     ;;
 o)
     run ops 560 .devbin/ops_cuda
