@@ -190,8 +190,7 @@ void ModelOps::normed_attention_projected(int layer, const LayerConfig& lc, Tens
                                           const VecRef& sinks, const Tensor* topk, float scale, float norm_eps,
                                           Tensor out, const WeightRef& wo_a, int groups, Tensor z) {
     normed_attention_unrotated(layer, lc, q, kv, sinks, topk, scale, norm_eps, out);
-    const int64_t n = out.size(0);
-    grouped_linear(out.view({n, groups, out.numel() / n / groups}), wo_a, groups, z);
+    grouped_linear(out.view({out.size(0), groups, out.size(1) * out.size(2) / groups}), wo_a, groups, z);
 }
 
 void ModelOps::argmax_rows(const Tensor& x, Tensor out) {
