@@ -2,7 +2,7 @@
 # Device calls of 2026-12-07 (fourteenth session). Usage: BUDGET=S bash docs/bench/h200-2026-12-07-run65/run65.sh MODE
 #   m : main's owed figures (binaries of main 5cc7795 in .devbin): golden, offline figures (B = 1 / 8 / 64 / 256,
 #       prefill 2K / 8K), serving C1 / C64, the 8K prefill per op
-#   n : the branch binaries (.devbin/dsv4, ops_cuda, golden_cuda: main + next/bf16-lt-narrow + next/attn-fp8-out) with
+#   n : the branch binaries (.devpack/dev124: next/b14 at e8605b9 = main + next/bf16-lt-narrow + next/attn-fp8-out) with
 #       main's dsv4 as .devbin/dsv4_main: the new and touched tests, golden, the narrow bf16 shapes at 256 / 2,048
 #       rows, then prefill 2K / 8K and decode B=64 / 256 alternated: main, new, new with DSV4_ATTENTION_FP8_OUT=0
 #   o : the whole op suite
