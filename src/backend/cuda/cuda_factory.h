@@ -85,8 +85,9 @@ struct CudaOptions {
     // Fast numerics, steps whose queries are normed in the wide kernel (fused_query_norm) with V4's 512-dim fp8_ds_mla
     // rows: the kernel writes its outputs as the grouped output projection's FP8 activations (codes and per-128
     // scales; ModelOps::normed_attention_projected), not as floats that a quantization pass reads back (the same bits:
-    // CudaState.AttentionOutputsAsFp8Activations) (DSV4_ATTENTION_FP8_OUT; 0: off).
-    bool attention_fp8_out = true;
+    // CudaState.AttentionOutputsAsFp8Activations) (DSV4_ATTENTION_FP8_OUT; 1: on). Off until it has run on a GPU
+    // (written without one, 2026-12-07: predicted prefill 8K +2-3%).
+    bool attention_fp8_out = false;
     // Fast numerics, steps on the wide attention kernel with 512-dim heads: its work on wgmma (kernels_attention_
     // wgmma.cu: each operand tile read from shared memory once a warpgroup; the same numerics in other summation
     // orders) (DSV4_MQA_WGMMA; 0: the mma.sync kernel). Off: slower, the attention kernel 119 -> 176 ms at an 8K
