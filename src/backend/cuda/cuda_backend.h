@@ -225,6 +225,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // FP8 tensor-core paths of fast numerics (cuda_fp8_ops.cpp): activations quantized per 1x128 into scratch, a
     // linear on cuBLASLt or our wgmma kernel, the routed experts grouped on FP8 wgmma.
     Fp8Act alloc_fp8(int64_t rows, int64_t k);
+    // alloc_fp8 for activations that a kernel other than the quantization pass writes (rows [0, rows) only): the
+    // padded rows cuBLASLt reads get zero codes and scales here, as the pass writes them.
+    Fp8Act alloc_fp8_zero_padded(int64_t rows, int64_t k);
     // Linears on cuBLASLt's bf16 GEMM (LinearPath::kBf16Lt, cuda_ops.cpp): `rows` x `cols` floats (packed rows) as
     // bf16 into scratch, and y[m][w.rows] = x . W^T from such a copy (x_f32: the floats it came from, for the
     // mma.sync GEMM where cuBLASLt has no algorithm).

@@ -31,6 +31,18 @@ Fp8Act CudaBackend::alloc_fp8(int64_t rows, int64_t k) {
     return a;
 }
 
+Fp8Act CudaBackend::alloc_fp8_zero_padded(int64_t rows, int64_t k) {
+    const Fp8Act a = alloc_fp8(rows, k);
+    if (a.rows_pad > rows) {
+        DSV4_CUDA(cudaMemsetAsync(a.codes + rows * k, 0, static_cast<size_t>((a.rows_pad - rows) * k), stream_));
+        DSV4_CUDA(cudaMemset2DAsync(a.scales + rows, static_cast<size_t>(a.rows_pad) * sizeof(float), 0,
+                                    static_cast<size_t>(a.rows_pad - rows) * sizeof(float),
+                                    static_cast<size_t>(k / kFp8ActBlock), stream_));
+        launched("fp8 pad rows", 2);
+    }
+    return a;
+}
+
 Fp8Act CudaBackend::quantize_fp8(const float* x, int64_t x_stride, int64_t rows, int64_t k) {
     DSV4_CHECK(x_stride % 4 == 0, "quantize_fp8: row stride {} is not a multiple of 4 floats", x_stride);
     const Fp8Act a = alloc_fp8(rows, k);

@@ -615,14 +615,7 @@ void CudaBackend::normed_attention_projected(int layer, const LayerConfig& lc, T
         return ModelOps::normed_attention_projected(layer, lc, q, kv, sinks, topk, scale, norm_eps, out, wo_a, groups,
                                                     z);
     }
-    const Fp8Act x = alloc_fp8(n, k);
-    if (x.rows_pad > n) {  // the padded rows cuBLASLt reads: zero codes and scales, as launch_quant_fp8 writes them
-        DSV4_CUDA(cudaMemsetAsync(x.codes + n * k, 0, static_cast<size_t>((x.rows_pad - n) * k), stream_));
-        DSV4_CUDA(cudaMemset2DAsync(x.scales + n, static_cast<size_t>(x.rows_pad) * sizeof(float), 0,
-                                    static_cast<size_t>(x.rows_pad - n) * sizeof(float),
-                                    static_cast<size_t>(k / kFp8ActBlock), stream_));
-        launched("fp8 pad rows", 2);
-    }
+    const Fp8Act x = alloc_fp8_zero_padded(n, k);
     const QueryNorm norm{norm_eps, &lc.rope};
     attention_impl(layer, lc, q, kv, sinks, topk, scale, out, true, &norm, &x);
     grouped_linear_fp8(path, x, wo_a, groups, z.f32());
