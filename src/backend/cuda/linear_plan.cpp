@@ -1,8 +1,6 @@
 // Kernel choice for linears and routed experts (linear_plan.h).
 #include "backend/cuda/linear_plan.h"
 
-#include <limits>
-
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kernels_fp8.h"
 #include "core/error.h"
@@ -12,19 +10,6 @@ namespace {
 
 bool fp8_block_weight(const WeightRef& w) {
     return w.format == WeightFormat::kFp8Block && w.block_rows == 128 && w.block_cols == 128;
-}
-
-// Narrow bf16 weights (the router's gate, the indexer's weights_proj and compressor, HCA's compressor: 64 to 512 rows)
-// stay on the mma.sync GEMM up to kBf16LtNarrowFactor x min_bf16_lt_rows activation rows: at 256 rows cuBLASLt took
-// 1.1-1.9x their time (router 13.3 -> 25.1 us, weights_proj 11.3 -> 19.6; H100, run64 v), at 2,048 it was faster
-// for every one of them. Weights of kBf16LtWideRows rows or more (the CSA compressor, the lm head) gain from 256.
-constexpr int64_t kBf16LtWideRows = 1024;
-constexpr int64_t kBf16LtNarrowFactor = 8;
-
-int64_t min_bf16_lt_rows_for(const WeightRef& w, int64_t threshold) {
-    if (w.rows >= kBf16LtWideRows) return threshold;
-    return threshold > std::numeric_limits<int64_t>::max() / kBf16LtNarrowFactor ? threshold
-                                                                                 : threshold * kBf16LtNarrowFactor;
 }
 
 }  // namespace
@@ -126,7 +111,7 @@ LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, con
         if (p.m >= t.min_fp8_rows && linear_path_unmet(LinearPath::kFp8Lt, p).empty()) {
             return p.m >= t.min_fp8_lt_rows ? LinearPath::kFp8Lt : LinearPath::kFp8Wgmma;
         }
-        if (p.m >= min_bf16_lt_rows_for(p.w, t.min_bf16_lt_rows) && linear_path_unmet(LinearPath::kBf16Lt, p).empty()) {
+        if (p.m >= t.min_bf16_lt_rows && linear_path_unmet(LinearPath::kBf16Lt, p).empty()) {
             return LinearPath::kBf16Lt;
         }
         if (p.m >= t.min_gemm_rows && linear_path_unmet(LinearPath::kGemmBf16, p).empty()) {

@@ -128,15 +128,6 @@ TEST(CudaBf16Lt, ChooserTakesBf16WeightsFromTheThreshold) {
     cuda::LinearTuning invariant;
     invariant.min_bf16_lt_rows = std::numeric_limits<int64_t>::max();
     EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 8192, 4096}, invariant, ""), cuda::LinearPath::kGemmBf16);
-    // Narrow weights (under 1,024 rows: the router's gate, weights_proj, the small compressors) from 8x the threshold.
-    WeightRef narrow = w;
-    narrow.rows = 256;
-    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, narrow, at, 4096}, tuning, ""), cuda::LinearPath::kGemmBf16);
-    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, narrow, 8 * at - 1, 4096}, tuning, ""),
-              cuda::LinearPath::kGemmBf16);
-    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, narrow, 8 * at, 4096}, tuning, ""), cuda::LinearPath::kBf16Lt);
-    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, narrow, 8192, 4096}, invariant, ""),
-              cuda::LinearPath::kGemmBf16);
     w.format = WeightFormat::kFp8Block;
     w.block_rows = w.block_cols = 128;
     try {
