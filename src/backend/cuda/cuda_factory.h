@@ -85,9 +85,9 @@ struct CudaOptions {
     // Fast numerics, steps whose queries are normed in the wide kernel (fused_query_norm) with V4's 512-dim fp8_ds_mla
     // rows: the kernel writes its outputs as the grouped output projection's FP8 activations (codes and per-128
     // scales; ModelOps::normed_attention_projected), not as floats that a quantization pass reads back (the same bits:
-    // CudaState.AttentionOutputsAsFp8Activations) (DSV4_ATTENTION_FP8_OUT; 1: on). Off until it has run on a GPU
-    // (written without one, 2026-12-07: predicted prefill 8K +2-3%).
-    bool attention_fp8_out = false;
+    // CudaState.AttentionOutputsAsFp8Activations) (DSV4_ATTENTION_FP8_OUT; 0: off). On: prefill 2K +1.5%, 8K +1.2%,
+    // decode B=64 / 256 unchanged (H100, 24 layers, performance-log.md 2026-12-08 fifteenth session).
+    bool attention_fp8_out = true;
     // Fast numerics, steps on the wide attention kernel with 512-dim heads: its work on wgmma (kernels_attention_
     // wgmma.cu: each operand tile read from shared memory once a warpgroup; the same numerics in other summation
     // orders) (DSV4_MQA_WGMMA; 0: the mma.sync kernel). Off: slower, the attention kernel 119 -> 176 ms at an 8K
