@@ -4,6 +4,8 @@
 #       the 8K prefill per op), then the batch-1 and batch-8 decode per op
 #   p : (any GPU) golden, the state and attention suites on main's new defaults, the per-op profiles of decode B = 1 /
 #       8 and of the 8K prefill
+#   g : (any GPU) the bf16 GEMV: its tests and the linears', golden, the kernel bench of the bf16 weights at 1 / 8 rows,
+#       decode B = 1 / 8 alternated with DSV4_MIN_BF16_GEMV_ROWS = 9 (off), 2 (the default), 1, and B = 8 per op
 #   o : the whole op suite
 mode=$1
 source tools/device/call_lib.sh
@@ -24,6 +26,20 @@ p)
     profile_decode
     DSV4_PROFILE_OPS=1 run prof8k 80 .devbin/dsv4 "${fast[@]}" --batch 1 --context 1000 --prefill 8192 --steps 1
     grep -h "breakdown" "$OUT/prof8k.log"
+    ;;
+g)
+    run tests 120 .devbin/ops_cuda --gtest_filter='*Bf16*:CudaState.StatefulAttentionFastNumerics:*Linear*'
+    run golden 70 .devbin/golden_cuda
+    for f in router weights_proj compressor; do
+        run "k_$f" 30 .devbin/dsv4 bench kernels --rows 1,8 --filter "$f" --json "$OUT/k_$f.json"
+        grep -hE "gemv" "$OUT/k_$f.log" | head -12
+    done
+    for v in 9 2 1 9 2 1; do
+        DSV4_MIN_BF16_GEMV_ROWS=$v run "ab_$v.$SECONDS" 40 .devbin/dsv4 "${fast[@]}" --batch 1,8 --context 1000 \
+            --prefill 0 --steps 8 --json "$OUT/ab_$v.$SECONDS.json"
+    done
+    for f in "$OUT"/ab_*.log; do echo "$(basename "$f") $(grep -hE "^(1|8) " "$f" | tr -s ' ' | tr '\n' '|')"; done
+    profile_decode
     ;;
 o)
     run ops 560 .devbin/ops_cuda

@@ -57,6 +57,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
     o.min_fp8_rows = positive_env("DSV4_MIN_FP8_ROWS", o.min_fp8_rows);
     o.min_fp8_lt_rows = positive_env("DSV4_MIN_FP8_LT_ROWS", o.min_fp8_lt_rows);
     o.min_bf16_lt_rows = positive_env("DSV4_MIN_BF16_LT_ROWS", o.min_bf16_lt_rows);
+    o.min_bf16_gemv_rows = positive_env("DSV4_MIN_BF16_GEMV_ROWS", o.min_bf16_gemv_rows);
     if (const char* v = std::getenv("DSV4_LINEAR_PATH")) o.linear_path = v;
     if (const char* v = std::getenv("DSV4_MOE_PATH")) o.moe_path = v;
     if (std::getenv("DSV4_PROFILE_OPS") != nullptr) o.profile_ops = true;
@@ -105,6 +106,7 @@ CudaOptions cuda_options_from_env(CudaOptions o) {
         o.min_fp8_rows = 1;
         o.min_fp8_lt_rows = std::numeric_limits<int64_t>::max();   // the TMA wgmma GEMM, never cuBLASLt
         o.min_bf16_lt_rows = std::numeric_limits<int64_t>::max();  // the mma.sync GEMM
+        o.min_bf16_gemv_rows = std::numeric_limits<int64_t>::max();
         o.min_gemm_rows = 1;
         o.gemm_split_k = false;
         o.min_grouped_fp8_pairs = 1;

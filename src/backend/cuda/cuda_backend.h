@@ -242,6 +242,9 @@ class CudaBackend final : public Backend, public GraphRecorder {
     // kernel stages it (no SwiGLU launch).
     void fp8_gemv(std::span<const Fp8GemvTarget> targets, int64_t m, int64_t k, const float* x, int64_t x_cols,
                   int64_t x_stride, const float* swiglu_up = nullptr, float limit = 0.0f);
+    // Linears on the bf16 GEMV (LinearPath::kBf16Gemv): m tokens of k inputs (x_stride floats apart) for every
+    // target; up to kMaxBf16GemvTargets a launch.
+    void bf16_gemv(std::span<const Bf16GemvTarget> targets, int64_t m, int64_t k, const float* x, int64_t x_stride);
     void moe_grouped_fp8(const Tensor& h, const MoeWeights& w, const Tensor& weights, const Tensor& ids, float limit,
                          Tensor y);
     // The routed pairs on the grouped FP8 path into routed [pairs, d] (weights applied before W2), from x quantized.

@@ -36,8 +36,14 @@ struct CudaOptions {
     int64_t min_fp8_lt_rows = 1;
     // Fast numerics: bf16 weights (the compressors' projections, the indexer's head weights, the router's gate) on
     // cuBLASLt's bf16 GEMM from min_bf16_lt_rows activation rows (cuda_bf16_gemm.h; the same roundings as the mma.sync
-    // GEMM below, another summation order); weights of fewer than 1,024 rows from 8x that (DSV4_MIN_BF16_LT_ROWS).
+    // GEMM below, another summation order) (DSV4_MIN_BF16_LT_ROWS). Narrow weights (the router's gate, weights_proj)
+    // are slower there at 256 rows in the kernel bench, yet a 2,048-row threshold for them made decode B=256 slower
+    // (compressor region 1.09 -> 1.37 ms, H100, performance-log.md 2026-12-08): one threshold for all.
     int64_t min_bf16_lt_rows = 256;
+    // Fast numerics: bf16 weights at min_bf16_gemv_rows to 8 activation rows on the bf16 GEMV (kernels_gemv_bf16.cu:
+    // mma.sync over bf16-rounded activations, the roundings of the rows above) instead of the float32 GEMV, which reads
+    // an L2-resident weight once a row (DSV4_MIN_BF16_GEMV_ROWS; 9 or more: off).
+    int64_t min_bf16_gemv_rows = 2;
     // FP8 weights at 1 to 8 activation rows on the FP8 GEMV (kernels_gemv_fp8.cu: mma.sync over per-128 quantized
     // activations, the roundings of the rows above) instead of the float32 GEMV (1 row) or cuBLASLt.
     bool fp8_gemv = true;

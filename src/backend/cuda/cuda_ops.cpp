@@ -326,6 +326,11 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
         linear_bf16_lt(bf16_rows(x.f32(), m, w.cols), x.f32(), m, w, y.f32());
         return;
     }
+    if (path == LinearPath::kBf16Gemv) {  // decode sizes, bf16 tensor cores
+        const Bf16GemvTarget target{w, y.f32(), w.rows};
+        bf16_gemv({&target, 1}, m, w.cols, x.f32(), w.cols);
+        return;
+    }
     const float* in = x.f32();
     if (reference() && kind == LinearKind::kQuantized) in = quantized_activations(x, w.cols);
     const bool round_out = reference() && kind != LinearKind::kF32Out;
@@ -360,6 +365,22 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
         done[i] = true;
     }
     if (fp8_k > 0) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, x.f32(), fp8_k, fp8_k);  // fp8 not empty
+    // The targets on the bf16 GEMV that share a width: one launch.
+    std::vector<Bf16GemvTarget> bf16;
+    int64_t bf16_k = 0;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        const WeightRef& w = *targets[i].w;
+        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
+        if (done[i] || x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows ||
+            (bf16_k != 0 && w.cols != bf16_k) ||
+            choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear) != LinearPath::kBf16Gemv) {
+            continue;
+        }
+        bf16.push_back({w, targets[i].y.f32(), w.rows});
+        bf16_k = w.cols;
+        done[i] = true;
+    }
+    if (bf16_k > 0) bf16_gemv(bf16, x.numel() / bf16_k, bf16_k, x.f32(), bf16_k);
     // The targets on FP8 tensor cores (prefill sizes) that take all of x share one quantization of it, and those on
     // cuBLASLt's bf16 GEMM one bf16 copy of it (what linear() would make for each of them).
     auto path_of = [&](const WeightRef& w, int64_t m) {
@@ -406,6 +427,31 @@ void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets
     }
     for (size_t i = 0; i < targets.size(); ++i) {
         if (!done[i]) linear(x, *targets[i].w, targets[i].kind, targets[i].y);
+    }
+}
+
+void CudaBackend::bf16_gemv(std::span<const Bf16GemvTarget> targets, int64_t m, int64_t k, const float* x,
+                            int64_t x_stride) {
+    DSV4_CHECK(bf16_gemv_supported(m, k, x_stride) && reinterpret_cast<uintptr_t>(x) % 16 == 0,
+               "bf16_gemv: {} rows of {} inputs, {} floats apart (at most {} rows, k a multiple of {}, x 16-byte "
+               "aligned)",
+               m, k, x_stride, kMaxBf16GemvRows, kBf16GemvBlock);
+    for (size_t first = 0; first < targets.size(); first += kMaxBf16GemvTargets) {
+        Bf16GemvParams p;
+        p.x = x;
+        p.x_stride = x_stride;
+        p.m = static_cast<int>(m);
+        p.k = k;
+        for (size_t i = first; i < std::min(targets.size(), first + kMaxBf16GemvTargets); ++i) {
+            const Bf16GemvTarget& t = targets[i];
+            DSV4_CHECK(t.w.format == WeightFormat::kBF16 && t.w.cols == k &&
+                           reinterpret_cast<uintptr_t>(t.w.data) % 16 == 0,
+                       "bf16_gemv: weight [{}, {}] against {} inputs, or not a 16-byte aligned bf16 weight", t.w.rows,
+                       t.w.cols, k);
+            p.targets[p.n++] = t;
+        }
+        launch_bf16_gemv(stream_, p);
+        launched("bf16 gemv");
     }
 }
 
@@ -915,7 +961,7 @@ bool CudaBackend::shared_expert_on_gemvs(const Tensor& h, const ExpertWeights& s
 
 bool CudaBackend::on_gemv(const WeightRef& w, int64_t rows, bool fp8_only) const {
     const LinearPath path = choose_linear_path({numerics_, w, rows, w.cols}, tuning_, tuning_.forced_linear);
-    return path == LinearPath::kFp8Gemv || (!fp8_only && path == LinearPath::kGemv);
+    return path == LinearPath::kFp8Gemv || (!fp8_only && (path == LinearPath::kGemv || path == LinearPath::kBf16Gemv));
 }
 
 const float* CudaBackend::shared_output_beside(const Tensor& h, const MoeWeights& w, float limit) {

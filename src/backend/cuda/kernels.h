@@ -248,6 +248,32 @@ struct GemvStreamParams {
 };
 bool launch_gemv_stream(cudaStream_t s, const GemvStreamConfig& c, GemvStreamParams p);
 
+// kernels_gemv_bf16.cu: decode-sized linears over bf16 weights on bf16 tensor cores (fast numerics): y[t][r] = sum_j
+// W[r][j] * bf16(x[t][j]) in float32 on mma.sync, 1..kMaxBf16GemvRows tokens (batch invariant over that range), K a
+// multiple of kBf16GemvBlock, x 16-byte aligned with x_stride a multiple of 4. Several weights of one input in one
+// launch (the compressors' wkv and wgate).
+constexpr int kMaxBf16GemvRows = 8;
+constexpr int kMaxBf16GemvTargets = 8;
+constexpr int64_t kBf16GemvBlock = 64;  // K elements of a warp's 128-byte load step
+struct Bf16GemvTarget {
+    WeightRef w;         // bf16, w.cols == k
+    float* y = nullptr;  // token t's w.rows outputs at y + t * y_stride
+    int64_t y_stride = 0;
+};
+struct Bf16GemvParams {
+    int n = 0;
+    Bf16GemvTarget targets[kMaxBf16GemvTargets];
+    const float* x = nullptr;  // token t's k inputs at x + t * x_stride
+    int64_t x_stride = 0;
+    int m = 0;
+    int64_t k = 0;
+    // Set by the launcher: warps a 16-row tile's K is split over, the cumulative thread blocks per target.
+    int splits = 1;
+    int block_end[kMaxBf16GemvTargets] = {};
+};
+bool bf16_gemv_supported(int64_t m, int64_t k, int64_t x_stride);
+void launch_bf16_gemv(cudaStream_t stream, Bf16GemvParams p);
+
 // kernels_gemm.cu: tensor-core GEMM (fast numerics): bf16 activations x bf16-decoded weights, float32 accumulation.
 // Grids of few blocks (skinny weights at decode-sized batches: the router's 160-row gate makes two) split K:
 // gemm_bf16_splits(rows, m, cols) splits, and with more than one `partial` holds splits * m * rows floats (scratch)

@@ -30,6 +30,8 @@ const char* linear_path_name(LinearPath p) {
             return "fp8_wgmma";
         case LinearPath::kFp8Gemv:
             return "fp8_gemv";
+        case LinearPath::kBf16Gemv:
+            return "bf16_gemv";
     }
     return "?";
 }
@@ -40,6 +42,7 @@ LinearTuning LinearTuning::from(const CudaOptions& o) {
     t.min_fp8_rows = o.min_fp8_rows;
     t.min_fp8_lt_rows = o.min_fp8_lt_rows;
     t.min_bf16_lt_rows = o.min_bf16_lt_rows;
+    t.min_bf16_gemv_rows = o.min_bf16_gemv_rows;
     t.fp8_gemv = o.fp8_gemv;
     t.moe.per_pair_mma = o.fp8_gemv;
     t.moe.grouped_fp8 = o.min_grouped_fp8_pairs;
@@ -65,10 +68,15 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
             if (!p.slices_aligned) return "group rows on 128-row scale blocks";
             return "";
         case LinearPath::kBf16Lt:
+        case LinearPath::kBf16Gemv:
             if (!fast) return "fast numerics";
             if (p.grouped) return "a dense projection";
             if (p.w.format != WeightFormat::kBF16) return "a bf16 weight";
             if (p.k % 8 != 0) return "a reduction dim that is a multiple of 8";
+            if (path == LinearPath::kBf16Gemv) {
+                if (p.m > kMaxBf16GemvRows) return "at most " + std::to_string(kMaxBf16GemvRows) + " activation rows";
+                if (p.k % kBf16GemvBlock != 0) return "a reduction dim that is a multiple of 64";
+            }
             return "";
         case LinearPath::kFp8Lt:
         case LinearPath::kFp8Wgmma:
@@ -94,15 +102,17 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
 LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, const std::string& forced) {
     if (!forced.empty()) {
         for (LinearPath path : {LinearPath::kGeneric, LinearPath::kGemv, LinearPath::kGemmBf16, LinearPath::kBf16Lt,
-                                LinearPath::kFp8Lt, LinearPath::kFp8Wgmma, LinearPath::kFp8Gemv}) {
+                                LinearPath::kFp8Lt, LinearPath::kFp8Wgmma, LinearPath::kFp8Gemv, LinearPath::kBf16Gemv}) {
             if (forced != linear_path_name(path)) continue;
             const std::string why = linear_path_unmet(path, p);
             DSV4_CHECK(why.empty(), "linear path {} (DSV4_LINEAR_PATH) needs {} (weight [{}, {}], {} rows)", forced,
                        why, p.w.rows, p.w.cols, p.m);
             return path;
         }
-        fail("DSV4_LINEAR_PATH={} is not one of generic, gemv, gemm_bf16, bf16_lt, fp8_lt, fp8_wgmma, fp8_gemv",
-             forced);
+        fail(
+            "DSV4_LINEAR_PATH={} is not one of generic, gemv, gemm_bf16, bf16_lt, fp8_lt, fp8_wgmma, fp8_gemv, "
+            "bf16_gemv",
+            forced);
     }
     if (p.numerics == Numerics::kFast) {
         if (t.fp8_gemv && linear_path_unmet(LinearPath::kFp8Gemv, p).empty()) {  // 1 to kMaxFp8GemvRows rows
@@ -110,6 +120,9 @@ LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, con
         }
         if (p.m >= t.min_fp8_rows && linear_path_unmet(LinearPath::kFp8Lt, p).empty()) {
             return p.m >= t.min_fp8_lt_rows ? LinearPath::kFp8Lt : LinearPath::kFp8Wgmma;
+        }
+        if (p.m >= t.min_bf16_gemv_rows && linear_path_unmet(LinearPath::kBf16Gemv, p).empty()) {
+            return LinearPath::kBf16Gemv;
         }
         if (p.m >= t.min_bf16_lt_rows && linear_path_unmet(LinearPath::kBf16Lt, p).empty()) {
             return LinearPath::kBf16Lt;

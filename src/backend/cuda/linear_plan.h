@@ -20,6 +20,7 @@ enum class LinearPath {
     kFp8Lt,     // cuBLASLt FP8 block scaling, activations quantized per 1x128 (fast, FP8 weights)
     kFp8Wgmma,  // our FP8 wgmma GEMM, same roundings as kFp8Lt (fast, FP8 weights)
     kFp8Gemv,   // decode-sized FP8 GEMV on mma.sync, same roundings as kFp8Lt (fast, FP8 weights, m <= 8)
+    kBf16Gemv,  // decode-sized bf16 GEMV on mma.sync, same roundings as kBf16Lt (fast, bf16 weights, m <= 8)
 };
 const char* linear_path_name(LinearPath p);
 
@@ -46,9 +47,10 @@ struct LinearTuning {
     // cuBLASLt from here, our FP8 wgmma GEMM below: cuBLASLt measured faster at every row count on the Flash shapes
     // (bench kernels, H200, 2026-12-01: e.g. wo_b M=64 21.7 vs 147 us, M=8192 569 vs 2,402 us).
     int64_t min_fp8_lt_rows = 1;
-    // bf16 weights on cuBLASLt's bf16 GEMM from here, the mma.sync GEMM below (CudaOptions::min_bf16_lt_rows);
-    // weights of fewer than 1,024 rows from 8x this (linear_plan.cpp: cuBLASLt is slower on them at 256 rows).
+    // bf16 weights on cuBLASLt's bf16 GEMM from here, the mma.sync GEMM below (CudaOptions::min_bf16_lt_rows).
     int64_t min_bf16_lt_rows = 256;
+    // bf16 weights at min_bf16_gemv_rows..kMaxBf16GemvRows rows on the bf16 GEMV (CudaOptions::min_bf16_gemv_rows).
+    int64_t min_bf16_gemv_rows = 2;
     bool fp8_gemv = true;  // FP8 weights at 1..kMaxFp8GemvRows rows on the FP8 GEMV
     MoeThresholds moe;
     std::string forced_linear, forced_moe;

@@ -1,5 +1,6 @@
 // The bf16-weight linears of fast numerics (the compressors' projections, the indexer's head weights, the router's
-// gate) on cuBLASLt's bf16 GEMM (LinearPath::kBf16Lt, cuda_bf16_gemm.h) and on our mma.sync GEMM (kGemmBf16), against
+// gate) on cuBLASLt's bf16 GEMM (LinearPath::kBf16Lt, cuda_bf16_gemm.h), on our mma.sync GEMM (kGemmBf16) and on the
+// bf16 GEMV (kBf16Gemv, decode sizes: batch invariance, one launch for several targets), against
 // a host model of their roundings on fresh random inputs: activations rounded to bf16, the weight's bf16 values, sums
 // in double (host_linear). Row counts from 1 to 9,000 (odd ones, and the Flash shapes), a NaN input row, the targets of
 // one `linears` call sharing one bf16 copy of x, and the chooser. Outputs start as NaN, so an unwritten element fails.
@@ -77,6 +78,99 @@ const Bf16LinearCase kBf16LinearCases[] = {
 INSTANTIATE_TEST_SUITE_P(Paths, CudaBf16Linear,
                          ::testing::Combine(::testing::Values(std::string("bf16_lt"), std::string("gemm_bf16")),
                                             ::testing::ValuesIn(kBf16LinearCases)));
+
+// The bf16 GEMV (decode sizes, 1..8 rows): weights whose rows are not a multiple of its 16-row tiles, K from 64 up.
+const Bf16LinearCase kBf16GemvCases[] = {
+    {256, 512, 1}, {256, 512, 7}, {1024, 4096, 8}, {64, 4096, 5}, {130, 1024, 8}, {160, 4096, 2}, {1000, 64, 4},
+};
+INSTANTIATE_TEST_SUITE_P(Gemv, CudaBf16Linear,
+                         ::testing::Combine(::testing::Values(std::string("bf16_gemv")),
+                                            ::testing::ValuesIn(kBf16GemvCases)));
+
+std::vector<uint32_t> bits_of(const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    std::transform(v.begin(), v.end(), b.begin(), [](float f) { return std::bit_cast<uint32_t>(f); });
+    return b;
+}
+
+// A token's outputs on the bf16 GEMV do not depend on the other tokens of the step: each of 8 tokens alone gives the
+// bits it has among all 8 (the router's gate and a compressor's shape).
+TEST(CudaBf16Gemv, TokensDoNotDependOnTheBatch) {
+    DSV4_REQUIRE_GPU();
+    ScopedEnv from_one("DSV4_MIN_BF16_GEMV_ROWS", "1");
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    const int64_t m = 8, k = 4096;
+    for (int64_t rows : {160, 1024}) {
+        const WeightRef w = upload(*gpu, make_weight(WeightFormat::kBF16, rows, k));
+        const std::vector<float> x = random_floats(m * k, 2.0f);
+        Tensor all = make_tensor(*gpu, {m, rows}, std::vector<float>(m * rows, NAN));
+        gpu->linear(make_tensor(*gpu, {m, k}, x), w, LinearKind::kF32Out, all);
+        const std::vector<uint32_t> together = bits_of(read(*gpu, all));
+        for (int64_t t = 0; t < m; ++t) {
+            Tensor one = make_tensor(*gpu, {1, rows}, std::vector<float>(rows, NAN));
+            gpu->linear(make_tensor(*gpu, {1, k}, std::vector<float>(x.begin() + t * k, x.begin() + (t + 1) * k)), w,
+                        LinearKind::kF32Out, one);
+            const std::vector<uint32_t> alone = bits_of(read(*gpu, one));
+            ASSERT_TRUE(std::equal(alone.begin(), alone.end(), together.begin() + t * rows))
+                << "token " << t << " of " << rows << "-row weight";
+        }
+    }
+}
+
+// The targets of one `linears` call on the bf16 GEMV (the compressors' wkv / wgate and the indexer's, at batch 8) go
+// out in one launch and give the bits of each linear alone.
+TEST(CudaBf16Gemv, LinearsInOneLaunchGiveEachLinearsBits) {
+    DSV4_REQUIRE_GPU();
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    const int64_t m = 8, k = 4096;
+    const int64_t widths[] = {1024, 1024, 256, 256, 48};
+    std::vector<WeightRef> weights;
+    std::vector<Tensor> together, alone;
+    for (int64_t n : widths) {
+        weights.push_back(upload(*gpu, make_weight(WeightFormat::kBF16, n, k)));
+        together.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
+        alone.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
+    }
+    ASSERT_EQ(cuda::choose_linear_path({Numerics::kFast, weights[0], m, k}, cuda::LinearTuning{}, ""),
+              cuda::LinearPath::kBf16Gemv);
+    Tensor x = make_tensor(*gpu, {m, k}, random_floats(m * k, 1.5f));
+    std::vector<LinearTarget> targets;
+    for (size_t i = 0; i < weights.size(); ++i) targets.push_back({&weights[i], LinearKind::kF32Out, together[i]});
+    gpu->linears(x, targets);
+    for (size_t i = 0; i < weights.size(); ++i) {
+        gpu->linear(x, weights[i], LinearKind::kF32Out, alone[i]);
+        const std::vector<float> got = read(*gpu, together[i]);
+        ASSERT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); })) << "target " << i;
+        ASSERT_EQ(bits_of(got), bits_of(read(*gpu, alone[i]))) << "target " << i;
+    }
+}
+
+// The chooser: bf16 weights on the bf16 GEMV from min_bf16_gemv_rows to 8 rows in fast numerics, never in exact
+// numerics, for grouped projections or with the threshold out of reach (batch-invariant mode); forced past 8 rows it
+// names the limit.
+TEST(CudaBf16Gemv, ChooserTakesTwoToEightRows) {
+    WeightRef w;
+    w.format = WeightFormat::kBF16;
+    w.rows = 1024;
+    w.cols = 4096;
+    const cuda::LinearTuning tuning;
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 1, 4096}, tuning, ""), cuda::LinearPath::kGemv);
+    for (int64_t m : {2, 5, 8}) {
+        EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, m, 4096}, tuning, ""), cuda::LinearPath::kBf16Gemv);
+    }
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 9, 4096}, tuning, ""), cuda::LinearPath::kGemv);
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kExact, w, 8, 4096}, tuning, ""), cuda::LinearPath::kGemv);
+    EXPECT_NE(cuda::choose_linear_path({Numerics::kFast, w, 8, 4096, true}, tuning, ""), cuda::LinearPath::kBf16Gemv);
+    cuda::LinearTuning invariant;
+    invariant.min_bf16_gemv_rows = std::numeric_limits<int64_t>::max();
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 8, 4096}, invariant, ""), cuda::LinearPath::kGemv);
+    try {
+        cuda::choose_linear_path({Numerics::kFast, w, 9, 4096}, tuning, "bf16_gemv");
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("at most 8 activation rows"), std::string::npos) << e.what();
+    }
+}
 
 // The compressors' four projections in one `linears` call (one bf16 copy of x for all, the default path at prefill
 // sizes) give the bits of each linear alone.
