@@ -28,7 +28,7 @@ p)
     grep -h "breakdown" "$OUT/prof8k.log"
     ;;
 g)
-    run tests 120 .devbin/ops_cuda --gtest_filter='*Bf16*:CudaState.StatefulAttentionFastNumerics:*Linear*'
+    run tests 120 .devbin/ops_cuda --gtest_filter='*Bf16*:CudaState.StatefulAttentionFastNumerics:*Fused*'
     run golden 70 .devbin/golden_cuda
     for f in router weights_proj compressor; do
         run "k_$f" 30 .devbin/dsv4 bench kernels --rows 1,8 --filter "$f" --json "$OUT/k_$f.json"
