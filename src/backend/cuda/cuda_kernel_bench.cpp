@@ -139,8 +139,9 @@ void bench_linears(CudaBackend& b, const KernelBenchOptions& o, const Buffers& b
             slice.rows = per;
             const cuda::LinearProblem p{Numerics::kFast, slice, m, s.cols, s.groups > 1};
             const LinearPath chosen = cuda::choose_linear_path(p, b.linear_tuning(), "");
-            for (LinearPath path : {LinearPath::kFp8Gemv, LinearPath::kFp8Lt, LinearPath::kFp8Wgmma,
-                                    LinearPath::kGemmBf16, LinearPath::kBf16Lt, LinearPath::kBf16Gemv, LinearPath::kGemv}) {
+            for (LinearPath path :
+                 {LinearPath::kFp8Gemv, LinearPath::kFp8Lt, LinearPath::kFp8Wgmma, LinearPath::kGemmBf16,
+                  LinearPath::kBf16Lt, LinearPath::kBf16Gemv, LinearPath::kGemv}) {
                 if (!cuda::linear_path_unmet(path, p).empty()) continue;
                 const bool tensor_cores = path == LinearPath::kGemmBf16 || path == LinearPath::kBf16Lt;
                 if ((path == LinearPath::kGemv && m > 64) || (tensor_cores && m < 8)) continue;

@@ -444,10 +444,10 @@ void CudaBackend::bf16_gemv(std::span<const Bf16GemvTarget> targets, int64_t m, 
         p.k = k;
         for (size_t i = first; i < std::min(targets.size(), first + kMaxBf16GemvTargets); ++i) {
             const Bf16GemvTarget& t = targets[i];
-            DSV4_CHECK(t.w.format == WeightFormat::kBF16 && t.w.cols == k &&
-                           reinterpret_cast<uintptr_t>(t.w.data) % 16 == 0,
-                       "bf16_gemv: weight [{}, {}] against {} inputs, or not a 16-byte aligned bf16 weight", t.w.rows,
-                       t.w.cols, k);
+            DSV4_CHECK(
+                t.w.format == WeightFormat::kBF16 && t.w.cols == k && reinterpret_cast<uintptr_t>(t.w.data) % 16 == 0,
+                "bf16_gemv: weight [{}, {}] against {} inputs, or not a 16-byte aligned bf16 weight", t.w.rows,
+                t.w.cols, k);
             p.targets[p.n++] = t;
         }
         launch_bf16_gemv(stream_, p);

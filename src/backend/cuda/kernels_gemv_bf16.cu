@@ -28,7 +28,7 @@ namespace {
 
 constexpr int kWarps = kMmaWarps;
 constexpr int kTileRows = kMmaTileRows;
-constexpr int kChunk = 2;         // K blocks of one load batch; a warp has two batches in flight (double buffering)
+constexpr int kChunk = 2;           // K blocks of one load batch; a warp has two batches in flight (double buffering)
 constexpr int kTargetWarps = 1056;  // as the FP8 GEMV: one wave of 8 warps an SM on 132 SMs
 
 // One lane's share of kChunk K blocks: the weight bytes of rows g, g + 8 (index 1) and its token's inputs.

@@ -101,8 +101,9 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
 
 LinearPath choose_linear_path(const LinearProblem& p, const LinearTuning& t, const std::string& forced) {
     if (!forced.empty()) {
-        for (LinearPath path : {LinearPath::kGeneric, LinearPath::kGemv, LinearPath::kGemmBf16, LinearPath::kBf16Lt,
-                                LinearPath::kFp8Lt, LinearPath::kFp8Wgmma, LinearPath::kFp8Gemv, LinearPath::kBf16Gemv}) {
+        for (LinearPath path :
+             {LinearPath::kGeneric, LinearPath::kGemv, LinearPath::kGemmBf16, LinearPath::kBf16Lt, LinearPath::kFp8Lt,
+              LinearPath::kFp8Wgmma, LinearPath::kFp8Gemv, LinearPath::kBf16Gemv}) {
             if (forced != linear_path_name(path)) continue;
             const std::string why = linear_path_unmet(path, p);
             DSV4_CHECK(why.empty(), "linear path {} (DSV4_LINEAR_PATH) needs {} (weight [{}, {}], {} rows)", forced,
