@@ -39,6 +39,28 @@ inline int mma_splits(int64_t units, int64_t k_blocks, int chunk, int target_war
     return splits;
 }
 
+// The K blocks [begin, end) of split `split` of `blocks` shared `splits` ways (the last splits may be short or empty).
+struct KRange {
+    int begin = 0, end = 0;
+};
+__device__ __forceinline__ KRange split_k_range(int split, int splits, int blocks) {
+    const int per_split = (blocks + splits - 1) / splits;
+    KRange r;
+    r.begin = min(blocks, split * per_split);
+    r.end = min(blocks, r.begin + per_split);
+    return r;
+}
+
+// The target of a launch's thread block (p.block_end: the cumulative blocks per target) and the block's index within
+// it.
+template <typename Params>
+__device__ __forceinline__ int block_target(const Params& p, int& local) {
+    int target = 0;
+    while (target < p.n - 1 && static_cast<int>(blockIdx.x) >= p.block_end[target]) ++target;
+    local = static_cast<int>(blockIdx.x) - (target == 0 ? 0 : p.block_end[target - 1]);
+    return target;
+}
+
 // Split sums across thread blocks: after each block has written its partials, whether this block is the last of the
 // `arrivals` blocks sharing `counter` (it then reads everyone's partials, with __ldcg: written by other SMs). The
 // last block resets the counter, so graphs replay the launch. All threads of the block must call.

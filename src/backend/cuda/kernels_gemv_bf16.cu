@@ -106,8 +106,8 @@ struct Bf16Work {
 };
 __device__ Bf16Work warp_work(const Bf16GemvParams& p) {
     Bf16Work b;
-    while (b.target < p.n - 1 && static_cast<int>(blockIdx.x) >= p.block_end[b.target]) ++b.target;
-    const int local = static_cast<int>(blockIdx.x) - (b.target == 0 ? 0 : p.block_end[b.target - 1]);
+    int local = 0;
+    b.target = block_target(p, local);
     const int warp = static_cast<int>(threadIdx.x / 32);
     b.tile = static_cast<int64_t>(local) * (kWarps / p.splits) + warp / p.splits;
     b.split = warp % p.splits;
@@ -121,11 +121,9 @@ __global__ void __launch_bounds__(kWarps * 32, 1) bf16_gemv_kernel(const __grid_
     const Bf16GemvTarget& target = p.targets[work.target];
     const WeightRef& w = target.w;
     const int64_t r0 = work.tile * kTileRows;
-    const int blocks = static_cast<int>(p.k / kBf16GemvBlock);
-    const int per_split = (blocks + p.splits - 1) / p.splits;
-    const int kb_begin = std::min(blocks, work.split * per_split), kb_end = std::min(blocks, kb_begin + per_split);
+    const KRange range = split_k_range(work.split, p.splits, static_cast<int>(p.k / kBf16GemvBlock));
     const bool live = r0 < w.rows;  // the last block of a target may hold tiles past its rows
-    const int kb_last = live ? kb_end : kb_begin;
+    const int kb_begin = range.begin, kb_last = live ? range.end : range.begin;
     const int64_t row_bytes = 2 * p.k;
     const uint8_t* row_g = static_cast<const uint8_t*>(w.data) + (r0 + g) * row_bytes + 16 * tq;
     const bool valid_g = r0 + g < w.rows, valid_g8 = r0 + g + 8 < w.rows;

@@ -48,8 +48,8 @@ struct WarpWork {
 template <bool kAcross>
 __device__ WarpWork warp_work(const Fp8GemvParams& p) {
     WarpWork b;
-    while (b.target < p.n - 1 && static_cast<int>(blockIdx.x) >= p.block_end[b.target]) ++b.target;
-    const int local = static_cast<int>(blockIdx.x) - (b.target == 0 ? 0 : p.block_end[b.target - 1]);
+    int local = 0;
+    b.target = block_target(p, local);
     const int warp = static_cast<int>(threadIdx.x / 32);
     if constexpr (kAcross) {
         b.group = local / p.splits;
@@ -145,8 +145,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) fp8_gemv_kernel(const __grid_c
     const WeightRef& w = target.w;
     const int64_t r0 = work.tile * kTileRows;
     const int blocks = static_cast<int>(p.k / kFp8ActBlock);
-    const int per_split = (blocks + p.splits - 1) / p.splits;
-    const int kb_begin = std::min(blocks, work.split * per_split), kb_end = std::min(blocks, kb_begin + per_split);
+    const KRange range = split_k_range(work.split, p.splits, blocks);
+    const int kb_begin = range.begin, kb_end = range.end;
     const bool live = r0 < w.rows;  // the last block of a target may hold tiles past its rows
     const bool valid_g = r0 + g < w.rows, valid_g8 = r0 + g + 8 < w.rows;
     const uint8_t* row_g = static_cast<const uint8_t*>(w.data) + (r0 + g) * p.k + 16 * tq;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/linear_plan.h"
@@ -39,6 +40,43 @@ std::vector<float> bf16_rounded(std::vector<float> x) {
 }
 
 constexpr double kBf16PathTol = 1e-4;  // float32 sums against double ones, K up to 4096
+
+// A bf16 weight's shape, for the choosers (no data).
+WeightRef bf16_shape(int64_t rows, int64_t cols) {
+    WeightRef w;
+    w.format = WeightFormat::kBF16;
+    w.rows = rows;
+    w.cols = cols;
+    return w;
+}
+
+// The targets of one `linears` call on `path` (chosen for m rows of k inputs) give the bits of each linear alone.
+void expect_linears_give_each_linears_bits(int64_t m, int64_t k, std::span<const int64_t> widths,
+                                           cuda::LinearPath path) {
+    auto gpu = make_cuda_backend(Numerics::kFast);
+    std::vector<WeightRef> weights;
+    std::vector<Tensor> together, alone;
+    for (int64_t n : widths) {
+        weights.push_back(upload(*gpu, make_weight(WeightFormat::kBF16, n, k)));
+        together.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
+        alone.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
+    }
+    ASSERT_EQ(cuda::choose_linear_path({Numerics::kFast, weights[0], m, k}, cuda::LinearTuning{}, ""), path);
+    Tensor x = make_tensor(*gpu, {m, k}, random_floats(m * k, 1.5f));
+    std::vector<LinearTarget> targets;
+    for (size_t i = 0; i < weights.size(); ++i) targets.push_back({&weights[i], LinearKind::kF32Out, together[i]});
+    gpu->linears(x, targets);
+    for (size_t i = 0; i < weights.size(); ++i) {
+        gpu->linear(x, weights[i], LinearKind::kF32Out, alone[i]);
+        const std::vector<float> got = read(*gpu, together[i]), want = read(*gpu, alone[i]);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t e = 0; e < got.size(); ++e) {
+            ASSERT_TRUE(std::isfinite(got[e])) << "target " << i << " element " << e;
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[e]), std::bit_cast<uint32_t>(want[e]))
+                << "target " << i << " element " << e;
+        }
+    }
+}
 
 struct Bf16LinearCase {
     int64_t rows, cols, m;
@@ -121,38 +159,15 @@ TEST(CudaBf16Gemv, TokensDoNotDependOnTheBatch) {
 // out in one launch and give the bits of each linear alone.
 TEST(CudaBf16Gemv, LinearsInOneLaunchGiveEachLinearsBits) {
     DSV4_REQUIRE_GPU();
-    auto gpu = make_cuda_backend(Numerics::kFast);
-    const int64_t m = 8, k = 4096;
     const int64_t widths[] = {1024, 1024, 256, 256, 48};
-    std::vector<WeightRef> weights;
-    std::vector<Tensor> together, alone;
-    for (int64_t n : widths) {
-        weights.push_back(upload(*gpu, make_weight(WeightFormat::kBF16, n, k)));
-        together.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
-        alone.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
-    }
-    ASSERT_EQ(cuda::choose_linear_path({Numerics::kFast, weights[0], m, k}, cuda::LinearTuning{}, ""),
-              cuda::LinearPath::kBf16Gemv);
-    Tensor x = make_tensor(*gpu, {m, k}, random_floats(m * k, 1.5f));
-    std::vector<LinearTarget> targets;
-    for (size_t i = 0; i < weights.size(); ++i) targets.push_back({&weights[i], LinearKind::kF32Out, together[i]});
-    gpu->linears(x, targets);
-    for (size_t i = 0; i < weights.size(); ++i) {
-        gpu->linear(x, weights[i], LinearKind::kF32Out, alone[i]);
-        const std::vector<float> got = read(*gpu, together[i]);
-        ASSERT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); })) << "target " << i;
-        ASSERT_EQ(bits_of(got), bits_of(read(*gpu, alone[i]))) << "target " << i;
-    }
+    expect_linears_give_each_linears_bits(8, 4096, widths, cuda::LinearPath::kBf16Gemv);
 }
 
 // The chooser: bf16 weights on the bf16 GEMV from min_bf16_gemv_rows to 8 rows in fast numerics, never in exact
 // numerics, for grouped projections or with the threshold out of reach (batch-invariant mode); forced past 8 rows it
 // names the limit.
 TEST(CudaBf16Gemv, ChooserTakesTwoToEightRows) {
-    WeightRef w;
-    w.format = WeightFormat::kBF16;
-    w.rows = 1024;
-    w.cols = 4096;
+    WeightRef w = bf16_shape(1024, 4096);
     const cuda::LinearTuning tuning;
     EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 1, 4096}, tuning, ""), cuda::LinearPath::kGemv);
     for (int64_t m : {2, 5, 8}) {
@@ -176,42 +191,15 @@ TEST(CudaBf16Gemv, ChooserTakesTwoToEightRows) {
 // sizes) give the bits of each linear alone.
 TEST(CudaBf16Lt, LinearsShareOneCopyOfTheInput) {
     DSV4_REQUIRE_GPU();
-    auto gpu = make_cuda_backend(Numerics::kFast);
-    const int64_t m = 600, k = 4096;
     const int64_t widths[] = {1024, 1024, 256, 256};
-    std::vector<WeightRef> weights;
-    std::vector<Tensor> together, alone;
-    for (int64_t n : widths) {
-        weights.push_back(upload(*gpu, make_weight(WeightFormat::kBF16, n, k)));
-        together.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
-        alone.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
-    }
-    ASSERT_EQ(cuda::choose_linear_path({Numerics::kFast, weights[0], m, k}, cuda::LinearTuning{}, ""),
-              cuda::LinearPath::kBf16Lt);
-    Tensor x = make_tensor(*gpu, {m, k}, random_floats(m * k, 1.5f));
-    std::vector<LinearTarget> targets;
-    for (size_t i = 0; i < weights.size(); ++i) targets.push_back({&weights[i], LinearKind::kF32Out, together[i]});
-    gpu->linears(x, targets);
-    for (size_t i = 0; i < weights.size(); ++i) {
-        gpu->linear(x, weights[i], LinearKind::kF32Out, alone[i]);
-        const std::vector<float> got = read(*gpu, together[i]), want = read(*gpu, alone[i]);
-        ASSERT_EQ(got.size(), want.size());
-        for (size_t e = 0; e < got.size(); ++e) {
-            ASSERT_TRUE(std::isfinite(got[e])) << "target " << i << " element " << e;
-            ASSERT_EQ(std::bit_cast<uint32_t>(got[e]), std::bit_cast<uint32_t>(want[e]))
-                << "target " << i << " element " << e;
-        }
-    }
+    expect_linears_give_each_linears_bits(600, 4096, widths, cuda::LinearPath::kBf16Lt);
 }
 
 // The chooser: bf16 weights on cuBLASLt from min_bf16_lt_rows rows in fast numerics, the mma.sync GEMM below it, for
 // grouped projections and with the threshold out of reach (batch-invariant mode); a forced bf16_lt path names what a
 // weight lacks.
 TEST(CudaBf16Lt, ChooserTakesBf16WeightsFromTheThreshold) {
-    WeightRef w;
-    w.format = WeightFormat::kBF16;
-    w.rows = 1024;
-    w.cols = 4096;
+    WeightRef w = bf16_shape(1024, 4096);
     const cuda::LinearTuning tuning;
     const int64_t at = tuning.min_bf16_lt_rows;
     EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, at, 4096}, tuning, ""), cuda::LinearPath::kBf16Lt);
