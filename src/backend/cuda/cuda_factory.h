@@ -42,8 +42,9 @@ struct CudaOptions {
     int64_t min_bf16_lt_rows = 256;
     // Fast numerics: bf16 weights at min_bf16_gemv_rows to 8 activation rows on the bf16 GEMV (kernels_gemv_bf16.cu:
     // mma.sync over bf16-rounded activations, the roundings of the rows above) instead of the float32 GEMV, which reads
-    // an L2-resident weight once a row (DSV4_MIN_BF16_GEMV_ROWS; 9 or more: off).
-    int64_t min_bf16_gemv_rows = 2;
+    // an L2-resident weight once a row (DSV4_MIN_BF16_GEMV_ROWS; 9 or more: off). Off until it has run on a GPU
+    // (written without one, 2026-12-08: predicted decode B=8 +8-12%); 2 is the setting to measure.
+    int64_t min_bf16_gemv_rows = 9;
     // FP8 weights at 1 to 8 activation rows on the FP8 GEMV (kernels_gemv_fp8.cu: mma.sync over per-128 quantized
     // activations, the roundings of the rows above) instead of the float32 GEMV (1 row) or cuBLASLt.
     bool fp8_gemv = true;

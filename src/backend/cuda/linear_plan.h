@@ -50,8 +50,8 @@ struct LinearTuning {
     // bf16 weights on cuBLASLt's bf16 GEMM from here, the mma.sync GEMM below (CudaOptions::min_bf16_lt_rows).
     int64_t min_bf16_lt_rows = 256;
     // bf16 weights at min_bf16_gemv_rows..kMaxBf16GemvRows rows on the bf16 GEMV (CudaOptions::min_bf16_gemv_rows).
-    int64_t min_bf16_gemv_rows = 2;
-    bool fp8_gemv = true;  // FP8 weights at 1..kMaxFp8GemvRows rows on the FP8 GEMV
+    int64_t min_bf16_gemv_rows = 9;  // off
+    bool fp8_gemv = true;            // FP8 weights at 1..kMaxFp8GemvRows rows on the FP8 GEMV
     MoeThresholds moe;
     std::string forced_linear, forced_moe;
     static LinearTuning from(const CudaOptions& o);

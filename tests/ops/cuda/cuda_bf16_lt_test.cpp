@@ -51,8 +51,8 @@ WeightRef bf16_shape(int64_t rows, int64_t cols) {
 }
 
 // The targets of one `linears` call on `path` (chosen for m rows of k inputs) give the bits of each linear alone.
-void expect_linears_give_each_linears_bits(int64_t m, int64_t k, std::span<const int64_t> widths,
-                                           cuda::LinearPath path) {
+void expect_linears_give_each_linears_bits(int64_t m, int64_t k, std::span<const int64_t> widths, cuda::LinearPath path,
+                                           const cuda::LinearTuning& tuning = {}) {
     auto gpu = make_cuda_backend(Numerics::kFast);
     std::vector<WeightRef> weights;
     std::vector<Tensor> together, alone;
@@ -61,7 +61,7 @@ void expect_linears_give_each_linears_bits(int64_t m, int64_t k, std::span<const
         together.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
         alone.push_back(make_tensor(*gpu, {m, n}, std::vector<float>(m * n, NAN)));
     }
-    ASSERT_EQ(cuda::choose_linear_path({Numerics::kFast, weights[0], m, k}, cuda::LinearTuning{}, ""), path);
+    ASSERT_EQ(cuda::choose_linear_path({Numerics::kFast, weights[0], m, k}, tuning, ""), path);
     Tensor x = make_tensor(*gpu, {m, k}, random_floats(m * k, 1.5f));
     std::vector<LinearTarget> targets;
     for (size_t i = 0; i < weights.size(); ++i) targets.push_back({&weights[i], LinearKind::kF32Out, together[i]});
@@ -159,16 +159,22 @@ TEST(CudaBf16Gemv, TokensDoNotDependOnTheBatch) {
 // out in one launch and give the bits of each linear alone.
 TEST(CudaBf16Gemv, LinearsInOneLaunchGiveEachLinearsBits) {
     DSV4_REQUIRE_GPU();
+    ScopedEnv on("DSV4_MIN_BF16_GEMV_ROWS", "2");
+    cuda::LinearTuning tuning;
+    tuning.min_bf16_gemv_rows = 2;
     const int64_t widths[] = {1024, 1024, 256, 256, 48};
-    expect_linears_give_each_linears_bits(8, 4096, widths, cuda::LinearPath::kBf16Gemv);
+    expect_linears_give_each_linears_bits(8, 4096, widths, cuda::LinearPath::kBf16Gemv, tuning);
 }
 
-// The chooser: bf16 weights on the bf16 GEMV from min_bf16_gemv_rows to 8 rows in fast numerics, never in exact
-// numerics, for grouped projections or with the threshold out of reach (batch-invariant mode); forced past 8 rows it
-// names the limit.
+// The chooser: bf16 weights on the bf16 GEMV from min_bf16_gemv_rows to 8 rows in fast numerics (off by default),
+// never in exact numerics, for grouped projections or with the threshold out of reach (batch-invariant mode); forced
+// past 8 rows it names the limit.
 TEST(CudaBf16Gemv, ChooserTakesTwoToEightRows) {
     WeightRef w = bf16_shape(1024, 4096);
-    const cuda::LinearTuning tuning;
+    EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 8, 4096}, cuda::LinearTuning{}, ""),
+              cuda::LinearPath::kGemv);
+    cuda::LinearTuning tuning;
+    tuning.min_bf16_gemv_rows = 2;
     EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, 1, 4096}, tuning, ""), cuda::LinearPath::kGemv);
     for (int64_t m : {2, 5, 8}) {
         EXPECT_EQ(cuda::choose_linear_path({Numerics::kFast, w, m, 4096}, tuning, ""), cuda::LinearPath::kBf16Gemv);
