@@ -4,8 +4,9 @@
 #       the 8K prefill per op), then the batch-1 and batch-8 decode per op
 #   p : (any GPU) golden, the state and attention suites on main's new defaults, the per-op profiles of decode B = 1 /
 #       8 and of the 8K prefill
-#   g : (any GPU) the bf16 GEMV (off by default): its tests, the fused ops, golden, the kernel bench of the bf16 weights at 1 / 8 rows,
-#       decode B = 1 / 8 alternated with DSV4_MIN_BF16_GEMV_ROWS = 9 (off), 2 (the default), 1, and B = 8 per op
+#   g : (any GPU) the bf16 GEMV (off by default): its tests, the fused ops, golden, the kernel bench of the bf16
+#       weights at 1 / 8 rows, decode B = 1 / 8 alternated with DSV4_MIN_BF16_GEMV_ROWS = 9 (off, the default), 2 (the
+#       setting to measure), 1, and B = 8 per op
 #   o : the whole op suite
 mode=$1
 source tools/device/call_lib.sh
