@@ -74,6 +74,7 @@ std::string linear_path_unmet(LinearPath path, const LinearProblem& p) {
             if (p.w.format != WeightFormat::kBF16) return "a bf16 weight";
             if (p.k % 8 != 0) return "a reduction dim that is a multiple of 8";
             if (path == LinearPath::kBf16Gemv) {
+                if (p.m < 1) return "at least one activation row";
                 if (p.m > kMaxBf16GemvRows) return "at most " + std::to_string(kMaxBf16GemvRows) + " activation rows";
                 if (p.k % kBf16GemvBlock != 0) return "a reduction dim that is a multiple of 64";
             }
