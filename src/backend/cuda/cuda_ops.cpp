@@ -347,39 +347,36 @@ void CudaBackend::linear(const Tensor& x, const WeightRef& w, LinearKind kind, T
 }
 
 void CudaBackend::linears(const Tensor& x, std::span<const LinearTarget> targets) {
-    // The targets on the FP8 GEMV that share a width go out in one launch (the same per-row arithmetic as one launch
-    // each). One vector: the targets whose float32 GEMVs share a format, dialect and width go out in one streamed
-    // launch; any other target, or a list the streamed GEMV refuses, one by one.
+    // The targets on the FP8 GEMV that share a width go out in one launch, and so do those on the bf16 GEMV (the same
+    // per-row arithmetic as one launch each). One vector: the targets whose float32 GEMVs share a format, dialect and
+    // width go out in one streamed launch; any other target, or a list the streamed GEMV refuses, one by one.
     std::vector<bool> done(targets.size(), false);
+    // The targets not yet done whose path is `path` and whose width is the first such target's: marked done and
+    // handed to `take`; returns that width (0: none).
+    auto take_same_width = [&](LinearPath path, auto&& take) {
+        int64_t k = 0;
+        for (size_t i = 0; i < targets.size(); ++i) {
+            const WeightRef& w = *targets[i].w;
+            const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
+            if (done[i] || x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows || (k != 0 && w.cols != k) ||
+                choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear) != path) {
+                continue;
+            }
+            take(w, targets[i].y.f32());
+            k = w.cols;
+            done[i] = true;
+        }
+        return k;
+    };
     std::vector<Fp8GemvTarget> fp8;
-    int64_t fp8_k = 0;
-    for (size_t i = 0; i < targets.size(); ++i) {
-        const WeightRef& w = *targets[i].w;
-        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
-        if (x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows || (fp8_k != 0 && w.cols != fp8_k) ||
-            choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear) != LinearPath::kFp8Gemv) {
-            continue;
-        }
-        fp8.push_back({w, x.f32(), targets[i].y.f32(), w.rows});
-        fp8_k = w.cols;
-        done[i] = true;
-    }
+    const int64_t fp8_k = take_same_width(LinearPath::kFp8Gemv, [&](const WeightRef& w, float* y) {
+        fp8.push_back({w, x.f32(), y, w.rows});
+    });
     if (fp8_k > 0) fp8_gemv(fp8, x.numel() / fp8_k, fp8_k, x.f32(), fp8_k, fp8_k);  // fp8 not empty
-    // The targets on the bf16 GEMV that share a width: one launch.
-    std::vector<Bf16GemvTarget> bf16;
-    int64_t bf16_k = 0;
-    for (size_t i = 0; i < targets.size(); ++i) {
-        const WeightRef& w = *targets[i].w;
-        const int64_t m = x.numel() / std::max<int64_t>(w.cols, 1);
-        if (done[i] || x.numel() != m * w.cols || targets[i].y.numel() != m * w.rows ||
-            (bf16_k != 0 && w.cols != bf16_k) ||
-            choose_linear_path({numerics_, w, m, w.cols}, tuning_, tuning_.forced_linear) != LinearPath::kBf16Gemv) {
-            continue;
-        }
-        bf16.push_back({w, targets[i].y.f32(), w.rows});
-        bf16_k = w.cols;
-        done[i] = true;
-    }
+    std::vector<Bf16GemvTarget> bf16;                                               // the same for the bf16 GEMV
+    const int64_t bf16_k = take_same_width(LinearPath::kBf16Gemv, [&](const WeightRef& w, float* y) {
+        bf16.push_back({w, y, w.rows});
+    });
     if (bf16_k > 0) bf16_gemv(bf16, x.numel() / bf16_k, bf16_k, x.f32(), bf16_k);
     // The targets on FP8 tensor cores (prefill sizes) that take all of x share one quantization of it, and those on
     // cuBLASLt's bf16 GEMM one bf16 copy of it (what linear() would make for each of them).

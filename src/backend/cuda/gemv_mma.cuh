@@ -39,6 +39,11 @@ inline int mma_splits(int64_t units, int64_t k_blocks, int chunk, int target_war
     return splits;
 }
 
+// 16-row tiles of a weight.
+inline int64_t mma_tiles_of(const WeightRef& w) {
+    return (w.rows + kMmaTileRows - 1) / kMmaTileRows;
+}
+
 // The K blocks [begin, end) of split `split` of `blocks` shared `splits` ways (the last splits may be short or empty).
 struct KRange {
     int begin = 0, end = 0;

@@ -154,10 +154,6 @@ __global__ void __launch_bounds__(kWarps * 32, 1) bf16_gemv_kernel(const __grid_
     if (work.split == 0) store_tile(acc, r0, w.rows, p.m, target.y, target.y_stride);
 }
 
-int64_t tiles_of(const WeightRef& w) {
-    return (w.rows + kTileRows - 1) / kTileRows;
-}
-
 }  // namespace
 
 bool bf16_gemv_supported(int64_t m, int64_t k, int64_t x_stride) {
@@ -167,12 +163,12 @@ bool bf16_gemv_supported(int64_t m, int64_t k, int64_t x_stride) {
 void launch_bf16_gemv(cudaStream_t stream, Bf16GemvParams p) {
     if (p.n <= 0 || p.m <= 0) return;
     int64_t tiles = 0;
-    for (int i = 0; i < p.n; ++i) tiles += tiles_of(p.targets[i].w);
+    for (int i = 0; i < p.n; ++i) tiles += mma_tiles_of(p.targets[i].w);
     p.splits = mma_splits(tiles, p.k / kBf16GemvBlock, kChunk, kTargetWarps);
     int blocks = 0;
     const int64_t tiles_per_block = kWarps / p.splits;
     for (int i = 0; i < p.n; ++i) {
-        blocks += static_cast<int>((tiles_of(p.targets[i].w) + tiles_per_block - 1) / tiles_per_block);
+        blocks += static_cast<int>((mma_tiles_of(p.targets[i].w) + tiles_per_block - 1) / tiles_per_block);
         p.block_end[i] = blocks;
     }
     if (blocks == 0) return;

@@ -192,10 +192,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2) fp8_gemv_kernel(const __grid_c
     }
 }
 
-int64_t tiles_of(const WeightRef& w) {
-    return (w.rows + kTileRows - 1) / kTileRows;
-}
-
 }  // namespace
 
 bool fp8_gemv_supported(int64_t m, int64_t k) {
@@ -229,7 +225,7 @@ bool splits_across_blocks(const Fp8GemvParams& p) {
 void launch_fp8_gemv(cudaStream_t stream, Fp8GemvParams p) {
     if (p.n <= 0 || p.m <= 0) return;
     int64_t tiles = 0;
-    for (int i = 0; i < p.n; ++i) tiles += tiles_of(p.targets[i].w);
+    for (int i = 0; i < p.n; ++i) tiles += mma_tiles_of(p.targets[i].w);
     p.splits = mma_splits(tiles, p.k / kFp8ActBlock, kChunk, p.target_warps > 0 ? p.target_warps : kTargetWarps);
     const bool across = splits_across_blocks(p);
     int blocks = 0, arrivals = 0;
@@ -241,7 +237,7 @@ void launch_fp8_gemv(cudaStream_t stream, Fp8GemvParams p) {
         arrivals += static_cast<int>(groups_of(p.targets[i].w));
         const int64_t tiles_per_block = kWarps / p.splits;
         blocks += static_cast<int>(across ? groups_of(p.targets[i].w) * p.splits
-                                          : (tiles_of(p.targets[i].w) + tiles_per_block - 1) / tiles_per_block);
+                                          : (mma_tiles_of(p.targets[i].w) + tiles_per_block - 1) / tiles_per_block);
         p.block_end[i] = blocks;
     }
     if (blocks == 0) return;
